@@ -1,0 +1,1 @@
+"""mindloop: a local-first runtime for teams of LLM agents."""
