@@ -1,0 +1,25 @@
+"""Durable runtime state (SQLAlchemy Core over SQLite)."""
+
+from mindloop.store.records import (
+    DialogKind,
+    DialogRecord,
+    GenerationRecord,
+    MessageKind,
+    MessageRecord,
+    TaskdocChange,
+)
+from mindloop.store.store import STATE_DIR, STATE_FILE, Store, StoreError, new_id
+
+__all__ = [
+    "STATE_DIR",
+    "STATE_FILE",
+    "DialogKind",
+    "DialogRecord",
+    "GenerationRecord",
+    "MessageKind",
+    "MessageRecord",
+    "Store",
+    "StoreError",
+    "TaskdocChange",
+    "new_id",
+]

@@ -1,0 +1,75 @@
+"""Typed records that cross the store boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+DialogKind = Literal["root", "side", "fbr"]
+
+# Message kinds, in the order they can appear in a dialog's history.
+MessageKind = Literal[
+    "user",  # user/human text, or a runtime prompt sent as the user
+    "assistant",  # assistant saying (text)
+    "thinking",  # assistant reasoning output, never sent back to the model
+    "tool_call",  # one function call requested by the model
+    "tool_result",  # the result of one function call
+    "note",  # runtime note shown to the model as user text (errors, notices)
+    "tellask_result",  # a side dialog's answer, or a failed tellask
+]
+
+
+class DialogRecord(BaseModel):
+    id: str
+    root_id: str
+    parent_id: str | None = None
+    member: str
+    task_path: str
+    kind: DialogKind = "root"
+    status: str = "idle"
+    course: int = 1
+    needs_drive: bool = False
+    session_key: str | None = None
+    assignment: dict[str, Any] | None = None
+    title: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class MessageRecord(BaseModel):
+    id: int = 0
+    dialog_id: str
+    course: int = 1
+    kind: MessageKind
+    data: dict[str, Any] = Field(default_factory=dict)
+    generation_id: int | None = None
+    created_at: float = 0.0
+
+
+class GenerationRecord(BaseModel):
+    id: int = 0
+    dialog_id: str
+    provider: str
+    model: str
+    started_at: float
+    ended_at: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class TaskdocChange(BaseModel):
+    """One audited change of one Taskdoc section (the previous content is kept)."""
+
+    id: int = 0
+    task_path: str  # rtws-relative path of the .tsk package
+    section: str  # package-relative file, e.g. "constraints.md", "bearinmind/risks.md"
+    actor_member: str
+    actor_dialog: str | None = None
+    ts: float
+    hash_before: str | None = None
+    hash_after: str
+    content_before: str | None = None
+    content_after: str

@@ -1,0 +1,173 @@
+"""The store's tables (SQLAlchemy Core) and forward migrations.
+
+Only `mindloop.store` touches these tables. The schema is versioned: `MIGRATIONS[i]`
+upgrades version i to i+1; a fresh database runs them all. Never edit a shipped
+migration: append a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version", metadata, sa.Column("version", sa.Integer, nullable=False)
+)
+
+dialogs = sa.Table(
+    "dialogs",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("root_id", sa.String, nullable=False, index=True),
+    sa.Column("parent_id", sa.String, nullable=True),
+    sa.Column("member", sa.String, nullable=False),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),  # root | side | fbr
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("course", sa.Integer, nullable=False, default=1),
+    sa.Column("needs_drive", sa.Boolean, nullable=False, default=False),
+    sa.Column("session_key", sa.String, nullable=True),
+    sa.Column("assignment", sa.JSON, nullable=True),
+    sa.Column("title", sa.String, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dialog_id", sa.String, nullable=False),
+    sa.Column("course", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("generation_id", sa.Integer, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_messages_dialog_course", "dialog_id", "course", "id"),
+)
+
+generations = sa.Table(
+    "generations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dialog_id", sa.String, nullable=False, index=True),
+    sa.Column("provider", sa.String, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float, nullable=True),
+    sa.Column("input_tokens", sa.Integer, nullable=True),
+    sa.Column("output_tokens", sa.Integer, nullable=True),
+    sa.Column("finish_reason", sa.String, nullable=True),
+    sa.Column("error", sa.String, nullable=True),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dialog_id", sa.String, nullable=True, index=True),
+    sa.Column("type", sa.String, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("ts", sa.Float, nullable=False),
+)
+
+pending_tellasks = sa.Table(
+    "pending_tellasks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("caller_id", sa.String, nullable=False, index=True),
+    sa.Column("side_id", sa.String, nullable=False),
+    sa.Column("call_id", sa.String, nullable=False),
+    sa.Column("call_type", sa.String, nullable=False),
+    sa.Column("headline", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+responses = sa.Table(
+    "responses",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("caller_id", sa.String, nullable=False, index=True),
+    sa.Column("side_id", sa.String, nullable=False),
+    sa.Column("call_id", sa.String, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("delivered", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+questions = sa.Table(
+    "questions",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("dialog_id", sa.String, nullable=False, index=True),
+    sa.Column("root_id", sa.String, nullable=False),
+    sa.Column("headline", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("call_id", sa.String, nullable=False),
+    sa.Column("course", sa.Integer, nullable=False),
+    sa.Column("asked_at", sa.Float, nullable=False),
+    sa.Column("answered_at", sa.Float, nullable=True),
+    sa.Column("answer", sa.Text, nullable=True),
+    sa.Column("status", sa.String, nullable=False),  # open | answered | discarded
+)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("root_id", sa.String, primary_key=True),
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("dialog_id", sa.String, nullable=False),
+)
+
+reminders = sa.Table(
+    "reminders",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dialog_id", sa.String, nullable=False, index=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+taskdoc_changes = sa.Table(
+    "taskdoc_changes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("section", sa.String, nullable=False),
+    sa.Column("actor_member", sa.String, nullable=False),
+    sa.Column("actor_dialog", sa.String, nullable=True),
+    sa.Column("ts", sa.Float, nullable=False),
+    sa.Column("hash_before", sa.String, nullable=True),
+    sa.Column("hash_after", sa.String, nullable=False),
+    sa.Column("content_before", sa.Text, nullable=True),
+    sa.Column("content_after", sa.Text, nullable=False),
+    sa.Index("ix_taskdoc_changes_section", "task_path", "section", "id"),
+)
+
+
+_V1_TABLES = [
+    schema_version,
+    dialogs,
+    messages,
+    generations,
+    events,
+    pending_tellasks,
+    responses,
+    questions,
+    sessions,
+    reminders,
+    taskdoc_changes,
+]
+
+
+def _v0_to_v1(conn: sa.Connection) -> None:
+    """Initial schema. Lists its tables explicitly so later tables never leak into it."""
+    metadata.create_all(conn, tables=_V1_TABLES)
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1]
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,252 @@
+"""The transactional store: the only module that writes SQL.
+
+One SQLite database per rtws (`.mindloop/state.sqlite`, WAL). Every public method is a
+transaction of its own unless it runs inside `with store.tx():`, in which case it joins
+the outer transaction — that is how changes that belong together (a reply recorded, its
+pending record removed, the caller marked to drive) commit atomically.
+
+The engine appends; it never re-reads whole dialogs per step. `load_history` is for
+(re)starting a drive, not for every generation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from mindloop.errors import MindloopError, NotFoundError
+from mindloop.store import schema as t
+from mindloop.store.records import (
+    DialogRecord,
+    GenerationRecord,
+    MessageKind,
+    MessageRecord,
+    TaskdocChange,
+)
+
+STATE_DIR = ".mindloop"
+STATE_FILE = "state.sqlite"
+
+
+def new_id(prefix: str = "") -> str:
+    """A short random id (12 hex chars), optionally prefixed (`q4h-…`)."""
+    return prefix + uuid.uuid4().hex[:12]
+
+
+class StoreError(MindloopError):
+    pass
+
+
+class Store:
+    """Durable runtime state. `durable=True` fsyncs every commit (synchronous=FULL)."""
+
+    def __init__(self, path: Path | str, *, durable: bool = True) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._engine = sa.create_engine(
+            f"sqlite:///{self.path}", poolclass=sa.pool.StaticPool, future=True
+        )
+        sync = "FULL" if durable else "NORMAL"
+
+        @sa.event.listens_for(self._engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={sync}")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        self._conn = self._engine.connect()
+        self._depth = 0
+        self._migrate()
+
+    @classmethod
+    def for_rtws(cls, rtws: Path, *, durable: bool = True) -> Store:
+        return cls(Path(rtws) / STATE_DIR / STATE_FILE, durable=durable)
+
+    def close(self) -> None:
+        self._conn.close()
+        self._engine.dispose()
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def tx(self) -> Iterator[sa.Connection]:
+        """Run the block in one transaction; nested blocks join the outermost one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self._conn
+            finally:
+                self._depth -= 1
+            return
+        self._depth = 1
+        try:
+            with self._conn.begin():
+                yield self._conn
+        finally:
+            self._depth = 0
+
+    def _migrate(self) -> None:
+        with self.tx() as c:
+            insp = sa.inspect(c)
+            current = 0
+            if insp.has_table("schema_version"):
+                current = c.execute(sa.select(t.schema_version.c.version)).scalar() or 0
+            if current > t.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: database schema v{current} is newer than this mindloop "
+                    f"(v{t.SCHEMA_VERSION}); upgrade mindloop"
+                )
+            for step in t.MIGRATIONS[current:]:
+                step(c)
+            if current != t.SCHEMA_VERSION:
+                c.execute(sa.delete(t.schema_version))
+                c.execute(sa.insert(t.schema_version).values(version=t.SCHEMA_VERSION))
+
+    def schema_version(self) -> int:
+        return int(self._conn.execute(sa.select(t.schema_version.c.version)).scalar() or 0)
+
+    # ------------------------------------------------------------------ dialogs
+
+    def create_dialog(self, rec: DialogRecord) -> DialogRecord:
+        now = time.time()
+        rec = rec.model_copy(update={"created_at": now, "updated_at": now})
+        with self.tx() as c:
+            c.execute(sa.insert(t.dialogs).values(**rec.model_dump()))
+        return rec
+
+    def get_dialog(self, dialog_id: str) -> DialogRecord:
+        row = self._conn.execute(sa.select(t.dialogs).where(t.dialogs.c.id == dialog_id)).first()
+        if row is None:
+            raise NotFoundError(f"no dialog with id {dialog_id!r}")
+        return DialogRecord.model_validate(row._asdict())
+
+    def resolve_dialog_id(self, prefix: str) -> str:
+        """Accept a full id or an unambiguous prefix (as users type them)."""
+        rows = self._conn.execute(
+            sa.select(t.dialogs.c.id).where(t.dialogs.c.id.startswith(prefix, autoescape=True))
+        ).all()
+        ids = [r[0] for r in rows]
+        if prefix in ids:
+            return prefix
+        if not ids:
+            raise NotFoundError(f"no dialog with id {prefix!r} (see `mindloop dialogs list`)")
+        if len(ids) > 1:
+            raise NotFoundError(f"dialog id {prefix!r} is ambiguous: {', '.join(sorted(ids))}")
+        return ids[0]
+
+    def list_dialogs(
+        self, *, root_id: str | None = None, task_path: str | None = None
+    ) -> list[DialogRecord]:
+        q = sa.select(t.dialogs).order_by(t.dialogs.c.created_at, t.dialogs.c.id)
+        if root_id is not None:
+            q = q.where(t.dialogs.c.root_id == root_id)
+        if task_path is not None:
+            q = q.where(t.dialogs.c.task_path == task_path)
+        return [DialogRecord.model_validate(r._asdict()) for r in self._conn.execute(q)]
+
+    def update_dialog(self, dialog_id: str, **fields: Any) -> None:
+        fields["updated_at"] = time.time()
+        with self.tx() as c:
+            res = c.execute(sa.update(t.dialogs).where(t.dialogs.c.id == dialog_id).values(**fields))
+            if res.rowcount == 0:
+                raise NotFoundError(f"no dialog with id {dialog_id!r}")
+
+    def dialogs_needing_drive(self) -> list[str]:
+        q = sa.select(t.dialogs.c.id).where(t.dialogs.c.needs_drive.is_(True))
+        return [r[0] for r in self._conn.execute(q.order_by(t.dialogs.c.updated_at))]
+
+    # ------------------------------------------------------------------ messages
+
+    def append_messages(self, msgs: Sequence[MessageRecord]) -> list[MessageRecord]:
+        """Append records in order (one transaction); returns them with ids set."""
+        now = time.time()
+        out: list[MessageRecord] = []
+        with self.tx() as c:
+            for m in msgs:
+                values = m.model_dump(exclude={"id"})
+                values["created_at"] = now
+                res = c.execute(sa.insert(t.messages).values(**values))
+                pk = res.inserted_primary_key
+                out.append(m.model_copy(update={"id": pk[0] if pk else 0, "created_at": now}))
+        return out
+
+    def append_message(
+        self,
+        dialog_id: str,
+        kind: MessageKind,
+        data: dict[str, Any],
+        *,
+        course: int = 1,
+        generation_id: int | None = None,
+    ) -> MessageRecord:
+        rec = MessageRecord(
+            dialog_id=dialog_id, course=course, kind=kind, data=data, generation_id=generation_id
+        )
+        return self.append_messages([rec])[0]
+
+    def load_history(self, dialog_id: str, course: int | None = None) -> list[MessageRecord]:
+        """All messages of a dialog (of one course if given), oldest first."""
+        q = sa.select(t.messages).where(t.messages.c.dialog_id == dialog_id)
+        if course is not None:
+            q = q.where(t.messages.c.course == course)
+        rows = self._conn.execute(q.order_by(t.messages.c.id))
+        return [MessageRecord.model_validate(r._asdict()) for r in rows]
+
+    def count_messages(self, dialog_id: str) -> int:
+        q = sa.select(sa.func.count()).where(t.messages.c.dialog_id == dialog_id)
+        return int(self._conn.execute(q).scalar() or 0)
+
+    # ------------------------------------------------------------------ generations
+
+    def record_generation(
+        self, gen: GenerationRecord, msgs: Sequence[MessageRecord]
+    ) -> tuple[GenerationRecord, list[MessageRecord]]:
+        """Persist a finished generation and what it produced, in one transaction."""
+        with self.tx() as c:
+            res = c.execute(sa.insert(t.generations).values(**gen.model_dump(exclude={"id"})))
+            gid = int(res.inserted_primary_key[0]) if res.inserted_primary_key else 0
+            stored = self.append_messages([m.model_copy(update={"generation_id": gid}) for m in msgs])
+        return gen.model_copy(update={"id": gid}), stored
+
+    def generations(self, dialog_id: str) -> list[GenerationRecord]:
+        q = sa.select(t.generations).where(t.generations.c.dialog_id == dialog_id)
+        rows = self._conn.execute(q.order_by(t.generations.c.id))
+        return [GenerationRecord.model_validate(r._asdict()) for r in rows]
+
+    # ------------------------------------------------------------------ events
+
+    def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
+        with self.tx() as c:
+            c.execute(
+                sa.insert(t.events).values(type=type, dialog_id=dialog_id, data=data, ts=time.time())
+            )
+
+    def events(self, dialog_id: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(t.events)
+        if dialog_id is not None:
+            q = q.where(t.events.c.dialog_id == dialog_id)
+        return [r._asdict() for r in self._conn.execute(q.order_by(t.events.c.id))]
+
+    # ------------------------------------------------------------------ taskdoc audit
+
+    def record_taskdoc_change(self, change: TaskdocChange) -> TaskdocChange:
+        with self.tx() as c:
+            res = c.execute(sa.insert(t.taskdoc_changes).values(**change.model_dump(exclude={"id"})))
+            pk = res.inserted_primary_key
+        return change.model_copy(update={"id": int(pk[0]) if pk else 0})
+
+    def taskdoc_history(self, task_path: str, section: str | None = None) -> list[TaskdocChange]:
+        """Changes of one package (one section if given), oldest first."""
+        q = sa.select(t.taskdoc_changes).where(t.taskdoc_changes.c.task_path == task_path)
+        if section is not None:
+            q = q.where(t.taskdoc_changes.c.section == section)
+        rows = self._conn.execute(q.order_by(t.taskdoc_changes.c.id))
+        return [TaskdocChange.model_validate(r._asdict()) for r in rows]
