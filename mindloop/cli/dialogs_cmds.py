@@ -1,0 +1,99 @@
+"""`mindloop dialogs list|show`: inspect stored dialogs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from mindloop.cli.common import console, get_rtws
+from mindloop.store import MessageRecord, Store
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _ts(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _open(ctx: typer.Context) -> Store:
+    rtws = get_rtws(ctx)
+    return Store.for_rtws(rtws)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    task: Annotated[str | None, typer.Option(help="Only dialogs of this task.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List dialogs, oldest first."""
+    store = _open(ctx)
+    try:
+        rows = store.list_dialogs(task_path=task)
+        if as_json:
+            data = [r.model_dump() | {"messages": store.count_messages(r.id)} for r in rows]
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        table = Table("id", "kind", "member", "task", "status", "msgs", "created")
+        for r in rows:
+            table.add_row(r.id, r.kind, r.member, r.task_path, r.status, str(store.count_messages(r.id)), _ts(r.created_at))
+        console.print(table if rows else "no dialogs yet")
+    finally:
+        store.close()
+
+
+def _render_message(m: MessageRecord) -> str:
+    d = m.data
+    if m.kind in {"user", "note", "tellask_result"}:
+        label = {"user": "user", "note": "note", "tellask_result": "reply"}[m.kind]
+        return f"[bold]{label}:[/] {escape(d.get('text', ''))}"
+    if m.kind == "assistant":
+        return f"[bold cyan]assistant:[/] {escape(d.get('text', ''))}"
+    if m.kind == "thinking":
+        return f"[dim]thinking: {escape(d.get('text', ''))}[/]"
+    if m.kind == "tool_call":
+        return f"[yellow]⚙ {escape(d['name'])}[/] {escape(d.get('arguments', ''))}"
+    if m.kind == "tool_result":
+        mark = "[red]✗[/]" if d.get("is_error") else "[green]✓[/]"
+        return f"  {mark} {escape(d.get('content', ''))}"
+    return escape(json.dumps(d, ensure_ascii=False))
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    dialog_id: Annotated[str, typer.Argument(help="Dialog id (or unambiguous prefix).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show one dialog's full transcript."""
+    store = _open(ctx)
+    try:
+        did = store.resolve_dialog_id(dialog_id)
+        rec = store.get_dialog(did)
+        msgs = store.load_history(did)
+        gens = store.generations(did)
+        if as_json:
+            data = {
+                "dialog": rec.model_dump(),
+                "messages": [m.model_dump() for m in msgs],
+                "generations": [g.model_dump() for g in gens],
+            }
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        console.print(f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}")
+        tokens_in = sum(g.input_tokens or 0 for g in gens)
+        tokens_out = sum(g.output_tokens or 0 for g in gens)
+        console.print(f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]")
+        course = None
+        for m in msgs:
+            if m.course != course:
+                course = m.course
+                console.print(f"[dim]── course {course} ──[/]")
+            console.print(_render_message(m))
+    finally:
+        store.close()

@@ -1,0 +1,90 @@
+"""Renders runtime events as a compact live transcript in the terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+
+from mindloop.events.bus import Event, EventBus
+
+_PREVIEW = 160
+
+
+def _one_line(text: str, limit: int = _PREVIEW) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class TranscriptRenderer:
+    """Subscribes to a bus and prints assistant text as it streams, tool calls and their
+    results on one line each, and errors. Side dialogs are indented by depth."""
+
+    def __init__(self, console: Console, *, show_thinking: bool = False, out: TextIO | None = None) -> None:
+        self.console = console
+        self.out = out or sys.stdout
+        self.show_thinking = show_thinking
+        self._in_text: str | None = None
+        self._depth: dict[str, int] = {}
+        self._names: dict[str, str] = {}
+
+    def attach(self, bus: EventBus) -> None:
+        bus.subscribe(self.handle)
+
+    def set_dialog(self, dialog_id: str, member: str, depth: int = 0) -> None:
+        self._depth[dialog_id] = depth
+        self._names[dialog_id] = member
+
+    def _indent(self, did: str | None) -> str:
+        return "  " * self._depth.get(did or "", 0)
+
+    def _end_text(self) -> None:
+        if self._in_text is not None:
+            self.out.write("\n")
+            self.out.flush()
+            self._in_text = None
+
+    def handle(self, ev: Event) -> None:
+        did = ev.dialog_id
+        d = ev.data
+        ind = self._indent(did)
+        if ev.type == "text_chunk":
+            if self._in_text != did:
+                self._end_text()
+                who = self._names.get(did or "", "assistant")
+                self.out.write(f"{ind}@{who}: ")
+                self._in_text = did
+            self.out.write(d["text"])
+            self.out.flush()
+            return
+        if ev.type == "thinking_chunk" and not self.show_thinking:
+            return
+        self._end_text()
+        p = self.console.print
+        if ev.type == "dialog_created":
+            parent = d.get("parent_id")
+            depth = self._depth.get(parent, -1) + 1 if parent else 0
+            self.set_dialog(did or "", d.get("member", "?"), depth)
+            if parent:
+                p(f"{self._indent(did)}[cyan]↳ side dialog {did} @{escape(d.get('member', '?'))}[/]")
+        elif ev.type == "tool_call":
+            p(f"{ind}[yellow]⚙ {escape(d['name'])}[/] {escape(_one_line(d.get('arguments', ''), 100))}")
+        elif ev.type == "tool_result":
+            mark = "[red]✗[/]" if d.get("is_error") else "[green]✓[/]"
+            p(f"{ind}  {mark} {escape(_one_line(d.get('text', '')))}")
+        elif ev.type == "error":
+            p(f"{ind}[red]error:[/] {escape(str(d.get('message', '')))}")
+        elif ev.type == "note":
+            p(f"{ind}[magenta]{escape(str(d.get('text', '')))}[/]")
+        elif ev.type == "generation_restart":
+            p(f"{ind}[dim]… retrying generation (attempt {d.get('attempt')}): {escape(str(d.get('reason')))}[/]")
+        elif ev.type == "taskdoc_changed":
+            p(f"{ind}[blue]✎ Taskdoc section {escape(str(d.get('section')))} changed[/]")
+        elif ev.type in {"question_asked", "tellask_call", "tellask_response", "question_answered"}:
+            p(f"{ind}[cyan]{ev.type.replace('_', ' ')}:[/] {escape(_one_line(json.dumps(d, ensure_ascii=False)))}")
+
+    def close(self) -> None:
+        self._end_text()

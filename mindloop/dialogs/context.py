@@ -1,0 +1,81 @@
+"""Assembles what one generation sends to the model.
+
+The system prompt is rebuilt for every generation (the Taskdoc may have changed), but
+each part is cached on file stats so an unchanged rtws costs a few `stat` calls. The
+history is the in-memory `History`, never re-read from the store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mindloop.config import Config, MemberConfig
+from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, text_for
+from mindloop.store.records import DialogRecord
+from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
+
+
+class _StatCache:
+    """Caches a file's text keyed by (mtime_ns, size)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
+
+    def read(self, path: Path) -> str:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return ""
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        text = path.read_text(encoding="utf-8", errors="replace")
+        self._cache[path] = (key, text)
+        return text
+
+
+class ContextBuilder:
+    def __init__(self, rtws: Path, config: Config, lang: str = "en") -> None:
+        self.rtws = rtws
+        self.config = config
+        self.lang = lang
+        self._files = _StatCache()
+        self._packages: dict[str, TaskPackage] = {}
+
+    def package(self, task_path: str) -> TaskPackage:
+        pkg = self._packages.get(task_path)
+        if pkg is None:
+            pkg = self._packages[task_path] = TaskPackage(self.rtws, task_path)
+        return pkg
+
+    def persona(self, member: MemberConfig) -> str:
+        text = self._files.read(self.rtws / member.persona).strip()
+        return text or text_for(DEFAULT_PERSONA, self.lang).format(name=member.name)
+
+    def team_roster(self, member: MemberConfig) -> str:
+        lines = []
+        for mid, m in self.config.team.members.items():
+            if mid == member.id or m.hidden:
+                continue
+            about = f" — {m.gofor}" if m.gofor else ""
+            lines.append(f"- @{mid} ({m.name}){about}")
+        if not lines:
+            return ""
+        return "# Your teammates\n" + "\n".join(lines)
+
+    def system_prompt(self, dialog: DialogRecord, member: MemberConfig, root_member: str) -> str:
+        parts = [
+            self.persona(member),
+            text_for(RUNTIME_RULES, self.lang),
+            self.team_roster(member),
+            encapsulation_rules(self.lang),
+            render_effective_taskdoc(
+                self.package(dialog.task_path),
+                is_root=dialog.kind == "root",
+                maintainer=root_member,
+                lang=self.lang,
+            ),
+        ]
+        return "\n\n".join(p for p in parts if p)

@@ -1,0 +1,94 @@
+"""Builds providers from llm.yaml entries and enforces per-provider concurrency.
+
+One `ProviderPool` per runtime: providers are built lazily on first use (so a missing API
+key only matters for a provider somebody actually uses) and each gets a semaphore sized
+by its `concurrency` setting, so a fan-out of 100 side dialogs queues instead of
+hammering the endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mindloop.errors import MindloopError
+from mindloop.providers.base import GenerationRequest, Provider, StreamEvent
+from mindloop.providers.retry import stream_with_retry
+
+if TYPE_CHECKING:
+    from mindloop.config import LlmConfig, ProviderConfig
+
+
+class ProviderSetupError(MindloopError):
+    pass
+
+
+def build_provider(cfg: ProviderConfig, rtws: Path) -> Provider:
+    """Instantiate the adapter for one llm.yaml provider entry."""
+    names = {key: (info.name or key) for key, info in cfg.models.items()}
+    if cfg.kind == "mock":
+        from mindloop.providers.mock import MockProvider
+
+        return MockProvider(cfg.name, Path(rtws) / cfg.script_dir)
+    api_key = _api_key(cfg)
+    if cfg.kind == "openai-compatible":
+        from mindloop.providers.openai_compat import OpenAICompatProvider
+
+        return OpenAICompatProvider(
+            cfg.name, cfg.base_url, api_key, model_name_map=names, timeout=cfg.timeout
+        )
+    if cfg.kind == "anthropic":
+        from mindloop.providers.anthropic_provider import AnthropicProvider
+
+        return AnthropicProvider(
+            cfg.name, cfg.base_url, api_key, model_name_map=names, timeout=cfg.timeout
+        )
+    raise ProviderSetupError(f"provider {cfg.name!r}: unknown kind {cfg.kind!r}")
+
+
+def _api_key(cfg: ProviderConfig) -> str | None:
+    if not cfg.api_key_env:
+        return None
+    key = os.environ.get(cfg.api_key_env)
+    if not key:
+        raise ProviderSetupError(
+            f"provider {cfg.name!r} needs an API key: set the environment variable "
+            f"{cfg.api_key_env} (named by api_key_env in .minds/llm.yaml)"
+        )
+    return key
+
+
+class ProviderPool:
+    def __init__(self, llm: LlmConfig, rtws: Path) -> None:
+        self._llm = llm
+        self._rtws = rtws
+        self._providers: dict[str, Provider] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    def get(self, name: str) -> Provider:
+        prov = self._providers.get(name)
+        if prov is None:
+            cfg = self._llm.providers.get(name)
+            if cfg is None:
+                raise ProviderSetupError(f"no provider {name!r} in .minds/llm.yaml")
+            prov = self._providers[name] = build_provider(cfg, self._rtws)
+            self._limits[name] = asyncio.Semaphore(max(1, cfg.concurrency))
+        return prov
+
+    async def stream(
+        self, provider_name: str, request: GenerationRequest
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one generation with retries, holding a concurrency slot throughout."""
+        provider = self.get(provider_name)
+        cfg = self._llm.providers[provider_name]
+        async with self._limits[provider_name]:
+            async for ev in stream_with_retry(provider, request, max_attempts=cfg.max_retries):
+                yield ev
+
+    async def aclose(self) -> None:
+        for prov in self._providers.values():
+            await prov.aclose()
+        self._providers.clear()

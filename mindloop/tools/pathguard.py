@@ -1,0 +1,288 @@
+"""The one gate every agent-supplied path passes before a file tool touches the disk.
+
+Agents name paths freely (relative, absolute, with `..`, through symlinks, in any letter
+case); this module turns such a name into an absolute path strictly inside the rtws, or
+refuses it with a text the model can act on. Encapsulated state — `.minds/` (human-owned
+configuration), `.mindloop/` (runtime state) and every `*.tsk` Taskdoc package — is refused
+for every mode whatever the member's ACLs say, because those have dedicated tools and a
+general file tool touching them would bypass their rules and audit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import pathspec
+
+from mindloop.errors import MindloopError
+from mindloop.tools.base import Acl, ToolContext
+
+Mode = Literal["read", "write", "list", "search"]
+
+_DENIED = "ACCESS_DENIED"
+
+
+class AccessDenied(MindloopError):
+    """A path an agent may not use; `str(err)` starts with "ACCESS_DENIED:"."""
+
+
+@dataclass(frozen=True)
+class _EncapsulationRule:
+    """One kind of encapsulated state: how to recognise a path component, and what to say."""
+
+    kind: str
+    matches_suffix: str | None
+    matches_name: str | None
+    why: str
+    instead: str
+
+    def matches(self, component: str) -> bool:
+        # Trailing dots/spaces are ignored so Windows-style aliases (`a.tsk.`) cannot slip by.
+        name = component.lower().rstrip(" .")
+        if not name:
+            return False
+        if self.matches_name is not None and name == self.matches_name:
+            return True
+        return self.matches_suffix is not None and name.endswith(self.matches_suffix)
+
+
+# Order matters only for which explanation wins when a path hits several rules.
+ENCAPSULATION_RULES: tuple[_EncapsulationRule, ...] = (
+    _EncapsulationRule(
+        kind="taskdoc",
+        matches_suffix=".tsk",
+        matches_name=None,
+        why="it is inside an encapsulated Taskdoc package (`*.tsk`), which general file tools "
+        "may not read, write, list or search",
+        instead="Use `change_mind` to update a Taskdoc section and `recall_taskdoc` to read an "
+        "extra section (bearinmind/* or <category>/<selector>); goals, constraints and progress "
+        "are already injected into your context.",
+    ),
+    _EncapsulationRule(
+        kind="minds",
+        matches_suffix=None,
+        matches_name=".minds",
+        why="`.minds/` is human-owned team configuration, not reachable by agent file tools",
+        instead="Ask a human to change team configuration; use the memory tools to read or "
+        "write memory.",
+    ),
+    _EncapsulationRule(
+        kind="mindloop",
+        matches_suffix=None,
+        matches_name=".mindloop",
+        why="`.mindloop/` holds the runtime's own state, not reachable by agent file tools",
+        instead="Use the dialog and Taskdoc tools; runtime state is managed by mindloop itself.",
+    ),
+)
+
+
+def _split_components(path: str) -> list[str]:
+    """Components of a path written with either separator (agents mix them)."""
+    return [c for c in re.split(r"[\\/]+", path) if c]
+
+
+def _encapsulation_hit(components: list[str]) -> tuple[_EncapsulationRule, str] | None:
+    for rule in ENCAPSULATION_RULES:
+        for component in components:
+            if rule.matches(component):
+                return rule, component
+    return None
+
+
+def is_encapsulated(rel_path: str) -> bool:
+    """True if any component of an rtws-relative path is encapsulated state.
+
+    Listings and search use this to hide package contents without raising.
+    """
+    return _encapsulation_hit(_split_components(rel_path)) is not None
+
+
+def _deny(raw: str, why: str, instead: str) -> AccessDenied:
+    shown = raw if len(raw) <= 200 else raw[:200] + "…"
+    return AccessDenied(f"{_DENIED}: `{shown}`: {why}. {instead}")
+
+
+def _deny_encapsulated(raw: str, hit: tuple[_EncapsulationRule, str]) -> AccessDenied:
+    rule, component = hit
+    return _deny(raw, f"{rule.why} (component `{component}`)", rule.instead)
+
+
+# ---------------------------------------------------------------------------------------
+# ACLs
+
+
+@lru_cache(maxsize=256)
+def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    """Compile ACL globs; `dir` and `dir/**` both cover the directory itself and below."""
+    lines: list[str] = []
+    for pattern in patterns:
+        p = pattern.strip().replace("\\", "/")
+        if not p:
+            continue
+        lines.append(p)
+        base = p.removesuffix("/**").rstrip("/")
+        if base and base != p:
+            lines.append(base)
+    return pathspec.PathSpec.from_lines("gitignore", lines)
+
+
+def _matches(patterns: tuple[str, ...], rel: str) -> bool:
+    if not patterns:
+        return False
+    spec = _spec(patterns)
+    return spec.match_file(rel) or spec.match_file(rel + "/")
+
+
+def _literal_prefix(pattern: str) -> str:
+    """The directory part of a glob before its first wildcard (`src/a/*.py` → `src/a`)."""
+    parts: list[str] = []
+    for part in _split_components(pattern):
+        if any(ch in part for ch in "*?["):
+            break
+        parts.append(part)
+    return "/".join(parts)
+
+
+def is_ancestor_of_readable(rel: str, acl: Acl) -> bool:
+    """True if `rel` is a directory on the way to some `read_dirs` scope.
+
+    Lets a member restricted to `src/**` still list `.` to find `src/`.
+    """
+    if rel in ("", "."):
+        return bool(acl.read_dirs)
+    prefix = rel.rstrip("/") + "/"
+    return any(_literal_prefix(p).startswith(prefix) for p in acl.read_dirs)
+
+
+def acl_allows(rel: str, acl: Acl, mode: Mode) -> bool:
+    """Whether the member's ACLs allow `mode` on an rtws-relative path (encapsulation aside)."""
+    rel = rel.replace("\\", "/").strip("/") or "."
+    if mode == "write":
+        if _matches(acl.no_write_dirs, rel):
+            return False
+        return not acl.write_dirs or _matches(acl.write_dirs, rel)
+    if _matches(acl.no_read_dirs, rel):
+        return False
+    if not acl.read_dirs or _matches(acl.read_dirs, rel):
+        return True
+    return mode in ("list", "search") and is_ancestor_of_readable(rel, acl)
+
+
+def is_visible(rel: str, acl: Acl) -> bool:
+    """Whether a listing or search may show this rtws-relative entry at all."""
+    return not is_encapsulated(rel) and acl_allows(rel, acl, "list")
+
+
+def _acl_denial(raw: str, acl: Acl, mode: Mode) -> AccessDenied:
+    if mode == "write":
+        scope = (
+            f"writable: {', '.join(acl.write_dirs)}" if acl.write_dirs else "writable: everything"
+        )
+        if acl.no_write_dirs:
+            scope += f"; never writable: {', '.join(acl.no_write_dirs)}"
+        return _deny(
+            raw,
+            f"your directory ACLs do not allow writing here ({scope})",
+            "Write inside your writable directories or ask a teammate who may.",
+        )
+    scope = f"readable: {', '.join(acl.read_dirs)}" if acl.read_dirs else "readable: everything"
+    if acl.no_read_dirs:
+        scope += f"; never readable: {', '.join(acl.no_read_dirs)}"
+    return _deny(
+        raw,
+        f"your directory ACLs do not allow reading here ({scope})",
+        "Stay inside your readable directories or ask a teammate who may.",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Resolution
+
+
+def rtws_root(ctx_or_rtws: ToolContext | Path | str) -> Path:
+    """The symlink-free absolute rtws path everything is compared against."""
+    base = ctx_or_rtws.rtws if isinstance(ctx_or_rtws, ToolContext) else Path(ctx_or_rtws)
+    return Path(os.path.realpath(base))
+
+
+def relative_to_rtws(root: Path, path: Path) -> str:
+    """Posix rtws-relative form of an absolute path known to be inside `root`."""
+    rel = path.relative_to(root).as_posix()
+    return rel or "."
+
+
+def _literal_components(raw: str, candidates: tuple[str, ...]) -> list[str] | None:
+    """Components of `raw` below the rtws as written (before any `..` is folded).
+
+    Returns None if an absolute path does not start inside the rtws even after lexical
+    normalisation.
+    """
+    if not os.path.isabs(raw):
+        return _split_components(raw)
+    for attempt in (raw, os.path.normpath(raw)):
+        for base in candidates:
+            if attempt == base or attempt.startswith(base.rstrip(os.sep) + os.sep):
+                return _split_components(attempt[len(base) :])
+    return None
+
+
+def resolve_agent_path(
+    ctx_or_rtws: ToolContext | Path | str, raw: str, acl: Acl, mode: Mode
+) -> Path:
+    """Resolve an agent-supplied path to an absolute, symlink-free path inside the rtws.
+
+    Raises AccessDenied (text starting "ACCESS_DENIED:") when the path escapes the rtws,
+    contains a NUL byte, names encapsulated state (checked on the path as written and on
+    the symlink-resolved path, case-insensitively), or is outside the member's ACLs.
+    """
+    if "\x00" in raw:
+        raise _deny(
+            raw.replace("\x00", "\\0"),
+            "the path contains a NUL byte",
+            "Use a plain path relative to the rtws.",
+        )
+    raw = raw.strip() or "."
+    root = rtws_root(ctx_or_rtws)
+    given = ctx_or_rtws.rtws if isinstance(ctx_or_rtws, ToolContext) else Path(ctx_or_rtws)
+    candidates = tuple(dict.fromkeys((str(root), os.path.abspath(given))))
+
+    literal = _literal_components(raw, candidates)
+    if literal is None:
+        raise _deny(
+            raw,
+            "absolute paths must point inside the rtws",
+            "Use a path relative to the rtws root.",
+        )
+    hit = _encapsulation_hit(literal)
+    if hit is not None:
+        raise _deny_encapsulated(raw, hit)
+
+    joined = raw if os.path.isabs(raw) else os.path.join(root, raw)
+    # realpath resolves every existing component (symlinks included) and keeps the
+    # not-yet-existing tail, so a file about to be created is judged by where it would land.
+    resolved = Path(os.path.realpath(joined))
+    if resolved != root and root not in resolved.parents:
+        raise _deny(
+            raw,
+            "the path resolves outside the rtws (through `..`, an absolute path or a symlink)",
+            "Only paths inside the rtws are reachable.",
+        )
+    rel = relative_to_rtws(root, resolved)
+    hit = _encapsulation_hit(_split_components(rel))
+    if hit is not None:
+        raise _deny_encapsulated(raw, hit)
+
+    if not acl_allows(rel, acl, mode):
+        raise _acl_denial(raw, acl, mode)
+    # Deny lists also apply to the name as written, so a symlink cannot launder a path
+    # the member was explicitly kept out of.
+    lexical_rel = os.path.normpath("/".join(literal)) if literal else "."
+    deny = acl.no_write_dirs if mode == "write" else acl.no_read_dirs
+    if not lexical_rel.startswith("..") and _matches(deny, lexical_rel):
+        raise _acl_denial(raw, acl, mode)
+    return resolved

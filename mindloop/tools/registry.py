@@ -1,0 +1,197 @@
+"""Toolsets by name, member tool selection, and the one place tool calls are executed.
+
+`execute` is the boundary between a model's raw function call and a tool: whatever goes
+wrong there (unknown tool, malformed JSON, bad arguments, a refused path, a crashing
+tool, an enormous output) becomes a `ToolOutput(is_error=True)` the model can read and
+correct, so a bad call never breaks the dialog.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from mindloop.errors import MindloopError
+from mindloop.tools.base import DEFAULT_OUTPUT_CAP, Tool, ToolContext, ToolOutput
+from mindloop.tools.pathguard import AccessDenied
+
+
+class ToolArgs(BaseModel):
+    """Base for tool argument models: unknown arguments are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def output_cap(ctx: ToolContext) -> int:
+    """The character cap for one tool result (a service may override the default)."""
+    cap = ctx.services.get("output_cap")
+    return cap if isinstance(cap, int) and cap > 0 else DEFAULT_OUTPUT_CAP
+
+
+def cap_text(text: str, cap: int) -> str:
+    """Keep the head of `text` within `cap` characters, with a note when cut."""
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}\n[output truncated: {cap} of {len(text)} characters shown]"
+
+
+def _describe_validation_error(tool: str, err: ValidationError) -> str:
+    lines = [f"invalid arguments for {tool}:"]
+    for problem in err.errors():
+        loc = ".".join(str(part) for part in problem["loc"]) or "(arguments)"
+        msg = problem["msg"]
+        msg = msg[:1].lower() + msg[1:]
+        if problem["type"] == "extra_forbidden":
+            msg = "unknown argument"
+        lines.append(f"- {loc}: {msg}")
+    return "\n".join(lines)
+
+
+class ToolRegistry:
+    """Named toolsets of tools; tool names are unique across toolsets."""
+
+    def __init__(self) -> None:
+        self._toolsets: dict[str, list[Tool]] = {}
+        self._tools: dict[str, Tool] = {}
+
+    def add_toolset(self, name: str, tools: list[Tool]) -> None:
+        if name in self._toolsets:
+            raise MindloopError(f"toolset {name!r} is already registered")
+        for tool in tools:
+            if tool.name in self._tools:
+                raise MindloopError(
+                    f"tool {tool.name!r} of toolset {name!r} is already registered "
+                    f"by toolset {self._tools[tool.name].toolset!r}"
+                )
+        for tool in tools:
+            tool.toolset = name
+            self._tools[tool.name] = tool
+        self._toolsets[name] = list(tools)
+
+    @property
+    def toolset_names(self) -> list[str]:
+        return list(self._toolsets)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def select(self, toolsets: Iterable[str], tools: Iterable[str] = ()) -> list[Tool]:
+        """Tools of a member: toolsets (`'*'` = all, `'!x'` excludes a toolset or tool) plus
+        individual `tools` (`'!x'` there excludes a tool). Unknown names are errors."""
+        included: dict[str, Tool] = {}
+        excluded: set[str] = set()
+        unknown: list[str] = []
+
+        for entry in toolsets:
+            name = entry.strip()
+            if name == "*":
+                for members in self._toolsets.values():
+                    included.update((t.name, t) for t in members)
+            elif name.startswith("!"):
+                target = name[1:].strip()
+                if target in self._toolsets:
+                    excluded.update(t.name for t in self._toolsets[target])
+                elif target in self._tools:
+                    excluded.add(target)
+                else:
+                    unknown.append(f"toolset or tool {target!r}")
+            elif name in self._toolsets:
+                included.update((t.name, t) for t in self._toolsets[name])
+            else:
+                unknown.append(f"toolset {name!r}")
+
+        for entry in tools:
+            name = entry.strip()
+            target = name[1:].strip() if name.startswith("!") else name
+            if target not in self._tools:
+                unknown.append(f"tool {target!r}")
+            elif name.startswith("!"):
+                excluded.add(target)
+            else:
+                included[target] = self._tools[target]
+
+        if unknown:
+            raise MindloopError(
+                f"unknown {', '.join(unknown)}; toolsets: {', '.join(self._toolsets) or '(none)'}"
+                f"; tools: {', '.join(self._tools) or '(none)'}"
+            )
+        order = {name: i for i, name in enumerate(self._tools)}
+        chosen = [t for name, t in included.items() if name not in excluded]
+        return sorted(chosen, key=lambda t: order[t.name])
+
+    async def execute(
+        self,
+        tool_name: str,
+        raw_arguments: str,
+        ctx: ToolContext,
+        *,
+        allowed: Collection[str] | None = None,
+    ) -> ToolOutput:
+        """Run one function call; every failure comes back as an error output.
+
+        `allowed` (the caller's selected tool names) refuses tools the member was not given.
+        """
+        cap = output_cap(ctx)
+        tool = self._tools.get(tool_name)
+        if tool is None or (allowed is not None and tool_name not in allowed):
+            names = sorted(allowed) if allowed is not None else sorted(self._tools)
+            return ToolOutput(
+                f"unknown tool {tool_name!r}; available tools: {', '.join(names) or '(none)'}",
+                is_error=True,
+            )
+
+        parsed = _parse_arguments(tool_name, raw_arguments)
+        if isinstance(parsed, ToolOutput):
+            return parsed
+        try:
+            args = tool.args_model.model_validate(parsed)
+        except ValidationError as err:
+            return ToolOutput(_describe_validation_error(tool_name, err), is_error=True)
+
+        try:
+            result = await tool.run(args, ctx)
+        except AccessDenied as err:
+            return ToolOutput(cap_text(str(err), cap), is_error=True)
+        except Exception as err:  # a tool bug must not end the dialog; the model sees it
+            return ToolOutput(
+                cap_text(f"{tool_name} failed: {type(err).__name__}: {err}", cap), is_error=True
+            )
+        return ToolOutput(cap_text(result.text, cap), is_error=result.is_error)
+
+
+def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:
+    if not raw or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return ToolOutput(
+            f"invalid JSON arguments for {tool_name}: {err.msg} at line {err.lineno} "
+            f"column {err.colno}",
+            is_error=True,
+        )
+    if not isinstance(value, dict):
+        return ToolOutput(
+            f"invalid arguments for {tool_name}: expected a JSON object, got "
+            f"{type(value).__name__}",
+            is_error=True,
+        )
+    return value
+
+
+def default_registry() -> ToolRegistry:
+    """A fresh registry with the built-in toolsets `fs` and `shell`."""
+    from mindloop.tools.fs import fs_tools
+    from mindloop.tools.shell import shell_tools
+
+    registry = ToolRegistry()
+    registry.add_toolset("fs", fs_tools())
+    registry.add_toolset("shell", shell_tools())
+    return registry
