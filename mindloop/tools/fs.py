@@ -234,13 +234,13 @@ def _walk_listing(ctx: ToolContext, directory: Path, depth: int, level: int, out
     indent = "  " * (level + 1)
     for entry in entries:
         rel = relative_to_rtws(root, Path(entry.path))
+        if not acl_allows(rel, ctx.acl, "list"):
+            continue
         if is_encapsulated(entry.name):
             # The package's existence is useful to know; its content is not listable.
             label = _encapsulated_label(entry.name)
             suffix = "/" if entry.is_dir(follow_symlinks=False) else ""
             out.add(f"{indent}{entry.name}{suffix} [{label}]")
-            continue
-        if not is_visible(rel, ctx.acl):
             continue
         if entry.is_symlink():
             kind = "/" if entry.is_dir() else ""
