@@ -6,6 +6,10 @@ from mindloop.store.records import (
     GenerationRecord,
     MessageKind,
     MessageRecord,
+    PendingTellask,
+    QuestionRecord,
+    Reminder,
+    ResponseRecord,
     TaskdocChange,
 )
 from mindloop.store.store import STATE_DIR, STATE_FILE, Store, StoreError, new_id
@@ -18,6 +22,10 @@ __all__ = [
     "GenerationRecord",
     "MessageKind",
     "MessageRecord",
+    "PendingTellask",
+    "QuestionRecord",
+    "Reminder",
+    "ResponseRecord",
     "Store",
     "StoreError",
     "TaskdocChange",

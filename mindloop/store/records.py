@@ -73,3 +73,49 @@ class TaskdocChange(BaseModel):
     hash_after: str
     content_before: str | None = None
     content_after: str
+
+
+class PendingTellask(BaseModel):
+    id: int = 0
+    caller_id: str
+    side_id: str
+    call_id: str
+    call_type: str  # fresh | session | fbr | tellask_back
+    headline: str
+    created_at: float = 0.0
+
+
+class ResponseRecord(BaseModel):
+    """A side dialog's answer (or a tellask-back answer) queued for its caller."""
+
+    id: int = 0
+    caller_id: str
+    side_id: str
+    call_id: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    delivered: bool = False
+    created_at: float = 0.0
+
+
+class QuestionRecord(BaseModel):
+    """A Q4H question: asked by a dialog, answered by the human."""
+
+    id: str
+    dialog_id: str
+    root_id: str
+    headline: str
+    body: str
+    call_id: str
+    course: int
+    asked_at: float = 0.0
+    answered_at: float | None = None
+    answer: str | None = None
+    status: str = "open"  # open | answered | discarded
+
+
+class Reminder(BaseModel):
+    id: int = 0
+    dialog_id: str
+    position: int
+    content: str
+    created_at: float = 0.0

@@ -27,6 +27,10 @@ from mindloop.store.records import (
     GenerationRecord,
     MessageKind,
     MessageRecord,
+    PendingTellask,
+    QuestionRecord,
+    Reminder,
+    ResponseRecord,
     TaskdocChange,
 )
 
@@ -250,3 +254,135 @@ class Store:
             q = q.where(t.taskdoc_changes.c.section == section)
         rows = self._conn.execute(q.order_by(t.taskdoc_changes.c.id))
         return [TaskdocChange.model_validate(r._asdict()) for r in rows]
+
+    # ------------------------------------------------------------------ dialog tree
+
+    def add_pending(self, p: PendingTellask) -> PendingTellask:
+        with self.tx() as c:
+            values = p.model_dump(exclude={"id"}) | {"created_at": time.time()}
+            res = c.execute(sa.insert(t.pending_tellasks).values(**values))
+        return p.model_copy(update={"id": int(res.inserted_primary_key[0])})
+
+    def pending_for(self, caller_id: str) -> list[PendingTellask]:
+        q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.caller_id == caller_id)
+        rows = self._conn.execute(q.order_by(t.pending_tellasks.c.id))
+        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+
+    def pending_by_side(self, side_id: str) -> list[PendingTellask]:
+        q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.side_id == side_id)
+        rows = self._conn.execute(q.order_by(t.pending_tellasks.c.id))
+        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+
+    def all_pending(self) -> list[PendingTellask]:
+        rows = self._conn.execute(sa.select(t.pending_tellasks).order_by(t.pending_tellasks.c.id))
+        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+
+    def remove_pending(self, pending_id: int) -> bool:
+        with self.tx() as c:
+            res = c.execute(sa.delete(t.pending_tellasks).where(t.pending_tellasks.c.id == pending_id))
+        return bool(res.rowcount)
+
+    def add_response(self, r: ResponseRecord) -> ResponseRecord:
+        with self.tx() as c:
+            values = r.model_dump(exclude={"id"}) | {"created_at": time.time()}
+            res = c.execute(sa.insert(t.responses).values(**values))
+        return r.model_copy(update={"id": int(res.inserted_primary_key[0])})
+
+    def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
+        q = sa.select(t.responses).where(
+            t.responses.c.caller_id == caller_id, t.responses.c.delivered.is_(False)
+        )
+        rows = self._conn.execute(q.order_by(t.responses.c.id))
+        return [ResponseRecord.model_validate(r._asdict()) for r in rows]
+
+    def all_responses(self) -> list[ResponseRecord]:
+        rows = self._conn.execute(sa.select(t.responses).order_by(t.responses.c.id))
+        return [ResponseRecord.model_validate(r._asdict()) for r in rows]
+
+    def mark_delivered(self, response_ids: Sequence[int]) -> None:
+        if not response_ids:
+            return
+        with self.tx() as c:
+            c.execute(
+                sa.update(t.responses)
+                .where(t.responses.c.id.in_(list(response_ids)))
+                .values(delivered=True)
+            )
+
+    def add_question(self, q: QuestionRecord) -> QuestionRecord:
+        q = q.model_copy(update={"asked_at": time.time()})
+        with self.tx() as c:
+            c.execute(sa.insert(t.questions).values(**q.model_dump()))
+        return q
+
+    def get_question(self, question_id: str) -> QuestionRecord:
+        row = self._conn.execute(
+            sa.select(t.questions).where(t.questions.c.id == question_id)
+        ).first()
+        if row is None:
+            raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
+        return QuestionRecord.model_validate(row._asdict())
+
+    def open_questions(
+        self, *, dialog_id: str | None = None, root_ids: Sequence[str] | None = None
+    ) -> list[QuestionRecord]:
+        q = sa.select(t.questions).where(t.questions.c.status == "open")
+        if dialog_id is not None:
+            q = q.where(t.questions.c.dialog_id == dialog_id)
+        if root_ids is not None:
+            q = q.where(t.questions.c.root_id.in_(list(root_ids)))
+        rows = self._conn.execute(q.order_by(t.questions.c.asked_at))
+        return [QuestionRecord.model_validate(r._asdict()) for r in rows]
+
+    def close_question(self, question_id: str, *, answer: str | None, status: str) -> None:
+        with self.tx() as c:
+            res = c.execute(
+                sa.update(t.questions)
+                .where(t.questions.c.id == question_id, t.questions.c.status == "open")
+                .values(status=status, answer=answer, answered_at=time.time())
+            )
+            if res.rowcount == 0:
+                raise NotFoundError(f"question {question_id!r} is not open")
+
+    def discard_questions(self, dialog_id: str) -> int:
+        with self.tx() as c:
+            res = c.execute(
+                sa.update(t.questions)
+                .where(t.questions.c.dialog_id == dialog_id, t.questions.c.status == "open")
+                .values(status="discarded", answered_at=time.time())
+            )
+        return int(res.rowcount)
+
+    def lookup_session(self, root_id: str, key: str) -> str | None:
+        q = sa.select(t.sessions.c.dialog_id).where(
+            t.sessions.c.root_id == root_id, t.sessions.c.key == key
+        )
+        return self._conn.execute(q).scalar()
+
+    def register_session(self, root_id: str, key: str, dialog_id: str) -> None:
+        with self.tx() as c:
+            c.execute(sa.insert(t.sessions).values(root_id=root_id, key=key, dialog_id=dialog_id))
+
+    def sessions(self, root_id: str) -> dict[str, str]:
+        q = sa.select(t.sessions.c.key, t.sessions.c.dialog_id).where(t.sessions.c.root_id == root_id)
+        return {k: d for k, d in self._conn.execute(q)}
+
+    # ------------------------------------------------------------------ reminders
+
+    def reminders(self, dialog_id: str) -> list[Reminder]:
+        q = sa.select(t.reminders).where(t.reminders.c.dialog_id == dialog_id)
+        rows = self._conn.execute(q.order_by(t.reminders.c.position, t.reminders.c.id))
+        return [Reminder.model_validate(r._asdict()) for r in rows]
+
+    def set_reminders(self, dialog_id: str, contents: Sequence[str]) -> list[Reminder]:
+        """Replace the dialog's reminders with `contents`, in order (positions 1..n)."""
+        now = time.time()
+        with self.tx() as c:
+            c.execute(sa.delete(t.reminders).where(t.reminders.c.dialog_id == dialog_id))
+            for i, content in enumerate(contents, start=1):
+                c.execute(
+                    sa.insert(t.reminders).values(
+                        dialog_id=dialog_id, position=i, content=content, created_at=now
+                    )
+                )
+        return self.reminders(dialog_id)

@@ -244,11 +244,11 @@ class TaskPackage:
                 if rel == BEARINMIND_DIR:
                     found.append(Violation(kind="bearinmind_not_directory", found_at=rel))
                     continue
-                if in_bim and (
-                    entry.name not in BEARINMIND_FILES or not entry.is_file(follow_symlinks=False)
-                ):
-                    if not entry.name.startswith("."):
-                        found.append(Violation(kind="bearinmind_extra_entry", found_at=rel))
+                foreign = entry.name not in BEARINMIND_FILES or not entry.is_file(
+                    follow_symlinks=False
+                )
+                if in_bim and foreign and not entry.name.startswith("."):
+                    found.append(Violation(kind="bearinmind_extra_entry", found_at=rel))
                 if entry.name in TOP_LEVEL_FILES and rel_dir:
                     found.append(
                         Violation(

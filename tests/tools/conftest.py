@@ -94,3 +94,18 @@ def call(make_ctx: Callable[..., ToolContext]) -> Call:
         return await registry.execute(name, json.dumps(args), make_ctx(acl))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def rtws_builder() -> Callable[[Path], Path]:
+    return build_rtws
+
+
+@pytest.fixture(scope="session")
+def tree_snapshot() -> Callable[..., dict[str, str]]:
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def markers() -> dict[str, str]:
+    return {"goal": GOAL_MARKER, "risk": RISK_MARKER, "minds": MINDS_MARKER}
