@@ -378,6 +378,8 @@ class MockScript:
         except ValidationError as exc:
             problems.extend(_describe(err, node, path) for err in exc.errors())
         if problems:
+            prefix = len(f"{path}:")
+            problems.sort(key=lambda p: int(p[prefix:].split(":", 1)[0]))
             raise MockScriptError(problems)
         lines = _entry_lines(node)
         return cls(

@@ -65,6 +65,15 @@ class Store:
             cur.execute(f"PRAGMA synchronous={sync}")
             cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
+            # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
+            dbapi_conn.isolation_level = None
+
+        @sa.event.listens_for(self._engine, "begin")
+        def _begin(conn: sa.Connection) -> None:
+            if self._depth:
+                # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade
+                # when another process (e.g. `mindloop answer`) writes concurrently.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         self._conn = self._engine.connect()
         self._depth = 0
@@ -97,12 +106,24 @@ class Store:
         finally:
             self._depth = 0
 
+    def _rows(self, stmt: sa.Executable) -> list[sa.Row[Any]]:
+        """Run a read; outside a `tx()` block end the implicit transaction at once, so no
+        stale snapshot is held (other processes write to the same database)."""
+        rows = list(self._conn.execute(stmt))
+        if not self._depth:
+            self._conn.commit()
+        return rows
+
+    def _scalar(self, stmt: sa.Executable) -> Any:
+        rows = self._rows(stmt)
+        return rows[0][0] if rows else None
+
     def _migrate(self) -> None:
         with self.tx() as c:
             insp = sa.inspect(c)
             current = 0
             if insp.has_table("schema_version"):
-                current = c.execute(sa.select(t.schema_version.c.version)).scalar() or 0
+                current = self._scalar(sa.select(t.schema_version.c.version)) or 0
             if current > t.SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: database schema v{current} is newer than this mindloop "
@@ -115,7 +136,7 @@ class Store:
                 c.execute(sa.insert(t.schema_version).values(version=t.SCHEMA_VERSION))
 
     def schema_version(self) -> int:
-        return int(self._conn.execute(sa.select(t.schema_version.c.version)).scalar() or 0)
+        return int(self._scalar(sa.select(t.schema_version.c.version)) or 0)
 
     # ------------------------------------------------------------------ dialogs
 
@@ -127,16 +148,17 @@ class Store:
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
-        row = self._conn.execute(sa.select(t.dialogs).where(t.dialogs.c.id == dialog_id)).first()
+        rows = self._rows(sa.select(t.dialogs).where(t.dialogs.c.id == dialog_id))
+        row = rows[0] if rows else None
         if row is None:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
         return DialogRecord.model_validate(row._asdict())
 
     def resolve_dialog_id(self, prefix: str) -> str:
         """Accept a full id or an unambiguous prefix (as users type them)."""
-        rows = self._conn.execute(
+        rows = self._rows(
             sa.select(t.dialogs.c.id).where(t.dialogs.c.id.startswith(prefix, autoescape=True))
-        ).all()
+        )
         ids = [r[0] for r in rows]
         if prefix in ids:
             return prefix
@@ -154,7 +176,7 @@ class Store:
             q = q.where(t.dialogs.c.root_id == root_id)
         if task_path is not None:
             q = q.where(t.dialogs.c.task_path == task_path)
-        return [DialogRecord.model_validate(r._asdict()) for r in self._conn.execute(q)]
+        return [DialogRecord.model_validate(r._asdict()) for r in self._rows(q)]
 
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
@@ -165,7 +187,7 @@ class Store:
 
     def dialogs_needing_drive(self) -> list[str]:
         q = sa.select(t.dialogs.c.id).where(t.dialogs.c.needs_drive.is_(True))
-        return [r[0] for r in self._conn.execute(q.order_by(t.dialogs.c.updated_at))]
+        return [r[0] for r in self._rows(q.order_by(t.dialogs.c.updated_at))]
 
     # ------------------------------------------------------------------ messages
 
@@ -201,12 +223,12 @@ class Store:
         q = sa.select(t.messages).where(t.messages.c.dialog_id == dialog_id)
         if course is not None:
             q = q.where(t.messages.c.course == course)
-        rows = self._conn.execute(q.order_by(t.messages.c.id))
+        rows = self._rows(q.order_by(t.messages.c.id))
         return [MessageRecord.model_validate(r._asdict()) for r in rows]
 
     def count_messages(self, dialog_id: str) -> int:
         q = sa.select(sa.func.count()).where(t.messages.c.dialog_id == dialog_id)
-        return int(self._conn.execute(q).scalar() or 0)
+        return int(self._scalar(q) or 0)
 
     # ------------------------------------------------------------------ generations
 
@@ -222,7 +244,7 @@ class Store:
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
         q = sa.select(t.generations).where(t.generations.c.dialog_id == dialog_id)
-        rows = self._conn.execute(q.order_by(t.generations.c.id))
+        rows = self._rows(q.order_by(t.generations.c.id))
         return [GenerationRecord.model_validate(r._asdict()) for r in rows]
 
     # ------------------------------------------------------------------ events
@@ -237,7 +259,7 @@ class Store:
         q = sa.select(t.events)
         if dialog_id is not None:
             q = q.where(t.events.c.dialog_id == dialog_id)
-        return [r._asdict() for r in self._conn.execute(q.order_by(t.events.c.id))]
+        return [r._asdict() for r in self._rows(q.order_by(t.events.c.id))]
 
     # ------------------------------------------------------------------ taskdoc audit
 
@@ -252,7 +274,7 @@ class Store:
         q = sa.select(t.taskdoc_changes).where(t.taskdoc_changes.c.task_path == task_path)
         if section is not None:
             q = q.where(t.taskdoc_changes.c.section == section)
-        rows = self._conn.execute(q.order_by(t.taskdoc_changes.c.id))
+        rows = self._rows(q.order_by(t.taskdoc_changes.c.id))
         return [TaskdocChange.model_validate(r._asdict()) for r in rows]
 
     # ------------------------------------------------------------------ dialog tree
@@ -265,16 +287,16 @@ class Store:
 
     def pending_for(self, caller_id: str) -> list[PendingTellask]:
         q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.caller_id == caller_id)
-        rows = self._conn.execute(q.order_by(t.pending_tellasks.c.id))
+        rows = self._rows(q.order_by(t.pending_tellasks.c.id))
         return [PendingTellask.model_validate(r._asdict()) for r in rows]
 
     def pending_by_side(self, side_id: str) -> list[PendingTellask]:
         q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.side_id == side_id)
-        rows = self._conn.execute(q.order_by(t.pending_tellasks.c.id))
+        rows = self._rows(q.order_by(t.pending_tellasks.c.id))
         return [PendingTellask.model_validate(r._asdict()) for r in rows]
 
     def all_pending(self) -> list[PendingTellask]:
-        rows = self._conn.execute(sa.select(t.pending_tellasks).order_by(t.pending_tellasks.c.id))
+        rows = self._rows(sa.select(t.pending_tellasks).order_by(t.pending_tellasks.c.id))
         return [PendingTellask.model_validate(r._asdict()) for r in rows]
 
     def remove_pending(self, pending_id: int) -> bool:
@@ -292,11 +314,11 @@ class Store:
         q = sa.select(t.responses).where(
             t.responses.c.caller_id == caller_id, t.responses.c.delivered.is_(False)
         )
-        rows = self._conn.execute(q.order_by(t.responses.c.id))
+        rows = self._rows(q.order_by(t.responses.c.id))
         return [ResponseRecord.model_validate(r._asdict()) for r in rows]
 
     def all_responses(self) -> list[ResponseRecord]:
-        rows = self._conn.execute(sa.select(t.responses).order_by(t.responses.c.id))
+        rows = self._rows(sa.select(t.responses).order_by(t.responses.c.id))
         return [ResponseRecord.model_validate(r._asdict()) for r in rows]
 
     def mark_delivered(self, response_ids: Sequence[int]) -> None:
@@ -316,9 +338,8 @@ class Store:
         return q
 
     def get_question(self, question_id: str) -> QuestionRecord:
-        row = self._conn.execute(
-            sa.select(t.questions).where(t.questions.c.id == question_id)
-        ).first()
+        rows = self._rows(sa.select(t.questions).where(t.questions.c.id == question_id))
+        row = rows[0] if rows else None
         if row is None:
             raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
         return QuestionRecord.model_validate(row._asdict())
@@ -331,7 +352,7 @@ class Store:
             q = q.where(t.questions.c.dialog_id == dialog_id)
         if root_ids is not None:
             q = q.where(t.questions.c.root_id.in_(list(root_ids)))
-        rows = self._conn.execute(q.order_by(t.questions.c.asked_at))
+        rows = self._rows(q.order_by(t.questions.c.asked_at))
         return [QuestionRecord.model_validate(r._asdict()) for r in rows]
 
     def close_question(self, question_id: str, *, answer: str | None, status: str) -> None:
@@ -357,7 +378,7 @@ class Store:
         q = sa.select(t.sessions.c.dialog_id).where(
             t.sessions.c.root_id == root_id, t.sessions.c.key == key
         )
-        return self._conn.execute(q).scalar()
+        return self._scalar(q)  # type: ignore[no-any-return]
 
     def register_session(self, root_id: str, key: str, dialog_id: str) -> None:
         with self.tx() as c:
@@ -365,13 +386,13 @@ class Store:
 
     def sessions(self, root_id: str) -> dict[str, str]:
         q = sa.select(t.sessions.c.key, t.sessions.c.dialog_id).where(t.sessions.c.root_id == root_id)
-        return {k: d for k, d in self._conn.execute(q)}
+        return {k: d for k, d in self._rows(q)}
 
     # ------------------------------------------------------------------ reminders
 
     def reminders(self, dialog_id: str) -> list[Reminder]:
         q = sa.select(t.reminders).where(t.reminders.c.dialog_id == dialog_id)
-        rows = self._conn.execute(q.order_by(t.reminders.c.position, t.reminders.c.id))
+        rows = self._rows(q.order_by(t.reminders.c.position, t.reminders.c.id))
         return [Reminder.model_validate(r._asdict()) for r in rows]
 
     def set_reminders(self, dialog_id: str, contents: Sequence[str]) -> list[Reminder]:

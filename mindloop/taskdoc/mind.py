@@ -1,0 +1,321 @@
+"""`change_mind`, `recall_taskdoc` and per-section status: the only ways agents touch a Taskdoc.
+
+Crash consistency of `change_mind` (audit record vs. section file)
+-----------------------------------------------------------------
+The audit record is the intent log. Order of a change:
+
+1. the new content is written to a fsynced temp file inside the package;
+2. the audit record (`hash_before`, `hash_after`, both contents) is committed (durable);
+3. the temp file is `os.replace`d over the section and the directory fsynced.
+
+A crash before 2 leaves a stray hidden temp file and no record: nothing happened. A crash
+between 2 and 3 leaves a record whose `hash_after` the file does not have, while the file
+still has the record's `hash_before` and an mtime older than the record. `reconcile`
+recognises exactly that state and rolls the change forward from `content_after`;
+`section_status` and `change_mind` both reconcile first, so the file and the audit never
+disagree for long and a recorded change is never lost. Any other mismatch means the file
+was edited outside mindloop (a human): it is reported as such, never overwritten.
+
+If the caller runs `change_mind` inside an outer `store.tx()`, step 2 commits with that
+transaction, after step 3; a crash in between then looks like an outside edit (reported,
+not lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from mindloop.store import Store, TaskdocChange
+from mindloop.taskdoc import fsio
+from mindloop.taskdoc.package import TaskPackage, normalize_content
+from mindloop.taskdoc.sections import (
+    BEARINMIND,
+    BEARINMIND_DIR,
+    SECTION_SUFFIX,
+    TOP_LEVEL,
+    Lang,
+    SectionError,
+    error,
+    normalize_selector,
+    resolve_section,
+)
+
+RECALL_LIMIT_BYTES = 100 * 1024
+UNKNOWN_ACTOR = "human/unknown"
+
+_TEXT: dict[str, dict[str, str]] = {
+    "en": {
+        "side_only": (
+            "Error: `change_mind` is only available in the mainline dialog (not in sideline "
+            "dialogs). Ask the Taskdoc maintainer @{m} to run `change_mind` and provide a fully "
+            "merged full-section replacement draft (do not overwrite/delete other contributors)."
+        ),
+        "content_required": "Error: Taskdoc content is required (content).",
+        "content_example": (
+            "\nCopy/paste example:\n```json\n{{\n"
+            '  "selector": "progress",\n'
+            '  "content": "- Key decisions: ...\\n- Next steps: ..."\n'
+            "}}\n```"
+        ),
+        "not_a_dir": (
+            "Error: cannot write `{rel}`: `{parent}` inside the Taskdoc package is not a "
+            "plain directory."
+        ),
+        "changed": (
+            "Taskdoc section `{rel}` replaced ({n} bytes). Every dialog of the tree sees it from "
+            "its next generation; no new course was started."
+        ),
+        "not_found": (
+            "Not found: `{rel}`.\n\nUse `change_mind` to create/update it (whole-section "
+            'replace):\n- `change_mind({{"category":"{c}","selector":"{s}","content":"..."}})`'
+        ),
+        "truncated": (
+            "\n\n⚠️ Truncated: content is too large ({n} bytes); showing first {limit} bytes."
+        ),
+    },
+    "zh": {
+        "side_only": (
+            "错误：`change_mind` 仅允许在主线对话中使用（支线对话中不可用）。"
+            "请诉请差遣牒维护人 @{m} 执行 `change_mind`，"
+            "并提供你已合并好的“分段全文替换稿”（禁止覆盖/抹掉他人条目）。"
+        ),
+        "content_required": "错误：需要提供差遣牒内容（content）。",
+        "content_example": (
+            "\n示例：\n```json\n{{\n"
+            '  "selector": "progress",\n'
+            '  "content": "- 关键决策：...\\n- 下一步：..."\n'
+            "}}\n```"
+        ),
+        "not_a_dir": "错误：无法写入 `{rel}`：任务包内的 `{parent}` 不是普通目录。",
+        "changed": (
+            "差遣牒章节 `{rel}` 已替换（{n} bytes）。整棵对话树从下一次生成起可见；"
+            "未开启新一程对话。"
+        ),
+        "not_found": (
+            "未找到：`{rel}`。\n\n用 `change_mind` 创建或更新（整段替换）：\n"
+            '- `change_mind({{"category":"{c}","selector":"{s}","content":"..."}})`'
+        ),
+        "truncated": "\n\n⚠️ 已截断：内容过大（{n} bytes），仅回显前 {limit} bytes。",
+    },
+}
+
+
+def _t(lang: Lang) -> dict[str, str]:
+    return _TEXT["zh"] if lang == "zh" else _TEXT["en"]
+
+
+class ChangeResult(BaseModel):
+    """Outcome of one `change_mind`: `ok=False` means rejected and nothing was written."""
+
+    ok: bool
+    text: str
+    section: str | None = None
+    change: TaskdocChange | None = None
+
+
+class SectionStatus(BaseModel):
+    """What a UI shows per section: present?, size, last updated (time, actor)."""
+
+    section: str
+    exists: bool
+    size: int = 0
+    updated_at: float | None = None
+    actor_member: str | None = None
+    actor_dialog: str | None = None
+    changed_outside: bool = False  # last change not made through mindloop
+
+
+def _current(pkg: TaskPackage, rel: str) -> tuple[str | None, str | None, int | None]:
+    """(content, hash, mtime_ns) of a section file; Nones when missing."""
+    path = pkg.path / rel
+    st = fsio.regular_file_stat(path)
+    if st is None:
+        return None, None, None
+    text = fsio.read_text_or_none(path)
+    if text is None:
+        return None, None, None
+    return text, fsio.sha256_text(text), st.st_mtime_ns
+
+
+def _last_changes(store: Store, task_path: str) -> dict[str, TaskdocChange]:
+    last: dict[str, TaskdocChange] = {}
+    for change in store.taskdoc_history(task_path):
+        last[change.section] = change
+    return last
+
+
+def _ensure_parent(pkg: TaskPackage, rel: str) -> Path | None:
+    """Create the section's directory inside the package; None if it would leave it."""
+    pkg.path.mkdir(parents=True, exist_ok=True)
+    parent = (pkg.path / rel).parent
+    if parent != pkg.path:
+        if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
+            return None
+        parent.mkdir(exist_ok=True)
+    if Path(os.path.realpath(parent)) != Path(os.path.realpath(pkg.path)) / Path(rel).parent:
+        return None
+    return parent
+
+
+def _apply(pkg: TaskPackage, rel: str, text: str) -> None:
+    tmp = fsio.write_temp(pkg.path, text)
+    try:
+        fsio.replace_into(tmp, pkg.path / rel)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _is_interrupted(change: TaskdocChange, file_hash: str | None, mtime_ns: int | None) -> bool:
+    """The record was committed but its file replace never happened (see module doc)."""
+    if file_hash == change.hash_after or file_hash != change.hash_before:
+        return False
+    return mtime_ns is None or mtime_ns <= int(change.ts * 1e9)
+
+
+def reconcile(pkg: TaskPackage, store: Store) -> list[str]:
+    """Roll forward changes recorded but not applied (crash between audit and replace).
+
+    Returns the sections repaired.
+    """
+    repaired: list[str] = []
+    for rel, change in _last_changes(store, pkg.rel_path).items():
+        _, file_hash, mtime_ns = _current(pkg, rel)
+        if _is_interrupted(change, file_hash, mtime_ns) and _ensure_parent(pkg, rel) is not None:
+            _apply(pkg, rel, change.content_after)
+            repaired.append(rel)
+    return repaired
+
+
+def change_mind(
+    pkg: TaskPackage,
+    *,
+    selector: str | None,
+    content: str | None,
+    category: str | None = None,
+    actor_member: str,
+    actor_dialog: str | None,
+    is_root: bool,
+    store: Store,
+    maintainer: str | None = None,
+    lang: Lang = "en",
+) -> ChangeResult:
+    """Replace exactly one section with `content` (trimmed, final newline), audited.
+
+    Rejections (side dialog, missing selector, blank content, any invalid target) write
+    nothing and return the error text. Starts no new course: the caller's dialog is
+    untouched; the new text reaches every dialog through the effective Taskdoc.
+    """
+    t = _t(lang)
+    if not is_root:
+        return ChangeResult(ok=False, text=t["side_only"].format(m=maintainer or "root"))
+    if not normalize_selector(selector):
+        return ChangeResult(ok=False, text=error("selector_required", lang).text)
+    body = normalize_content(content or "")
+    if not body:
+        return ChangeResult(ok=False, text=t["content_required"] + t["content_example"])
+    try:
+        rel = resolve_section(selector, category, lang)
+    except SectionError as exc:
+        return ChangeResult(ok=False, text=exc.text)
+    parent = _ensure_parent(pkg, rel)
+    if parent is None:
+        return ChangeResult(
+            ok=False, text=t["not_a_dir"].format(rel=rel, parent=str(Path(rel).parent))
+        )
+    reconcile(pkg, store)
+    before, hash_before, _ = _current(pkg, rel)
+    tmp = fsio.write_temp(pkg.path, body)
+    try:
+        change = store.record_taskdoc_change(
+            TaskdocChange(
+                task_path=pkg.rel_path,
+                section=rel,
+                actor_member=actor_member,
+                actor_dialog=actor_dialog,
+                ts=time.time(),
+                hash_before=hash_before,
+                hash_after=fsio.sha256_text(body),
+                content_before=before,
+                content_after=body,
+            )
+        )
+        fsio.replace_into(tmp, pkg.path / rel)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    n = len(body.encode("utf-8"))
+    return ChangeResult(ok=True, text=t["changed"].format(rel=rel, n=n), section=rel, change=change)
+
+
+def recall_taskdoc(
+    pkg: TaskPackage, *, category: str | None, selector: str | None, lang: Lang = "en"
+) -> str:
+    """Read one bearinmind/extra section (capped at 100 KiB); `SectionError` on bad args.
+
+    The three top-level sections are refused with a text saying they are always injected.
+    A missing section returns a "Not found" text that says how to create it.
+    """
+    sel = normalize_selector(selector)
+    if sel in TOP_LEVEL:
+        raise error("top_level_always_injected", lang, s=sel)
+    if not (category or "").strip():
+        raise error("category_required", lang)
+    rel = resolve_section(selector, category, lang)
+    cat, _, name = rel.rpartition("/")
+    text = fsio.read_text_or_none(pkg.path / rel)
+    t = _t(lang)
+    if text is None:
+        return t["not_found"].format(rel=rel, c=cat, s=name[: -len(SECTION_SUFFIX)])
+    raw = text.encode("utf-8")
+    note = ""
+    if len(raw) > RECALL_LIMIT_BYTES:
+        text = raw[:RECALL_LIMIT_BYTES].decode("utf-8", errors="ignore")
+        note = t["truncated"].format(n=len(raw), limit=RECALL_LIMIT_BYTES)
+    return f"**recall_taskdoc:** `{rel}`\n\n---\n{text}\n---{note}"
+
+
+def known_sections(pkg: TaskPackage) -> list[str]:
+    """Top-level and bearinmind sections in fixed order, then the extra sections (sorted)."""
+    rels = [f"{s}{SECTION_SUFFIX}" for s in TOP_LEVEL]
+    rels += [f"{BEARINMIND_DIR}/{s}{SECTION_SUFFIX}" for s in BEARINMIND]
+    rels += [e.rel for e in pkg.extra_sections(limit=10_000).entries]
+    return rels
+
+
+def section_status(pkg: TaskPackage, store: Store) -> list[SectionStatus]:
+    """Per section: exists, size, last updated (time, actor) — reconciling first.
+
+    A section whose content does not match its last audit record (or that has none) was
+    changed outside mindloop: its time is the file's mtime and the actor `human/unknown`.
+    """
+    reconcile(pkg, store)
+    last = _last_changes(store, pkg.rel_path)
+    rels = known_sections(pkg)
+    rels += sorted(r for r in last if r not in rels)
+    out: list[SectionStatus] = []
+    for rel in rels:
+        st = fsio.regular_file_stat(pkg.path / rel)
+        _, file_hash, _ = _current(pkg, rel)
+        change = last.get(rel)
+        status = SectionStatus(section=rel, exists=st is not None, size=st.st_size if st else 0)
+        if change is not None and file_hash == change.hash_after:
+            status.updated_at = change.ts
+            status.actor_member = change.actor_member
+            status.actor_dialog = change.actor_dialog
+        elif st is not None:
+            status.updated_at = st.st_mtime
+            status.actor_member = UNKNOWN_ACTOR
+            status.changed_outside = True
+        elif change is not None:
+            status.changed_outside = True  # deleted outside mindloop
+            status.actor_member = UNKNOWN_ACTOR
+        out.append(status)
+    return out
