@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -29,6 +30,7 @@ from mindloop.providers.base import (
     ThinkingDelta,
     ToolCall,
     ToolCallEvent,
+    ToolResultMessage,
     Usage,
 )
 from mindloop.providers.mock_script import (
@@ -36,7 +38,6 @@ from mindloop.providers.mock_script import (
     MockScript,
     MockScriptError,
     RequestView,
-    message_text,
 )
 
 NOT_FOUND_HEADER = "🤖 Mock Response Not Found"
@@ -112,12 +113,12 @@ class MockProvider:
             raise self._injected(path, entry)
 
         if entry.tool_calls:
-            number = self._first_call_number(request)
-            for name, arguments in entry.tool_calls:
-                call = ToolCall(id=f"call_{number}", name=name, arguments=arguments)
-                number += 1
+            # Reserve the ids before yielding: concurrent streams must not share them.
+            first_id = self._first_call_number(request)
+            self._next_call = first_id + len(entry.tool_calls)
+            for offset, (name, arguments) in enumerate(entry.tool_calls):
+                call = ToolCall(id=f"call_{first_id + offset}", name=name, arguments=arguments)
                 yield ToolCallEvent(call=call)
-            self._next_call = number
 
         usage = spec.usage
         input_tokens = usage.input_tokens if usage is not None else None
@@ -255,10 +256,17 @@ def suggest_entry(view: RequestView) -> str:
         entry["member"] = view.member
     who = view.member or "the model"
     entry["response"] = f"(what {who} answers here)"
-    dumped = yaml.safe_dump(
-        [entry], sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 20
-    )
-    return _indent(dumped.rstrip("\n"), "  ")
+    return _indent(_dump_exact([entry]).rstrip("\n"), "  ")
+
+
+def _dump_exact(data: object) -> str:
+    """YAML for `data`, readable (raw unicode) when that round-trips; PyYAML writes some
+    line-break characters (e.g. U+0085) raw, which a reader folds, so then escape all."""
+    options: dict[str, Any] = {"sort_keys": False, "default_flow_style": False, "width": 1 << 20}
+    dumped = yaml.safe_dump(data, allow_unicode=True, **options)
+    if yaml.safe_load(dumped) == data:
+        return dumped
+    return yaml.safe_dump(data, allow_unicode=False, **options)
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -266,9 +274,11 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def _context_chars(request: GenerationRequest) -> int:
+    """Characters of the whole context: realistic input usage grows with the history (a
+    script can set `usage.input_tokens` to skip this per-message pass)."""
     total = len(request.system)
-    for message in request.messages:
-        total += len(message_text(message))
+    for m in request.messages:
+        total += len(m.content) if isinstance(m, ToolResultMessage) else len(m.text)
     return total
 
 

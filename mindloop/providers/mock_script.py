@@ -465,6 +465,8 @@ def _describe(err: Any, root: yaml.Node, path: Path) -> str:
     template = _ERROR_MESSAGES.get(kind)
     msg = str(err["msg"]).removeprefix("Value error, ")
     message = template.format(got=got, msg=msg) if template else msg
+    if kind == "string_type" and isinstance(err.get("input"), bool):
+        message += " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the text)"
     return f"{path}:{_line_of(root, loc)}: {_format_loc(loc) or '<top>'}: {message}"
 
 

@@ -1,0 +1,46 @@
+"""Encapsulated Taskdocs (`*.tsk/` packages): rules, package, effective Taskdoc, tools, audit."""
+
+from mindloop.taskdoc.copy import encapsulation_rules, tool_description
+from mindloop.taskdoc.discovery import discover_packages
+from mindloop.taskdoc.effective import render_effective_taskdoc
+from mindloop.taskdoc.migrate import MigrationError, migrate_single_file
+from mindloop.taskdoc.mind import (
+    ChangeResult,
+    SectionStatus,
+    change_mind,
+    recall_taskdoc,
+    reconcile,
+    section_status,
+)
+from mindloop.taskdoc.package import ExtraSectionsIndex, TaskPackage, Violation
+from mindloop.taskdoc.sections import (
+    BEARINMIND,
+    TOP_LEVEL,
+    SectionError,
+    resolve_section,
+)
+from mindloop.taskdoc.tools import ROOT_ONLY_TOOLS, taskdoc_tools
+
+__all__ = [
+    "BEARINMIND",
+    "ROOT_ONLY_TOOLS",
+    "TOP_LEVEL",
+    "ChangeResult",
+    "ExtraSectionsIndex",
+    "MigrationError",
+    "SectionError",
+    "SectionStatus",
+    "TaskPackage",
+    "Violation",
+    "change_mind",
+    "discover_packages",
+    "encapsulation_rules",
+    "migrate_single_file",
+    "recall_taskdoc",
+    "reconcile",
+    "render_effective_taskdoc",
+    "resolve_section",
+    "section_status",
+    "taskdoc_tools",
+    "tool_description",
+]

@@ -290,14 +290,17 @@ def known_sections(pkg: TaskPackage) -> list[str]:
     return rels
 
 
-def section_status(pkg: TaskPackage, store: Store) -> list[SectionStatus]:
+def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]:
     """Per section: exists, size, last updated (time, actor) — reconciling first.
 
     A section whose content does not match its last audit record (or that has none) was
     changed outside mindloop: its time is the file's mtime and the actor `human/unknown`.
+    Without a store (an rtws never run), every present section is in that case.
     """
-    reconcile(pkg, store)
-    last = _last_changes(store, pkg.rel_path)
+    last: dict[str, TaskdocChange] = {}
+    if store is not None:
+        reconcile(pkg, store)
+        last = _last_changes(store, pkg.rel_path)
     rels = known_sections(pkg)
     rels += sorted(r for r in last if r not in rels)
     out: list[SectionStatus] = []

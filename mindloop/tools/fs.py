@@ -30,7 +30,7 @@ from mindloop.tools.pathguard import (
     resolve_agent_path,
     rtws_root,
 )
-from mindloop.tools.registry import ToolArgs
+from mindloop.tools.registry import ToolArgs, output_cap
 
 READ_CAP_CHARS = 100_000
 LIST_CAP_ENTRIES = 1000
@@ -103,10 +103,12 @@ async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
         return _err(f"`{args.path}` is a directory; use list_dir to see its entries")
     if args.start_line and args.end_line and args.end_line < args.start_line:
         return _err(f"end_line ({args.end_line}) is before start_line ({args.start_line})")
-    return await asyncio.to_thread(_read_range, path, args)
+    # Stay under the registry's output cap so our own "how to read the rest" note survives.
+    cap = max(1_000, min(READ_CAP_CHARS, output_cap(ctx) - 500))
+    return await asyncio.to_thread(_read_range, path, args, cap)
 
 
-def _read_range(path: Path, args: ReadFileArgs) -> ToolOutput:
+def _read_range(path: Path, args: ReadFileArgs, cap: int) -> ToolOutput:
     if _is_binary(path):
         return _err(f"`{args.path}` is a binary file; read_file shows text files only")
     start = args.start_line or 1
@@ -120,7 +122,7 @@ def _read_range(path: Path, args: ReadFileArgs) -> ToolOutput:
         for total, line in enumerate(fh, start=1):
             if total < start or (end is not None and total > end) or truncated:
                 continue
-            if size + len(line) > READ_CAP_CHARS and chunks:
+            if size + len(line) > cap and chunks:
                 truncated = True
                 continue
             chunks.append(line)
@@ -131,14 +133,16 @@ def _read_range(path: Path, args: ReadFileArgs) -> ToolOutput:
     if start > total:
         return _err(f"start_line {start} is past the end of `{args.path}` ({total} lines)")
     body = "".join(chunks)
-    if len(body) > READ_CAP_CHARS:  # one enormous line
-        body = body[:READ_CAP_CHARS]
-        truncated = True
     header = f"{args.path} (lines {start}-{last_shown} of {total})"
+    if len(body) > cap:  # a single line longer than the cap
+        return ToolOutput(
+            f"{header}\n{body[:cap]}\n[truncated: line {last_shown} alone is {len(body)} "
+            f"characters; only its first {cap} are shown]"
+        )
     text = f"{header}\n{body}"
     if truncated:
         text += (
-            f"\n[truncated at {READ_CAP_CHARS} characters: call read_file with "
+            f"\n[truncated at {cap} characters: call read_file with "
             f"start_line={last_shown + 1} to read the rest]"
         )
     return ToolOutput(text)
@@ -284,10 +288,12 @@ def _load_gitignore(directory: Path) -> _IgnoreLayer | None:
 
 
 def _ignored(layers: list[_IgnoreLayer], path: Path, is_dir: bool) -> bool:
-    for layer in layers:
+    """Git semantics: the deepest .gitignore with a matching rule (ignore or `!`) decides."""
+    for layer in reversed(layers):
         rel = path.relative_to(layer.base).as_posix() + ("/" if is_dir else "")
-        if layer.spec.match_file(rel):
-            return True
+        verdict = layer.spec.check_file(rel).include
+        if verdict is not None:
+            return verdict
     return False
 
 

@@ -30,6 +30,7 @@ from mindloop.tools.registry import ToolArgs, output_cap
 MAX_TIMEOUT_S = 600.0
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 _READ_CHUNK = 65_536
+_DRAIN_AFTER_KILL_S = 2.0
 
 
 class RunShellArgs(ToolArgs):
@@ -102,6 +103,19 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+async def _kill_and_reap(proc: asyncio.subprocess.Process, sink: _BoundedOutput) -> None:
+    """Kill the group, reap the shell, and read the pipe to EOF so its transport closes.
+
+    A process that left the group (setsid) could keep the pipe open; the drain is bounded so
+    such a straggler cannot hold the tool call hostage.
+    """
+    _kill_group(proc.pid)
+    await proc.wait()
+    if proc.stdout is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_pump(proc.stdout, sink), timeout=_DRAIN_AFTER_KILL_S)
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -135,11 +149,9 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
         )
     except TimeoutError:
         timed_out = True
-        _kill_group(proc.pid)
-        await proc.wait()
+        await _kill_and_reap(proc, sink)
     except asyncio.CancelledError:
-        _kill_group(proc.pid)
-        await proc.wait()
+        await _kill_and_reap(proc, sink)
         raise
     if timed_out:
         status = f"timed out after {args.timeout_s:g}s; process group killed"

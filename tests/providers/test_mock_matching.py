@@ -75,7 +75,9 @@ async def test_contains_single_string_and_list_need_all_parts(tmp_path: Path) ->
 
 
 async def test_contains_collapses_whitespace_on_both_sides(tmp_path: Path) -> None:
-    provider = write_script(tmp_path, 'responses:\n  - contains: "hello   world"\n    response: ok\n')
+    provider = write_script(
+        tmp_path, 'responses:\n  - contains: "hello   world"\n    response: ok\n'
+    )
     assert await answer(provider, request("say Hello\n\n  WORLD now")) == "ok"
 
 
@@ -142,7 +144,8 @@ async def test_role_filter_distinguishes_user_text_from_tool_results(tmp_path: P
 
 async def test_last_message_text_of_an_assistant_message_is_matched(tmp_path: Path) -> None:
     provider = write_script(
-        tmp_path, "responses:\n  - match: previous answer\n    role: assistant\n    response: go on\n"
+        tmp_path,
+        "responses:\n  - match: previous answer\n    role: assistant\n    response: go on\n",
     )
     req = request("question", AssistantMessage(text="Previous  answer"))
     assert await answer(provider, req) == "go on"

@@ -90,8 +90,10 @@ def call(make_ctx: Callable[..., ToolContext]) -> Call:
     """Run a tool through the registry the way the dialog engine does (JSON in, text out)."""
     registry = default_registry()
 
-    async def run(name: str, acl: Acl | None = None, **args: Any) -> ToolOutput:
-        return await registry.execute(name, json.dumps(args), make_ctx(acl))
+    async def run(
+        name: str, acl: Acl | None = None, services: dict[str, Any] | None = None, **args: Any
+    ) -> ToolOutput:
+        return await registry.execute(name, json.dumps(args), make_ctx(acl, **(services or {})))
 
     return run
 

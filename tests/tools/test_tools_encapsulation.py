@@ -183,8 +183,16 @@ async def test_listing_parent_shows_package_name_but_never_its_content(
     assert "X.TSK/ [Taskdoc package" in out.text
     assert ".minds/ [encapsulated" in out.text
     assert ".mindloop/ [encapsulated" in out.text
-    for hidden in ("goals.md", "constraints.md", "progress.md", "bearinmind", "risks.md",
-                   "checklist.md", "team.yaml", "state.txt"):
+    for hidden in (
+        "goals.md",
+        "constraints.md",
+        "progress.md",
+        "bearinmind",
+        "risks.md",
+        "checklist.md",
+        "team.yaml",
+        "state.txt",
+    ):
         assert hidden not in out.text
     assert "pkg/ (symlink)" in out.text  # the link is shown, never followed
 

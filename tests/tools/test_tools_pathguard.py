@@ -13,8 +13,25 @@ from mindloop.errors import MindloopError
 from mindloop.tools import AccessDenied, Acl, ToolContext, is_encapsulated, resolve_agent_path
 
 SEGMENTS = [
-    "..", ".", "", "a", "b", "new", "x.tsk", "X.TsK", "goals.md", ".minds", ".MINDS",
-    ".mindloop", "up", "out", "pkg", "goal", "self", "dang", "minds",
+    "..",
+    ".",
+    "",
+    "a",
+    "b",
+    "new",
+    "x.tsk",
+    "X.TsK",
+    "goals.md",
+    ".minds",
+    ".MINDS",
+    ".mindloop",
+    "up",
+    "out",
+    "pkg",
+    "goal",
+    "self",
+    "dang",
+    "minds",
 ]
 MODES = ["read", "write", "list", "search"]
 
@@ -30,8 +47,14 @@ def hostile_rtws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("guard")
     rtws = base / "rtws"
     (base / "outside").mkdir()
-    for rel in ("a/b/goals.md", "x.tsk/goals.md", "X.TsK/goals.md", ".minds/team.yaml",
-                ".mindloop/s.txt", "b/new"):
+    for rel in (
+        "a/b/goals.md",
+        "x.tsk/goals.md",
+        "X.TsK/goals.md",
+        ".minds/team.yaml",
+        ".mindloop/s.txt",
+        "b/new",
+    ):
         (rtws / rel).parent.mkdir(parents=True, exist_ok=True)
         (rtws / rel).write_text("x")
     for where in (rtws / "a", rtws / "a" / "b"):
@@ -65,7 +88,8 @@ def test_guard_denies_or_resolves_strictly_inside_and_unencapsulated(
     root = Path(os.path.realpath(rtws))
     oracle = Path(os.path.realpath(rtws / raw))
     oracle_ok = (oracle == root or root in oracle.parents) and not any(
-        _encapsulated_component(c) for c in [*parts, *oracle.relative_to(root).parts]
+        _encapsulated_component(c)
+        for c in [*parts, *oracle.relative_to(root).parts]
         if (oracle == root or root in oracle.parents)
     )
     try:
@@ -94,10 +118,18 @@ def test_is_encapsulated_matches_any_tsk_component_case_insensitively(name: str)
 @pytest.mark.parametrize(
     ("rel", "expected"),
     [
-        ("a.tsk", True), ("a.tsk/goals.md", True), ("x/y/b.tsk/bearinmind/risks.md", True),
-        ("A.TSK", True), (".minds", True), (".mindloop/state.sqlite", True),
-        ("tsk", False), ("a.tsk.md", False), ("notes/tsk/a.md", False), ("src/minds.py", False),
-        (".", False), ("", False),
+        ("a.tsk", True),
+        ("a.tsk/goals.md", True),
+        ("x/y/b.tsk/bearinmind/risks.md", True),
+        ("A.TSK", True),
+        (".minds", True),
+        (".mindloop/state.sqlite", True),
+        ("tsk", False),
+        ("a.tsk.md", False),
+        ("notes/tsk/a.md", False),
+        ("src/minds.py", False),
+        (".", False),
+        ("", False),
     ],
 )
 def test_is_encapsulated_table(rel: str, expected: bool) -> None:
@@ -153,9 +185,7 @@ def test_absolute_path_inside_rtws_and_context_form(tmp_path: Path) -> None:
         (".mindloop/state.sqlite", ["runtime"]),
     ],
 )
-def test_denial_texts_say_why_and_what_to_use(
-    tmp_path: Path, raw: str, needles: list[str]
-) -> None:
+def test_denial_texts_say_why_and_what_to_use(tmp_path: Path, raw: str, needles: list[str]) -> None:
     with pytest.raises(AccessDenied) as err:
         resolve_agent_path(tmp_path, raw, Acl(), "read")
     text = str(err.value)
@@ -179,18 +209,34 @@ def acl_rtws(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("acl", "mode", "allowed", "denied"),
     [
-        (Acl(read_dirs=("src",)), "read", ["src", "src/app.py", "src/secret/key.txt"],
-         ["README.md", "docs/a.md"]),
+        (
+            Acl(read_dirs=("src",)),
+            "read",
+            ["src", "src/app.py", "src/secret/key.txt"],
+            ["README.md", "docs/a.md"],
+        ),
         (Acl(read_dirs=("src/**",)), "read", ["src", "src/app.py"], ["docs/a.md"]),
         (Acl(read_dirs=("src/**",)), "list", [".", "src"], ["docs"]),
         (Acl(read_dirs=("docs/*.md",)), "read", ["docs/a.md"], ["docs/b.txt", "src/app.py"]),
-        (Acl(no_read_dirs=("src/secret",)), "read", ["src/app.py", "README.md"],
-         ["src/secret/key.txt", "pub/key.txt", "pub"]),
+        (
+            Acl(no_read_dirs=("src/secret",)),
+            "read",
+            ["src/app.py", "README.md"],
+            ["src/secret/key.txt", "pub/key.txt", "pub"],
+        ),
         (Acl(no_read_dirs=("src/secret",)), "search", ["src"], ["src/secret"]),
-        (Acl(write_dirs=("out/**",)), "write", ["out/x.txt", "out/new/y.txt"],
-         ["README.md", "src/app.py"]),
-        (Acl(write_dirs=("out",), no_write_dirs=("out/keep",)), "write", ["out/x.txt"],
-         ["out/keep/a.txt"]),
+        (
+            Acl(write_dirs=("out/**",)),
+            "write",
+            ["out/x.txt", "out/new/y.txt"],
+            ["README.md", "src/app.py"],
+        ),
+        (
+            Acl(write_dirs=("out",), no_write_dirs=("out/keep",)),
+            "write",
+            ["out/x.txt"],
+            ["out/keep/a.txt"],
+        ),
         (Acl(write_dirs=("out",)), "read", ["README.md"], []),
         (Acl(), "write", ["README.md", "anything/new.txt"], []),
     ],
@@ -201,7 +247,7 @@ def test_acl_table(
     for rel in allowed:
         resolve_agent_path(acl_rtws, rel, acl, mode)  # type: ignore[arg-type]
     for rel in denied:
-        with pytest.raises(AccessDenied, match="ACCESS_DENIED: .*ACLs"):
+        with pytest.raises(AccessDenied, match=r"ACCESS_DENIED: .*ACLs"):
             resolve_agent_path(acl_rtws, rel, acl, mode)  # type: ignore[arg-type]
 
 

@@ -143,8 +143,13 @@ async def test_execute_invalid_json(
     [
         ("{}", ["- text: field required"]),
         ("", ["- text: field required"]),
-        ('{"text": 5, "times": 0}', ["- text: input should be a valid string",
-                                     "- times: input should be greater than or equal to 1"]),
+        (
+            '{"text": 5, "times": 0}',
+            [
+                "- text: input should be a valid string",
+                "- times: input should be greater than or equal to 1",
+            ],
+        ),
         ('{"text": "a", "colour": "red"}', ["- colour: unknown argument"]),
     ],
 )
@@ -190,7 +195,12 @@ def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
     one, two = default_registry(), default_registry()
     assert one.toolset_names == ["fs", "shell"]
     assert _names(one.select(["fs"])) == [
-        "read_file", "write_file", "list_dir", "search", "move", "delete"
+        "read_file",
+        "write_file",
+        "list_dir",
+        "search",
+        "move",
+        "delete",
     ]
     assert _names(one.select(["shell"])) == ["run_shell"]
     one.add_toolset("control", [_tool("c1")])

@@ -1,0 +1,60 @@
+"""`Config`: the loaded team and providers of one rtws, with the lookups the runtime needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig
+from mindloop.config.team import MemberConfig, TeamConfig
+from mindloop.errors import MindloopError
+
+
+class Config(BaseModel):
+    """Everything `.minds/team.yaml` and `.minds/llm.yaml` say, resolved and cross-checked."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    rtws: Path
+    team: TeamConfig
+    llm: LlmConfig
+
+    def member(self, member_id: str) -> MemberConfig:
+        """The member with this id; a clear error naming the known members otherwise."""
+        found = self.team.members.get(member_id)
+        if found is None:
+            known = ", ".join(self.team.members) or "(none)"
+            raise MindloopError(
+                f"unknown member {member_id!r}; members in .minds/team.yaml: {known}"
+            )
+        return found
+
+    def provider_for(self, member_id: str) -> ProviderConfig:
+        member = self.member(member_id)
+        provider = self.llm.providers.get(member.provider)
+        if provider is None:
+            raise MindloopError(
+                f"member {member_id!r} uses provider {member.provider!r}, "
+                "which .minds/llm.yaml does not define"
+            )
+        return provider
+
+    def model_info(self, member_id: str) -> ModelInfo:
+        member = self.member(member_id)
+        provider = self.provider_for(member_id)
+        info = provider.models.get(member.model)
+        if info is None:
+            raise MindloopError(
+                f"member {member_id!r} uses model {member.model!r}, which provider "
+                f"{provider.name!r} in .minds/llm.yaml does not list"
+            )
+        return info
+
+    def persona_text(self, member_id: str) -> str:
+        """The member's persona file, or "" when it does not exist."""
+        path = self.rtws / self.member(member_id).persona
+        try:
+            return path.read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return ""

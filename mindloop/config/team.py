@@ -1,0 +1,285 @@
+"""`.minds/team.yaml`: the roster, as written (`TeamSpec`) and as resolved (`TeamConfig`).
+
+Members inherit every key they do not set from `member_defaults`. To point each error at
+the line the user actually wrote, validation happens in two steps: every mapping
+(`member_defaults` and each member) is validated on its own as a `MemberSpec` where every
+key is optional; then `resolve_team` merges defaults and member into a `MemberConfig`,
+where only missing required keys can still go wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from mindloop.config.model_params import ModelParams, merge_model_params
+from mindloop.config.problems import KeyPath, render_value
+
+MEMBER_CONFIG = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+DEFAULT_FBR_EFFORT = 3
+MAX_FBR_EFFORT = 100
+DEFAULT_TOOLSETS: tuple[str, ...] = ("fs", "shell", "control")
+# read_dirs/write_dirs may never grant these: their state is encapsulated and reachable only
+# through dedicated tools (DESIGN.md §3).
+RESERVED_TOP_DIRS: dict[str, str] = {
+    ".minds": "team configuration and memory, changed only by dedicated tools",
+    ".mindloop": "runtime state, owned by the runtime",
+}
+REQUIRED_MEMBER_KEYS: tuple[str, ...] = ("provider", "model")
+
+
+def default_persona(member_id: str) -> str:
+    return f".minds/team/{member_id}/persona.md"
+
+
+def check_fbr_effort(value: object) -> int:
+    """`fbr-effort` is an integer 0..100; bools, floats and strings are not integers."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FBR_EFFORT:
+        return value
+    raise PydanticCustomError(
+        "fbr_effort",
+        "must be an integer in 0..100, got {got}",
+        {"got": render_value(value)},
+    )
+
+
+def _parts(entry: str) -> list[str]:
+    return [p for p in PurePosixPath(entry.replace("\\", "/")).parts if p not in ("", ".")]
+
+
+def check_dir_entry(entry: str, *, grants: bool) -> str:
+    """A directory ACL entry: rtws-relative, not escaping it; grants skip reserved state."""
+    if not entry.strip():
+        raise PydanticCustomError("config", "must not be empty")
+    if entry.startswith(("/", "\\")) or (len(entry) > 1 and entry[1] == ":"):
+        raise PydanticCustomError(
+            "config", "must be a path relative to the rtws, got {got}", {"got": entry}
+        )
+    parts = _parts(entry)
+    if ".." in parts:
+        raise PydanticCustomError(
+            "config", "must stay inside the rtws ('..' is not allowed), got {got}", {"got": entry}
+        )
+    if not grants or not parts:
+        return entry
+    top = parts[0].casefold()
+    if top in RESERVED_TOP_DIRS:
+        raise PydanticCustomError(
+            "config",
+            "{entry} cannot be granted: {top}/ is encapsulated state ({why})",
+            {"entry": entry, "top": parts[0], "why": RESERVED_TOP_DIRS[top]},
+        )
+    if any(p.casefold().endswith(".tsk") for p in parts):
+        raise PydanticCustomError(
+            "config",
+            "{entry} cannot be granted: *.tsk task packages are encapsulated state, "
+            "read with recall_taskdoc and changed with change_mind",
+            {"entry": entry},
+        )
+    return entry
+
+
+class MemberSpec(BaseModel):
+    """One member mapping (or `member_defaults`) as written: every key optional."""
+
+    model_config = MEMBER_CONFIG
+
+    name: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    model_params: ModelParams | None = None
+    fbr_effort: Any = Field(None, validation_alias=AliasChoices("fbr-effort", "fbr_effort"))
+    fbr_model_params: ModelParams | None = None
+    toolsets: list[str] | None = None
+    tools: list[str] | None = None
+    read_dirs: list[str] | None = None
+    write_dirs: list[str] | None = None
+    no_read_dirs: list[str] | None = None
+    no_write_dirs: list[str] | None = None
+    persona: str | None = None
+    gofor: str | None = None
+    hidden: bool | None = None
+
+    @field_validator("fbr_effort", mode="plain")
+    @classmethod
+    def _effort(cls, value: object) -> int | None:
+        return None if value is None else check_fbr_effort(value)
+
+    @field_validator("read_dirs", "write_dirs")
+    @classmethod
+    def _grants(cls, entries: list[str] | None) -> list[str] | None:
+        return _each(entries, grants=True)
+
+    @field_validator("no_read_dirs", "no_write_dirs")
+    @classmethod
+    def _denials(cls, entries: list[str] | None) -> list[str] | None:
+        return _each(entries, grants=False)
+
+    @field_validator("toolsets", "tools")
+    @classmethod
+    def _names(cls, names: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(names or []):
+            if not name.strip() or name.strip() in {"!", "*!"}:
+                raise PydanticCustomError(
+                    "config", "entries must be names, '*' or '!name'", {"key": str(i)}
+                )
+        return names
+
+    @field_validator("persona")
+    @classmethod
+    def _persona(cls, path: str | None) -> str | None:
+        return None if path is None else check_dir_entry(path, grants=False)
+
+    def set_keys(self) -> dict[str, Any]:
+        """The keys this mapping sets, by field name."""
+        return {k: getattr(self, k) for k in self.model_fields_set}
+
+
+def _each(entries: list[str] | None, *, grants: bool) -> list[str] | None:
+    if entries is None:
+        return None
+    for i, entry in enumerate(entries):
+        try:
+            check_dir_entry(entry, grants=grants)
+        except PydanticCustomError as err:
+            raise PydanticCustomError(
+                err.type, err.message_template, {**(err.context or {}), "key": str(i)}
+            ) from None
+    return entries
+
+
+class MemberConfig(BaseModel):
+    """A resolved member: its own keys over `member_defaults` over built-in defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    id: str
+    name: str = ""
+    provider: str
+    model: str
+    model_params: ModelParams = Field(default_factory=ModelParams)
+    fbr_effort: int = Field(
+        DEFAULT_FBR_EFFORT, validation_alias=AliasChoices("fbr_effort", "fbr-effort")
+    )
+    fbr_model_params: ModelParams = Field(default_factory=ModelParams)
+    toolsets: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
+    tools: list[str] = Field(default_factory=list)
+    read_dirs: list[str] = Field(default_factory=list)
+    write_dirs: list[str] = Field(default_factory=list)
+    no_read_dirs: list[str] = Field(default_factory=list)
+    no_write_dirs: list[str] = Field(default_factory=list)
+    persona: str = ""
+    gofor: str | None = None
+    hidden: bool = False
+
+    @field_validator("fbr_effort", mode="plain")
+    @classmethod
+    def _effort(cls, value: object) -> int:
+        return check_fbr_effort(value)
+
+    @model_validator(mode="after")
+    def _derived_defaults(self) -> MemberConfig:
+        if not self.name:
+            self.name = self.id
+        if not self.persona:
+            self.persona = default_persona(self.id)
+        return self
+
+    def fbr_params(self) -> ModelParams:
+        """Params for FBR generations: `fbr_model_params` deep-merged over `model_params`."""
+        return merge_model_params(self.model_params, self.fbr_model_params)
+
+
+class TeamSpec(BaseModel):
+    """team.yaml as written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    member_defaults: MemberSpec = Field(default_factory=MemberSpec)
+    default_responder: str | None = None
+    members: dict[str, MemberSpec | None] = Field(default_factory=dict)
+
+
+class TeamConfig(BaseModel):
+    """The resolved team: every member complete, `default_responder` naming one of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    member_defaults: MemberSpec = Field(default_factory=MemberSpec)
+    members: dict[str, MemberConfig]
+    default_responder: str
+
+    @model_validator(mode="after")
+    def _responder_exists(self) -> TeamConfig:
+        if self.default_responder not in self.members:
+            known = ", ".join(self.members) or "(none)"
+            raise ValueError(
+                f"default_responder {self.default_responder!r} is not a member; "
+                f"members: {known}"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- resolution
+
+Issue = tuple[KeyPath, str]
+
+
+def merged_member(member_id: str, defaults: MemberSpec, own: MemberSpec) -> dict[str, Any]:
+    """Defaults then the member's own keys; `model_params` deep-merged, lists replaced."""
+    data = defaults.set_keys()
+    for key, value in own.set_keys().items():
+        base = data.get(key)
+        if key in ("model_params", "fbr_model_params") and base is not None and value is not None:
+            value = merge_model_params(base, value)
+        data[key] = value
+    data = {k: v for k, v in data.items() if v is not None}
+    data["id"] = member_id
+    return data
+
+
+def source_path(member_id: str, own: MemberSpec, key: str, spelled: str | None = None) -> KeyPath:
+    """Where a resolved key came from: the member itself or member_defaults."""
+    yaml_key = spelled or key
+    if key in own.model_fields_set:
+        return ("members", member_id, yaml_key)
+    return ("member_defaults", yaml_key)
+
+
+def resolve_team(spec: TeamSpec) -> tuple[TeamConfig | None, list[Issue]]:
+    """Merge defaults into members; report missing required keys and a bad responder."""
+    issues: list[Issue] = []
+    members: dict[str, MemberConfig] = {}
+    for member_id, own in spec.members.items():
+        own = own or MemberSpec()
+        data = merged_member(member_id, spec.member_defaults, own)
+        missing = [k for k in REQUIRED_MEMBER_KEYS if data.get(k) is None]
+        for key in missing:
+            issues.append(
+                (
+                    ("members", member_id),
+                    f"missing {key}: set it on the member or in member_defaults",
+                )
+            )
+        if not missing:
+            members[member_id] = MemberConfig.model_validate(data)
+    if not spec.members:
+        issues.append((("members",), "no members: add at least one member under members"))
+    responder = spec.default_responder
+    if responder is None:
+        visible = [mid for mid, m in members.items() if not m.hidden]
+        responder = visible[0] if visible else next(iter(spec.members), None)
+    elif responder not in spec.members:
+        known = ", ".join(spec.members) or "(none)"
+        issues.append(
+            (("default_responder",), f"{responder!r} is not a member (members: {known})")
+        )
+    if issues or responder is None:
+        return None, issues
+    return TeamConfig(
+        member_defaults=spec.member_defaults, members=members, default_responder=responder
+    ), issues

@@ -1,0 +1,124 @@
+"""Turn what goes wrong on the wire into `ProviderError`s the retry layer can act on.
+
+Both SDK adapters fail in the same few ways (an HTTP status, a transport failure, a
+stream that stops early, a body that is not what the protocol promises), so the rules
+for "is this worth retrying" and the one-line message live here once. Every message
+passes through `redact` so an API key echoed back by a server never reaches a log, a
+traceback or the store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from mindloop.providers.base import ProviderError
+
+# HTTP statuses that mean "try again later" rather than "your request is wrong".
+RETRIABLE_STATUSES: frozenset[int] = frozenset({408, 409, 425, 429})
+
+# Error `type`/`code` values that servers send inside a stream (HTTP status already 200)
+# and that describe a transient condition on their side.
+RETRIABLE_ERROR_TYPES: frozenset[str] = frozenset(
+    {
+        "overloaded_error",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "api_error",
+        "server_error",
+        "internal_error",
+        "timeout_error",
+        "service_unavailable",
+    }
+)
+
+MAX_MESSAGE_CHARS = 500
+REDACTED = "***"
+_MIN_KEY_PREFIX = 8  # a token starting with this many characters of the key is a key fragment
+
+
+def status_is_retriable(status: int) -> bool:
+    """429, 5xx (including Anthropic's 529 "overloaded") and a few transient 4xx."""
+    return status >= 500 or status in RETRIABLE_STATUSES
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove `secret` and any token that starts like it (servers echo partial keys)."""
+    if not secret:
+        return text
+    text = text.replace(secret, REDACTED)
+    if len(secret) >= 2 * _MIN_KEY_PREFIX:
+        prefix = re.escape(secret[:_MIN_KEY_PREFIX])
+        text = re.sub(prefix + r"\S*", REDACTED, text)
+    return text
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        return text[:MAX_MESSAGE_CHARS] + "…"
+    return text
+
+
+def body_message(body: object) -> str | None:
+    """The human message of an error body: `{"error": {"message": ...}}`, `{"message": ...}`
+    or a bare string (an HTML or text error page)."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            msg = inner.get("message")
+            if isinstance(msg, str) and msg:
+                return msg
+        elif isinstance(inner, str) and inner:
+            return inner
+        return None
+    if isinstance(body, str) and body.strip():
+        return body
+    return None
+
+
+def body_error_type(body: object) -> str | None:
+    """`error.type` (or `error.code`) of an error body, for in-stream errors."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            for key in ("type", "code"):
+                value = inner.get(key)
+                if isinstance(value, str) and value:
+                    return value
+    return None
+
+
+def status_error(
+    provider: str, status: int, body: object, *, secret: str | None, fallback: str = ""
+) -> ProviderError:
+    """An HTTP error status: "openai: 401 Incorrect API key provided"."""
+    message = body_message(body) or fallback or "no error message"
+    text = redact(_clip(f"{provider}: {status} {message}"), secret)
+    return ProviderError(text, retriable=status_is_retriable(status), status=status)
+
+
+def stream_error(provider: str, body: object, *, secret: str | None) -> ProviderError:
+    """An error the server reported inside an otherwise successful (200) stream."""
+    kind = body_error_type(body)
+    message = body_message(body) or "error reported inside the stream"
+    label = f" ({kind})" if kind else ""
+    text = redact(_clip(f"{provider}: stream error{label}: {message}"), secret)
+    return ProviderError(text, retriable=kind in RETRIABLE_ERROR_TYPES)
+
+
+def transport_error(provider: str, what: str, exc: BaseException) -> ProviderError:
+    """Timeouts, refused or reset connections: always worth another attempt."""
+    return ProviderError(f"{provider}: {what} ({type(exc).__name__})", retriable=True)
+
+
+def dropped_stream(provider: str, detail: str) -> ProviderError:
+    """The stream ended before the protocol's end marker (connection dropped mid-way)."""
+    return ProviderError(f"{provider}: stream dropped before completion: {detail}", retriable=True)
+
+
+def malformed(provider: str, detail: str, *, secret: str | None) -> ProviderError:
+    """The server answered, but not in the protocol it claims to speak: not retried, since
+    asking again would get the same garbage."""
+    text = redact(_clip(f"{provider}: provider returned malformed data: {detail}"), secret)
+    return ProviderError(text, retriable=False)

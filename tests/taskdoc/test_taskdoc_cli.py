@@ -1,0 +1,156 @@
+"""`task new`, `tasks`, `taskdoc show [--history] [--json]`, `taskdoc migrate` via CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from taskdoc_testutil import write
+from typer.testing import CliRunner
+
+from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
+from mindloop.errors import MindloopError
+from mindloop.store import Store
+from mindloop.taskdoc import TaskPackage, change_mind
+
+
+def build_app(rtws: Path) -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root(ctx: typer.Context) -> None:
+        ctx.obj = {"rtws": str(rtws)}
+
+    app.add_typer(task_app, name="task")
+    app.add_typer(taskdoc_app, name="taskdoc")
+    app.command("tasks")(tasks_command)
+    return app
+
+
+def run(rtws: Path, *args: str) -> str:
+    result = CliRunner().invoke(build_app(rtws), list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_task_new_and_tasks_listing(tmp_path: Path) -> None:
+    out = run(
+        tmp_path,
+        "task",
+        "new",
+        "login",
+        "--goal",
+        "Users can log in",
+        "--constraint",
+        "MUST hash",
+        "--constraint",
+        "MUST rate-limit",
+    )
+    assert out.strip() == "tasks/login.tsk"
+    pkg = tmp_path / "tasks" / "login.tsk"
+    assert (pkg / "constraints.md").read_text() == "- MUST hash\n- MUST rate-limit\n"
+    (tmp_path / "archive" / "old.tsk").mkdir(parents=True)
+    write(tmp_path, ".taskdoc-ignore", "archive/\n")
+    listing = run(tmp_path, "tasks")
+    assert "tasks/login.tsk" in listing and "archive" not in listing
+    assert "goals" in listing and "human" in listing
+
+
+def test_task_new_refuses_existing(tmp_path: Path) -> None:
+    run(tmp_path, "task", "new", "login")
+    with pytest.raises(MindloopError, match="already exists"):
+        CliRunner().invoke(build_app(tmp_path), ["task", "new", "login"], catch_exceptions=False)
+
+
+def test_show_effective_and_last_updated(tmp_path: Path) -> None:
+    run(tmp_path, "task", "new", "login", "--goal", "G")
+    store = Store.for_rtws(tmp_path)
+    pkg = TaskPackage(tmp_path, "tasks/login.tsk")
+    change_mind(
+        pkg,
+        selector="constraints",
+        content="- MUST x",
+        actor_member="alice",
+        actor_dialog="d-9",
+        is_root=True,
+        store=store,
+    )
+    store.close()
+    out = run(tmp_path, "taskdoc", "show", "tasks/login.tsk")
+    assert "# Taskdoc (Dialog Tree)" in out and "- MUST x" in out
+    assert "alice" in out and "d-9" in out
+    data = json.loads(run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--json"))
+    sections = {s["section"]: s for s in data["sections"]}
+    assert sections["constraints.md"]["actor_member"] == "alice"
+    assert sections["goals.md"]["actor_member"] == "human"
+    assert sections["progress.md"]["changed_outside"] is True  # empty file, never audited
+    assert "## Constraints\n- MUST x" in data["effective"]
+
+
+def test_show_history_newest_first_with_diffs(tmp_path: Path) -> None:
+    run(tmp_path, "task", "new", "login")
+    store = Store.for_rtws(tmp_path)
+    pkg = TaskPackage(tmp_path, "tasks/login.tsk")
+    for n, text in enumerate(["- a", "- a\n- b"]):
+        change_mind(
+            pkg,
+            selector="constraints",
+            content=text,
+            actor_member=f"m{n}",
+            actor_dialog=None,
+            is_root=True,
+            store=store,
+        )
+    (pkg.path / "constraints.md").write_text("- hand edit\n")
+    change_mind(
+        pkg,
+        selector="constraints",
+        content="- c",
+        actor_member="m2",
+        actor_dialog=None,
+        is_root=True,
+        store=store,
+    )
+    store.close()
+    data = json.loads(
+        run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--history", "constraints", "--json")
+    )
+    versions = data["versions"]
+    assert [v["version"] for v in versions] == [3, 2, 1]
+    assert [v["actor_member"] for v in versions] == ["m2", "m1", "m0"]
+    assert "+- b" in versions[1]["diff"] and "-- hand edit" in versions[0]["diff"]
+    assert versions[0]["changed_outside_before"] and not versions[1]["changed_outside_before"]
+    text = run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--history", "constraints")
+    assert text.index("v3") < text.index("v2") < text.index("v1")
+    assert "changed outside mindloop" in text
+
+
+def test_show_errors(tmp_path: Path) -> None:
+    app = build_app(tmp_path)
+    with pytest.raises(MindloopError, match="does not exist"):
+        CliRunner().invoke(app, ["taskdoc", "show", "tasks/none.tsk"], catch_exceptions=False)
+    with pytest.raises(MindloopError, match="Invalid Taskdoc path"):
+        CliRunner().invoke(app, ["taskdoc", "show", "legacy.md"], catch_exceptions=False)
+    run(tmp_path, "task", "new", "x")
+    with pytest.raises(MindloopError, match="Invalid selector"):
+        CliRunner().invoke(
+            app, ["taskdoc", "show", "tasks/x.tsk", "--history", "nope"], catch_exceptions=False
+        )
+    assert not (tmp_path / "tasks" / "none.tsk").exists()
+
+
+def test_migrate_command(tmp_path: Path) -> None:
+    write(tmp_path, "notes/old.md", "# Goals\ng\n# Progress\np\n")
+    assert (
+        run(tmp_path, "taskdoc", "migrate", "notes/old.md", "--dest", "tasks/old.tsk").strip()
+        == "tasks/old.tsk"
+    )
+    assert (tmp_path / "tasks/old.tsk/progress.md").read_text() == "p\n"
+    write(tmp_path, "bad.md", "# Other\n")
+    with pytest.raises(MindloopError, match="unknown top-level heading"):
+        CliRunner().invoke(
+            build_app(tmp_path), ["taskdoc", "migrate", "bad.md"], catch_exceptions=False
+        )
+    assert not (tmp_path / "bad.tsk").exists()

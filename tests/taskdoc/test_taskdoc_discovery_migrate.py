@@ -1,0 +1,133 @@
+"""Package discovery (with nested .taskdoc-ignore) and single-file migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from taskdoc_testutil import tree_snapshot, write
+
+from mindloop.errors import TaskPathError
+from mindloop.taskdoc import MigrationError, discover_packages, migrate_single_file
+
+
+def mk(root: Path, *rels: str) -> None:
+    for rel in rels:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+
+
+# Acceptance 42.
+def test_discovery_recursive_skips_and_nested_ignores(tmp_path: Path) -> None:
+    mk(
+        tmp_path,
+        "tasks/a.tsk",
+        "tasks/a.tsk/inner.tsk",
+        "deep/x/b.tsk",
+        ".git/c.tsk",
+        ".minds/d.tsk",
+        ".mindloop/e.tsk",
+        "node_modules/f.tsk",
+        "sub/ignored.tsk",
+        "sub/kept.tsk",
+        "sub/nested/ignored.tsk",
+        "sub/anchored.tsk",
+        "sub/nested/anchored.tsk",
+        "archive/old.tsk",
+        "other/ignored.tsk",
+        "Case.TSK",
+    )
+    write(tmp_path, ".taskdoc-ignore", "archive/\n")
+    write(tmp_path, "sub/.taskdoc-ignore", "ignored.tsk\n/anchored.tsk\n")
+    write(tmp_path, "sub/nested/.taskdoc-ignore", "!ignored.tsk\n")
+    assert discover_packages(tmp_path) == [
+        "Case.TSK",
+        "deep/x/b.tsk",
+        "other/ignored.tsk",
+        "sub/kept.tsk",
+        "sub/nested/anchored.tsk",
+        "sub/nested/ignored.tsk",
+        "tasks/a.tsk",
+    ]
+
+
+def test_discovery_does_not_follow_dir_symlinks(tmp_path: Path) -> None:
+    mk(tmp_path, "real/p.tsk")
+    (tmp_path / "loop").symlink_to(tmp_path)
+    assert discover_packages(tmp_path) == ["real/p.tsk"]
+
+
+EN = """# Goals
+Users can log in.
+
+## Details
+- email + password
+
+# Constraints
+- MUST hash passwords
+
+```md
+# Not a heading (fenced)
+```
+
+# Progress
+"""
+
+
+def test_migrate_english(tmp_path: Path) -> None:
+    write(tmp_path, "notes/old-task.md", EN)
+    pkg = migrate_single_file(tmp_path, "notes/old-task.md")
+    assert pkg.rel_path == "notes/old-task.tsk"
+    assert (pkg.path / "goals.md").read_text() == (
+        "Users can log in.\n\n## Details\n- email + password\n"
+    )
+    assert (pkg.path / "constraints.md").read_text() == (
+        "- MUST hash passwords\n\n```md\n# Not a heading (fenced)\n```\n"
+    )
+    assert (pkg.path / "progress.md").read_text() == ""
+    assert (tmp_path / "notes/old-task.md").read_text() == EN
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["old-task.md", "old-task.tsk"]
+
+
+def test_migrate_chinese_headings_and_dest(tmp_path: Path) -> None:
+    write(tmp_path, "t.md", "## 目标\n做完\n## 约束\n- 必须\n## 进度\n一半\n")
+    pkg = migrate_single_file(tmp_path, tmp_path / "t.md", dest="tasks/t.tsk")
+    assert pkg.rel_path == "tasks/t.tsk"
+    assert [(pkg.path / f).read_text() for f in ("goals.md", "constraints.md", "progress.md")] == [
+        "做完\n",
+        "- 必须\n",
+        "一半\n",
+    ]
+    write(tmp_path, "u.md", "# 进展\n好\n")
+    assert (migrate_single_file(tmp_path, "u.md").path / "progress.md").read_text() == "好\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("# Goals\na\n# Notes\nb\n", "unknown top-level heading"),
+        ("intro\n# Goals\na\n", "content before the first heading"),
+        ("# Goals\na\n# Goals\nb\n", "duplicate section"),
+        ("# Goals\na\n# 目标\nb\n", "duplicate section"),
+        ("# Task\n## Goals\na\n", "unknown top-level heading"),
+        ("Goals\n=====\nsetext\n", "no Goals/Constraints/Progress headings"),
+    ],
+)
+def test_migrate_refusals_write_nothing(tmp_path: Path, text: str, reason: str) -> None:
+    write(tmp_path, "x.md", text)
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(MigrationError, match=reason):
+        migrate_single_file(tmp_path, "x.md", dest="tasks/x.tsk")
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_migrate_refuses_existing_dest_and_bad_paths(tmp_path: Path) -> None:
+    write(tmp_path, "x.md", "# Goals\na\n")
+    mk(tmp_path, "x.tsk")
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(MigrationError, match="already exists"):
+        migrate_single_file(tmp_path, "x.md")
+    with pytest.raises(TaskPathError, match="Invalid Taskdoc path"):
+        migrate_single_file(tmp_path, "x.md", dest="y.md")
+    with pytest.raises(MigrationError, match="not a file"):
+        migrate_single_file(tmp_path, "nope.md")
+    assert tree_snapshot(tmp_path) == before

@@ -1,0 +1,147 @@
+"""The change_mind / recall_taskdoc Tools as the engine calls them, and the canonical copy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from taskdoc_testutil import make_package, tree_snapshot
+
+from mindloop.store import Store
+from mindloop.taskdoc import (
+    ROOT_ONLY_TOOLS,
+    ChangeResult,
+    encapsulation_rules,
+    taskdoc_tools,
+    tool_description,
+)
+from mindloop.tools.base import Tool, ToolContext
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "state.sqlite", durable=False)
+    yield s
+    s.close()
+
+
+def tools() -> dict[str, Tool]:
+    return {t.name: t for t in taskdoc_tools()}
+
+
+def ctx(tmp_path: Path, db: Store, *, is_root: bool = True, **services: Any) -> ToolContext:
+    base: dict[str, Any] = {"task_path": "tasks/t.tsk", "store": db, "root_member": "lead"}
+    base.update(services)
+    return ToolContext(
+        rtws=tmp_path, member="worker", dialog_id="d-1", is_root=is_root, services=base
+    )
+
+
+def test_tool_list_and_root_only_set() -> None:
+    assert set(tools()) == {"change_mind", "recall_taskdoc"}
+    assert {"change_mind"} == set(ROOT_ONLY_TOOLS)
+    # Acceptance 35: a side dialog's list (filtered by the engine) excludes change_mind.
+    side = [t.name for t in taskdoc_tools() if t.name not in ROOT_ONLY_TOOLS]
+    assert side == ["recall_taskdoc"]
+    schema = tools()["change_mind"].schema()
+    assert set(schema["required"]) == {"selector", "content"}
+    assert set(tools()["recall_taskdoc"].schema()["required"]) == {"category", "selector"}
+
+
+async def test_change_mind_tool_records_actor_and_calls_hook(tmp_path: Path, store: Store) -> None:
+    make_package(tmp_path, progress="old")
+    seen: list[ChangeResult] = []
+
+    async def hook(result: ChangeResult) -> None:
+        seen.append(result)
+
+    tool = tools()["change_mind"]
+    out = await tool.run(
+        tool.args_model(selector="progress", content="new"),
+        ctx(tmp_path, store, on_taskdoc_changed=hook),
+    )
+    assert not out.is_error
+    [change] = store.taskdoc_history("tasks/t.tsk")
+    assert (change.actor_member, change.actor_dialog) == ("worker", "d-1")
+    assert [r.section for r in seen] == ["progress.md"]
+
+
+async def test_change_mind_tool_in_side_dialog(tmp_path: Path, store: Store) -> None:
+    pkg = make_package(tmp_path, progress="old")
+    before = tree_snapshot(pkg.path)
+    called: list[object] = []
+    tool = tools()["change_mind"]
+    out = await tool.run(
+        tool.args_model(selector="progress", content="new"),
+        ctx(tmp_path, store, is_root=False, on_taskdoc_changed=called.append),
+    )
+    assert out.is_error
+    assert out.text.startswith(
+        "Error: `change_mind` is only available in the mainline dialog (not in sideline "
+        "dialogs). Ask the Taskdoc maintainer @lead"
+    )
+    assert tree_snapshot(pkg.path) == before and called == []
+    assert store.taskdoc_history("tasks/t.tsk") == []
+
+
+async def test_tools_fail_clearly_without_services(tmp_path: Path, store: Store) -> None:
+    tool = tools()["change_mind"]
+    out = await tool.run(
+        tool.args_model(selector="progress", content="x"), ctx(tmp_path, store, task_path=None)
+    )
+    assert out.is_error and "No Taskdoc is bound" in out.text
+    out = await tool.run(
+        tool.args_model(selector="progress", content="x"), ctx(tmp_path, store, store=None)
+    )
+    assert out.is_error and "store" in out.text
+
+
+async def test_recall_tool(tmp_path: Path, store: Store) -> None:
+    make_package(tmp_path, ux__checklist="c")
+    tool = tools()["recall_taskdoc"]
+    ok = await tool.run(tool.args_model(category="ux", selector="checklist"), ctx(tmp_path, store))
+    assert not ok.is_error and "`ux/checklist.md`" in ok.text
+    bad = await tool.run(tool.args_model(category="", selector="x"), ctx(tmp_path, store))
+    assert bad.is_error and bad.text == "Error: category is required."
+    top = await tool.run(tool.args_model(category="x", selector="goals"), ctx(tmp_path, store))
+    assert top.is_error and "always injected" in top.text
+    zh = await tool.run(
+        tool.args_model(category="", selector="x"), ctx(tmp_path, store, work_language="zh")
+    )
+    assert zh.is_error and "category" in zh.text and zh.text.startswith("错误")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_canonical_copy_states_encapsulation_and_injection(lang: str) -> None:
+    text = encapsulation_rules(lang)  # type: ignore[arg-type]
+    for needle in (
+        "**/*.tsk/**",
+        "read_file",
+        "write_file",
+        "list_dir",
+        "change_mind",
+        "recall_taskdoc({ category, selector })",
+        "`goals.md`、`constraints.md`、`progress.md`"
+        if lang == "zh"
+        else "`goals.md`, `constraints.md`, `progress.md`",
+        "## Bear In Mind",
+        "## Constraints",
+        "## Progress",
+    ):
+        assert needle in text
+    order = ["contracts.md", "acceptance.md", "grants.md", "runbook.md", "decisions.md", "risks.md"]
+    positions = [text.index(f"`{name}`") for name in order]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_tool_descriptions(lang: str) -> None:
+    change = tool_description("change_mind", lang)  # type: ignore[arg-type]
+    assert "`*.tsk/`" in change and "clear_mind" in change
+    recall = tool_description("recall_taskdoc", lang)  # type: ignore[arg-type]
+    assert "`*.tsk/`" in recall and "goals/constraints/progress" in recall
+    clear = tool_description("clear_mind", lang)  # type: ignore[arg-type]
+    assert "change_mind" in clear and "reminder_content" in clear
+    assert tools()["change_mind"].description == tool_description("change_mind", "en")

@@ -1,0 +1,102 @@
+"""Toolset shell: exit codes, timeout killing the whole process group, caps, secret filtering."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from mindloop.tools.shell import filtered_env
+
+Call = Callable[..., Any]
+
+
+async def test_exit_code_and_combined_output(rtws: Path, call: Call) -> None:
+    out = await call("run_shell", command="echo out; echo err >&2; exit 3")
+    assert not out.is_error
+    lines = out.text.splitlines()
+    assert lines[0] == "exit code 3"
+    assert sorted(lines[1:]) == ["err", "out"]
+
+
+async def test_runs_in_rtws_and_guarded_cwd(rtws: Path, call: Call) -> None:
+    out = await call("run_shell", command="pwd", cwd="src")
+    assert out.text.splitlines() == ["exit code 0", os.path.realpath(rtws / "src")]
+    for cwd in ("tasks/login.tsk", "links/pkg", ".minds"):
+        denied = await call("run_shell", command="touch pwned", cwd=cwd)
+        assert denied.is_error and "ACCESS_DENIED" in denied.text
+    assert not (rtws / "tasks/login.tsk/pwned").exists()
+    outside = await call("run_shell", command="pwd", cwd="..")
+    assert outside.is_error and "ACCESS_DENIED" in outside.text
+    missing = await call("run_shell", command="pwd", cwd="nope")
+    assert missing.is_error and "cwd `nope` is not an existing directory" in missing.text
+
+
+async def test_no_output(rtws: Path, call: Call) -> None:
+    assert (await call("run_shell", command="true")).text == "exit code 0\n(no output)"
+
+
+async def test_timeout_kills_the_whole_process_group(rtws: Path, call: Call) -> None:
+    # The shell records its process group id, starts a background child that would write a
+    # marker much later, and blocks. After the timeout no process of the group may be alive,
+    # so the marker can never appear.
+    command = "echo $$ > pgid; (sleep 30; touch marker) & sleep 60"
+    out = await call("run_shell", command=command, timeout_s=1.5)
+    assert out.is_error
+    assert out.text.startswith("timed out after 1.5s; process group killed")
+    pgid = int((rtws / "pgid").read_text())
+    alive = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(proc.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    assert alive == []
+    assert not (rtws / "marker").exists()
+
+
+async def test_background_child_holding_output_counts_as_running(rtws: Path, call: Call) -> None:
+    out = await call("run_shell", command="echo started; sleep 60 &", timeout_s=1)
+    assert out.text.startswith("timed out after 1s")
+    assert "started" in out.text
+
+
+async def test_output_cap_keeps_head_and_tail(rtws: Path, call: Call) -> None:
+    command = "echo FIRST; head -c 300000 /dev/zero | tr '\\0' a; echo; echo LAST"
+    out = await call("run_shell", services={"output_cap": 5000}, command=command)
+    assert not out.is_error
+    assert len(out.text) <= 5000
+    assert out.text.startswith("exit code 0\nFIRST\n")
+    assert out.text.rstrip().endswith("LAST")
+    assert "[output truncated:" in out.text and "bytes omitted from the middle" in out.text
+
+
+@pytest.mark.parametrize(
+    "secret", ["OPENAI_API_KEY", "GH_TOKEN", "APP_SECRET", "my_api_key", "CUSTOM_CRED"]
+)
+async def test_secret_env_is_not_passed(
+    rtws: Path, call: Call, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    monkeypatch.setenv(secret, "s3cr3t-value")
+    monkeypatch.setenv("PLAIN_SETTING", "visible-value")
+    out = await call("run_shell", services={"secret_env_names": ["CUSTOM_CRED"]}, command="env")
+    assert "s3cr3t-value" not in out.text
+    assert "PLAIN_SETTING=visible-value" in out.text
+
+
+def test_filtered_env_table() -> None:
+    env = {"A_API_KEY": "1", "B_TOKEN": "2", "C_SECRET": "3", "TOKENIZER": "4", "PATH": "/bin"}
+    assert filtered_env(env) == {"TOKENIZER": "4", "PATH": "/bin"}
+    assert filtered_env(env, ("path",)) == {"TOKENIZER": "4"}
+
+
+async def test_timeout_bounds_are_validated(rtws: Path, call: Call) -> None:
+    out = await call("run_shell", command="true", timeout_s=601)
+    assert out.is_error and "timeout_s: input should be less than or equal to 600" in out.text
+    zero = await call("run_shell", command="true", timeout_s=0)
+    assert zero.is_error and "timeout_s: input should be greater than 0" in zero.text
