@@ -1,0 +1,55 @@
+"""Configuration of an rtws: `.minds/team.yaml` and `.minds/llm.yaml` as pydantic models.
+
+`load_config(rtws)` returns a resolved `Config` or raises `ConfigError`; `check_config`
+lists every problem as `file:line: key.path: message`.
+"""
+
+from mindloop.config.config import Config
+from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig, ProviderKind
+from mindloop.config.loader import LLM_FILE, TEAM_FILE, check_config, load_config
+from mindloop.config.model_params import (
+    AnthropicParams,
+    AnthropicThinking,
+    GeneralParams,
+    ModelParams,
+    OpenAIParams,
+    merge_model_params,
+)
+from mindloop.config.problems import ConfigError, ConfigProblem
+from mindloop.config.team import (
+    DEFAULT_FBR_EFFORT,
+    DEFAULT_TOOLSETS,
+    MemberConfig,
+    MemberSpec,
+    TeamConfig,
+    TeamSpec,
+)
+from mindloop.config.yaml_lines import YamlDoc, load_yaml
+
+__all__ = [
+    "DEFAULT_FBR_EFFORT",
+    "DEFAULT_TOOLSETS",
+    "LLM_FILE",
+    "TEAM_FILE",
+    "AnthropicParams",
+    "AnthropicThinking",
+    "Config",
+    "ConfigError",
+    "ConfigProblem",
+    "GeneralParams",
+    "LlmConfig",
+    "MemberConfig",
+    "MemberSpec",
+    "ModelInfo",
+    "ModelParams",
+    "OpenAIParams",
+    "ProviderConfig",
+    "ProviderKind",
+    "TeamConfig",
+    "TeamSpec",
+    "YamlDoc",
+    "check_config",
+    "load_config",
+    "load_yaml",
+    "merge_model_params",
+]

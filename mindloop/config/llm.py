@@ -28,7 +28,7 @@ class ModelInfo(BaseModel):
 
     name: str = ""  # the model name sent on the wire; "" until filled from the key
     context_length: int = Field(gt=0)
-    max_output_tokens: int | None = Field(None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
 
 
 class ProviderConfig(BaseModel):
@@ -41,9 +41,9 @@ class ProviderConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None
     models: dict[str, ModelInfo] = Field(default_factory=dict)
-    max_retries: int = Field(5, ge=1)
-    timeout: float = Field(120.0, gt=0)
-    concurrency: int = Field(8, ge=1)
+    max_retries: int = Field(default=5, ge=1)
+    timeout: float = Field(default=120.0, gt=0)
+    concurrency: int = Field(default=8, ge=1)
     script_dir: str | None = None
 
     @field_validator("api_key_env")
@@ -70,9 +70,7 @@ class ProviderConfig(BaseModel):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise PydanticCustomError(
-                "config", "must be an http(s) URL, got {got}", {"got": value}
-            )
+            raise PydanticCustomError("config", "must be an http(s) URL, got {got}", {"got": value})
         return value
 
     @model_validator(mode="after")

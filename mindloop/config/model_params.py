@@ -22,7 +22,7 @@ class GeneralParams(BaseModel):
 
     model_config = STRICT
 
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
 
 
 class OpenAIParams(BaseModel):
@@ -30,11 +30,11 @@ class OpenAIParams(BaseModel):
 
     model_config = STRICT
 
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)
-    top_p: float | None = Field(None, ge=0, le=1)
-    frequency_penalty: float | None = Field(None, ge=-2, le=2)
-    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     seed: int | None = None
     stop: str | list[str] | None = None
     logit_bias: dict[str, int] | None = None
@@ -43,7 +43,7 @@ class OpenAIParams(BaseModel):
     verbosity: Literal["low", "medium", "high"] | None = None
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
 class AnthropicThinking(BaseModel):
@@ -52,7 +52,7 @@ class AnthropicThinking(BaseModel):
     model_config = STRICT
 
     type: Literal["enabled", "disabled"] = "enabled"
-    budget_tokens: int | None = Field(None, ge=1024)
+    budget_tokens: int | None = Field(default=None, ge=1024)
 
     @model_validator(mode="after")
     def _budget_when_enabled(self) -> AnthropicThinking:
@@ -70,10 +70,10 @@ class AnthropicParams(BaseModel):
 
     model_config = STRICT
 
-    temperature: float | None = Field(None, ge=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    top_p: float | None = Field(None, ge=0, le=1)
-    top_k: int | None = Field(None, ge=0)
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
     thinking: AnthropicThinking | None = None
 
@@ -86,10 +86,10 @@ class ModelParams(BaseModel):
 
     model_config = STRICT
 
-    max_tokens: int | None = Field(None, ge=1)
-    general: GeneralParams = Field(default_factory=GeneralParams)
-    openai: OpenAIParams = Field(default_factory=OpenAIParams)
-    anthropic: AnthropicParams = Field(default_factory=AnthropicParams)
+    max_tokens: int | None = Field(default=None, ge=1)
+    general: GeneralParams = Field(default_factory=lambda: GeneralParams())
+    openai: OpenAIParams = Field(default_factory=lambda: OpenAIParams())
+    anthropic: AnthropicParams = Field(default_factory=lambda: AnthropicParams())
 
     @field_validator("general")
     @classmethod

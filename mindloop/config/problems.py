@@ -209,9 +209,9 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[KeyPath, bool]:
     dropped = False
     current = data
     for i, part in enumerate(loc):
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        is_key = isinstance(current, dict) and part in current
+        is_index = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if is_key or is_index:
             current = current[part]
         elif i == len(loc) - 1 and isinstance(current, dict):
             current = None  # a missing key: keep it, it is what the user must add

@@ -9,10 +9,19 @@ where only missing required keys can still go wrong.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from mindloop.config.model_params import ModelParams, merge_model_params
@@ -83,6 +92,21 @@ def check_dir_entry(entry: str, *, grants: bool) -> str:
     return entry
 
 
+def check_tool_name(name: str) -> str:
+    """A toolset or tool selector: a name, '*' (all) or '!name' (exclude)."""
+    bare = name.strip().removeprefix("!")
+    if not bare or bare != bare.strip() or any(c.isspace() for c in bare):
+        raise PydanticCustomError(
+            "config", "must be a name, '*' or '!name', got {got}", {"got": render_value(name)}
+        )
+    return name
+
+
+GrantDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=True))]
+DenyDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=False))]
+ToolName = Annotated[str, AfterValidator(check_tool_name)]
+
+
 class MemberSpec(BaseModel):
     """One member mapping (or `member_defaults`) as written: every key optional."""
 
@@ -92,14 +116,14 @@ class MemberSpec(BaseModel):
     provider: str | None = None
     model: str | None = None
     model_params: ModelParams | None = None
-    fbr_effort: Any = Field(None, validation_alias=AliasChoices("fbr-effort", "fbr_effort"))
+    fbr_effort: Any = Field(default=None, validation_alias=AliasChoices("fbr-effort", "fbr_effort"))
     fbr_model_params: ModelParams | None = None
-    toolsets: list[str] | None = None
-    tools: list[str] | None = None
-    read_dirs: list[str] | None = None
-    write_dirs: list[str] | None = None
-    no_read_dirs: list[str] | None = None
-    no_write_dirs: list[str] | None = None
+    toolsets: list[ToolName] | None = None
+    tools: list[ToolName] | None = None
+    read_dirs: list[GrantDir] | None = None
+    write_dirs: list[GrantDir] | None = None
+    no_read_dirs: list[DenyDir] | None = None
+    no_write_dirs: list[DenyDir] | None = None
     persona: str | None = None
     gofor: str | None = None
     hidden: bool | None = None
@@ -108,26 +132,6 @@ class MemberSpec(BaseModel):
     @classmethod
     def _effort(cls, value: object) -> int | None:
         return None if value is None else check_fbr_effort(value)
-
-    @field_validator("read_dirs", "write_dirs")
-    @classmethod
-    def _grants(cls, entries: list[str] | None) -> list[str] | None:
-        return _each(entries, grants=True)
-
-    @field_validator("no_read_dirs", "no_write_dirs")
-    @classmethod
-    def _denials(cls, entries: list[str] | None) -> list[str] | None:
-        return _each(entries, grants=False)
-
-    @field_validator("toolsets", "tools")
-    @classmethod
-    def _names(cls, names: list[str] | None) -> list[str] | None:
-        for i, name in enumerate(names or []):
-            if not name.strip() or name.strip() in {"!", "*!"}:
-                raise PydanticCustomError(
-                    "config", "entries must be names, '*' or '!name'", {"key": str(i)}
-                )
-        return names
 
     @field_validator("persona")
     @classmethod
@@ -139,19 +143,6 @@ class MemberSpec(BaseModel):
         return {k: getattr(self, k) for k in self.model_fields_set}
 
 
-def _each(entries: list[str] | None, *, grants: bool) -> list[str] | None:
-    if entries is None:
-        return None
-    for i, entry in enumerate(entries):
-        try:
-            check_dir_entry(entry, grants=grants)
-        except PydanticCustomError as err:
-            raise PydanticCustomError(
-                err.type, err.message_template, {**(err.context or {}), "key": str(i)}
-            ) from None
-    return entries
-
-
 class MemberConfig(BaseModel):
     """A resolved member: its own keys over `member_defaults` over built-in defaults."""
 
@@ -161,11 +152,11 @@ class MemberConfig(BaseModel):
     name: str = ""
     provider: str
     model: str
-    model_params: ModelParams = Field(default_factory=ModelParams)
+    model_params: ModelParams = Field(default_factory=lambda: ModelParams())
     fbr_effort: int = Field(
-        DEFAULT_FBR_EFFORT, validation_alias=AliasChoices("fbr_effort", "fbr-effort")
+        default=DEFAULT_FBR_EFFORT, validation_alias=AliasChoices("fbr_effort", "fbr-effort")
     )
-    fbr_model_params: ModelParams = Field(default_factory=ModelParams)
+    fbr_model_params: ModelParams = Field(default_factory=lambda: ModelParams())
     toolsets: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
     tools: list[str] = Field(default_factory=list)
     read_dirs: list[str] = Field(default_factory=list)
@@ -199,7 +190,7 @@ class TeamSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    member_defaults: MemberSpec = Field(default_factory=MemberSpec)
+    member_defaults: MemberSpec = Field(default_factory=lambda: MemberSpec.model_validate({}))
     default_responder: str | None = None
     members: dict[str, MemberSpec | None] = Field(default_factory=dict)
 
@@ -209,7 +200,7 @@ class TeamConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    member_defaults: MemberSpec = Field(default_factory=MemberSpec)
+    member_defaults: MemberSpec = Field(default_factory=lambda: MemberSpec.model_validate({}))
     members: dict[str, MemberConfig]
     default_responder: str
 
@@ -218,8 +209,7 @@ class TeamConfig(BaseModel):
         if self.default_responder not in self.members:
             known = ", ".join(self.members) or "(none)"
             raise ValueError(
-                f"default_responder {self.default_responder!r} is not a member; "
-                f"members: {known}"
+                f"default_responder {self.default_responder!r} is not a member; members: {known}"
             )
         return self
 
@@ -250,15 +240,23 @@ def source_path(member_id: str, own: MemberSpec, key: str, spelled: str | None =
     return ("member_defaults", yaml_key)
 
 
-def resolve_team(spec: TeamSpec) -> tuple[TeamConfig | None, list[Issue]]:
-    """Merge defaults into members; report missing required keys and a bad responder."""
+def resolve_team(
+    spec: TeamSpec, known_ids: Collection[str] = (), *, report_missing: bool = True
+) -> tuple[TeamConfig | None, list[Issue]]:
+    """Merge defaults into members; report missing required keys and a bad responder.
+
+    `known_ids` are further member ids that exist but failed validation (so they are not
+    in `spec`); they count as members for `default_responder`. `report_missing=False`
+    when `member_defaults` itself was invalid: members then cannot be judged incomplete.
+    """
     issues: list[Issue] = []
+    all_ids = list(dict.fromkeys([*known_ids, *spec.members]))
     members: dict[str, MemberConfig] = {}
     for member_id, own in spec.members.items():
-        own = own or MemberSpec()
+        own = own or MemberSpec.model_validate({})
         data = merged_member(member_id, spec.member_defaults, own)
         missing = [k for k in REQUIRED_MEMBER_KEYS if data.get(k) is None]
-        for key in missing:
+        for key in missing if report_missing else ():
             issues.append(
                 (
                     ("members", member_id),
@@ -267,17 +265,15 @@ def resolve_team(spec: TeamSpec) -> tuple[TeamConfig | None, list[Issue]]:
             )
         if not missing:
             members[member_id] = MemberConfig.model_validate(data)
-    if not spec.members:
+    if not all_ids:
         issues.append((("members",), "no members: add at least one member under members"))
     responder = spec.default_responder
     if responder is None:
         visible = [mid for mid, m in members.items() if not m.hidden]
-        responder = visible[0] if visible else next(iter(spec.members), None)
-    elif responder not in spec.members:
-        known = ", ".join(spec.members) or "(none)"
-        issues.append(
-            (("default_responder",), f"{responder!r} is not a member (members: {known})")
-        )
+        responder = visible[0] if visible else next(iter(all_ids), None)
+    elif responder not in all_ids:
+        known = ", ".join(all_ids) or "(none)"
+        issues.append((("default_responder",), f"{responder!r} is not a member (members: {known})"))
     if issues or responder is None:
         return None, issues
     return TeamConfig(

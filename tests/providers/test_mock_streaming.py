@@ -30,7 +30,8 @@ from mindloop.providers.mock_script import split_chunks
 
 
 def write_script(directory: Path, data: dict[str, object] | str, model: str = "m") -> MockProvider:
-    body = data if isinstance(data, str) else yaml.safe_dump(data, allow_unicode=True)
+    # allow_unicode=False: PyYAML writes some line breaks (U+0085) raw, which a reader folds
+    body = data if isinstance(data, str) else yaml.safe_dump(data, allow_unicode=False)
     (directory / f"{model}.yaml").write_text(body, encoding="utf-8")
     return MockProvider("mock", directory)
 

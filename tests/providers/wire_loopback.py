@@ -58,7 +58,8 @@ class LoopbackServer:
                     body: Any = json.loads(raw)
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                reply = server._record(self.path, body, dict(self.headers))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                reply = server._record(self.path, body, headers)
                 self.close_connection = True
                 if reply.hold:
                     server._released.wait(timeout=30)

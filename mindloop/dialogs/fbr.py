@@ -1,0 +1,93 @@
+"""Fresh Boots Reasoning (`!?@self`): the tool-less policy, its invariant gate, violations.
+
+An FBR side dialog reasons only from the tellask body. Tool-lessness is enforced at three
+points: the request (no tools, fixed prompt, one no-tools notice — checked by
+`check_request` before every FBR generation), the output (`find_violation`: any function
+call, or any tellask other than a valid `!?@tellasker`), and the prompt text itself.
+"""
+
+from __future__ import annotations
+
+from mindloop.errors import MindloopError
+from mindloop.providers.base import GenerationRequest, UserMessage
+
+VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
+POLICY_CODE = "ERR_FBR_POLICY_INVARIANT"
+
+FBR_SYSTEM_PROMPT = """\
+You are answering a Fresh Boots Reasoning (FBR) request from yourself, in a tool-less side dialog.
+- You have NO tools: you cannot call any tool or function.
+- You cannot access the runtime workspace (rtws), files, a browser or a shell.
+- The request body is your primary and authoritative context. You cannot see the
+  conversation history of the dialog that asked you; do not assume anything from it.
+- If this is a resumable FBR session, your own earlier messages in this session are
+  explicit context you may use.
+- If the body lacks context you need, list what is missing and why it blocks you.
+- Only if you must clarify critical missing context, you may ask back with `!?@tellasker`
+  (a line starting with `!?@tellasker`, then `!?` body lines). Write no other tellask.
+Reply with a concise result the asker can integrate: conclusion or recommendation,
+reasoning, assumptions (and their source), unknowns or missing context, next steps.
+"""
+
+NO_TOOLS_NOTICE = (
+    "No tools: do not call any tools, and do not access the rtws, files, browser, or shell."
+)
+
+FBR_REQUEST_HEADER = (
+    "# @self Fresh Boots Reasoning (FBR) request\n"
+    "(tool-less; `!?@tellasker` is allowed only when you must clarify critical missing "
+    "context)\n---\n"
+)
+
+
+def fbr_request_message(body: str, headline: str) -> str:
+    extra = headline.strip()
+    text = body if body.strip() else extra.removeprefix("@self").strip()
+    return FBR_REQUEST_HEADER + text
+
+
+class FbrPolicyError(MindloopError):
+    """An FBR request about to be sent does not satisfy the tool-less policy."""
+
+
+def fbr_messages(history: list) -> list:  # type: ignore[type-arg]
+    """The messages of an FBR request: exactly one no-tools notice, then the history."""
+    return [UserMessage.model_construct(role="user", text=NO_TOOLS_NOTICE), *history]
+
+
+def check_request(req: GenerationRequest) -> None:
+    """The invariant gate: fail fast rather than send an FBR request that could use tools."""
+    problems = []
+    if req.tools:
+        problems.append(f"{len(req.tools)} tool definition(s) present")
+    if req.system != FBR_SYSTEM_PROMPT:
+        problems.append("system prompt is not the fixed FBR prompt")
+    notices = [
+        m for m in req.messages if isinstance(m, UserMessage) and m.text == NO_TOOLS_NOTICE
+    ]
+    if len(notices) != 1 or not req.messages or req.messages[0] is not notices[0]:
+        problems.append("the no-tools notice must be the one first message")
+    if problems:
+        raise FbrPolicyError(f"{POLICY_CODE}: FBR policy invariant violation: " + "; ".join(problems))
+
+
+def violation_text(what: str) -> str:
+    return (
+        f"{VIOLATION_CODE}\n"
+        f"mindloop note: this is a tool-less @self FBR side dialog, and it {what}. Nothing was "
+        "run and nothing was created. In FBR, reason only from the request body; the only "
+        "tellask allowed is `!?@tellasker`, to clarify critical missing context."
+    )
+
+
+def find_violation(calls: list, tellasks: list) -> str | None:  # type: ignore[type-arg]
+    """Describe the first violation in one FBR generation's output, or None."""
+    if calls:
+        names = ", ".join(sorted({c.name for c in calls}))
+        return violation_text(f"emitted a function call ({names})")
+    for t in tellasks:
+        if t.error is not None:
+            return violation_text(f"wrote a malformed tellask ({t.error.code})")
+        if t.mention != "tellasker" or t.session:
+            return violation_text(f"wrote a tellask to @{t.mention or '?'}")
+    return None

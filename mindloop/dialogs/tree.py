@@ -1,0 +1,367 @@
+"""Dialog-tree state changes: dispatching tellasks, delivering replies, Q4H, recovery.
+
+Every method that changes more than one record expects to run inside the caller's
+`store.tx()` (they also work standalone: each store call then commits by itself, which
+the engine never relies on). That is what makes a crash at any instant safe: a reply is
+recorded, its pending record removed and its caller marked drivable together, or not at
+all.
+
+Who waits on whom is derived from `pending_tellasks`: a row (caller → side) means the
+caller waits for the side's answer. A side dialog's final answer goes to every caller
+waiting on it; a tellask-back (side → its caller) is answered first and only to the asker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mindloop.dialogs import formats
+from mindloop.dialogs.fbr import fbr_request_message
+from mindloop.dialogs.routing import Route, RouteKind
+from mindloop.events.bus import EventBus
+from mindloop.store import (
+    DialogRecord,
+    MessageRecord,
+    PendingTellask,
+    QuestionRecord,
+    ResponseRecord,
+    Store,
+    new_id,
+)
+
+
+@dataclass
+class Dispatch:
+    """What carrying out one message's tellasks produced."""
+
+    notes: list[MessageRecord] = field(default_factory=list)  # appended to the caller
+    created: list[DialogRecord] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    questions: list[QuestionRecord] = field(default_factory=list)
+    failed: int = 0
+
+
+class DialogTree:
+    def __init__(self, store: Store, bus: EventBus) -> None:
+        self.store = store
+        self.bus = bus
+
+    # ------------------------------------------------------------------ queries
+
+    def waiting_on_others(self, dialog_id: str) -> bool:
+        """True while the dialog has an open question or an unanswered tellask."""
+        return bool(self.store.pending_for(dialog_id)) or bool(
+            self.store.open_questions(dialog_id=dialog_id)
+        )
+
+    def has_tellask_back(self, dialog_id: str) -> bool:
+        return any(p.call_type == "tellask_back" for p in self.store.pending_by_side(dialog_id))
+
+    def can_drive(self, dialog_id: str) -> bool:
+        """A dialog with anything pending is not driven, except to answer a tellask-back
+        from one of its own side dialogs (that is answered in-line)."""
+        if self.store.open_questions(dialog_id=dialog_id):
+            return False
+        return not self.store.pending_for(dialog_id) or self.has_tellask_back(dialog_id)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def dispatch(
+        self,
+        caller: DialogRecord,
+        calls: list[Any],
+        routes: list[Route],
+        *,
+        fbr_effort: int,
+    ) -> Dispatch:
+        out = Dispatch()
+        by_index = {c.index: c for c in calls}
+        for route in routes:
+            call = by_index[route.call_index]
+            if route.kind is RouteKind.FAIL:
+                out.failed += 1
+                out.notes.append(
+                    self._note(
+                        caller,
+                        "tellask_result",
+                        formats.failed_tellask_message(headline=call.headline, message=route.message),
+                        status="failed",
+                        code=route.code,
+                        call_id=call.call_id,
+                    )
+                )
+                self.bus.publish("error", caller.id, code=route.code, message=route.message)
+                continue
+            if route.message:
+                out.notes.append(self._note(caller, "note", route.message, call_id=call.call_id))
+            if route.kind is RouteKind.HUMAN:
+                out.questions.append(self._ask_human(caller, call))
+            elif route.kind is RouteKind.TELLASK_BACK:
+                self._tellask_back(caller, call)
+            elif route.kind is RouteKind.FBR:
+                self._fbr(caller, call, route, fbr_effort, out)
+            else:
+                for target in route.targets:
+                    self._teammate(caller, call, route, target, out)
+        return out
+
+    def _note(
+        self, caller: DialogRecord, kind: str, text: str, **data: Any
+    ) -> MessageRecord:
+        rec = MessageRecord(
+            dialog_id=caller.id, course=caller.course, kind=kind, data={"text": text, **data}  # type: ignore[arg-type]
+        )
+        return self.store.append_messages([rec])[0]
+
+    def _ask_human(self, caller: DialogRecord, call: Any) -> QuestionRecord:
+        q = QuestionRecord(
+            id=new_id("q4h-"),
+            dialog_id=caller.id,
+            root_id=caller.root_id,
+            headline=call.headline.strip(),
+            body=call.body.strip(),
+            call_id=call.call_id,
+            course=caller.course,
+        )
+        q = self.store.add_question(q)
+        self.bus.publish("question_asked", caller.id, question_id=q.id, headline=q.headline, body=q.body)
+        return q
+
+    def _create_side(
+        self,
+        caller: DialogRecord,
+        member: str,
+        kind: str,
+        first_message: str,
+        assignment: dict[str, Any],
+        session_key: str | None = None,
+    ) -> DialogRecord:
+        sid = new_id("s" if kind == "side" else "f")
+        rec = DialogRecord(
+            id=sid,
+            root_id=caller.root_id,
+            parent_id=caller.id,
+            member=member,
+            task_path=caller.task_path,
+            kind=kind,  # type: ignore[arg-type]
+            session_key=session_key,
+            assignment=assignment,
+            needs_drive=True,
+        )
+        rec = self.store.create_dialog(rec)
+        self.store.append_message(sid, "user", {"text": first_message}, course=1)
+        if session_key:
+            self.store.register_session(caller.root_id, session_key, sid)
+        self.bus.publish(
+            "dialog_created", sid, member=member, kind=kind, parent_id=caller.id, session=session_key
+        )
+        return rec
+
+    def _wait_for(self, caller: DialogRecord, side_id: str, call: Any, call_type: str) -> None:
+        self.store.add_pending(
+            PendingTellask(
+                caller_id=caller.id,
+                side_id=side_id,
+                call_id=call.call_id,
+                call_type=call_type,
+                headline=call.headline.strip(),
+            )
+        )
+        self.bus.publish("tellask_call", caller.id, side_id=side_id, call_type=call_type, headline=call.headline.strip())
+
+    def _assignment(self, caller: DialogRecord, call: Any, targets: list[str]) -> dict[str, Any]:
+        return {
+            "headline": call.headline,
+            "body": call.body,
+            "caller_id": caller.id,
+            "call_id": call.call_id,
+            "from_member": caller.member,
+            "collective": targets if len(targets) > 1 else None,
+        }
+
+    def _teammate(
+        self, caller: DialogRecord, call: Any, route: Route, target: str, out: Dispatch
+    ) -> None:
+        message = formats.assignment_message(
+            to=target,
+            sender=caller.member,
+            headline=call.headline,
+            body=call.body,
+            collective=route.targets if route.collective else None,
+        )
+        assignment = self._assignment(caller, call, route.targets)
+        if route.kind is RouteKind.SESSION:
+            key = f"{target}!{route.session}"
+            existing = self.store.lookup_session(caller.root_id, key)
+            if existing is not None:
+                self._resume(caller, existing, message, assignment, call, "session", out)
+                return
+            side = self._create_side(caller, target, "side", message, assignment, session_key=key)
+            self._wait_for(caller, side.id, call, "session")
+        else:
+            side = self._create_side(caller, target, "side", message, assignment)
+            self._wait_for(caller, side.id, call, "fresh")
+        out.created.append(side)
+
+    def _resume(
+        self,
+        caller: DialogRecord,
+        side_id: str,
+        message: str,
+        assignment: dict[str, Any],
+        call: Any,
+        call_type: str,
+        out: Dispatch,
+    ) -> None:
+        """A session hit: append the new assignment and re-point the reply to this caller.
+        Two calls to the same session in one message create one side dialog (the second
+        finds the first's registration) and one pending record."""
+        side = self.store.get_dialog(side_id)
+        self.store.append_message(side_id, "user", {"text": message}, course=side.course)
+        self.store.update_dialog(side_id, assignment=assignment, needs_drive=True)
+        already = any(p.side_id == side_id for p in self.store.pending_for(caller.id))
+        if not already:
+            self._wait_for(caller, side_id, call, call_type)
+        out.resumed.append(side_id)
+
+    def _fbr(
+        self, caller: DialogRecord, call: Any, route: Route, effort: int, out: Dispatch
+    ) -> None:
+        message = fbr_request_message(call.body, call.headline)
+        assignment = self._assignment(caller, call, [caller.member]) | {"fbr": True}
+        if route.session:
+            keys = (
+                [f"{caller.member}!{route.session}"]
+                if effort == 1
+                else [f"{caller.member}!{route.session}.fbr{i}" for i in range(1, effort + 1)]
+            )
+            for key in keys:
+                existing = self.store.lookup_session(caller.root_id, key)
+                if existing is not None:
+                    self._resume(caller, existing, message, assignment, call, "fbr", out)
+                else:
+                    side = self._create_side(caller, caller.member, "fbr", message, assignment, key)
+                    self._wait_for(caller, side.id, call, "fbr")
+                    out.created.append(side)
+            return
+        for _ in range(effort):
+            side = self._create_side(caller, caller.member, "fbr", message, assignment)
+            self._wait_for(caller, side.id, call, "fbr")
+            out.created.append(side)
+
+    def _tellask_back(self, asker: DialogRecord, call: Any) -> None:
+        assignment = asker.assignment or {}
+        sup_id = assignment["caller_id"]
+        sup = self.store.get_dialog(sup_id)
+        text = formats.tellask_back_message(
+            sup=sup.member,
+            sub=asker.member,
+            assignment_headline=assignment.get("headline", ""),
+            request=(call.body or call.headline).strip(),
+        )
+        self.store.append_message(sup_id, "user", {"text": text}, course=sup.course)
+        self.store.update_dialog(sup_id, needs_drive=True)
+        self._wait_for(asker, sup_id, call, "tellask_back")
+
+    # ------------------------------------------------------------------ replies
+
+    def deliver_final(self, dialog: DialogRecord, text: str) -> list[str]:
+        """Deliver a final answer to whoever waits on this dialog; returns the callers
+        revived (those with nothing else pending)."""
+        inbound = self.store.pending_by_side(dialog.id)
+        backs = [p for p in inbound if p.call_type == "tellask_back"]
+        targets = backs or inbound
+        revived: list[str] = []
+        for p in targets:
+            self.store.remove_pending(p.id)
+            self.store.add_response(
+                ResponseRecord(
+                    caller_id=p.caller_id,
+                    side_id=dialog.id,
+                    call_id=p.call_id,
+                    data={
+                        "kind": p.call_type,
+                        "text": text,
+                        "responder": dialog.member,
+                        "headline": p.headline,
+                    },
+                )
+            )
+            self.bus.publish("tellask_response", p.caller_id, side_id=dialog.id, call_type=p.call_type)
+            if not self.waiting_on_others(p.caller_id) or self.has_tellask_back(p.caller_id):
+                self.store.update_dialog(p.caller_id, needs_drive=True)
+                revived.append(p.caller_id)
+        return revived
+
+    def take_responses(self, dialog: DialogRecord) -> list[MessageRecord]:
+        """Turn queued replies into history records (in completion order), once."""
+        queued = self.store.undelivered_responses(dialog.id)
+        if not queued:
+            return []
+        msgs = []
+        for r in queued:
+            d = r.data
+            if d.get("kind") == "fbr":
+                text = formats.fbr_response_message(d["text"])
+            elif d.get("kind") == "tellask_back":
+                text = formats.tellask_back_answer(responder=d["responder"], answer=d["text"])
+            else:
+                text = formats.response_message(
+                    requester=dialog.member,
+                    responder=d["responder"],
+                    response=d["text"],
+                    headline=d.get("headline", ""),
+                )
+            msgs.append(
+                MessageRecord(
+                    dialog_id=dialog.id,
+                    course=dialog.course,
+                    kind="tellask_result",
+                    data={
+                        "text": text,
+                        "status": "completed",
+                        "side_id": r.side_id,
+                        "call_id": r.call_id,
+                        "response_id": r.id,
+                    },
+                )
+            )
+        stored = self.store.append_messages(msgs)
+        self.store.mark_delivered([r.id for r in queued])
+        return stored
+
+    # ------------------------------------------------------------------ Q4H
+
+    def answer_question(self, question_id: str, answer: str) -> QuestionRecord:
+        q = self.store.get_question(question_id)
+        if q.status != "open":
+            from mindloop.errors import NotFoundError
+
+            raise NotFoundError(f"question {question_id} is {q.status}, not open")
+        dialog = self.store.get_dialog(q.dialog_id)
+        self.store.close_question(q.id, answer=answer, status="answered")
+        self.store.append_message(
+            dialog.id,
+            "user",
+            {
+                "text": formats.question_answer_message(
+                    question_id=q.id, headline=q.headline, answer=answer
+                ),
+                "question_id": q.id,
+            },
+            course=dialog.course,
+        )
+        if self.can_drive(dialog.id):
+            self.store.update_dialog(dialog.id, needs_drive=True)
+        self.bus.publish("question_answered", dialog.id, question_id=q.id)
+        return q
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> list[str]:
+        """After a crash: every dialog that was being driven is driven again."""
+        interrupted = [d.id for d in self.store.list_dialogs() if d.status == "running"]
+        for did in interrupted:
+            self.store.update_dialog(did, status="interrupted", needs_drive=True)
+        return interrupted
