@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from mindloop.cli import dialogs_cmds
-from mindloop.cli.chat_cmd import chat
+from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import console, err_console, get_rtws
 from mindloop.cli.demo_cmd import demo
+from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
 from mindloop.config import check_config
 from mindloop.errors import MindloopError
@@ -84,6 +84,9 @@ def check(ctx: typer.Context) -> None:
 
 
 app.command()(chat)
+app.command()(run)
+app.command()(questions)
+app.command()(answer)
 app.command()(demo)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
@@ -91,19 +94,50 @@ app.add_typer(taskdoc_app, name="taskdoc", help="Show, audit and migrate Taskdoc
 app.command("tasks")(tasks_command)
 
 
+GLOBAL_FLAGS = ("--debug",)
+GLOBAL_VALUE_OPTIONS = ("-C", "--rtws")
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Let `-C DIR`, `--rtws DIR` and `--debug` stand anywhere on the line (as in
+    `mindloop chat -C proj …`): move them in front of the subcommand. `--` ends options."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":
+            rest.extend(args[i:])
+            break
+        if tok in GLOBAL_VALUE_OPTIONS and i + 1 < len(args):
+            front += [tok, args[i + 1]]
+            i += 2
+            continue
+        if tok.startswith("--rtws=") or tok in GLOBAL_FLAGS:
+            front.append(tok)
+        else:
+            rest.append(tok)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    args = sys.argv[1:] if argv is None else argv
+    args = hoist_global_options(sys.argv[1:] if argv is None else list(argv))
     debug = "--debug" in args
     try:
         rv = app(args=args, prog_name="mindloop", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console.print("aborted")
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors: unknown option, missing argument …
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err_console.print(f"error: {exc.format_message()}", markup=False)
         sys.exit(exc.exit_code)
     except MindloopError as exc:
         if debug:

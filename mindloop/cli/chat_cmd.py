@@ -1,8 +1,9 @@
-"""`mindloop chat`: talk to a member of the team, with the transcript streamed live."""
+"""`mindloop chat` and `mindloop run`: drive dialogs with the transcript streamed live."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,9 +11,10 @@ import typer
 from mindloop.cli.common import console, get_rtws
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 
-EXIT_CODES = {"done": 0, "error": 1, "step_limit": 3, "cancelled": 130}
+EXIT_CODES = {"done": 0, "idle": 0, "waiting": 0, "error": 1, "step_limit": 3, "cancelled": 130}
 
 
 def chat(
@@ -28,14 +30,14 @@ def chat(
     max_steps: Annotated[int, typer.Option(min=1, help="Per-drive step limit.")] = 50,
     thinking: Annotated[bool, typer.Option(help="Show thinking output.")] = False,
 ) -> None:
-    """Send a message to a root dialog and drive it until it answers."""
+    """Send a message to a root dialog and drive its whole tree until it answers."""
     rtws = get_rtws(ctx)
     code = asyncio.run(_chat(rtws, message, task, member, dialog, max_steps, thinking))
     raise typer.Exit(code)
 
 
 async def _chat(
-    rtws: object,
+    rtws: Path,
     message: str,
     task: str | None,
     member: str | None,
@@ -43,34 +45,55 @@ async def _chat(
     max_steps: int,
     thinking: bool,
 ) -> int:
-    from pathlib import Path
-
-    rt = DialogRuntime(Path(str(rtws)), max_steps=max_steps)
+    rt = DialogRuntime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console, show_thinking=thinking)
     renderer.attach(rt.bus)
     try:
+        rt.tree.recover()
         if dialog:
             if task or member:
                 raise MindloopError("--dialog continues an existing dialog; drop --task/--member")
-            did = rt.store.resolve_dialog_id(dialog)
-            rec = rt.store.get_dialog(did)
+            rec = rt.store.get_dialog(rt.store.resolve_dialog_id(dialog))
+            if rec.kind != "root":
+                raise MindloopError(f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}")
         else:
             rec = rt.create_root_dialog(task or _only_task(rt), member)
-            did = rec.id
-        renderer.set_dialog(did, rec.member)
-        console.print(f"[dim]dialog {did} · @{rec.member} · {rec.task_path}[/]")
-        rt.post_user_message(did, message)
-        console.print(f"[bold]you:[/] {message}", markup=True, highlight=False)
-        result: DriveResult = await rt.drive(did)
+        renderer.set_dialog(rec.id, rec.member)
+        console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
+        rt.post_user_message(rec.id, message)
+        console.print(f"[bold]you:[/] {message}", highlight=False)
+        results = await Scheduler(rt).run()
     finally:
         renderer.close()
         await rt.aclose()
-    if result.reason == "error":
-        console.print(f"[red]stopped on error:[/] {result.error}", markup=True)
-    elif result.reason == "step_limit":
-        console.print(f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {did}[/]")
-    console.print(f"[dim]{result.steps} step(s) · state in {rt.store.path} · continue with --dialog {did}[/]")
-    return EXIT_CODES.get(result.reason, 1)
+    return _report(rt, rec.id, results, max_steps)
+
+
+def _report(rt: DialogRuntime, root_id: str, results: list[DriveResult], max_steps: int) -> int:
+    from mindloop.store import Store
+
+    store = Store(rt.store.path)
+    try:
+        mine = [r for r in results if r.dialog_id == root_id]
+        last = mine[-1] if mine else DriveResult(root_id, "waiting")
+        tree_ids = [d.id for d in store.list_dialogs(root_id=root_id)]
+        questions = store.open_questions(root_ids=[root_id])
+    finally:
+        store.close()
+    failed = [r for r in results if r.reason == "error" and r.dialog_id in tree_ids]
+    for r in failed:
+        console.print(f"[red]dialog {r.dialog_id} stopped on error:[/] {r.error}")
+    for q in questions:
+        console.print(
+            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {q.headline}\n  {q.body}\n"
+            f'  answer with: mindloop answer -C {rt.rtws} {q.id} "…"'
+        )
+    if last.reason == "step_limit":
+        console.print(f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {root_id}[/]")
+    console.print(f"[dim]state in {rt.store.path} · continue with --dialog {root_id}[/]")
+    if failed:
+        return 1
+    return EXIT_CODES.get(last.reason, 1)
 
 
 def _only_task(rt: DialogRuntime) -> str:
@@ -82,3 +105,38 @@ def _only_task(rt: DialogRuntime) -> str:
     if not found:
         raise MindloopError("no task package in the rtws; create one with `mindloop task new <slug>`")
     raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
+
+
+def run(
+    ctx: typer.Context,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep running and pick up new work (Ctrl-C stops).")
+    ] = False,
+    max_steps: Annotated[int, typer.Option(min=1, help="Per-drive step limit.")] = 50,
+) -> None:
+    """Run the backend loop: resume interrupted dialogs and drive everything drivable."""
+    rtws = get_rtws(ctx)
+    code = asyncio.run(_run(rtws, watch, max_steps))
+    raise typer.Exit(code)
+
+
+async def _run(rtws: Path, watch: bool, max_steps: int) -> int:
+    rt = DialogRuntime(rtws, max_steps=max_steps)
+    renderer = TranscriptRenderer(console)
+    renderer.attach(rt.bus)
+    try:
+        for d in rt.store.list_dialogs():
+            renderer.set_dialog(d.id, d.member)
+        resumed = rt.tree.recover()
+        if resumed:
+            console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")
+        sched = Scheduler(rt)
+        results = await sched.run(watch=watch)
+        questions = rt.store.open_questions()
+    finally:
+        renderer.close()
+        await rt.aclose()
+    for q in questions:
+        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
+    console.print(f"[dim]{len(results)} drive(s) · {len(questions)} open question(s)[/]")
+    return 1 if any(r.reason == "error" for r in results) or sched.errors else 0

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mindloop.config.problems import looks_like_secret
+from mindloop.config.problems import looks_like_secret, render_value
 
 ProviderKind = Literal["openai-compatible", "anthropic", "mock"]
 
@@ -70,7 +70,9 @@ class ProviderConfig(BaseModel):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise PydanticCustomError("config", "must be an http(s) URL, got {got}", {"got": value})
+            raise PydanticCustomError(
+                "config", "must be an http(s) URL, got {got}", {"got": render_value(value)}
+            )
         return value
 
     @model_validator(mode="after")

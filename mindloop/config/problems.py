@@ -177,6 +177,13 @@ def _literal(err: ErrorDetails) -> str:
     return f"must be one of {_ctx(err, 'expected')}, got {_got(err)}"
 
 
+def _bound(err: ErrorDetails, name: str) -> str:
+    value = _ctx(err, name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
 MESSAGES: dict[str, Callable[[ErrorDetails], str]] = {
     "missing": lambda e: "missing required key",
     "int_type": lambda e: f"must be an integer, got {_got(e)}",
@@ -189,10 +196,10 @@ MESSAGES: dict[str, Callable[[ErrorDetails], str]] = {
     "model_type": lambda e: f"must be a mapping, got {_got(e)}",
     "model_attributes_type": lambda e: f"must be a mapping, got {_got(e)}",
     "literal_error": _literal,
-    "greater_than_equal": lambda e: f"must be >= {_ctx(e, 'ge')}, got {_got(e)}",
-    "greater_than": lambda e: f"must be > {_ctx(e, 'gt')}, got {_got(e)}",
-    "less_than_equal": lambda e: f"must be <= {_ctx(e, 'le')}, got {_got(e)}",
-    "less_than": lambda e: f"must be < {_ctx(e, 'lt')}, got {_got(e)}",
+    "greater_than_equal": lambda e: f"must be >= {_bound(e, 'ge')}, got {_got(e)}",
+    "greater_than": lambda e: f"must be > {_bound(e, 'gt')}, got {_got(e)}",
+    "less_than_equal": lambda e: f"must be <= {_bound(e, 'le')}, got {_got(e)}",
+    "less_than": lambda e: f"must be < {_bound(e, 'lt')}, got {_got(e)}",
     "string_too_short": lambda e: "must not be empty",
     "too_short": lambda e: f"must have at least {_ctx(e, 'min_length')} item(s)",
 }

@@ -66,12 +66,14 @@ def check_dir_entry(entry: str, *, grants: bool) -> str:
         raise PydanticCustomError("config", "must not be empty")
     if entry.startswith(("/", "\\")) or (len(entry) > 1 and entry[1] == ":"):
         raise PydanticCustomError(
-            "config", "must be a path relative to the rtws, got {got}", {"got": entry}
+            "config", "must be a path relative to the rtws, got {got}", {"got": render_value(entry)}
         )
     parts = _parts(entry)
     if ".." in parts:
         raise PydanticCustomError(
-            "config", "must stay inside the rtws ('..' is not allowed), got {got}", {"got": entry}
+            "config",
+            "must stay inside the rtws ('..' is not allowed), got {got}",
+            {"got": render_value(entry)},
         )
     if not grants or not parts:
         return entry
@@ -274,7 +276,7 @@ def resolve_team(
     elif responder not in all_ids:
         known = ", ".join(all_ids) or "(none)"
         issues.append((("default_responder",), f"{responder!r} is not a member (members: {known})"))
-    if issues or responder is None:
+    if issues or responder is None or len(members) < len(all_ids):
         return None, issues
     return TeamConfig(
         member_defaults=spec.member_defaults, members=members, default_responder=responder

@@ -151,6 +151,7 @@ def load_yaml(text: str, file: str) -> YamlDoc:
     if root is None:
         return doc
     walker = _Walker(doc)
+    doc.lines[()] = _line(root)
     try:
         doc.data = walker.value(root, ())
     except yaml.MarkedYAMLError as err:  # e.g. an invalid timestamp or unknown tag

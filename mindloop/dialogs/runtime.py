@@ -1,9 +1,11 @@
 """The dialog engine: creates dialogs and drives them.
 
-A drive: build the context → stream a generation → persist it → run the requested tools
+A drive: take queued replies → build the context → stream a generation → persist it
+together with what its tellasks start (side dialogs, questions, failure notes) and, when
+it is a final answer, its delivery to whoever waits → run the requested tools
 (concurrently) → persist their results → repeat, until the model answers without tool
-calls or the per-drive step limit is reached. Each step commits at most twice (the
-generation with its output, then the tool results); nothing re-reads the dialog.
+calls, the dialog waits on others, or the per-drive step limit is reached. Each step
+commits at most twice; nothing re-reads the dialog.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.config import Config, MemberConfig, load_config
+from mindloop.dialogs import fbr
 from mindloop.dialogs.context import ContextBuilder
+from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT, NEW_COURSE_PROMPT
 from mindloop.dialogs.generation import GenerationOutcome, run_generation
 from mindloop.dialogs.history import History
 from mindloop.dialogs.prompts import STEP_LIMIT_NOTE, text_for
+from mindloop.dialogs.routing import route_message
+from mindloop.dialogs.tellask import parse_message
+from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
-from mindloop.providers.base import GenerationRequest, ToolSpec
+from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolSpec, UserMessage
 from mindloop.providers.pool import ProviderPool
 from mindloop.store import DialogRecord, GenerationRecord, MessageRecord, Store, new_id
 from mindloop.taskdoc import ROOT_ONLY_TOOLS
@@ -35,7 +42,7 @@ DEFAULT_MAX_STEPS = 50
 @dataclass
 class DriveResult:
     dialog_id: str
-    reason: str  # done | step_limit | error | cancelled
+    reason: str  # done | waiting | step_limit | error | cancelled | idle
     steps: int = 0
     final_text: str = ""
     error: str | None = None
@@ -43,7 +50,7 @@ class DriveResult:
 
 @dataclass
 class _Live:
-    """What the engine keeps in memory for a dialog it is driving."""
+    """What the engine keeps in memory for a dialog it drives."""
 
     record: DialogRecord
     member: MemberConfig
@@ -51,10 +58,15 @@ class _Live:
     tools: list[Tool]
     tool_specs: list[ToolSpec]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
+
+    @property
+    def is_fbr(self) -> bool:
+        return self.record.kind == "fbr"
 
 
 class DialogRuntime:
-    """One rtws's runtime: config, store, providers, tools and the event bus."""
+    """One rtws's runtime: config, store, providers, tools, the dialog tree, the bus."""
 
     def __init__(
         self,
@@ -74,10 +86,12 @@ class DialogRuntime:
         self.bus = bus or EventBus()
         self.tools = tools or standard_registry()
         self.providers = ProviderPool(self.config.llm, self.rtws)
+        self.tree = DialogTree(self.store, self.bus)
         self.max_steps = max_steps
         self.lang = lang
         self.context = ContextBuilder(self.rtws, self.config, lang)
         self._live: dict[str, _Live] = {}
+        self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
 
     async def aclose(self) -> None:
         await self.providers.aclose()
@@ -96,30 +110,50 @@ class DialogRuntime:
     ) -> DialogRecord:
         """Open a root dialog bound for life to one `*.tsk` package."""
         pkg = self.context.package(str(task_path))
+        if not pkg.exists():
+            raise MindloopError(
+                f"task package {pkg.rel_path} does not exist "
+                f"(create it with `mindloop task new <slug>`)"
+            )
         member_id = member or self.config.team.default_responder
         self.config.member(member_id)  # raises a clear error for an unknown member
         did = new_id("d")
         rec = DialogRecord(
-            id=did,
-            root_id=did,
-            member=member_id,
-            task_path=pkg.rel_path,
-            kind="root",
-            title=title,
+            id=did, root_id=did, member=member_id, task_path=pkg.rel_path, kind="root", title=title
         )
         rec = self.store.create_dialog(rec)
         self.bus.publish("dialog_created", did, member=member_id, task=pkg.rel_path, kind="root")
         return rec
 
     def post_user_message(self, dialog_id: str, text: str) -> MessageRecord:
+        """Append a user message and mark the dialog to be driven (one transaction)."""
         if not text.strip():
             raise MindloopError("the message is empty")
         live = self._live.get(dialog_id)
         rec = self.store.get_dialog(dialog_id) if live is None else live.record
-        stored = self.store.append_message(dialog_id, "user", {"text": text}, course=rec.course)
+        with self.store.tx():
+            stored = self.store.append_message(dialog_id, "user", {"text": text}, course=rec.course)
+            self.store.update_dialog(dialog_id, needs_drive=True)
         if live is not None:
             live.history.add(stored)
+        self.wake.set()
         return stored
+
+    def answer_question(self, question_id: str, answer: str) -> str:
+        """Record the human's answer; the asking dialog becomes drivable. Returns its id."""
+        if not answer.strip():
+            raise MindloopError("the answer is empty")
+        with self.store.tx():
+            q = self.tree.answer_question(question_id, answer)
+        self._forget(q.dialog_id)
+        self.wake.set()
+        return q.dialog_id
+
+    def _forget(self, dialog_id: str) -> None:
+        """Drop the in-memory view of a dialog changed outside its drive."""
+        live = self._live.get(dialog_id)
+        if live is not None and not live.lock.locked():
+            del self._live[dialog_id]
 
     def _load(self, dialog_id: str) -> _Live:
         live = self._live.get(dialog_id)
@@ -127,7 +161,7 @@ class DialogRuntime:
             return live
         rec = self.store.get_dialog(dialog_id)
         member = self.config.member(rec.member)
-        tools = self._tools_for(member, is_root=rec.kind == "root")
+        tools = [] if rec.kind == "fbr" else self._tools_for(member, is_root=rec.kind == "root")
         specs = [ToolSpec(name=t.name, description=t.description, parameters=t.schema()) for t in tools]
         history = History(self.store.load_history(dialog_id, course=rec.course))
         live = self._live[dialog_id] = _Live(rec, member, history, tools, specs)
@@ -142,27 +176,46 @@ class DialogRuntime:
     # ------------------------------------------------------------------ driving
 
     async def drive(self, dialog_id: str, *, max_steps: int | None = None) -> DriveResult:
-        """Drive one dialog until it answers without tool calls (one drive at a time)."""
+        """Drive one dialog (one drive at a time per dialog)."""
         live = self._load(dialog_id)
         async with live.lock:
+            live.record = self.store.get_dialog(dialog_id)
             return await self._drive_locked(live, max_steps or self.max_steps)
 
     async def _drive_locked(self, live: _Live, max_steps: int) -> DriveResult:
         did = live.record.id
-        self.store.update_dialog(did, status="running")
-        self.bus.publish("drive_start", did, member=live.member.id)
         result = DriveResult(dialog_id=did, reason="done")
+        if not self.tree.can_drive(did):
+            self.store.update_dialog(did, needs_drive=False, status="waiting")
+            result.reason = "waiting"
+            return result
+        with self.store.tx():
+            self.store.update_dialog(did, status="running", needs_drive=False)
+            self._take_inbox(live)
+        if self._nothing_to_answer(live):
+            self._settle(live, result, "idle")
+            return result
+        self.bus.publish("drive_start", did, member=live.member.id)
         try:
             for step in range(1, max_steps + 1):
                 result.steps = step
+                if step > 1:
+                    with self.store.tx():
+                        self._take_inbox(live)
                 outcome = await self._step_generate(live)
                 if outcome.error is not None:
                     result.reason, result.error = "error", str(outcome.error)
                     break
-                if not outcome.calls:
+                if outcome.calls:
+                    await self._step_tools(live, outcome)
+                    if live.new_course is not None:
+                        self._start_new_course(live)
+                if self.tree.waiting_on_others(did) and not self.tree.has_tellask_back(did):
+                    result.reason = "waiting"
+                    break
+                if outcome.final:
                     result.final_text = outcome.text
                     break
-                await self._step_tools(live, outcome)
             else:
                 result.reason = "step_limit"
                 note = text_for(STEP_LIMIT_NOTE, self.lang).format(n=max_steps)
@@ -171,13 +224,18 @@ class DialogRuntime:
                 self.bus.publish("note", did, text=note)
         except asyncio.CancelledError:
             result.reason = "cancelled"
-            self._finish_drive(live, result)
+            self._settle(live, result, "interrupted")
             raise
-        self._finish_drive(live, result)
+        except Exception as exc:  # a bug must not leave the dialog marked running
+            result.reason, result.error = "error", f"{type(exc).__name__}: {exc}"
+            self.bus.publish("error", did, message=result.error)
+            self._settle(live, result, "error")
+            raise
+        status = {"error": "error", "waiting": "waiting"}.get(result.reason, "idle")
+        self._settle(live, result, status)
         return result
 
-    def _finish_drive(self, live: _Live, result: DriveResult) -> None:
-        status = {"error": "error", "cancelled": "interrupted"}.get(result.reason, "idle")
+    def _settle(self, live: _Live, result: DriveResult, status: str) -> None:
         with self.store.tx():
             self.store.update_dialog(live.record.id, status=status)
             self.store.record_event(
@@ -190,34 +248,91 @@ class DialogRuntime:
             "drive_end", live.record.id, reason=result.reason, steps=result.steps, error=result.error
         )
 
+    def _take_inbox(self, live: _Live) -> None:
+        """Inside a tx: queued replies into history; dangling tool calls (a crash between
+        a generation and its tool results) get an explicit 'interrupted' result."""
+        msgs = live.history.messages
+        last = msgs[-1] if msgs else None
+        if isinstance(last, AssistantMessage) and last.tool_calls:
+            recs = [
+                MessageRecord(
+                    dialog_id=live.record.id,
+                    course=live.record.course,
+                    kind="tool_result",
+                    data={"call_id": c.id, "name": c.name, "content": INTERRUPTED_TOOL_RESULT, "is_error": True},
+                )
+                for c in last.tool_calls
+            ]
+            live.history.extend(self.store.append_messages(recs))
+        live.history.extend(self.tree.take_responses(live.record))
+
+    def _nothing_to_answer(self, live: _Live) -> bool:
+        msgs = live.history.messages
+        if not msgs:
+            return True
+        last = msgs[-1]
+        return isinstance(last, AssistantMessage) and not last.tool_calls
+
     def _request(self, live: _Live) -> GenerationRequest:
         member = live.member
+        model = self.config.model_info(member.id)
+        if live.is_fbr:
+            req = GenerationRequest.model_construct(
+                model=model.name or member.model,
+                system=fbr.FBR_SYSTEM_PROMPT,
+                messages=fbr.fbr_messages(live.history.messages),
+                tools=[],
+                params=member.fbr_params().as_request_params(),
+                member=member.id,
+            )
+            fbr.check_request(req)
+            return req
         root_member = live.record.member
         if live.record.kind != "root":
             root_member = self.store.get_dialog(live.record.root_id).member
-        model = self.config.model_info(member.id)
+        messages = self._with_reminders(live)
         return GenerationRequest.model_construct(
             model=model.name or member.model,
             system=self.context.system_prompt(live.record, member, root_member),
-            messages=list(live.history.messages),
+            messages=messages,
             tools=live.tool_specs,
             params=member.model_params.as_request_params(),
             member=member.id,
         )
 
-    async def _step_generate(self, live: _Live) -> GenerationOutcome:
+    def _with_reminders(self, live: _Live) -> list[Any]:
+        """Reminders go just before the last user message (rendered, never persisted)."""
+        msgs = list(live.history.messages)
+        reminders = self.store.reminders(live.record.id)
+        if not reminders:
+            return msgs
+        text = "[reminders]\n" + "\n".join(f"{r.position}. {r.content}" for r in reminders)
+        note = UserMessage.model_construct(role="user", text=text)
+        for i in range(len(msgs) - 1, -1, -1):
+            if isinstance(msgs[i], UserMessage):
+                msgs[i] = UserMessage.model_construct(role="user", text=text + "\n\n" + msgs[i].text)
+                return msgs
+        return [note, *msgs]
+
+    async def _step_generate(self, live: _Live) -> _Outcome:
         did = live.record.id
-        req = self._request(live)
-        out = GenerationOutcome()
+        try:
+            req = self._request(live)
+        except fbr.FbrPolicyError as exc:
+            out = _Outcome()
+            out.error = exc  # type: ignore[assignment]
+            self.bus.publish("error", did, code=fbr.POLICY_CODE, message=str(exc))
+            self.store.record_event("error", did, {"code": fbr.POLICY_CODE, "message": str(exc)})
+            return out
+        out = _Outcome()
         self.bus.publish("generation_start", did, member=live.member.id, model=req.model)
         try:
             await run_generation(self.providers.stream(live.member.provider, req), self.bus, did, out)
         except asyncio.CancelledError:
-            out.cancelled = True
             out.finish_reason = "cancelled"
-            self._persist_generation(live, out, req.model)
+            self._persist_generation(live, out, req.model, final=False)
             raise
-        self._persist_generation(live, out, req.model)
+        self._persist_generation(live, out, req.model, final=None)
         if out.error is not None:
             self.bus.publish("error", did, message=str(out.error))
         self.bus.publish(
@@ -230,14 +345,41 @@ class DialogRuntime:
         )
         return out
 
-    def _persist_generation(self, live: _Live, out: GenerationOutcome, model: str) -> None:
-        did, course = live.record.id, live.record.course
+    def _persist_generation(
+        self, live: _Live, out: _Outcome, model: str, *, final: bool | None
+    ) -> None:
+        """Persist the generation, carry out its tellasks and — for a final answer —
+        deliver it, all in one transaction."""
+        rec = live.record
+        did, course = rec.id, rec.course
+        tellasks = parse_message(out.text).calls if out.text and out.error is None else []
+        violation = fbr.find_violation(out.calls, tellasks) if live.is_fbr else None
+        assistant_data: dict[str, Any] = {"text": out.text}
+        if violation is not None:
+            assistant_data = {
+                "text": violation,
+                "rejected_output": out.text,
+                "rejected_calls": [c.model_dump() for c in out.calls],
+            }
+            out.text, out.calls, tellasks = violation, [], []
+            out.violation = True
+        routes = []
+        if tellasks and not live.is_fbr:
+            routes = route_message(
+                tellasks,
+                caller_member=rec.member,
+                caller_is_root=rec.kind == "root",
+                members=list(self.config.team.members),
+                fbr_effort=live.member.fbr_effort,
+            )
+        if final is None:
+            final = out.error is None and not out.calls and not routes and not tellasks
+        out.final = bool(final)
         msgs: list[MessageRecord] = []
         if out.thinking:
             msgs.append(MessageRecord(dialog_id=did, course=course, kind="thinking", data={"text": out.thinking}))
-        if out.text or not out.calls:
-            if out.text or out.error is None:
-                msgs.append(MessageRecord(dialog_id=did, course=course, kind="assistant", data={"text": out.text}))
+        if out.text or out.error is None:
+            msgs.append(MessageRecord(dialog_id=did, course=course, kind="assistant", data=assistant_data))
         for call in out.calls:
             msgs.append(
                 MessageRecord(
@@ -260,25 +402,31 @@ class DialogRuntime:
         )
         with self.store.tx():
             _, stored = self.store.record_generation(gen, msgs)
+            live.history.extend(stored)
             if out.error is not None:
                 self.store.record_event("error", did, {"message": str(out.error)})
-        live.history.extend(stored)
+            if violation is not None:
+                self.store.record_event("error", did, {"code": fbr.VIOLATION_CODE, "message": violation})
+            if routes:
+                dispatched = self.tree.dispatch(rec, tellasks, routes, fbr_effort=live.member.fbr_effort)
+                live.history.extend(dispatched.notes)
+                if dispatched.failed and not out.calls and not dispatched.created and not dispatched.resumed and not dispatched.questions:
+                    out.final = False  # let the model see why its tellask failed
+            if out.final and rec.kind != "root":
+                self.tree.deliver_final(rec, out.text)
+        if violation is not None:
+            self.bus.publish("error", did, code=fbr.VIOLATION_CODE, message=violation)
+        if routes or out.final:
+            self.wake.set()
 
-    async def _step_tools(self, live: _Live, outcome: GenerationOutcome) -> None:
+    async def _step_tools(self, live: _Live, outcome: _Outcome) -> None:
         did = live.record.id
         offered = {t.name for t in live.tools}
         ctx = self._tool_context(live)
 
         async def one(call_id: str, name: str, arguments: str) -> ToolOutput:
             self.bus.publish("tool_call", did, call_id=call_id, name=name, arguments=arguments)
-            if name not in offered:
-                out = ToolOutput(
-                    f"tool {name!r} is not available to @{live.member.id}; available: "
-                    + ", ".join(sorted(offered)),
-                    is_error=True,
-                )
-            else:
-                out = await self.tools.execute(name, arguments, ctx)
+            out = await self.tools.execute(name, arguments, ctx, allowed=offered)
             self.bus.publish(
                 "tool_result", did, call_id=call_id, name=name, text=out.text, is_error=out.is_error
             )
@@ -296,19 +444,50 @@ class DialogRuntime:
         ]
         live.history.extend(self.store.append_messages(msgs))
 
+    def _start_new_course(self, live: _Live) -> None:
+        """clear_mind: a new course with an empty history; reminders and sessions stay,
+        open questions of this dialog are discarded."""
+        rec = live.record
+        reminder = live.new_course
+        live.new_course = None
+        course = rec.course + 1
+        prompt = NEW_COURSE_PROMPT.format(course=course)
+        if rec.assignment and rec.kind != "root":
+            prompt = (
+                "Your assignment:\n" + rec.assignment.get("headline", "") + rec.assignment.get("body", "")
+                + "\n\n" + prompt
+            )
+        with self.store.tx():
+            self.store.update_dialog(rec.id, course=course)
+            self.store.discard_questions(rec.id)
+            if reminder:
+                contents = [r.content for r in self.store.reminders(rec.id)] + [reminder]
+                self.store.set_reminders(rec.id, contents)
+            stored = self.store.append_message(rec.id, "user", {"text": prompt}, course=course)
+        rec.course = course
+        live.history = History([stored])
+        self.bus.publish("note", rec.id, text=f"new course #{course} started (clear_mind)")
+
+    def request_new_course(self, dialog_id: str, reminder: str | None) -> None:
+        """Called by the clear_mind tool: the course switches after the current tools."""
+        live = self._live[dialog_id]
+        live.new_course = reminder or ""
+
     def _tool_context(self, live: _Live) -> ToolContext:
         m = live.member
+        root_member = live.record.member
+        if live.record.kind != "root":
+            root_member = self.store.get_dialog(live.record.root_id).member
         services: dict[str, Any] = {
             "store": self.store,
             "task_path": live.record.task_path,
-            "root_member": live.record.member if live.record.kind == "root" else None,
+            "root_member": root_member,
             "runtime": self,
-            "on_taskdoc_changed": lambda section: self.bus.publish(
-                "taskdoc_changed", live.record.id, section=section
+            "work_language": self.lang,
+            "on_taskdoc_changed": lambda result: self.bus.publish(
+                "taskdoc_changed", live.record.id, section=getattr(result, "section", str(result))
             ),
         }
-        if live.record.kind != "root":
-            services["root_member"] = self.store.get_dialog(live.record.root_id).member
         return ToolContext(
             rtws=self.rtws,
             member=m.id,
@@ -322,3 +501,9 @@ class DialogRuntime:
             is_root=live.record.kind == "root",
             services=services,
         )
+
+
+@dataclass
+class _Outcome(GenerationOutcome):
+    final: bool = False
+    violation: bool = False

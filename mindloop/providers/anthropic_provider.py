@@ -36,6 +36,8 @@ from mindloop.providers.base import (
 )
 
 DEFAULT_MAX_TOKENS = 4096
+# Sent when llm.yaml names no key (an Anthropic-compatible proxy that needs none).
+NO_KEY_PLACEHOLDER = "no-key"
 
 STOP_REASONS: dict[str, str] = {
     "end_turn": "stop",
@@ -107,8 +109,7 @@ def to_anthropic_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
 def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.parameters}
-        for t in tools
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
     ]
 
 
@@ -181,10 +182,10 @@ class AnthropicProvider:
         self.name = name
         self._secret = api_key
         self.model_name_map = dict(model_name_map or {})
-        # An explicit (possibly empty) key stops the SDK from reading credentials from the
-        # environment or profile files: keys come only from the variable llm.yaml names.
+        # An explicit key stops the SDK from reading credentials from the environment or
+        # profile files: keys come only from the variable llm.yaml names.
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or "",
+            api_key=api_key or NO_KEY_PLACEHOLDER,
             base_url=base_url or None,
             timeout=timeout,
             max_retries=0,
@@ -337,7 +338,7 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return wire_errors.transport_error(self.name, "request timed out", exc)
         if isinstance(exc, anthropic.APIConnectionError):
-            return wire_errors.transport_error(self.name, "connection failed", exc)
+            return wire_errors.connection_error(self.name, exc)
         if isinstance(exc, httpx2.TransportError):
             return wire_errors.dropped_stream(self.name, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):

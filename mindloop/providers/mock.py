@@ -68,7 +68,10 @@ class MockProvider:
         path = self._paths.get(model)
         if path is None:
             base = self.script_dir.resolve()
-            path = (base / f"{model}.yaml").resolve()
+            try:
+                path = (base / f"{model}.yaml").resolve()
+            except (OSError, ValueError):  # e.g. a NUL byte in the name
+                path = base.parent
             if not model or not path.is_relative_to(base):
                 raise ProviderError(
                     f"mock provider '{self.name}': model name {model!r} does not name a "

@@ -401,6 +401,16 @@ def validate_script(path: Path) -> list[str]:
     return []
 
 
+def validate_script_dir(script_dir: Path) -> list[str]:
+    """Problems of every `*.yaml` script under `script_dir` (models with a `/` in their
+    name live in subdirectories); a missing directory has none: it may not be used."""
+    problems: list[str] = []
+    if script_dir.is_dir():
+        for path in sorted(script_dir.rglob("*.yaml")):
+            problems.extend(validate_script(path))
+    return problems
+
+
 # ---------------------------------------------------------------- locating problems
 
 

@@ -299,10 +299,7 @@ class OpenAICompatProvider:
         if isinstance(exc, openai.APITimeoutError):
             return wire_errors.transport_error(self.name, "request timed out", exc)
         if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            if isinstance(cause, httpx2.RemoteProtocolError | httpx2.ReadError):
-                return wire_errors.dropped_stream(self.name, type(cause).__name__)
-            return wire_errors.transport_error(self.name, "connection failed", exc)
+            return wire_errors.connection_error(self.name, exc)
         if isinstance(exc, openai.APIError):  # an error object inside a 200 stream
             return wire_errors.stream_error(self.name, {"error": exc.body}, secret=self._secret)
         if isinstance(exc, httpx2.TimeoutException):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import httpx2
+
 from mindloop.providers.base import ProviderError
 
 # HTTP statuses that mean "try again later" rather than "your request is wrong".
@@ -110,6 +112,23 @@ def stream_error(provider: str, body: object, *, secret: str | None) -> Provider
 def transport_error(provider: str, what: str, exc: BaseException) -> ProviderError:
     """Timeouts, refused or reset connections: always worth another attempt."""
     return ProviderError(f"{provider}: {what} ({type(exc).__name__})", retriable=True)
+
+
+def connection_error(provider: str, exc: BaseException) -> ProviderError:
+    """An SDK connection error, judged by the transport error underneath it: a request
+    that could not even be formed (bad URL scheme, illegal header) will fail again the
+    same way; a read that broke off is a dropped stream; anything else (refused, reset,
+    DNS) is a transient connection failure."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
+        return ProviderError(
+            f"{provider}: the request could not be sent ({type(cause).__name__}); "
+            "check base_url and the API key",
+            retriable=False,
+        )
+    if isinstance(cause, httpx2.RemoteProtocolError | httpx2.ReadError):
+        return dropped_stream(provider, type(cause).__name__)
+    return transport_error(provider, "connection failed", exc)
 
 
 def dropped_stream(provider: str, detail: str) -> ProviderError:

@@ -35,6 +35,7 @@ _GOALS = "Keep this project's README accurate and useful.\n"
 _CONSTRAINTS = "- MUST NOT delete user files.\n- MUST keep answers short.\n"
 
 # The mock script answers the README's example chat offline, with real tool calls.
+# The first matching entry wins, so the most specific entries come first.
 _MOCK_SCRIPT = {
     "responses": [
         {
@@ -44,16 +45,16 @@ _MOCK_SCRIPT = {
         },
         {
             "role": "tool",
-            "contains": "README.md",
-            "context_contains": [EXAMPLE_PROMPT],
-            "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
-        },
-        {
-            "role": "tool",
             "contains": "# My project",
             "response": "The project has a README.md and a tasks/ folder. README.md describes "
             "a small example project created by `mindloop init` and asks you to replace it "
             "with your own work.",
+        },
+        {
+            "role": "tool",
+            "contains": "README.md",
+            "context_contains": [EXAMPLE_PROMPT],
+            "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
         },
     ]
 }

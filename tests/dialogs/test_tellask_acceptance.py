@@ -165,7 +165,9 @@ def test_8_block_ends_at_end_of_input_and_trailing_dots_are_trimmed() -> None:
 def test_9_call_id_is_md5_prefix_of_mention_head_body_index() -> None:
     parsed = parse_message("!?@pangu do\n!?body\n\n!?@bob x\n")
     for call, (mention, head, body, index) in zip(
-        parsed.calls, [("pangu", "@pangu do\n", "body\n", 0), ("bob", "@bob x\n", "", 1)], strict=True
+        parsed.calls,
+        [("pangu", "@pangu do\n", "body\n", 0), ("bob", "@bob x\n", "", 1)],
+        strict=True,
     ):
         payload = f"tellask\n{mention}\n{head}\n{body}\n{index}".encode()
         assert call.call_id == hashlib.md5(payload).hexdigest()[:8]

@@ -205,8 +205,10 @@ async def test_missing_script_names_the_file_and_creating_it_from_the_example_wo
 async def test_model_names_cannot_leave_the_script_dir(tmp_path: Path) -> None:
     (tmp_path / "secret.yaml").write_text("responses:\n  - default: true\n    response: s\n")
     provider = MockProvider("mock", tmp_path / "scripts")
-    err = await failure(provider, request("x", model="../secret"))
-    assert "does not name a script file" in str(err)
+    for bad in ("../secret", "", "a\x00b"):
+        err = await failure(provider, request("x", model=bad))
+        assert "does not name a script file" in str(err)
+        assert not err.retriable
 
 
 async def test_script_is_reloaded_when_the_file_changes(tmp_path: Path) -> None:

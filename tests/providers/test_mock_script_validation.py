@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from mindloop.providers.mock_script import MockScript, MockScriptError, validate_script
+from mindloop.providers.mock_script import (
+    MockScript,
+    MockScriptError,
+    validate_script,
+    validate_script_dir,
+)
 
 VALID = """\
 responses:
@@ -171,3 +176,14 @@ def test_load_raises_with_all_problems(tmp_path: Path) -> None:
         MockScript.load(path)
     assert len(info.value.problems) == 2
     assert str(info.value) == "\n".join(info.value.problems)
+
+
+def test_validate_script_dir_checks_every_script_including_subdirectories(tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_text(VALID)
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "model.yaml").write_text("responses:\n  - match: a\n    bad: 1\n")
+    (tmp_path / "notes.txt").write_text("not a script")
+    assert validate_script_dir(tmp_path) == [
+        f"{tmp_path / 'org' / 'model.yaml'}:3: responses[0]: unknown key 'bad'"
+    ]
+    assert validate_script_dir(tmp_path / "absent") == []

@@ -251,7 +251,9 @@ async def test_429_then_success_is_retried() -> None:
 
 
 async def test_500_forever_gives_up_after_max_attempts() -> None:
-    with LoopbackServer([json_reply(500, error_body("The server had an error", "server_error"))]) as srv:
+    with LoopbackServer(
+        [json_reply(500, error_body("The server had an error", "server_error"))]
+    ) as srv:
         prov = provider(srv)
         with pytest.raises(ProviderError) as info:
             await collect(stream_with_retry(prov, request(), max_attempts=4, sleep=no_sleep))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -212,9 +211,3 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
 
 def anthropic_error_body(message: str, kind: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def serve(*replies: Reply) -> Iterator[LoopbackServer]:
-    """Generator for fixtures: a started server that is stopped afterwards."""
-    with LoopbackServer(list(replies)) as server:
-        yield server

@@ -1,0 +1,80 @@
+"""`mindloop questions` and `mindloop answer`: the human side of Q4H."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mindloop.cli.common import console, get_rtws
+from mindloop.cli.render import TranscriptRenderer
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.dialogs.scheduler import Scheduler
+from mindloop.store import Store
+
+
+def questions(
+    ctx: typer.Context,
+    task: Annotated[str | None, typer.Option("--task", help="Only questions of this task.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List open questions for the human, across all dialogs."""
+    store = Store.for_rtws(get_rtws(ctx))
+    try:
+        roots = None
+        if task is not None:
+            roots = [d.id for d in store.list_dialogs(task_path=task.rstrip("/")) if d.kind == "root"]
+        qs = store.open_questions(root_ids=roots)
+        if as_json:
+            typer.echo(json.dumps([q.model_dump() for q in qs], indent=2, ensure_ascii=False))
+            return
+        if not qs:
+            console.print("no open questions")
+            return
+        table = Table("id", "dialog", "asked", "question")
+        for q in qs:
+            asked = datetime.fromtimestamp(q.asked_at).strftime("%Y-%m-%d %H:%M")
+            text = q.headline + (f"\n{q.body}" if q.body else "")
+            table.add_row(q.id, q.dialog_id, asked, text)
+        console.print(table)
+    finally:
+        store.close()
+
+
+def answer(
+    ctx: typer.Context,
+    question_id: Annotated[str, typer.Argument(help="The question id (q4h-…).")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    no_drive: Annotated[
+        bool, typer.Option("--no-drive", help="Record the answer only; `mindloop run` drives later.")
+    ] = False,
+) -> None:
+    """Answer a question; the asking dialog (and its tree) is driven on."""
+    code = asyncio.run(_answer(get_rtws(ctx), question_id, text, no_drive))
+    raise typer.Exit(code)
+
+
+async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
+    rt = DialogRuntime(rtws)
+    renderer = TranscriptRenderer(console)
+    renderer.attach(rt.bus)
+    try:
+        for d in rt.store.list_dialogs():
+            renderer.set_dialog(d.id, d.member)
+        did = rt.answer_question(qid, text)
+        console.print(f"answered {qid} (dialog {did})")
+        if no_drive:
+            return 0
+        results = await Scheduler(rt).run()
+        pending = rt.store.open_questions()
+    finally:
+        renderer.close()
+        await rt.aclose()
+    for q in pending:
+        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
+    return 1 if any(r.reason == "error" for r in results) else 0

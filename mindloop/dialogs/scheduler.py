@@ -1,0 +1,79 @@
+"""The backend loop: drives every dialog that needs a drive, many concurrently.
+
+One drive at a time per dialog (the runtime's per-dialog lock, and the scheduler never
+starts a second task for a dialog it is driving); a dialog waiting on side dialogs or on
+the human is not driven. Provider concurrency is limited by the provider pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+
+
+class Scheduler:
+    def __init__(self, runtime: DialogRuntime, *, max_concurrent_drives: int = 1000) -> None:
+        self.rt = runtime
+        self.max_concurrent = max_concurrent_drives
+        self.results: list[DriveResult] = []
+        self.errors: list[BaseException] = []
+
+    def drivable(self, exclude: set[str]) -> list[str]:
+        out = []
+        for did in self.rt.store.dialogs_needing_drive():
+            if did in exclude:
+                continue
+            if self.rt.tree.can_drive(did):
+                out.append(did)
+            else:
+                # Nothing to do until what it waits on resolves (that sets needs_drive).
+                self.rt.store.update_dialog(did, needs_drive=False, status="waiting")
+        return out
+
+    async def run(
+        self,
+        *,
+        watch: bool = False,
+        poll_interval: float = 0.5,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DriveResult]:
+        """Drive until nothing is drivable and nothing runs (or forever with `watch`,
+        polling the store for work written by other processes, e.g. `mindloop answer`)."""
+        running: dict[str, asyncio.Task[DriveResult]] = {}
+        try:
+            while True:
+                self.rt.wake.clear()
+                room = self.max_concurrent - len(running)
+                for did in self.drivable(set(running))[: max(0, room)]:
+                    running[did] = asyncio.create_task(self.rt.drive(did), name=f"drive:{did}")
+                if stop is not None and stop():
+                    break
+                if not running:
+                    if not watch:
+                        break
+                    try:
+                        await asyncio.wait_for(self.rt.wake.wait(), poll_interval)
+                    except TimeoutError:
+                        pass
+                    continue
+                waker = asyncio.ensure_future(self.rt.wake.wait())
+                done, _ = await asyncio.wait(
+                    [*running.values(), waker], return_when=asyncio.FIRST_COMPLETED
+                )
+                waker.cancel()
+                for did, task in list(running.items()):
+                    if task in done:
+                        del running[did]
+                        exc = task.exception()
+                        if exc is not None:
+                            self.errors.append(exc)
+                        else:
+                            self.results.append(task.result())
+        finally:
+            for task in running.values():
+                task.cancel()
+            if running:
+                await asyncio.gather(*running.values(), return_exceptions=True)
+        return self.results
