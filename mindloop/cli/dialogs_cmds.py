@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mindloop.cli.common import console, get_rtws
-from mindloop.store import MessageRecord, Store
+from mindloop.store import DialogRecord, MessageRecord, Store
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -95,5 +95,52 @@ def show(
                 course = m.course
                 console.print(f"[dim]── course {course} ──[/]")
             console.print(_render_message(m))
+    finally:
+        store.close()
+
+
+def _tree_lines(store: Store, root_id: str) -> list[str]:
+    rows = store.list_dialogs(root_id=root_id)
+    children: dict[str | None, list[DialogRecord]] = {}
+    for r in rows:
+        children.setdefault(r.parent_id if r.id != root_id else None, []).append(r)
+    open_q = {q.dialog_id for q in store.open_questions(root_ids=[root_id])}
+    lines: list[str] = []
+
+    def walk(rec: DialogRecord, depth: int) -> None:
+        label = {"root": "root", "side": "side", "fbr": "FBR side (tool-less)"}[rec.kind]
+        extra = []
+        if rec.session_key:
+            extra.append(f"session {rec.session_key}")
+        if rec.id in open_q:
+            extra.append("waiting for the human")
+        waits = store.pending_for(rec.id)
+        if waits:
+            extra.append(f"waiting on {len(waits)}")
+        tail = f" ({', '.join(extra)})" if extra else ""
+        lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{rec.id} {label} @{rec.member} [{rec.status}]{tail}")
+        for child in children.get(rec.id, []):
+            walk(child, depth + 1)
+
+    for root in children.get(None, []):
+        walk(root, 0)
+    return lines
+
+
+@app.command()
+def tree(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="A task package path or a dialog id (prefix).")],
+) -> None:
+    """Print the dialog tree(s) of a task, or the tree containing a dialog."""
+    store = _open(ctx)
+    try:
+        roots = [d.id for d in store.list_dialogs(task_path=target.rstrip("/")) if d.kind == "root"]
+        if not roots:
+            did = store.resolve_dialog_id(target)
+            roots = [store.get_dialog(did).root_id]
+        for rid in roots:
+            for line in _tree_lines(store, rid):
+                console.print(escape(line))
     finally:
         store.close()

@@ -19,6 +19,18 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from mindloop.config.problems import ConfigProblem, KeyPath, dotted
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+# Aliases can make a small file expand enormously ("billion laughs"); config files are
+# small, so a generous cap on visited nodes stops that without limiting real configs.
+MAX_NODES = 100_000
+
+
+class _Unloadable(Exception):
+    """The document cannot be turned into data; carries the line and the reason."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
 
 
 @dataclass
@@ -54,6 +66,8 @@ class _Walker:
     def __init__(self, doc: YamlDoc) -> None:
         self.doc = doc
         self.constructor = SafeConstructor()
+        self.active: set[int] = set()  # ids of collection nodes being walked (alias loops)
+        self.visited = 0
 
     def problem(self, path: KeyPath, line: int, message: str) -> None:
         self.doc.problems.append(
@@ -61,21 +75,38 @@ class _Walker:
         )
 
     def value(self, node: Node, path: KeyPath) -> Any:
-        if isinstance(node, MappingNode):
-            return self.mapping(node, path)
-        if isinstance(node, SequenceNode):
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            raise _Unloadable(_line(node), f"too large: more than {MAX_NODES} values")
+        if isinstance(node, ScalarNode):
+            return self.scalar(node)
+        if id(node) in self.active:
+            raise _Unloadable(_line(node), "an alias refers to a value that contains it")
+        self.active.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self.mapping(node, path)
             items = []
             for i, item in enumerate(node.value):
                 self.doc.lines.setdefault((*path, i), _line(item))
                 items.append(self.value(item, (*path, i)))
             return items
-        return self.constructor.construct_object(node, deep=True)
+        finally:
+            self.active.discard(id(node))
+
+    def scalar(self, node: Node) -> Any:
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as err:  # e.g. an unknown tag such as !python/object
+            raise _Unloadable(_line(node), f"YAML error: {err.problem or err}") from None
+        except (ValueError, OverflowError) as err:  # e.g. a date like 2001-13-45
+            raise _Unloadable(_line(node), f"invalid value {node.value!r}: {err}") from None
 
     def key(self, node: Node, path: KeyPath) -> str | None:
         if not isinstance(node, ScalarNode):
             self.problem(path, _line(node), "a mapping key must be a plain value")
             return None
-        raw = self.constructor.construct_object(node, deep=True)
+        raw = self.scalar(node)
         if raw is None or isinstance(raw, bool):
             # `null:` / `yes:` as keys are almost always a typo; keep the source text.
             return str(node.value)
@@ -154,15 +185,7 @@ def load_yaml(text: str, file: str) -> YamlDoc:
     doc.lines[()] = _line(root)
     try:
         doc.data = walker.value(root, ())
-    except yaml.MarkedYAMLError as err:  # e.g. an invalid timestamp or unknown tag
-        mark = err.problem_mark or err.context_mark
-        doc.problems.append(
-            ConfigProblem(
-                file=file,
-                line=int(mark.line) + 1 if mark is not None else None,
-                path="",
-                message=f"YAML error: {err.problem or err}",
-            )
-        )
+    except _Unloadable as err:
+        doc.problems.append(ConfigProblem(file=file, line=err.line, path="", message=err.message))
         doc.data = None
     return doc

@@ -27,11 +27,16 @@ HIDDEN = frozenset({"thinking"})
 class History:
     def __init__(self, records: Iterable[MessageRecord] = ()) -> None:
         self.messages: list[ChatMessage] = []
+        self.last_id = 0  # id of the newest record added (records arrive in id order)
         self._last_gen: int | None = None
         for rec in records:
             self.add(rec)
 
     def add(self, rec: MessageRecord) -> None:
+        if rec.id:
+            if rec.id <= self.last_id:
+                return  # already seen
+            self.last_id = rec.id
         kind = rec.kind
         if kind in HIDDEN:
             return

@@ -179,7 +179,14 @@ class DialogRuntime:
         """Drive one dialog (one drive at a time per dialog)."""
         live = self._load(dialog_id)
         async with live.lock:
-            live.record = self.store.get_dialog(dialog_id)
+            fresh = self.store.get_dialog(dialog_id)
+            if fresh.course != live.record.course:
+                live.history = History(self.store.load_history(dialog_id, course=fresh.course))
+            else:  # catch up with what others appended (replies, tellask-backs, answers)
+                live.history.extend(
+                    self.store.messages_after(dialog_id, fresh.course, live.history.last_id)
+                )
+            live.record = fresh
             return await self._drive_locked(live, max_steps or self.max_steps)
 
     async def _drive_locked(self, live: _Live, max_steps: int) -> DriveResult:
@@ -310,7 +317,7 @@ class DialogRuntime:
         note = UserMessage.model_construct(role="user", text=text)
         for i in range(len(msgs) - 1, -1, -1):
             if isinstance(msgs[i], UserMessage):
-                msgs[i] = UserMessage.model_construct(role="user", text=text + "\n\n" + msgs[i].text)
+                msgs.insert(i, note)
                 return msgs
         return [note, *msgs]
 
@@ -412,7 +419,7 @@ class DialogRuntime:
                 live.history.extend(dispatched.notes)
                 if dispatched.failed and not out.calls and not dispatched.created and not dispatched.resumed and not dispatched.questions:
                     out.final = False  # let the model see why its tellask failed
-            if out.final and rec.kind != "root":
+            if out.final:  # a root answers tellask-backs of its side dialogs too
                 self.tree.deliver_final(rec, out.text)
         if violation is not None:
             self.bus.publish("error", did, code=fbr.VIOLATION_CODE, message=violation)

@@ -9,6 +9,7 @@ own retries are off (`max_retries=0`); `retry.stream_with_retry` is the retry po
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -218,7 +219,10 @@ class AnthropicProvider:
             async for event in self._translate(sdk_stream):
                 yield event
         finally:
-            await sdk_stream.close()
+            # Closing a connection that already broke may raise again; the error that
+            # ended the stream is the one worth reporting.
+            with contextlib.suppress(Exception):
+                await sdk_stream.close()
 
     async def _translate(self, sdk_stream: Any) -> AsyncIterator[StreamEvent]:
         state = _StreamState()

@@ -9,6 +9,7 @@ be checked without a network.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -209,7 +210,10 @@ class OpenAICompatProvider:
             async for event in self._translate(sdk_stream):
                 yield event
         finally:
-            await sdk_stream.close()
+            # Closing a connection that already broke may raise again; the error that
+            # ended the stream is the one worth reporting.
+            with contextlib.suppress(Exception):
+                await sdk_stream.close()
 
     async def _translate(self, sdk_stream: Any) -> AsyncIterator[StreamEvent]:
         calls = _ToolCallAssembler()

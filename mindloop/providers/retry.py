@@ -73,8 +73,9 @@ async def stream_with_retry(
     attempt = 1
     while True:
         dirty = False  # events yielded by this attempt that a retry would invalidate
-        stream = provider.stream(request)
+        stream: AsyncIterator[StreamEvent] | None = None
         try:
+            stream = provider.stream(request)
             async for event in stream:
                 dirty = True
                 yield event
@@ -82,7 +83,8 @@ async def stream_with_retry(
         except ProviderError as err:
             failure = err
         finally:
-            await _close(stream)
+            if stream is not None:
+                await _close(stream)
         if not failure.retriable:
             raise failure
         if attempt >= attempts:

@@ -226,6 +226,15 @@ class Store:
         rows = self._rows(q.order_by(t.messages.c.id))
         return [MessageRecord.model_validate(r._asdict()) for r in rows]
 
+    def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
+        """Messages of one course newer than `after_id` (what others appended since)."""
+        q = sa.select(t.messages).where(
+            t.messages.c.dialog_id == dialog_id,
+            t.messages.c.course == course,
+            t.messages.c.id > after_id,
+        )
+        return [MessageRecord.model_validate(r._asdict()) for r in self._rows(q.order_by(t.messages.c.id))]
+
     def count_messages(self, dialog_id: str) -> int:
         q = sa.select(sa.func.count()).where(t.messages.c.dialog_id == dialog_id)
         return int(self._scalar(q) or 0)

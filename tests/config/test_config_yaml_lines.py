@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -91,11 +95,42 @@ def test_line_index_matches_generated_yaml(data: dict[str, object], flow_leaves:
     lines = text.splitlines()
     for path in _paths(data):
         line = doc.lines[path]
-        # the recorded line is where this key is written, at its nesting depth
-        written = lines[line - 1]
-        key = path[-1]
-        assert written.lstrip().startswith((f"{key}:", f"'{key}':", f"{{{key}:")) or (
-            f"{key}:" in written
-        )
+        written, key = lines[line - 1], path[-1]
+        # the recorded line is where this key is written (as a key, not inside a value)
+        assert re.search(rf"(^|[\s{{,]){re.escape(key)}:", written), (path, line, text)
         if not flow_leaves:
             assert written.startswith("  " * (len(path) - 1) + key + ":")
+
+
+def _bomb(levels: int) -> str:
+    names = [chr(ord("a") + i) for i in range(levels + 1)]
+    text = f"{names[0]}: &{names[0]} [" + ",".join(["x"] * 10) + "]\n"
+    for prev, name in itertools.pairwise(names):
+        text += f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]\n"
+    return text
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("a: &a [*a]\n", 1, "an alias refers to a value that contains it"),
+        ("a:\n  b: &b {c: *b}\n", 2, "an alias refers to a value that contains it"),
+        ("a: 1\nb: 2001-13-45\n", 2, "invalid value '2001-13-45': month must be in 1..12"),
+        (_bomb(6), 1, "too large: more than 100000 values"),
+    ],
+)
+def test_hostile_documents_become_problems(text: str, line: int, message: str) -> None:
+    doc = load_yaml(text, "t.yaml")
+    assert doc.data is None
+    assert [(p.line, p.message) for p in doc.problems] == [(line, message)]
+
+
+def test_aliases_to_plain_values_are_fine() -> None:
+    doc = load_yaml("a: &x {k: 1}\nb: *x\nc: *x\n", "t.yaml")
+    assert doc.problems == [] and doc.data == {"a": {"k": 1}, "b": {"k": 1}, "c": {"k": 1}}
+
+
+def test_non_scalar_key_is_a_problem() -> None:
+    doc = load_yaml("? [1, 2]\n: x\nok: 1\n", "t.yaml")
+    assert doc.data == {"ok": 1}
+    assert [str(p) for p in doc.problems] == ["t.yaml:1: a mapping key must be a plain value"]

@@ -77,7 +77,10 @@ class LoopbackServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # A short poll interval keeps `shutdown()` (which waits for the next poll) fast.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def _record(self, path: str, body: Any, headers: dict[str, str]) -> Reply:
         with self._lock:
@@ -92,8 +95,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def __enter__(self) -> LoopbackServer:
         self._thread.start()
