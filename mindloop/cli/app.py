@@ -77,7 +77,7 @@ def check(ctx: typer.Context) -> None:
     problems = [str(p) for p in check_config(rtws)] + check_rtws(rtws)
     if problems:
         for line in problems:
-            err_console.print(line, markup=False)
+            err_console.print(line, markup=False, soft_wrap=True)
         err_console.print(f"{len(problems)} problem(s) found")
         raise typer.Exit(1)
     console.print("configuration OK")

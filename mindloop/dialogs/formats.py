@@ -71,8 +71,9 @@ def tellask_back_answer(*, responder: str, answer: str) -> str:
     return f"@{responder} answered your TellaskBack:\n\n{quote(answer)}"
 
 
-def failed_tellask_message(*, headline: str, message: str) -> str:
-    return f"[mindloop] tellask failed: {message}\n\nThe tellask was:\n{quote(headline)}"
+def failed_tellask_message(*, headline: str, message: str, code: str | None) -> str:
+    tag = f" ({code})" if code and code not in message else ""
+    return f"[mindloop] tellask failed{tag}: {message}\n\nThe tellask was:\n{quote(headline)}"
 
 
 def question_answer_message(*, question_id: str, headline: str, answer: str) -> str:

@@ -371,7 +371,7 @@ class DialogRuntime:
             out.text, out.calls, tellasks = violation, [], []
             out.violation = True
         routes = []
-        if tellasks and not live.is_fbr:
+        if tellasks:  # in FBR only a valid @tellasker survives find_violation
             routes = route_message(
                 tellasks,
                 caller_member=rec.member,

@@ -85,7 +85,9 @@ class DialogTree:
                     self._note(
                         caller,
                         "tellask_result",
-                        formats.failed_tellask_message(headline=call.headline, message=route.message),
+                        formats.failed_tellask_message(
+                            headline=call.headline, message=route.message, code=route.code
+                        ),
                         status="failed",
                         code=route.code,
                         call_id=call.call_id,

@@ -10,7 +10,7 @@ from mindloop.dialogs import formats
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import NotFoundError
-from tests.conftest import write_script, write_team
+from tests.scenario_util import write_script, write_team
 
 TEAM = {"dev": {"toolsets": ["*"]}, "pangu": {"toolsets": ["fs"]}, "bob": {"toolsets": ["fs"]}}
 
