@@ -1,0 +1,1 @@
+"""mindloop's performance benchmark (run it with `python bench/run.py`)."""
