@@ -10,7 +10,7 @@ from rich.console import Console
 from mindloop.errors import RtwsError
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def get_rtws(ctx: typer.Context, *, must_exist: bool = True) -> Path:

@@ -39,9 +39,11 @@ def list_(
             data = [r.model_dump() | {"messages": store.count_messages(r.id)} for r in rows]
             typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
             return
-        table = Table("id", "kind", "member", "task", "status", "msgs", "created")
+        table = Table("kind", "member", "task", "status", "msgs", "created")
+        table.add_column("id", no_wrap=True, min_width=14)
         for r in rows:
-            table.add_row(r.id, r.kind, r.member, r.task_path, r.status, str(store.count_messages(r.id)), _ts(r.created_at))
+            msgs = str(store.count_messages(r.id))
+            table.add_row(r.kind, r.member, r.task_path, r.status, msgs, _ts(r.created_at), r.id)
         console.print(table if rows else "no dialogs yet")
     finally:
         store.close()

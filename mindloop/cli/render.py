@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TextIO
 
@@ -69,7 +68,9 @@ class TranscriptRenderer:
             depth = self._depth.get(parent, -1) + 1 if parent else 0
             self.set_dialog(did or "", d.get("member", "?"), depth)
             if parent:
-                p(f"{self._indent(did)}[cyan]↳ side dialog {did} @{escape(d.get('member', '?'))}[/]")
+                kind = "FBR side dialog (tool-less)" if d.get("kind") == "fbr" else "side dialog"
+                session = f" session {d['session']}" if d.get("session") else ""
+                p(f"{self._indent(did)}[cyan]↳ {kind} {did} @{escape(d.get('member', '?'))}{escape(session)}[/]")
         elif ev.type == "tool_call":
             p(f"{ind}[yellow]⚙ {escape(d['name'])}[/] {escape(_one_line(d.get('arguments', ''), 100))}")
         elif ev.type == "tool_result":
@@ -83,8 +84,12 @@ class TranscriptRenderer:
             p(f"{ind}[dim]… retrying generation (attempt {d.get('attempt')}): {escape(str(d.get('reason')))}[/]")
         elif ev.type == "taskdoc_changed":
             p(f"{ind}[blue]✎ Taskdoc section {escape(str(d.get('section')))} changed[/]")
-        elif ev.type in {"question_asked", "tellask_call", "tellask_response", "question_answered"}:
-            p(f"{ind}[cyan]{ev.type.replace('_', ' ')}:[/] {escape(_one_line(json.dumps(d, ensure_ascii=False)))}")
+        elif ev.type == "tellask_response":
+            p(f"{ind}[cyan]← reply from {d.get('side_id')} delivered[/]")
+        elif ev.type == "question_asked":
+            p(f"{ind}[cyan]? question {d.get('question_id')} for the human:[/] {escape(_one_line(d.get('headline', '')))}")
+        elif ev.type == "question_answered":
+            p(f"{ind}[cyan]✓ question {d.get('question_id')} answered[/]")
 
     def close(self) -> None:
         self._end_text()

@@ -262,3 +262,237 @@ def check_done(snap: Snapshot, rtws: Path) -> list[str]:
         if got != content:
             problems.append(f"{rel}: {got!r} != {content!r}")
     return problems
+
+
+# --------------------------------------------------------------------------- launching
+#
+# A trial starts three to five `mindloop` processes. Exec'ing the console script costs
+# ~0.6 s of imports each, which would put 50+ trials far beyond the test's time budget,
+# so most processes come from a fork server: a Python process that has imported
+# `mindloop.cli.app` once and forks a child per command; the child runs the same
+# `mindloop.cli.app.main` the console script runs, on its own pid, and is SIGKILLed like
+# any other process. Some trials exec `python -m mindloop.cli.app` instead, so the real
+# entry point is exercised too.
+
+
+class Proc:
+    """A started `mindloop` process: its pid, a way to wait for it, its log."""
+
+    def __init__(self, pid: int, log: Path, waiter: Any) -> None:
+        self.pid = pid
+        self.log = log
+        self._waiter = waiter
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float) -> int:
+        """Exit code, or -signal when killed. Raises TimeoutError (after a SIGKILL)."""
+        if self.returncode is None:
+            self.returncode = self._waiter(self.pid, timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        import os
+        import signal
+
+        if self.returncode is None:  # not reaped yet: the pid cannot have been reused
+            os.kill(self.pid, signal.SIGKILL)
+
+    def has_store_open(self, rtws: Path) -> bool:
+        """True once the process holds the rtws database open (it is past its imports and
+        about to work), or once it is gone. Linux: reads /proc/<pid>/fd."""
+        import os
+
+        fd_dir = f"/proc/{self.pid}/fd"
+        try:
+            names = os.listdir(fd_dir)
+        except FileNotFoundError:
+            return True
+        db = str(rtws / ".mindloop" / "state.sqlite")
+        for name in names:
+            try:
+                if os.readlink(f"{fd_dir}/{name}") == db:
+                    return True
+            except OSError:
+                continue
+        try:  # a zombie has no fds left: it is done
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+
+
+class ExecLauncher:
+    """`python -m mindloop.cli.app …`: a fresh interpreter, exactly as a user runs it."""
+
+    name = "exec"
+
+    def __init__(self) -> None:
+        self._procs: dict[int, Any] = {}
+
+    def start(self, args: list[str], log: Path) -> Proc:
+        import subprocess
+        import sys
+
+        with log.open("ab") as fh:
+            p = subprocess.Popen(
+                [sys.executable, "-m", "mindloop.cli.app", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=_child_env(),
+            )
+        self._procs[p.pid] = p
+        return Proc(p.pid, log, self._wait)
+
+    def _wait(self, pid: int, timeout: float) -> int:
+        import subprocess
+
+        p = self._procs.pop(pid)
+        try:
+            return int(p.wait(timeout))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise TimeoutError(f"mindloop pid {pid} still running after {timeout}s") from None
+
+    def close(self) -> None:
+        for p in self._procs.values():
+            p.kill()
+            p.wait()
+        self._procs.clear()
+
+
+class ForkLauncher:
+    """Talks to `python -m tests.dialogs.crash_scenario serve` (see `serve`)."""
+
+    name = "fork"
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "tests.dialogs.crash_scenario", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env=_child_env(),
+        )
+        self._ask({"op": "ping"})
+
+    def _ask(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        assert self._server.stdin is not None and self._server.stdout is not None
+        self._server.stdin.write((json.dumps(msg) + "\n").encode())
+        self._server.stdin.flush()
+        line = self._server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the fork server died (exit {self._server.poll()})")
+        return dict(json.loads(line))
+
+    def start(self, args: list[str], log: Path) -> Proc:
+        pid = int(self._ask({"op": "start", "args": args, "log": str(log)})["pid"])
+        return Proc(pid, log, self._wait)
+
+    def _wait(self, pid: int, timeout: float) -> int:
+        status = self._ask({"op": "wait", "pid": pid, "timeout": timeout})["status"]
+        if status is None:
+            raise TimeoutError(f"mindloop pid {pid} still running after {timeout}s")
+        return int(status)
+
+    def close(self) -> None:
+        if self._server.stdin is not None:
+            self._server.stdin.close()
+        self._server.wait(30)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _child_env() -> dict[str, str]:
+    """The test's environment, minus anything that could make a child talk to a terminal
+    or a real provider, plus the repo on the path (for the fork server's import)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env["NO_COLOR"] = "1"
+    env["COLUMNS"] = "120"
+    return env
+
+
+def serve() -> None:
+    """The fork server: one JSON request per stdin line, one JSON answer per line.
+
+    `start {args, log}` forks a child that runs `mindloop <args>` with stdout/stderr in
+    `log` and answers its pid; `wait {pid, timeout}` reaps it and answers its exit status
+    (`-signal` when killed, null on timeout, after which the child is SIGKILLed and
+    reaped). Children are reaped only on `wait`, so a pid stays valid for `kill` until
+    then. EOF on stdin ends the server.
+    """
+    import json
+    import os
+    import select
+    import signal
+    import sys
+
+    import mindloop.cli.app as cli  # the whole point: import once, fork many
+
+    def reply(obj: dict[str, Any]) -> None:
+        os.write(1, (json.dumps(obj) + "\n").encode())
+
+    def reap(pid: int) -> int:
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    for line in sys.stdin.buffer:
+        msg = json.loads(line)
+        if msg["op"] == "ping":
+            reply({"ok": True})
+        elif msg["op"] == "start":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: become `mindloop <args>`
+                code = 70
+                try:
+                    fd = os.open(msg["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    null = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(null, 0)
+                    sys.argv = ["mindloop", *msg["args"]]
+                    cli.main()
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            reply({"pid": pid})
+        elif msg["op"] == "wait":
+            pid = int(msg["pid"])
+            pidfd = os.pidfd_open(pid)
+            try:
+                ready, _, _ = select.select([pidfd], [], [], float(msg["timeout"]))
+            finally:
+                os.close(pidfd)
+            if ready:
+                reply({"status": reap(pid)})
+            else:
+                os.kill(pid, signal.SIGKILL)
+                reap(pid)
+                reply({"status": None})
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["serve"]:
+        serve()
