@@ -175,11 +175,13 @@ class CommitCounter:
     transactions that changed nothing write no WAL frames and fsync nothing.
     """
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine | type[sa.Engine]) -> None:
+        """`engine`: the runtime's engine, or the `Engine` class to count every engine's
+        commits in this process (used to cross-check against strace)."""
         self.durable = 0
         self.readonly = 0
         self.statements = 0
-        self._changes = -1
+        self._changes: dict[int, int] = {}
         sa.event.listen(engine, "commit", self._on_commit)
         sa.event.listen(engine, "before_cursor_execute", self._on_execute)
 
@@ -189,11 +191,11 @@ class CommitCounter:
     def _on_commit(self, conn: sa.Connection) -> None:
         dbapi = conn.connection.dbapi_connection
         changes = int(getattr(dbapi, "total_changes", 0))
-        if self._changes < 0 or changes != self._changes:
+        if self._changes.get(id(dbapi)) != changes:
             self.durable += 1
         else:
             self.readonly += 1
-        self._changes = changes
+        self._changes[id(dbapi)] = changes
 
     def snapshot(self) -> tuple[int, int]:
         return self.durable, self.statements
@@ -268,10 +270,11 @@ async def _s1_run(rt: DialogRuntime, counter: CommitCounter, history: int) -> di
     }
 
 
-def scenario1(history: int, runs: int) -> dict[str, Any]:
-    """Per-step overhead: 20 tool calls then an answer, on `history` preloaded messages."""
+def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
+    """Per-step overhead: 20 tool calls then an answer, on each preloaded history size
+    (a fresh rtws and runtime per size; a warm-up drive before the measured ones)."""
 
-    async def main(root: Path) -> list[dict[str, float]]:
+    async def main(root: Path, history: int) -> list[dict[str, float]]:
         rt = DialogRuntime(make_rtws(root / "proj"), tools=bench_registry())
         counter = CommitCounter(rt.store._engine)
         try:
@@ -280,9 +283,11 @@ def scenario1(history: int, runs: int) -> dict[str, Any]:
         finally:
             await rt.aclose()
 
-    with scratch_dir() as root:
-        samples = asyncio.run(main(root))
-    return {"samples": _columns(samples), "peak_rss": peak_rss_bytes()}
+    by_history = {}
+    for history in histories:
+        with scratch_dir() as root:
+            by_history[str(history)] = _columns(asyncio.run(main(root, history)))
+    return {"by_history": by_history, "peak_rss": peak_rss_bytes()}
 
 
 # ---------------------------------------------------------------------- scenario 2
@@ -379,10 +384,3 @@ def scenario3(dialogs: int, steps: int, runs: int) -> dict[str, Any]:
 
 def _columns(samples: list[dict[str, float]]) -> dict[str, list[float]]:
     return {key: [s[key] for s in samples] for key in samples[0]}
-
-
-CASES: dict[str, Callable[..., dict[str, Any]]] = {
-    "s1": scenario1,
-    "s2": scenario2,
-    "s3": scenario3,
-}

@@ -19,4 +19,6 @@ def write_team(rtws: Path, members: dict[str, dict[str, Any]], **defaults: Any) 
 
 def write_script(rtws: Path, responses: list[dict[str, Any]], model: str = "mock-model") -> None:
     path = rtws / ".minds" / "mock" / f"{model}.yaml"
-    path.write_text(yaml.safe_dump({"responses": responses}, sort_keys=False, allow_unicode=True), "utf-8")
+    path.write_text(
+        yaml.safe_dump({"responses": responses}, sort_keys=False, allow_unicode=True), "utf-8"
+    )

@@ -45,7 +45,9 @@ def _root(
 @app.command()
 def init(
     ctx: typer.Context,
-    directory: Annotated[Path | None, typer.Argument(help="Where to create it (default: the rtws).")] = None,
+    directory: Annotated[
+        Path | None, typer.Argument(help="Where to create it (default: the rtws).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     provider: Annotated[
         str, typer.Option(help="auto | mock | openai | anthropic (auto picks from the env).")

@@ -55,7 +55,9 @@ async def _chat(
                 raise MindloopError("--dialog continues an existing dialog; drop --task/--member")
             rec = rt.store.get_dialog(rt.store.resolve_dialog_id(dialog))
             if rec.kind != "root":
-                raise MindloopError(f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}")
+                raise MindloopError(
+                    f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}"
+                )
         else:
             rec = rt.create_root_dialog(task or _only_task(rt), member)
         renderer.set_dialog(rec.id, rec.member)
@@ -89,7 +91,9 @@ def _report(rt: DialogRuntime, root_id: str, results: list[DriveResult], max_ste
             f'  answer with: mindloop answer -C {rt.rtws} {q.id} "…"'
         )
     if last.reason == "step_limit":
-        console.print(f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {root_id}[/]")
+        console.print(
+            f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {root_id}[/]"
+        )
     console.print(f"[dim]state in {rt.store.path} · continue with --dialog {root_id}[/]")
     if failed:
         return 1
@@ -103,7 +107,9 @@ def _only_task(rt: DialogRuntime) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise MindloopError("no task package in the rtws; create one with `mindloop task new <slug>`")
+        raise MindloopError(
+            "no task package in the rtws; create one with `mindloop task new <slug>`"
+        )
     raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
 
 

@@ -87,10 +87,14 @@ def show(
             }
             typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
             return
-        console.print(f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}")
+        console.print(
+            f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}"
+        )
         tokens_in = sum(g.input_tokens or 0 for g in gens)
         tokens_out = sum(g.output_tokens or 0 for g in gens)
-        console.print(f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]")
+        console.print(
+            f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]"
+        )
         course = None
         for m in msgs:
             if m.course != course:
@@ -120,7 +124,9 @@ def _tree_lines(store: Store, root_id: str) -> list[str]:
         if waits:
             extra.append(f"waiting on {len(waits)}")
         tail = f" ({', '.join(extra)})" if extra else ""
-        lines.append(f"{'  ' * depth}{'└─ ' if depth else ''}{rec.id} {label} @{rec.member} [{rec.status}]{tail}")
+        lines.append(
+            f"{'  ' * depth}{'└─ ' if depth else ''}{rec.id} {label} @{rec.member} [{rec.status}]{tail}"
+        )
         for child in children.get(rec.id, []):
             walk(child, depth + 1)
 

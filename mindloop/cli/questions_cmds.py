@@ -28,7 +28,9 @@ def questions(
     try:
         roots = None
         if task is not None:
-            roots = [d.id for d in store.list_dialogs(task_path=task.rstrip("/")) if d.kind == "root"]
+            roots = [
+                d.id for d in store.list_dialogs(task_path=task.rstrip("/")) if d.kind == "root"
+            ]
         qs = store.open_questions(root_ids=roots)
         if as_json:
             typer.echo(json.dumps([q.model_dump() for q in qs], indent=2, ensure_ascii=False))
@@ -51,7 +53,8 @@ def answer(
     question_id: Annotated[str, typer.Argument(help="The question id (q4h-…).")],
     text: Annotated[str, typer.Argument(help="Your answer.")],
     no_drive: Annotated[
-        bool, typer.Option("--no-drive", help="Record the answer only; `mindloop run` drives later.")
+        bool,
+        typer.Option("--no-drive", help="Record the answer only; `mindloop run` drives later."),
     ] = False,
 ) -> None:
     """Answer a question; the asking dialog (and its tree) is driven on."""

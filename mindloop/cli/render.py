@@ -22,7 +22,9 @@ class TranscriptRenderer:
     """Subscribes to a bus and prints assistant text as it streams, tool calls and their
     results on one line each, and errors. Side dialogs are indented by depth."""
 
-    def __init__(self, console: Console, *, show_thinking: bool = False, out: TextIO | None = None) -> None:
+    def __init__(
+        self, console: Console, *, show_thinking: bool = False, out: TextIO | None = None
+    ) -> None:
         self.console = console
         self.out = out or sys.stdout
         self.show_thinking = show_thinking
@@ -70,9 +72,13 @@ class TranscriptRenderer:
             if parent:
                 kind = "FBR side dialog (tool-less)" if d.get("kind") == "fbr" else "side dialog"
                 session = f" session {d['session']}" if d.get("session") else ""
-                p(f"{self._indent(did)}[cyan]↳ {kind} {did} @{escape(d.get('member', '?'))}{escape(session)}[/]")
+                p(
+                    f"{self._indent(did)}[cyan]↳ {kind} {did} @{escape(d.get('member', '?'))}{escape(session)}[/]"
+                )
         elif ev.type == "tool_call":
-            p(f"{ind}[yellow]⚙ {escape(d['name'])}[/] {escape(_one_line(d.get('arguments', ''), 100))}")
+            p(
+                f"{ind}[yellow]⚙ {escape(d['name'])}[/] {escape(_one_line(d.get('arguments', ''), 100))}"
+            )
         elif ev.type == "tool_result":
             mark = "[red]✗[/]" if d.get("is_error") else "[green]✓[/]"
             p(f"{ind}  {mark} {escape(_one_line(d.get('text', '')))}")
@@ -81,13 +87,17 @@ class TranscriptRenderer:
         elif ev.type == "note":
             p(f"{ind}[magenta]{escape(str(d.get('text', '')))}[/]")
         elif ev.type == "generation_restart":
-            p(f"{ind}[dim]… retrying generation (attempt {d.get('attempt')}): {escape(str(d.get('reason')))}[/]")
+            p(
+                f"{ind}[dim]… retrying generation (attempt {d.get('attempt')}): {escape(str(d.get('reason')))}[/]"
+            )
         elif ev.type == "taskdoc_changed":
             p(f"{ind}[blue]✎ Taskdoc section {escape(str(d.get('section')))} changed[/]")
         elif ev.type == "tellask_response":
             p(f"{ind}[cyan]← reply from {d.get('side_id')} delivered[/]")
         elif ev.type == "question_asked":
-            p(f"{ind}[cyan]? question {d.get('question_id')} for the human:[/] {escape(_one_line(d.get('headline', '')))}")
+            p(
+                f"{ind}[cyan]? question {d.get('question_id')} for the human:[/] {escape(_one_line(d.get('headline', '')))}"
+            )
         elif ev.type == "question_answered":
             p(f"{ind}[cyan]✓ question {d.get('question_id')} answered[/]")
 

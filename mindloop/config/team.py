@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -195,6 +195,8 @@ class TeamSpec(BaseModel):
     member_defaults: MemberSpec = Field(default_factory=lambda: MemberSpec.model_validate({}))
     default_responder: str | None = None
     members: dict[str, MemberSpec | None] = Field(default_factory=dict)
+    # The language of runtime-written prompts and headings (decision 10): en or zh.
+    work_language: Literal["en", "zh"] = "en"
 
 
 class TeamConfig(BaseModel):
@@ -205,6 +207,7 @@ class TeamConfig(BaseModel):
     member_defaults: MemberSpec = Field(default_factory=lambda: MemberSpec.model_validate({}))
     members: dict[str, MemberConfig]
     default_responder: str
+    work_language: Literal["en", "zh"] = "en"
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:
@@ -279,5 +282,8 @@ def resolve_team(
     if issues or responder is None or len(members) < len(all_ids):
         return None, issues
     return TeamConfig(
-        member_defaults=spec.member_defaults, members=members, default_responder=responder
+        member_defaults=spec.member_defaults,
+        members=members,
+        default_responder=responder,
+        work_language=spec.work_language,
     ), issues

@@ -14,6 +14,7 @@ from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, text_for
 from mindloop.store.records import DialogRecord
 from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
+from mindloop.taskdoc.sections import Lang
 
 
 class _StatCache:
@@ -37,7 +38,7 @@ class _StatCache:
 
 
 class ContextBuilder:
-    def __init__(self, rtws: Path, config: Config, lang: str = "en") -> None:
+    def __init__(self, rtws: Path, config: Config, lang: Lang = "en") -> None:
         self.rtws = rtws
         self.config = config
         self.lang = lang

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from mindloop.store import Store
 from mindloop.taskdoc import tool_description
+from mindloop.taskdoc.sections import Lang
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 
@@ -98,7 +99,7 @@ async def _clear_mind(args: ClearMindArgs, ctx: ToolContext) -> ToolOutput:
     )
 
 
-def control_tools(lang: str = "en") -> list[Tool]:
+def control_tools(lang: Lang = "en") -> list[Tool]:
     return [
         Tool(
             "add_reminder",

@@ -62,13 +62,13 @@ def check_request(req: GenerationRequest) -> None:
         problems.append(f"{len(req.tools)} tool definition(s) present")
     if req.system != FBR_SYSTEM_PROMPT:
         problems.append("system prompt is not the fixed FBR prompt")
-    notices = [
-        m for m in req.messages if isinstance(m, UserMessage) and m.text == NO_TOOLS_NOTICE
-    ]
+    notices = [m for m in req.messages if isinstance(m, UserMessage) and m.text == NO_TOOLS_NOTICE]
     if len(notices) != 1 or not req.messages or req.messages[0] is not notices[0]:
         problems.append("the no-tools notice must be the one first message")
     if problems:
-        raise FbrPolicyError(f"{POLICY_CODE}: FBR policy invariant violation: " + "; ".join(problems))
+        raise FbrPolicyError(
+            f"{POLICY_CODE}: FBR policy invariant violation: " + "; ".join(problems)
+        )
 
 
 def violation_text(what: str) -> str:

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from mindloop.dialogs.tellask import TellaskCall
 
 RUNTIME_ID = "mindloop"  # responder id on runtime notes
 RESERVED = frozenset({"self", "tellasker", "human", RUNTIME_ID})
@@ -71,7 +74,7 @@ def _fail(index: int, code: str, **fmt: object) -> Route:
 
 
 def route_call(
-    call: object,
+    call: TellaskCall,
     *,
     caller_member: str,
     caller_is_root: bool,
@@ -79,15 +82,15 @@ def route_call(
     fbr_effort: int,
 ) -> Route:
     """Route one parsed call (a `TellaskCall`)."""
-    idx: int = call.index  # type: ignore[attr-defined]
-    err = call.error  # type: ignore[attr-defined]
+    idx = call.index
+    err = call.error
     if err is not None:
         return Route(RouteKind.FAIL, idx, code=err.code, message=f"{err.code}: {err.message}")
-    mention: str = call.mention  # type: ignore[attr-defined]
-    session: str | None = call.session  # type: ignore[attr-defined]
+    mention = call.mention
+    session = call.session
     known = ", ".join(f"@{m}" for m in members)
     if mention in members:
-        mentioned = [m for m in call.mentions if m not in RESERVED]  # type: ignore[attr-defined]
+        mentioned = [m for m in call.mentions if m not in RESERVED]
         if len(mentioned) >= 2:
             unknown = [m for m in mentioned if m not in members]
             if unknown:
@@ -119,7 +122,7 @@ def route_call(
 
 
 def route_message(
-    calls: list[object],
+    calls: Sequence[TellaskCall],
     *,
     caller_member: str,
     caller_is_root: bool,

@@ -32,6 +32,7 @@ from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolSpe
 from mindloop.providers.pool import ProviderPool
 from mindloop.store import DialogRecord, GenerationRecord, MessageRecord, Store, new_id
 from mindloop.taskdoc import ROOT_ONLY_TOOLS
+from mindloop.taskdoc.sections import Lang
 from mindloop.tools.base import Acl, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry
@@ -78,18 +79,18 @@ class DialogRuntime:
         tools: ToolRegistry | None = None,
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
-        lang: str = "en",
+        lang: Lang | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
-        self.tools = tools or standard_registry()
+        self.lang: Lang = lang or self.config.team.work_language
+        self.tools = tools or standard_registry(self.lang)
         self.providers = ProviderPool(self.config.llm, self.rtws)
         self.tree = DialogTree(self.store, self.bus)
         self.max_steps = max_steps
-        self.lang = lang
-        self.context = ContextBuilder(self.rtws, self.config, lang)
+        self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self._live: dict[str, _Live] = {}
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
 

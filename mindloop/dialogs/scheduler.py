@@ -8,6 +8,7 @@ the human is not driven. Provider concurrency is limited by the provider pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
@@ -53,10 +54,8 @@ class Scheduler:
                 if not running:
                     if not watch:
                         break
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.rt.wake.wait(), poll_interval)
-                    except TimeoutError:
-                        pass
                     continue
                 waker = asyncio.ensure_future(self.rt.wake.wait())
                 done, _ = await asyncio.wait(

@@ -7,6 +7,7 @@ subscription; a slow subscriber loses the oldest *chunk* events, never lifecycle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -78,7 +79,5 @@ class EventBus:
             return
         ev = Event(type=type, dialog_id=dialog_id, data=data)
         for listener in list(self._listeners):
-            try:
+            with contextlib.suppress(Exception):  # a renderer must never stop the runtime
                 listener(ev)
-            except Exception:  # noqa: S110 - a renderer must never stop the runtime
-                pass

@@ -119,9 +119,7 @@ class ProviderError(MindloopError):
     """A model call failed. `retriable` drives the retry layer; `status` is the HTTP
     status where there is one. The message never contains an API key."""
 
-    def __init__(
-        self, message: str, *, retriable: bool = False, status: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, retriable: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.retriable = retriable
         self.status = status

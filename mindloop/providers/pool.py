@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from mindloop.config import LlmConfig, ProviderConfig
 
 
+DEFAULT_SCRIPT_DIR = ".minds/mock"
+
+
 class ProviderSetupError(MindloopError):
     pass
 
@@ -32,7 +35,7 @@ def build_provider(cfg: ProviderConfig, rtws: Path) -> Provider:
     if cfg.kind == "mock":
         from mindloop.providers.mock import MockProvider
 
-        return MockProvider(cfg.name, Path(rtws) / cfg.script_dir)
+        return MockProvider(cfg.name, Path(rtws) / (cfg.script_dir or DEFAULT_SCRIPT_DIR))
     api_key = _api_key(cfg)
     if cfg.kind == "openai-compatible":
         from mindloop.providers.openai_compat import OpenAICompatProvider

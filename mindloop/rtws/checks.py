@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mindloop.config import ConfigError, load_config
 from mindloop.providers.mock_script import validate_script
+from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.effective import format_violation
 
@@ -22,7 +23,7 @@ def check_rtws(rtws: Path) -> list[str]:
             if prov.kind != "mock":
                 continue
             for model in prov.models.values():
-                script = rtws / prov.script_dir / f"{model.name}.yaml"
+                script = rtws / (prov.script_dir or DEFAULT_SCRIPT_DIR) / f"{model.name}.yaml"
                 if script.exists():
                     problems += validate_script(script)
     for rel in discover_packages(rtws):

@@ -114,6 +114,11 @@ class Store:
             self._conn.commit()
         return rows
 
+    @staticmethod
+    def _pk(res: sa.CursorResult[Any]) -> int:
+        pk = res.inserted_primary_key
+        return int(pk[0]) if pk else 0
+
     def _scalar(self, stmt: sa.Executable) -> Any:
         rows = self._rows(stmt)
         return rows[0][0] if rows else None
@@ -292,7 +297,7 @@ class Store:
         with self.tx() as c:
             values = p.model_dump(exclude={"id"}) | {"created_at": time.time()}
             res = c.execute(sa.insert(t.pending_tellasks).values(**values))
-        return p.model_copy(update={"id": int(res.inserted_primary_key[0])})
+        return p.model_copy(update={"id": self._pk(res)})
 
     def pending_for(self, caller_id: str) -> list[PendingTellask]:
         q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.caller_id == caller_id)
@@ -317,7 +322,7 @@ class Store:
         with self.tx() as c:
             values = r.model_dump(exclude={"id"}) | {"created_at": time.time()}
             res = c.execute(sa.insert(t.responses).values(**values))
-        return r.model_copy(update={"id": int(res.inserted_primary_key[0])})
+        return r.model_copy(update={"id": self._pk(res)})
 
     def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
         q = sa.select(t.responses).where(
@@ -394,8 +399,8 @@ class Store:
             c.execute(sa.insert(t.sessions).values(root_id=root_id, key=key, dialog_id=dialog_id))
 
     def sessions(self, root_id: str) -> dict[str, str]:
-        q = sa.select(t.sessions.c.key, t.sessions.c.dialog_id).where(t.sessions.c.root_id == root_id)
-        return {k: d for k, d in self._rows(q)}
+        q = sa.select(t.sessions).where(t.sessions.c.root_id == root_id)
+        return {row.key: row.dialog_id for row in self._rows(q)}
 
     # ------------------------------------------------------------------ reminders
 

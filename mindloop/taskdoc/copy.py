@@ -1,4 +1,4 @@
-# ruff: noqa: E501  (the canonical copy is kept verbatim, one bullet per line)
+
 """The canonical agent-facing copy about Taskdocs, in English and Chinese.
 
 The seed requires the system prompt and every tool description shown to agents to state

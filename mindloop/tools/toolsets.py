@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from mindloop.taskdoc.sections import Lang
 from mindloop.tools.registry import ToolRegistry, default_registry
 
 
-def standard_registry(lang: str = "en") -> ToolRegistry:
+def standard_registry(lang: Lang = "en") -> ToolRegistry:
     from mindloop.dialogs.control_tools import control_tools
     from mindloop.taskdoc import taskdoc_tools
 

@@ -30,7 +30,12 @@ def test_init_is_idempotent_and_force_overwrites(tmp_path: Path) -> None:
     first = ml("init", str(proj))
     assert first.returncode == 0, first.stderr
     assert "provider: mock" in first.stdout
-    for rel in (".minds/team.yaml", ".minds/llm.yaml", "tasks/example.tsk/goals.md", ".minds/mock/mock-model.yaml"):
+    for rel in (
+        ".minds/team.yaml",
+        ".minds/llm.yaml",
+        "tasks/example.tsk/goals.md",
+        ".minds/mock/mock-model.yaml",
+    ):
         assert (proj / rel).is_file(), rel
     (proj / "README.md").write_text("mine\n")
     again = ml("init", str(proj))
@@ -54,7 +59,10 @@ def test_check_passes_then_reports_file_line_errors(tmp_path: Path) -> None:
     effort_line = next(i for i, line in enumerate(lines, 1) if "fbr-effort: 101" in line)
     bad = ml("check", "-C", str(proj))
     assert bad.returncode == 1
-    assert f".minds/team.yaml:{effort_line}: members.dev.fbr-effort: must be an integer in 0..100, got 101" in bad.stderr
+    assert (
+        f".minds/team.yaml:{effort_line}: members.dev.fbr-effort: must be an integer in 0..100, got 101"
+        in bad.stderr
+    )
     assert "members.dev.colour" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -66,7 +74,11 @@ def test_chat_runs_the_example_offline_and_dialogs_are_inspectable(tmp_path: Pat
     assert "list_dir" in out.stdout and "read_file" in out.stdout
     assert "README.md describes a small example project" in out.stdout
     listed = json.loads(ml("dialogs", "list", "-C", str(proj), "--json").stdout)
-    assert len(listed) == 1 and listed[0]["kind"] == "root" and listed[0]["task_path"] == "tasks/example.tsk"
+    assert (
+        len(listed) == 1
+        and listed[0]["kind"] == "root"
+        and listed[0]["task_path"] == "tasks/example.tsk"
+    )
     did = listed[0]["id"]
     shown = json.loads(ml("dialogs", "show", "-C", str(proj), did[:6], "--json").stdout)
     kinds = [m["kind"] for m in shown["messages"]]
@@ -87,7 +99,9 @@ def test_user_mistakes_get_one_line_errors(tmp_path: Path) -> None:
     proj = tmp_path / "p"
     ml("init", str(proj))
     not_tsk = ml("chat", "-C", str(proj), "--task", "README.md", "hi")
-    assert not_tsk.returncode == 1 and ".tsk" in not_tsk.stderr and "Traceback" not in not_tsk.stderr
+    assert (
+        not_tsk.returncode == 1 and ".tsk" in not_tsk.stderr and "Traceback" not in not_tsk.stderr
+    )
     unknown_task = ml("chat", "-C", str(proj), "--task", "tasks/none.tsk", "hi")
     assert unknown_task.returncode == 1 and "tasks/none.tsk" in unknown_task.stderr
     bad_id = ml("dialogs", "show", "-C", str(proj), "zzz")
@@ -110,9 +124,17 @@ def test_invalid_tool_arguments_go_back_to_the_model(tmp_path: Path) -> None:
         proj,
         [
             {"match": "go", "tool_calls": [{"name": "read_file", "arguments": '{"path": '}]},
-            {"role": "tool", "contains": "invalid JSON", "tool_calls": [{"name": "read_file", "arguments": {"pth": "x"}}]},
+            {
+                "role": "tool",
+                "contains": "invalid JSON",
+                "tool_calls": [{"name": "read_file", "arguments": {"pth": "x"}}],
+            },
             {"role": "tool", "contains": "ACCESS_DENIED", "response": "understood"},
-            {"role": "tool", "contains": "path", "tool_calls": [{"name": "read_file", "arguments": {"path": "../../etc/passwd"}}]},
+            {
+                "role": "tool",
+                "contains": "path",
+                "tool_calls": [{"name": "read_file", "arguments": {"path": "../../etc/passwd"}}],
+            },
         ],
     )
     out = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "go")

@@ -178,8 +178,14 @@ def test_unknown_root_key(tmp_path: Path) -> None:
     write_config(tmp_path, team=SAMPLE_TEAM + "shell_specialist: [alice]\n")
     assert problem_lines(tmp_path) == [
         f"{TEAM}:13: shell_specialist: unknown key (allowed: member_defaults, "
-        "default_responder, members)"
+        "default_responder, members, work_language)"
     ]
+
+
+def test_work_language_is_en_or_zh(tmp_path: Path) -> None:
+    write_config(tmp_path, team=SAMPLE_TEAM + "work_language: fr\n")
+    (line,) = problem_lines(tmp_path)
+    assert line.startswith(f"{TEAM}:13: work_language:") and "'en'" in line
 
 
 def test_member_without_provider(tmp_path: Path) -> None:

@@ -63,8 +63,19 @@ SCRIPT: list[dict[str, Any]] = [
         "!?@bob Pick a database.\n",
     },
     # alice: write the report (again, when a restart interrupted the call), then ask carol.
-    {"member": "alice", "contains": "provided response", **_SLOW, "response": "alice: report written and approved"},
-    {"member": "alice", "role": "tool", "contains": _INTERRUPTED, **_SLOW, "tool_calls": _write("out/report.txt")},
+    {
+        "member": "alice",
+        "contains": "provided response",
+        **_SLOW,
+        "response": "alice: report written and approved",
+    },
+    {
+        "member": "alice",
+        "role": "tool",
+        "contains": _INTERRUPTED,
+        **_SLOW,
+        "tool_calls": _write("out/report.txt"),
+    },
     {
         "member": "alice",
         "role": "tool",
@@ -80,11 +91,33 @@ SCRIPT: list[dict[str, Any]] = [
         "tool_calls": _write("out/report.txt"),
     },
     # carol: record the review, then answer.
-    {"member": "carol", "role": "tool", "contains": _INTERRUPTED, **_SLOW, "tool_calls": _write("out/review.txt")},
-    {"member": "carol", "role": "tool", "contains": "out/review.txt", **_SLOW, "response": "approved"},
-    {"member": "carol", "contains": "Review out/report.txt", **_SLOW, "tool_calls": _write("out/review.txt")},
+    {
+        "member": "carol",
+        "role": "tool",
+        "contains": _INTERRUPTED,
+        **_SLOW,
+        "tool_calls": _write("out/review.txt"),
+    },
+    {
+        "member": "carol",
+        "role": "tool",
+        "contains": "out/review.txt",
+        **_SLOW,
+        "response": "approved",
+    },
+    {
+        "member": "carol",
+        "contains": "Review out/report.txt",
+        **_SLOW,
+        "tool_calls": _write("out/review.txt"),
+    },
     # bob: ask the human, answer once the human did.
-    {"member": "bob", "contains": "answer from the human", **_SLOW, "response": "bob: we use SQLite"},
+    {
+        "member": "bob",
+        "contains": "answer from the human",
+        **_SLOW,
+        "response": "bob: we use SQLite",
+    },
     {
         "member": "bob",
         "contains": "Pick a database",
@@ -94,11 +127,13 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-def build_template(root: Path) -> Path:
-    """A ready rtws (team, script, task package) to copy for every trial."""
+def build_template(root: Path, *, slow: bool = True) -> Path:
+    """A ready rtws (team, script, task package) to copy for every trial. `slow=False`
+    drops the delays (for in-process runs, where nothing needs to land mid-stream)."""
     init_rtws(root, provider="mock")
     write_team(root, TEAM)
-    write_script(root, SCRIPT)
+    script = SCRIPT if slow else [{k: v for k, v in e.items() if k not in _SLOW} for e in SCRIPT]
+    write_script(root, script)
     return root
 
 
@@ -158,10 +193,14 @@ def check_always(snap: Snapshot) -> list[str]:
             problems.append(f"side dialog {key} created {n} times")
     for d in snap.dialogs:
         if d.kind != "root" and d.parent_id not in ids:
-            problems.append(f"orphan side dialog {d.id} (@{d.member}): parent {d.parent_id} missing")
+            problems.append(
+                f"orphan side dialog {d.id} (@{d.member}): parent {d.parent_id} missing"
+            )
     for p in snap.pending:
         if p.caller_id not in ids or p.side_id not in ids:
-            problems.append(f"pending record {p.id} points at a missing dialog ({p.caller_id} -> {p.side_id})")
+            problems.append(
+                f"pending record {p.id} points at a missing dialog ({p.caller_id} -> {p.side_id})"
+            )
     pend = Counter((p.caller_id, p.side_id, p.call_id) for p in snap.pending)
     problems += [f"pending record {k} stored {n} times" for k, n in pend.items() if n > 1]
     resp = Counter((r.caller_id, r.side_id, r.call_id) for r in snap.responses)
@@ -177,16 +216,28 @@ def check_always(snap: Snapshot) -> list[str]:
             if m.kind == "tellask_result" and m.data.get("status") == "completed"
         )
         problems += [f"{who}: reply {k} injected {n} times" for k, n in results.items() if n > 1]
-        delivered = {(r.side_id, r.call_id) for r in snap.responses if r.caller_id == did and r.delivered}
-        problems += [f"{who}: reply {k} marked delivered but not injected" for k in delivered - set(results)]
-        problems += [f"{who}: reply {k} injected but not marked delivered" for k in set(results) - delivered]
+        delivered = {
+            (r.side_id, r.call_id) for r in snap.responses if r.caller_id == did and r.delivered
+        }
+        problems += [
+            f"{who}: reply {k} marked delivered but not injected" for k in delivered - set(results)
+        ]
+        problems += [
+            f"{who}: reply {k} injected but not marked delivered" for k in set(results) - delivered
+        ]
         calls = Counter(m.data["id"] for m in msgs if m.kind == "tool_call")
         problems += [f"{who}: tool call id {c} used {n} times" for c, n in calls.items() if n > 1]
         tool_results = Counter(m.data["call_id"] for m in msgs if m.kind == "tool_result")
-        problems += [f"{who}: tool call {c} has {n} results" for c, n in tool_results.items() if n > 1]
-        problems += [f"{who}: tool result for unknown call {c}" for c in set(tool_results) - set(calls)]
+        problems += [
+            f"{who}: tool call {c} has {n} results" for c, n in tool_results.items() if n > 1
+        ]
+        problems += [
+            f"{who}: tool result for unknown call {c}" for c in set(tool_results) - set(calls)
+        ]
         answers = Counter(m.data["question_id"] for m in msgs if "question_id" in m.data)
-        problems += [f"{who}: answer to {q} injected {n} times" for q, n in answers.items() if n > 1]
+        problems += [
+            f"{who}: answer to {q} injected {n} times" for q, n in answers.items() if n > 1
+        ]
     if len(snap.questions) > 1:
         problems.append(f"{len(snap.questions)} questions registered (expected at most 1)")
     for q in snap.questions:
@@ -196,10 +247,16 @@ def check_always(snap: Snapshot) -> list[str]:
             1 for m in snap.messages.get(q.dialog_id, []) if m.data.get("question_id") == q.id
         )
         if (q.status == "answered") != (injected == 1) or q.status not in ("open", "answered"):
-            problems.append(f"question {q.id} is {q.status} but its answer was injected {injected} times")
+            problems.append(
+                f"question {q.id} is {q.status} but its answer was injected {injected} times"
+            )
     root = snap.root()
     if root is not None:
-        finals = [m for m in snap.messages[root.id] if m.kind == "assistant" and m.data.get("text") == FINAL_TEXT]
+        finals = [
+            m
+            for m in snap.messages[root.id]
+            if m.kind == "assistant" and m.data.get("text") == FINAL_TEXT
+        ]
         if len(finals) > 1:
             problems.append(f"the root's final answer appears {len(finals)} times")
     return problems
@@ -211,11 +268,17 @@ def check_waiting_for_human(snap: Snapshot) -> list[str]:
     problems += [f"@{d.member} left {d.status}" for d in snap.dialogs if d.status == "running"]
     open_qs = [q for q in snap.questions if q.status == "open"]
     if len(open_qs) != 1 or len(snap.questions) != 1:
-        problems.append(f"expected one open question, got {[(q.id, q.status) for q in snap.questions]}")
+        problems.append(
+            f"expected one open question, got {[(q.id, q.status) for q in snap.questions]}"
+        )
     sides = Counter((d.member, d.session_key) for d in snap.dialogs if d.kind != "root")
     if sides != EXPECTED_SIDES:
         problems.append(f"side dialogs {dict(sides)} != {dict(EXPECTED_SIDES)}")
-    waits = sorted((snap.by_id()[p.caller_id].member, snap.by_id()[p.side_id].member) for p in snap.pending if p.side_id in snap.by_id() and p.caller_id in snap.by_id())
+    waits = sorted(
+        (snap.by_id()[p.caller_id].member, snap.by_id()[p.side_id].member)
+        for p in snap.pending
+        if p.side_id in snap.by_id() and p.caller_id in snap.by_id()
+    )
     if waits != [("lead", "bob")]:
         problems.append(f"pending while the question is open: {waits} (expected lead -> bob only)")
     root = snap.root()
@@ -234,7 +297,9 @@ def check_done(snap: Snapshot, rtws: Path) -> list[str]:
     if sides != EXPECTED_SIDES:
         problems.append(f"side dialogs {dict(sides)} != {dict(EXPECTED_SIDES)}")
     if snap.pending:
-        problems.append(f"pending records remain: {[(p.caller_id, p.side_id) for p in snap.pending]}")
+        problems.append(
+            f"pending records remain: {[(p.caller_id, p.side_id) for p in snap.pending]}"
+        )
     replies = Counter(
         (ids[r.caller_id].member, ids[r.side_id].member)
         for r in snap.responses
@@ -242,7 +307,11 @@ def check_done(snap: Snapshot, rtws: Path) -> list[str]:
     )
     if replies != EXPECTED_REPLIES:
         problems.append(f"replies {dict(replies)} != {dict(EXPECTED_REPLIES)}")
-    problems += [f"reply {r.side_id} -> {r.caller_id} never injected" for r in snap.responses if not r.delivered]
+    problems += [
+        f"reply {r.side_id} -> {r.caller_id} never injected"
+        for r in snap.responses
+        if not r.delivered
+    ]
     if [(q.status, q.answer) for q in snap.questions] != [("answered", HUMAN_ANSWER)]:
         problems.append(f"questions: {[(q.id, q.status, q.answer) for q in snap.questions]}")
     root = snap.root()

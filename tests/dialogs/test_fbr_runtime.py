@@ -26,7 +26,9 @@ def _fbr_sides(rt: DialogRuntime, root: str) -> list:  # type: ignore[type-arg]
     return [d for d in rt.store.list_dialogs(root_id=root) if d.kind == "fbr"]
 
 
-async def test_default_effort_fans_out_three_and_delivers_all_in_completion_order(rtws: Path) -> None:
+async def test_default_effort_fans_out_three_and_delivers_all_in_completion_order(
+    rtws: Path,
+) -> None:
     write_team(rtws, {"dev": {"toolsets": ["*"]}})
     write_script(
         rtws,
@@ -60,7 +62,10 @@ async def test_fbr_effort_zero_fails_visibly_and_creates_nothing(rtws: Path) -> 
     rt, root = await _run(rtws)
     assert _fbr_sides(rt, root) == [] and rt.store.all_pending() == []
     note = next(m for m in rt.store.load_history(root) if m.kind == "tellask_result")
-    assert "disabled by your team configuration" in note.data["text"] and "fbr-effort" in note.data["text"]
+    assert (
+        "disabled by your team configuration" in note.data["text"]
+        and "fbr-effort" in note.data["text"]
+    )
     assert rt.store.load_history(root)[-1].data["text"] == "will reason myself"
     await rt.aclose()
 
@@ -90,7 +95,10 @@ async def test_function_call_in_fbr_is_a_loud_violation(rtws: Path) -> None:
         rtws,
         [
             {"member": "dev", "match": "go", "response": BODY},
-            {"contains": "Goal: root cause", "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+            {
+                "contains": "Goal: root cause",
+                "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
+            },
             {"member": "dev", "contains": VIOLATION_CODE, "response": "noted the violation"},
         ],
     )
@@ -106,13 +114,19 @@ async def test_function_call_in_fbr_is_a_loud_violation(rtws: Path) -> None:
     await rt.aclose()
 
 
-async def test_tellask_to_teammate_in_fbr_is_a_violation_but_tellasker_is_allowed(rtws: Path) -> None:
+async def test_tellask_to_teammate_in_fbr_is_a_violation_but_tellasker_is_allowed(
+    rtws: Path,
+) -> None:
     write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}, "bob": {}})
     write_script(
         rtws,
         [
             {"member": "dev", "match": "go", "response": BODY},
-            {"member": "dev", "match": "second", "response": "!?@self\n!?second round: what is 2+2?\n"},
+            {
+                "member": "dev",
+                "match": "second",
+                "response": "!?@self\n!?second round: what is 2+2?\n",
+            },
             {"contains": "Goal: root cause", "response": "!?@bob help me\n"},
             {"contains": "second round", "response": "!?@tellasker is this base 10?\n"},
             {"contains": "answered your TellaskBack", "response": "4"},

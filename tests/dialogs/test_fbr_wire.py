@@ -25,7 +25,11 @@ from tests.providers.wire_loopback import (
 
 ASK = "!?@self\n!?Use only this text. Why does Run freeze the UI for 10 s?\n"
 PARAMS = {"max_tokens": 300, "openai": {"temperature": 0.2}, "anthropic": {"temperature": 0.2}}
-FBR_PARAMS = {"general": {"max_tokens": 1200}, "openai": {"temperature": 0.9}, "anthropic": {"temperature": 0.9}}
+FBR_PARAMS = {
+    "general": {"max_tokens": 1200},
+    "openai": {"temperature": 0.9},
+    "anthropic": {"temperature": 0.9},
+}
 
 
 def _reply(kind: str, text: str) -> Reply:
@@ -41,7 +45,9 @@ def _configure(rtws: Path, kind: str, url: str) -> None:
         "max_retries": 1,
         "models": {"m1": {"context_length": 100000}},
     }
-    (rtws / ".minds" / "llm.yaml").write_text(yaml.safe_dump({"providers": {"wire": prov}}), "utf-8")
+    (rtws / ".minds" / "llm.yaml").write_text(
+        yaml.safe_dump({"providers": {"wire": prov}}), "utf-8"
+    )
     team = {
         "member_defaults": {"provider": "wire", "model": "m1"},
         "default_responder": "dev",
@@ -66,7 +72,12 @@ def _system_text(kind: str, body: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_fbr_requests_are_tool_less_and_carry_fbr_params(rtws: Path, kind: str) -> None:
-    replies = [_reply(kind, ASK), _reply(kind, "sample A"), _reply(kind, "sample B"), _reply(kind, "merged")]
+    replies = [
+        _reply(kind, ASK),
+        _reply(kind, "sample A"),
+        _reply(kind, "sample B"),
+        _reply(kind, "merged"),
+    ]
     with LoopbackServer(replies) as server:
         _configure(rtws, kind, server.url)
         rt = DialogRuntime(rtws)
@@ -79,7 +90,9 @@ async def test_fbr_requests_are_tool_less_and_carry_fbr_params(rtws: Path, kind:
     assert len(bodies) == 4
     normal_first, fbr_a, fbr_b, normal_last = bodies
     for normal in (normal_first, normal_last):
-        assert normal["tools"] and {t.get("name") or t["function"]["name"] for t in normal["tools"]} >= {"read_file"}
+        assert normal["tools"] and {
+            t.get("name") or t["function"]["name"] for t in normal["tools"]
+        } >= {"read_file"}
         assert normal["temperature"] == 0.2 and normal["max_tokens"] == 300
     for fbr in (fbr_a, fbr_b):
         assert "tools" not in fbr and "tool_choice" not in fbr and "parallel_tool_calls" not in fbr

@@ -32,7 +32,11 @@ async def test_reply_revives_caller_with_the_formatted_response(rtws: Path) -> N
     write_script(
         rtws,
         [
-            {"member": "dev", "match": "go", "response": "!?@pangu Please compute 1+1.\n!?Return only the number.\n"},
+            {
+                "member": "dev",
+                "match": "go",
+                "response": "!?@pangu Please compute 1+1.\n!?Return only the number.\n",
+            },
             {"member": "pangu", "contains": "Please compute 1+1", "response": "2"},
             {"member": "dev", "contains": "provided response", "response": "The answer is 2."},
         ],
@@ -67,7 +71,13 @@ async def test_caller_waits_for_all_replies_and_sees_them_in_one_turn(rtws: Path
     rt, root = await _run(rtws, "go")
     hist = rt.store.load_history(root)
     # Exactly one generation after the replies: the first reply did not revive the caller.
-    assert _kinds(rt, root) == ["user", "assistant", "tellask_result", "tellask_result", "assistant"]
+    assert _kinds(rt, root) == [
+        "user",
+        "assistant",
+        "tellask_result",
+        "tellask_result",
+        "assistant",
+    ]
     assert "from pangu" in hist[2].data["text"] and "from bob" in hist[3].data["text"]
     assert len(rt.store.generations(root)) == 2
     await rt.aclose()
@@ -82,7 +92,11 @@ async def test_collective_tellask_fans_out_and_unknown_member_fails_all(rtws: Pa
             {"member": "dev", "match": "bad", "response": "!?@pangu @zed review this\n"},
             {"contains": "collective assignment", "response": "ok"},
             {"member": "dev", "contains": "provided response", "response": "done"},
-            {"member": "dev", "contains": "ERR_INVALID_MULTI_TEAMMATE_TARGETS", "response": "noted"},
+            {
+                "member": "dev",
+                "contains": "ERR_INVALID_MULTI_TEAMMATE_TARGETS",
+                "response": "noted",
+            },
         ],
     )
     rt, root = await _run(rtws, "go")
@@ -117,7 +131,9 @@ async def test_unknown_target_and_tellasker_from_root_create_nothing(rtws: Path)
 
 async def test_fenced_tellask_is_markdown(rtws: Path) -> None:
     write_team(rtws, TEAM)
-    write_script(rtws, [{"member": "dev", "match": "go", "response": "Example:\n```\n!?@pangu x\n```\n"}])
+    write_script(
+        rtws, [{"member": "dev", "match": "go", "response": "Example:\n```\n!?@pangu x\n```\n"}]
+    )
     rt, root = await _run(rtws, "go")
     assert [d.id for d in rt.store.list_dialogs()] == [root]
     assert _kinds(rt, root) == ["user", "assistant"]
@@ -137,7 +153,11 @@ async def test_session_tellask_dedupes_and_resumes(rtws: Path) -> None:
             },
             {"member": "pangu", "contains": "second", "response": "handled both"},
             {"member": "dev", "contains": "provided response", "response": "ok"},
-            {"member": "dev", "match": "again", "response": "!?@pangu !tellaskSession dupe-session\n!?third\n"},
+            {
+                "member": "dev",
+                "match": "again",
+                "response": "!?@pangu !tellaskSession dupe-session\n!?third\n",
+            },
             {"member": "pangu", "contains": "third", "response": "third done"},
         ],
     )
@@ -159,9 +179,17 @@ async def test_tellask_back_asks_the_direct_caller(rtws: Path) -> None:
         rtws,
         [
             {"member": "dev", "match": "go", "response": "!?@pangu do the thing\n"},
-            {"member": "pangu", "contains": "do the thing", "response": "!?@tellasker which thing?\n"},
+            {
+                "member": "pangu",
+                "contains": "do the thing",
+                "response": "!?@tellasker which thing?\n",
+            },
             {"member": "dev", "contains": "TellaskBack", "response": "the blue one"},
-            {"member": "pangu", "contains": "answered your TellaskBack", "response": "blue thing done"},
+            {
+                "member": "pangu",
+                "contains": "answered your TellaskBack",
+                "response": "blue thing done",
+            },
             {"member": "dev", "contains": "blue thing done", "response": "great"},
         ],
     )
@@ -180,14 +208,27 @@ async def test_q4h_suspends_and_answer_drives_on(rtws: Path) -> None:
     write_script(
         rtws,
         [
-            {"member": "dev", "match": "go", "response": "!?@human Need a decision\n!?Pick A or B\n"},
-            {"member": "dev", "role": "user", "contains": "answer from the human", "response": "Going with B."},
+            {
+                "member": "dev",
+                "match": "go",
+                "response": "!?@human Need a decision\n!?Pick A or B\n",
+            },
+            {
+                "member": "dev",
+                "role": "user",
+                "contains": "answer from the human",
+                "response": "Going with B.",
+            },
         ],
     )
     rt, root = await _run(rtws, "go")
     qs = rt.store.open_questions()
     assert len(qs) == 1 and qs[0].id.startswith("q4h-")
-    assert (qs[0].headline, qs[0].body, qs[0].course) == ("@human Need a decision", "Pick A or B", 1)
+    assert (qs[0].headline, qs[0].body, qs[0].course) == (
+        "@human Need a decision",
+        "Pick A or B",
+        1,
+    )
     assert rt.store.get_dialog(root).status == "waiting"
     assert not rt.tree.can_drive(root)
     with pytest.raises(NotFoundError):
@@ -222,7 +263,11 @@ async def test_side_dialog_waiting_on_human_sends_no_reply(rtws: Path) -> None:
         rtws,
         [
             {"member": "dev", "match": "go", "response": "!?@pangu investigate\n"},
-            {"member": "pangu", "contains": "investigate", "response": "Checking.\n!?@human May I?\n"},
+            {
+                "member": "pangu",
+                "contains": "investigate",
+                "response": "Checking.\n!?@human May I?\n",
+            },
             {"member": "pangu", "contains": "answer from the human", "response": "finished"},
             {"member": "dev", "contains": "finished", "response": "thanks"},
         ],
@@ -250,7 +295,9 @@ async def test_self_call_opens_normal_side_dialog_with_note(rtws: Path) -> None:
     rt, root = await _run(rtws, "go")
     side = next(d for d in rt.store.list_dialogs(root_id=root) if d.kind == "side")
     assert side.member == "dev"
-    assert any(m.kind == "note" and "!?@self" in m.data["text"] for m in rt.store.load_history(root))
+    assert any(
+        m.kind == "note" and "!?@self" in m.data["text"] for m in rt.store.load_history(root)
+    )
     await rt.aclose()
 
 
@@ -264,13 +311,25 @@ async def test_reminders_and_clear_mind(rtws: Path) -> None:
                 "match": "go",
                 "tool_calls": [{"name": "add_reminder", "arguments": {"content": "keep it short"}}],
             },
-            {"member": "dev", "role": "tool", "contains": "added reminder", "response": "!?@human which?\n"},
+            {
+                "member": "dev",
+                "role": "tool",
+                "contains": "added reminder",
+                "response": "!?@human which?\n",
+            },
             {
                 "member": "dev",
                 "match": "reset",
-                "tool_calls": [{"name": "clear_mind", "arguments": {"reminder_content": "resume at step 2"}}],
+                "tool_calls": [
+                    {"name": "clear_mind", "arguments": {"reminder_content": "resume at step 2"}}
+                ],
             },
-            {"member": "dev", "contains": "course #2", "context_contains": ["keep it short", "resume at step 2"], "response": "continuing"},
+            {
+                "member": "dev",
+                "contains": "course #2",
+                "context_contains": ["keep it short", "resume at step 2"],
+                "response": "continuing",
+            },
         ],
     )
     rt, root = await _run(rtws, "go")

@@ -23,7 +23,9 @@ from mindloop.store.schema import SCHEMA_VERSION
 
 
 def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
-    return DialogRecord(id=did, root_id=kw.pop("root_id", did), member="dev", task_path="tasks/x.tsk", **kw)  # type: ignore[arg-type]
+    return DialogRecord(
+        id=did, root_id=kw.pop("root_id", did), member="dev", task_path="tasks/x.tsk", **kw
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -135,14 +137,24 @@ def test_taskdoc_audit_history(store: Store) -> None:
 def test_tree_records_round_trip(store: Store) -> None:
     store.create_dialog(_dialog("r"))
     store.create_dialog(_dialog("s", root_id="r", kind="side", parent_id="r"))
-    p = store.add_pending(PendingTellask(caller_id="r", side_id="s", call_id="c1", call_type="fresh", headline="@x hi"))
+    p = store.add_pending(
+        PendingTellask(
+            caller_id="r", side_id="s", call_id="c1", call_type="fresh", headline="@x hi"
+        )
+    )
     assert [x.side_id for x in store.pending_for("r")] == ["s"]
     assert store.remove_pending(p.id) and not store.remove_pending(p.id)
-    resp = store.add_response(ResponseRecord(caller_id="r", side_id="s", call_id="c1", data={"text": "2"}))
+    resp = store.add_response(
+        ResponseRecord(caller_id="r", side_id="s", call_id="c1", data={"text": "2"})
+    )
     assert [x.id for x in store.undelivered_responses("r")] == [resp.id]
     store.mark_delivered([resp.id])
     assert store.undelivered_responses("r") == []
-    q = store.add_question(QuestionRecord(id="q4h-1", dialog_id="r", root_id="r", headline="h", body="b", call_id="c", course=1))
+    q = store.add_question(
+        QuestionRecord(
+            id="q4h-1", dialog_id="r", root_id="r", headline="h", body="b", call_id="c", course=1
+        )
+    )
     assert [x.id for x in store.open_questions()] == [q.id]
     store.close_question("q4h-1", answer="A", status="answered")
     assert store.open_questions() == [] and store.get_question("q4h-1").answer == "A"

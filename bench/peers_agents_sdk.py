@@ -1,0 +1,128 @@
+"""Scenario 1 on the OpenAI Agents SDK: `Runner` with a file-backed `SQLiteSession`.
+
+The session is the SDK's own SQLite store (WAL; SQLite's default synchronous=FULL), so
+every item the run saves is committed durably. The model is a zero-latency `Model`
+implementation that calls the tool until it has seen 20 tool outputs after the last
+user item, then answers. Tracing is disabled so nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    DEFAULT_TOOL_CALLS,
+    FINAL_TEXT,
+    START_TEXT,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    history_texts,
+    tool_result_text,
+)
+
+try:
+    from agents import Agent, Model, RunConfig, Runner, SQLiteSession, function_tool
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    from agents.items import ModelResponse
+
+    AVAILABLE = True
+except ImportError:  # the bench extra is not installed
+    AVAILABLE = False
+
+NAME = "OpenAI Agents SDK"
+
+
+def _get(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+
+if AVAILABLE:
+
+    class ScriptedModel(Model):
+        """Calls the tool `calls` times after the last user item, then answers."""
+
+        def __init__(self, calls: int = DEFAULT_TOOL_CALLS) -> None:
+            self.calls = calls
+
+        def _reply(self, items: str | list[Any]) -> ModelResponse:
+            done = 0
+            if not isinstance(items, str):
+                for item in reversed(items):
+                    if _get(item, "role") == "user":
+                        break
+                    if _get(item, "type") == "function_call_output":
+                        done += 1
+            usage = Usage(requests=1, input_tokens=100, output_tokens=10, total_tokens=110)
+            if done < self.calls:
+                n = done + 1
+                call = ResponseFunctionToolCall(
+                    arguments=f'{{"n": {n}}}',
+                    call_id=f"call_{n}",
+                    name=TOOL_NAME,
+                    type="function_call",
+                    id=f"fc_{n}",
+                    status="completed",
+                )
+                return ModelResponse(output=[call], usage=usage, response_id=None)
+            message = ResponseOutputMessage(
+                id="msg_final",
+                content=[ResponseOutputText(text=FINAL_TEXT, type="output_text", annotations=[])],
+                role="assistant",
+                status="completed",
+                type="message",
+            )
+            return ModelResponse(output=[message], usage=usage, response_id=None)
+
+        async def get_response(  # type: ignore[override]
+            self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            return self._reply(input)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+            raise NotImplementedError("the benchmark runs the SDK without streaming")
+
+
+def _noop(n: int) -> str:
+    return tool_result_text(n)
+
+
+def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
+    """Warm-up, then `runs` measured runs, each on a fresh session preloaded with
+    `history` items."""
+    tool = function_tool(_noop, name_override=TOOL_NAME, description_override=TOOL_DESCRIPTION)
+    agent = Agent(name="dev", instructions="You are Dev.", tools=[tool], model=ScriptedModel())
+    run_config = RunConfig(tracing_disabled=True)
+    db = workdir / "agents.sqlite"
+
+    async def main() -> list[dict[str, float]]:
+        samples = []
+        for i in range(runs + 1):
+            session = SQLiteSession(f"s{i}", db)
+            try:
+                preload = [{"role": role, "content": text} for role, text in history_texts(history)]
+                if preload:
+                    await session.add_items(preload)  # type: ignore[arg-type]
+                t0 = time.perf_counter()
+                result = await Runner.run(
+                    agent, START_TEXT, session=session, run_config=run_config, max_turns=100
+                )
+                elapsed = time.perf_counter() - t0
+            finally:
+                session.close()
+            if result.final_output != FINAL_TEXT:
+                raise RuntimeError(f"Agents SDK run ended with {result.final_output!r}")
+            if i:
+                samples.append({"us_per_step": elapsed / (DEFAULT_TOOL_CALLS + 1) * 1e6})
+        return samples
+
+    return asyncio.run(main())

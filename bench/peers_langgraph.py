@@ -1,0 +1,125 @@
+"""Scenario 1 on LangGraph: `create_react_agent` with its SQLite checkpointer.
+
+The graph checkpoints after every super-step (`durability="sync"`: the checkpoint is
+written before the next step starts) to a file database in WAL mode with
+synchronous=FULL, the same durability mindloop's store uses. The model is a zero-latency
+`BaseChatModel` that calls the tool until it has seen 20 results after the last human
+message, then answers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    DEFAULT_TOOL_CALLS,
+    FINAL_TEXT,
+    START_TEXT,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    history_texts,
+    tool_result_text,
+)
+
+try:
+    from langchain_core.callbacks import CallbackManagerForLLMRun
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import StructuredTool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.prebuilt import create_react_agent
+
+    AVAILABLE = True
+except ImportError:  # the bench extra is not installed
+    AVAILABLE = False
+
+NAME = "LangGraph"
+
+
+if AVAILABLE:
+
+    class ScriptedChatModel(BaseChatModel):
+        """Calls the tool `calls` times after the last human message, then answers."""
+
+        calls: int = DEFAULT_TOOL_CALLS
+
+        @property
+        def _llm_type(self) -> str:
+            return "bench-scripted"
+
+        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+            return self
+
+        def _generate(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None,
+            **kwargs: Any,
+        ) -> ChatResult:
+            done = 0
+            for message in reversed(messages):
+                if isinstance(message, HumanMessage):
+                    break
+                if isinstance(message, ToolMessage):
+                    done += 1
+            if done < self.calls:
+                n = done + 1
+                reply = AIMessage(
+                    content="",
+                    tool_calls=[{"name": TOOL_NAME, "args": {"n": n}, "id": f"call_{n}"}],
+                    usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+                )
+            else:
+                reply = AIMessage(
+                    content=FINAL_TEXT,
+                    usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+                )
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _noop(n: int) -> str:
+    return tool_result_text(n)
+
+
+def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
+    """Warm-up, then `runs` measured invocations, each on a fresh thread whose state was
+    preloaded with `history` messages through the checkpointer."""
+    tool = StructuredTool.from_function(_noop, name=TOOL_NAME, description=TOOL_DESCRIPTION)
+    conn = sqlite3.connect(str(workdir / "langgraph.sqlite"), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    conn.execute("PRAGMA synchronous=FULL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent is marked as moving to langchain
+        graph = create_react_agent(ScriptedChatModel(), [tool], checkpointer=saver)
+    samples = []
+    try:
+        for i in range(runs + 1):
+            config: Any = {"configurable": {"thread_id": f"t{i}"}, "recursion_limit": 200}
+            preload = [
+                HumanMessage(content=text) if role == "user" else AIMessage(content=text)
+                for role, text in history_texts(history)
+            ]
+            if preload:
+                graph.update_state(config, {"messages": preload}, as_node="agent")
+            t0 = time.perf_counter()
+            out = graph.invoke(
+                {"messages": [HumanMessage(content=START_TEXT)]}, config, durability="sync"
+            )
+            elapsed = time.perf_counter() - t0
+            last = out["messages"][-1]
+            if last.content != FINAL_TEXT:
+                raise RuntimeError(f"LangGraph run ended with {last!r}")
+            steps = DEFAULT_TOOL_CALLS + 1
+            if i:
+                samples.append({"us_per_step": elapsed / steps * 1e6})
+    finally:
+        conn.close()
+    return samples

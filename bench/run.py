@@ -1,0 +1,335 @@
+"""mindloop's performance benchmark: runtime overhead per step, fan-out, many dialogs, and
+the same per-step scenario on LangGraph and the OpenAI Agents SDK.
+
+    python bench/run.py [--runs 5] [--quick] [--scenario 1,2,3,4] [--json out.json] [--strace]
+
+Each scenario runs in its own subprocess (so its peak RSS is its own), does a warm-up,
+then `--runs` measured runs; the table shows medians with min–max. `--quick` uses tiny
+CI sizes (the smoke test runs it); targets are only judged at the full sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Sizes:
+    histories: tuple[int, ...]
+    fan_out: int
+    dialogs: int
+    dialog_steps: int
+
+
+FULL = Sizes(histories=(10, 200, 2000), fan_out=100, dialogs=1000, dialog_steps=10)
+QUICK = Sizes(histories=(10, 20, 40), fan_out=5, dialogs=10, dialog_steps=3)
+PEERS = {"langgraph": "bench.peers_langgraph", "agents": "bench.peers_agents_sdk"}
+NOT_INSTALLED = "not installed (pip install -e .[bench])"
+
+
+# ---------------------------------------------------------------------- worker side
+
+
+def worker(case: str, runs: int, sizes: Sizes, count_all_commits: bool) -> dict[str, Any]:
+    """Run one case in this process and return its raw samples."""
+    import importlib
+
+    global_counter = None
+    if count_all_commits:
+        import sqlalchemy as sa
+
+        from bench.scenarios import CommitCounter
+
+        global_counter = CommitCounter(sa.engine.Engine)
+
+    from bench import scenarios
+    from bench.common import peak_rss_bytes
+
+    if case == "s1":
+        out = scenarios.scenario1(list(sizes.histories), runs)
+    elif case in ("s2-tellask", "s2-fbr"):
+        out = scenarios.scenario2(case.removeprefix("s2-"), sizes.fan_out, runs)
+    elif case == "s3":
+        out = scenarios.scenario3(sizes.dialogs, sizes.dialog_steps, runs)
+    elif case.startswith("s4-"):
+        peer = importlib.import_module(PEERS[case.removeprefix("s4-")])
+        if not peer.AVAILABLE:
+            return {"installed": False, "name": peer.NAME}
+        by_history = {}
+        for history in sizes.histories:
+            with tempfile.TemporaryDirectory(prefix="mindloop-bench-peer-") as tmp:
+                samples = peer.run_case(history, runs, Path(tmp))
+            by_history[str(history)] = {"us_per_step": [s["us_per_step"] for s in samples]}
+        out = {"installed": True, "name": peer.NAME, "by_history": by_history}
+        out["peak_rss"] = peak_rss_bytes()
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    if global_counter is not None:
+        out["process_durable_commits"] = global_counter.durable
+    return out
+
+
+# ---------------------------------------------------------------------- parent side
+
+
+def _strace_available() -> bool:
+    return shutil.which("strace") is not None
+
+
+def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--runs", str(args.runs)]
+    if args.quick:
+        cmd.append("--quick")
+    trace_file = None
+    if args.strace and case == "s1":
+        cmd.append("--count-all-commits")
+        trace_file = Path(tempfile.mkstemp(prefix="mindloop-bench-strace-")[1])
+        cmd = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(trace_file), *cmd]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"benchmark case {case} failed (exit {proc.returncode})")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["case_wall_s"] = time.perf_counter() - started
+    if trace_file is not None:
+        out["strace_fsyncs"] = _strace_syncs(trace_file.read_text())
+        trace_file.unlink()
+    return out
+
+
+def _strace_syncs(summary: str) -> int:
+    """Sum the `calls` column of fsync/fdatasync rows of an `strace -c` summary."""
+    total = 0
+    for line in summary.splitlines():
+        parts = line.split()
+        if parts and parts[-1] in ("fsync", "fdatasync"):
+            numbers = [p for p in parts[:-1] if re.fullmatch(r"[\d.]+", p)]
+            if len(numbers) >= 4:
+                total += int(numbers[3])
+    return total
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    selected = {int(s) for s in args.scenario.split(",") if s.strip()}
+    cases = []
+    if 1 in selected or 4 in selected:
+        cases.append("s1")  # scenario 4's ratios use this same run's mindloop figures
+    if 2 in selected:
+        cases += ["s2-tellask", "s2-fbr"]
+    if 3 in selected:
+        cases.append("s3")
+    if 4 in selected:
+        cases += ["s4-langgraph", "s4-agents"]
+    raw = {}
+    for case in cases:
+        print(f"running {case} …", file=sys.stderr, flush=True)
+        raw[case] = run_case(case, args)
+    return {"raw": raw, "selected": sorted(selected)}
+
+
+# ---------------------------------------------------------------------- report
+
+
+def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[str, Any]:
+    sizes = QUICK if args.quick else FULL
+    raw = collected["raw"]
+    selected = collected["selected"]
+    report: dict[str, Any] = {
+        "config": {
+            "runs": args.runs,
+            "quick": args.quick,
+            "sizes": sizes.__dict__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "scenarios": {},
+        "targets": [],
+    }
+    targets: list[dict[str, Any]] = report["targets"]
+
+    def target(name: str, value: float, limit: float, ok: bool, unit: str) -> None:
+        status = "-" if args.quick else ("PASS" if ok else "MISS")
+        targets.append({"target": name, "value": value, "limit": limit, "unit": unit, "status": status})
+
+    s1 = raw.get("s1")
+    if s1 is not None and 1 in selected:
+        rows = {h: {k: stats(v) for k, v in cols.items()} for h, cols in s1["by_history"].items()}
+        report["scenarios"]["1"] = {"by_history": rows, "peak_rss_bytes": s1["peak_rss"]}
+        if "strace_fsyncs" in s1:
+            report["scenarios"]["1"]["strace_fsyncs"] = s1["strace_fsyncs"]
+            report["scenarios"]["1"]["process_durable_commits"] = s1["process_durable_commits"]
+        hs = [str(h) for h in sizes.histories]
+        mid, small, large = hs[1], hs[0], hs[-1]
+        us = rows[mid]["us_per_step"]["median"]
+        target(f"s1 @{mid} msgs: µs/step", us, 800, us <= 800, "µs")
+        commits = rows[mid]["max_commits_in_a_step"]["max"]
+        target(f"s1 @{mid} msgs: durable commits in any step", commits, 2, commits <= 2, "")
+        ratio = rows[large]["us_per_step"]["median"] / rows[small]["us_per_step"]["median"]
+        target(f"s1 @{large} / @{small} msgs", ratio, 1.5, ratio <= 1.5, "×")
+    for variant in ("tellask", "fbr"):
+        s2 = raw.get(f"s2-{variant}")
+        if s2 is None:
+            continue
+        cols = {k: stats(v) for k, v in s2["samples"].items()}
+        report["scenarios"].setdefault("2", {})[variant] = {
+            **cols,
+            "peak_rss_bytes": s2["peak_rss"],
+        }
+        ms = cols["revive_ms"]["median"]
+        target(f"s2 {variant} ×{sizes.fan_out}: ms until the caller is revived", ms, 100, ms <= 100, "ms")
+    s3 = raw.get("s3")
+    if s3 is not None:
+        cols = {k: stats(v) for k, v in s3["samples"].items()}
+        report["scenarios"]["3"] = {**cols, "peak_rss_bytes": s3["peak_rss"]}
+        rss = s3["peak_rss"]
+        target(f"s3 {sizes.dialogs}×{sizes.dialog_steps}: peak RSS", rss / MIB, 1024, rss < GIB, "MiB")
+    if 4 in selected and s1 is not None:
+        mind = {h: statistics.median(c["us_per_step"]) for h, c in s1["by_history"].items()}
+        peers: dict[str, Any] = {"mindloop": {"us_per_step": {h: stats(s1["by_history"][h]["us_per_step"]) for h in mind}}}
+        for key in PEERS:
+            peer = raw[f"s4-{key}"]
+            if not peer["installed"]:
+                peers[key] = {"name": peer["name"], "installed": False}
+                continue
+            by = {h: stats(c["us_per_step"]) for h, c in peer["by_history"].items()}
+            peers[key] = {
+                "name": peer["name"],
+                "installed": True,
+                "us_per_step": by,
+                "ratio_to_mindloop": {h: by[h]["median"] / mind[h] for h in by},
+                "growth_large_over_small": by[str(sizes.histories[-1])]["median"]
+                / by[str(sizes.histories[0])]["median"],
+                "peak_rss_bytes": peer["peak_rss"],
+            }
+        report["scenarios"]["4"] = peers
+    return report
+
+
+def _mm(s: dict[str, float], fmt: str = "{:.0f}") -> str:
+    return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    cfg = report["config"]
+    sc = report["scenarios"]
+    print(
+        f"\nmindloop benchmark · {cfg['runs']} runs after a warm-up · medians (min–max)"
+        f"{' · QUICK sizes' if cfg['quick'] else ''}\n"
+        f"python {cfg['python']} · {cfg['platform']} · {cfg['cpus']} CPUs\n"
+    )
+    if "1" in sc:
+        print("1. per-step overhead, durable store (20 tool calls + answer = 21 steps per drive)")
+        print(f"   {'history':>8}  {'µs/step (drive)':>24}  {'µs/step (steady)':>24}  {'commits/step':>12}  {'max/step':>8}  {'SQL stmts/step':>14}")
+        for h, row in sc["1"]["by_history"].items():
+            print(
+                f"   {h:>8}  {_mm(row['us_per_step']):>24}  {_mm(row['steady_us_per_step']):>24}  "
+                f"{row['commits_per_step']['median']:>12.2f}  {row['max_commits_in_a_step']['max']:>8.0f}  "
+                f"{row['statements_per_step']['median']:>14.1f}"
+            )
+        print(
+            "   µs/step (drive) = post the message + Scheduler drive to the answer, ÷ steps; (steady) ="
+            " between consecutive generation starts.\n"
+            "   a durable commit = one SQLite COMMIT that changed rows; in WAL mode with"
+            " synchronous=FULL each is one fsync of the WAL."
+        )
+        if "strace_fsyncs" in sc["1"]:
+            print(
+                f"   strace: {sc['1']['strace_fsyncs']} fsync/fdatasync calls in the scenario-1 process,"
+                f" {sc['1']['process_durable_commits']} durable commits counted (difference: WAL checkpoints, setup)"
+            )
+        print()
+    if "2" in sc:
+        print("2. fan-out: one message → N side dialogs, each answering in one step")
+        print(f"   {'variant':>8}  {'ms until caller revived':>26}  {'ms from dispatch':>22}  {'peak RSS MiB':>12}")
+        for variant, row in sc["2"].items():
+            print(
+                f"   {variant:>8}  {_mm(row['revive_ms'], '{:.1f}'):>26}  {_mm(row['fan_out_ms'], '{:.1f}'):>22}  "
+                f"{row['peak_rss_bytes'] / MIB:>12.0f}"
+            )
+        print()
+    if "3" in sc:
+        row = sc["3"]
+        size = cfg["sizes"]
+        print(f"3. many dialogs: {size['dialogs']} roots × {size['dialog_steps']} steps, concurrently, one process")
+        print(
+            f"   wall s {_mm(row['wall_s'], '{:.2f}')} · steps/s {_mm(row['steps_per_s'])} · "
+            f"peak RSS {row['peak_rss_bytes'] / MIB:.0f} MiB\n"
+        )
+    if "4" in sc:
+        print("4. side by side: scenario 1, µs/step (drive) medians (min–max), ratio peer/mindloop")
+        mind = sc["4"]["mindloop"]["us_per_step"]
+        for key, peer in sc["4"].items():
+            if key == "mindloop":
+                cells = "  ".join(f"@{h}: {_mm(s):>22}" for h, s in mind.items())
+                print(f"   {'mindloop':>18}  {cells}")
+                continue
+            if not peer["installed"]:
+                print(f"   {peer['name']:>18}  {NOT_INSTALLED}")
+                continue
+            cells = "  ".join(
+                f"@{h}: {_mm(s):>22} ×{peer['ratio_to_mindloop'][h]:.1f}" for h, s in peer["us_per_step"].items()
+            )
+            print(f"   {peer['name']:>18}  {cells}  (grows ×{peer['growth_large_over_small']:.1f})")
+        print()
+    if report["targets"]:
+        print("targets")
+        for t in report["targets"]:
+            print(f"   {t['status']:>4}  {t['target']}: {t['value']:.2f}{t['unit']} (limit {t['limit']}{t['unit']})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="measured runs after the warm-up")
+    parser.add_argument("--quick", action="store_true", help="tiny CI sizes (targets not judged)")
+    parser.add_argument("--scenario", default="1,2,3,4", help="comma-separated scenario numbers")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--strace", action="store_true", help="count fsyncs of scenario 1 with strace (if installed)"
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--count-all-commits", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    sizes = QUICK if args.quick else FULL
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.runs, sizes, args.count_all_commits)))
+        return 0
+    if args.strace and not _strace_available():
+        print("strace is not installed; running without --strace", file=sys.stderr)
+        args.strace = False
+    report = build_report(args, collect(args))
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2), "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
