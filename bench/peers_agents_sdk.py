@@ -26,14 +26,13 @@ from bench.common import (
 
 try:
     from agents import Agent, Model, RunConfig, Runner, SQLiteSession, function_tool
+    from agents.items import ModelResponse
     from agents.usage import Usage
     from openai.types.responses import (
         ResponseFunctionToolCall,
         ResponseOutputMessage,
         ResponseOutputText,
     )
-
-    from agents.items import ModelResponse
 
     AVAILABLE = True
 except ImportError:  # the bench extra is not installed

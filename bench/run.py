@@ -97,7 +97,14 @@ def _strace_available() -> bool:
 
 
 def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--runs", str(args.runs)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        case,
+        "--runs",
+        str(args.runs),
+    ]
     if args.quick:
         cmd.append("--quick")
     trace_file = None
@@ -175,7 +182,9 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
 
     def target(name: str, value: float, limit: float, ok: bool, unit: str) -> None:
         status = "-" if args.quick else ("PASS" if ok else "MISS")
-        targets.append({"target": name, "value": value, "limit": limit, "unit": unit, "status": status})
+        targets.append(
+            {"target": name, "value": value, "limit": limit, "unit": unit, "status": status}
+        )
 
     s1 = raw.get("s1")
     if s1 is not None and 1 in selected:
@@ -202,16 +211,28 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
             "peak_rss_bytes": s2["peak_rss"],
         }
         ms = cols["revive_ms"]["median"]
-        target(f"s2 {variant} ×{sizes.fan_out}: ms until the caller is revived", ms, 100, ms <= 100, "ms")
+        target(
+            f"s2 {variant} ×{sizes.fan_out}: ms until the caller is revived",
+            ms,
+            100,
+            ms <= 100,
+            "ms",
+        )
     s3 = raw.get("s3")
     if s3 is not None:
         cols = {k: stats(v) for k, v in s3["samples"].items()}
         report["scenarios"]["3"] = {**cols, "peak_rss_bytes": s3["peak_rss"]}
         rss = s3["peak_rss"]
-        target(f"s3 {sizes.dialogs}×{sizes.dialog_steps}: peak RSS", rss / MIB, 1024, rss < GIB, "MiB")
+        target(
+            f"s3 {sizes.dialogs}×{sizes.dialog_steps}: peak RSS", rss / MIB, 1024, rss < GIB, "MiB"
+        )
     if 4 in selected and s1 is not None:
         mind = {h: statistics.median(c["us_per_step"]) for h, c in s1["by_history"].items()}
-        peers: dict[str, Any] = {"mindloop": {"us_per_step": {h: stats(s1["by_history"][h]["us_per_step"]) for h in mind}}}
+        peers: dict[str, Any] = {
+            "mindloop": {
+                "us_per_step": {h: stats(s1["by_history"][h]["us_per_step"]) for h in mind}
+            }
+        }
         for key in PEERS:
             peer = raw[f"s4-{key}"]
             if not peer["installed"]:
@@ -245,7 +266,9 @@ def print_report(report: dict[str, Any]) -> None:
     )
     if "1" in sc:
         print("1. per-step overhead, durable store (20 tool calls + answer = 21 steps per drive)")
-        print(f"   {'history':>8}  {'µs/step (drive)':>24}  {'µs/step (steady)':>24}  {'commits/step':>12}  {'max/step':>8}  {'SQL stmts/step':>14}")
+        print(
+            f"   {'history':>8}  {'µs/step (drive)':>24}  {'µs/step (steady)':>24}  {'commits/step':>12}  {'max/step':>8}  {'SQL stmts/step':>14}"
+        )
         for h, row in sc["1"]["by_history"].items():
             print(
                 f"   {h:>8}  {_mm(row['us_per_step']):>24}  {_mm(row['steady_us_per_step']):>24}  "
@@ -266,7 +289,9 @@ def print_report(report: dict[str, Any]) -> None:
         print()
     if "2" in sc:
         print("2. fan-out: one message → N side dialogs, each answering in one step")
-        print(f"   {'variant':>8}  {'ms until caller revived':>26}  {'ms from dispatch':>22}  {'peak RSS MiB':>12}")
+        print(
+            f"   {'variant':>8}  {'ms until caller revived':>26}  {'ms from dispatch':>22}  {'peak RSS MiB':>12}"
+        )
         for variant, row in sc["2"].items():
             print(
                 f"   {variant:>8}  {_mm(row['revive_ms'], '{:.1f}'):>26}  {_mm(row['fan_out_ms'], '{:.1f}'):>22}  "
@@ -276,7 +301,9 @@ def print_report(report: dict[str, Any]) -> None:
     if "3" in sc:
         row = sc["3"]
         size = cfg["sizes"]
-        print(f"3. many dialogs: {size['dialogs']} roots × {size['dialog_steps']} steps, concurrently, one process")
+        print(
+            f"3. many dialogs: {size['dialogs']} roots × {size['dialog_steps']} steps, concurrently, one process"
+        )
         print(
             f"   wall s {_mm(row['wall_s'], '{:.2f}')} · steps/s {_mm(row['steps_per_s'])} · "
             f"peak RSS {row['peak_rss_bytes'] / MIB:.0f} MiB\n"
@@ -293,24 +320,31 @@ def print_report(report: dict[str, Any]) -> None:
                 print(f"   {peer['name']:>18}  {NOT_INSTALLED}")
                 continue
             cells = "  ".join(
-                f"@{h}: {_mm(s):>22} ×{peer['ratio_to_mindloop'][h]:.1f}" for h, s in peer["us_per_step"].items()
+                f"@{h}: {_mm(s):>22} ×{peer['ratio_to_mindloop'][h]:.1f}"
+                for h, s in peer["us_per_step"].items()
             )
             print(f"   {peer['name']:>18}  {cells}  (grows ×{peer['growth_large_over_small']:.1f})")
         print()
     if report["targets"]:
         print("targets")
         for t in report["targets"]:
-            print(f"   {t['status']:>4}  {t['target']}: {t['value']:.2f}{t['unit']} (limit {t['limit']}{t['unit']})")
+            print(
+                f"   {t['status']:>4}  {t['target']}: {t['value']:.2f}{t['unit']} (limit {t['limit']}{t['unit']})"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5, help="measured runs after the warm-up")
     parser.add_argument("--quick", action="store_true", help="tiny CI sizes (targets not judged)")
     parser.add_argument("--scenario", default="1,2,3,4", help="comma-separated scenario numbers")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument(
-        "--strace", action="store_true", help="count fsyncs of scenario 1 with strace (if installed)"
+        "--strace",
+        action="store_true",
+        help="count fsyncs of scenario 1 with strace (if installed)",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--count-all-commits", action="store_true", help=argparse.SUPPRESS)

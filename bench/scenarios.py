@@ -14,7 +14,6 @@ import asyncio
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +56,7 @@ class NoopArgs(ToolArgs):
     n: int
 
 
-async def _noop(args: NoopArgs, ctx: ToolContext) -> ToolOutput:  # noqa: ARG001
+async def _noop(args: NoopArgs, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(tool_result_text(args.n))
 
 
@@ -74,6 +73,7 @@ def bench_registry() -> ToolRegistry:
 def chain_entries(member: str, calls: int = DEFAULT_TOOL_CALLS) -> list[dict[str, Any]]:
     """Script entries for the tool chain: `go` (or `go <k>`, starting the chain at call
     k) → noop(k); `ok <i>` → noop(i+1); `ok <calls>` → the final answer."""
+
     def call(n: int) -> list[dict[str, Any]]:
         return [{"name": TOOL_NAME, "arguments": {"n": n}}]
 
@@ -128,8 +128,18 @@ def fan_out_entries(width: int) -> list[dict[str, Any]]:
             "response": FBR_REPLY,
             "usage": USAGE,
         },
-        {"member": "dev", "contains": "provided response", "response": REVIVED_TEXT, "usage": USAGE},
-        {"member": "dev", "contains": "FBR @self sideline response", "response": REVIVED_TEXT, "usage": USAGE},
+        {
+            "member": "dev",
+            "contains": "provided response",
+            "response": REVIVED_TEXT,
+            "usage": USAGE,
+        },
+        {
+            "member": "dev",
+            "contains": "FBR @self sideline response",
+            "response": REVIVED_TEXT,
+            "usage": USAGE,
+        },
         {"member": "worker", "response": FAN_OUT_REPLY, "usage": USAGE},
     ]
 
@@ -254,7 +264,9 @@ async def _s1_run(rt: DialogRuntime, counter: CommitCounter, history: int) -> di
         raise RuntimeError(f"scenario 1 drive ended {result.reason}: {result.error}")
     steps = result.steps
     gaps = [b - a for a, b in zip(clock.gen_starts, clock.gen_starts[1:], strict=False)]
-    step_commits = [b - a for a, b in zip(clock.commits_at_gen, clock.commits_at_gen[1:], strict=False)]
+    step_commits = [
+        b - a for a, b in zip(clock.commits_at_gen, clock.commits_at_gen[1:], strict=False)
+    ]
     step_statements = [
         b - a for a, b in zip(clock.statements_at_gen, clock.statements_at_gen[1:], strict=False)
     ]

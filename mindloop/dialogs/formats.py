@@ -51,6 +51,21 @@ def fbr_response_message(response: str) -> str:
     return f"{FBR_RESPONSE_HEADER}\n{response}"
 
 
+def failed_response_message(*, responder: str, error: str, headline: str) -> str:
+    """What a caller sees when a side dialog it waits on failed (e.g. the provider gave up)."""
+    return "\n".join(
+        [
+            f"[mindloop] the side dialog of @{responder} failed and will not answer:",
+            "",
+            quote(error),
+            "",
+            "regarding the original tellask:",
+            "",
+            quote(headline),
+        ]
+    )
+
+
 def tellask_back_message(*, sup: str, sub: str, assignment_headline: str, request: str) -> str:
     return "\n".join(
         [

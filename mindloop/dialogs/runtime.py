@@ -28,7 +28,13 @@ from mindloop.dialogs.tellask import parse_message
 from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
-from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolSpec, UserMessage
+from mindloop.providers.base import (
+    AssistantMessage,
+    GenerationRequest,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from mindloop.providers.pool import ProviderPool
 from mindloop.store import DialogRecord, GenerationRecord, MessageRecord, Store, new_id
 from mindloop.taskdoc import ROOT_ONLY_TOOLS
@@ -163,7 +169,9 @@ class DialogRuntime:
         rec = self.store.get_dialog(dialog_id)
         member = self.config.member(rec.member)
         tools = [] if rec.kind == "fbr" else self._tools_for(member, is_root=rec.kind == "root")
-        specs = [ToolSpec(name=t.name, description=t.description, parameters=t.schema()) for t in tools]
+        specs = [
+            ToolSpec(name=t.name, description=t.description, parameters=t.schema()) for t in tools
+        ]
         history = History(self.store.load_history(dialog_id, course=rec.course))
         live = self._live[dialog_id] = _Live(rec, member, history, tools, specs)
         return live
@@ -213,6 +221,7 @@ class DialogRuntime:
                 outcome = await self._step_generate(live)
                 if outcome.error is not None:
                     result.reason, result.error = "error", str(outcome.error)
+                    self._report_failure(live, result.error)
                     break
                 if outcome.calls:
                     await self._step_tools(live, outcome)
@@ -227,12 +236,14 @@ class DialogRuntime:
             else:
                 result.reason = "step_limit"
                 note = text_for(STEP_LIMIT_NOTE, self.lang).format(n=max_steps)
-                stored = self.store.append_message(did, "note", {"text": note}, course=live.record.course)
+                stored = self.store.append_message(
+                    did, "note", {"text": note}, course=live.record.course
+                )
                 live.history.add(stored)
                 self.bus.publish("note", did, text=note)
         except asyncio.CancelledError:
             result.reason = "cancelled"
-            self._settle(live, result, "interrupted")
+            self._settle(live, result, "interrupted", resume=True)  # the next run re-drives it
             raise
         except Exception as exc:  # a bug must not leave the dialog marked running
             result.reason, result.error = "error", f"{type(exc).__name__}: {exc}"
@@ -243,9 +254,23 @@ class DialogRuntime:
         self._settle(live, result, status)
         return result
 
-    def _settle(self, live: _Live, result: DriveResult, status: str) -> None:
+    def _report_failure(self, live: _Live, error: str) -> None:
+        """A side dialog that cannot go on tells whoever waits on it, so no caller waits
+        forever; the others' answers are still delivered."""
+        if live.record.kind == "root":
+            return
         with self.store.tx():
-            self.store.update_dialog(live.record.id, status=status)
+            self.tree.deliver_final(live.record, error, status="failed")
+        self.wake.set()
+
+    def _settle(
+        self, live: _Live, result: DriveResult, status: str, *, resume: bool = False
+    ) -> None:
+        with self.store.tx():
+            if resume:
+                self.store.update_dialog(live.record.id, status=status, needs_drive=True)
+            else:
+                self.store.update_dialog(live.record.id, status=status)
             self.store.record_event(
                 "drive_end",
                 live.record.id,
@@ -253,23 +278,31 @@ class DialogRuntime:
             )
         live.record.status = status
         self.bus.publish(
-            "drive_end", live.record.id, reason=result.reason, steps=result.steps, error=result.error
+            "drive_end",
+            live.record.id,
+            reason=result.reason,
+            steps=result.steps,
+            error=result.error,
         )
 
     def _take_inbox(self, live: _Live) -> None:
         """Inside a tx: queued replies into history; dangling tool calls (a crash between
         a generation and its tool results) get an explicit 'interrupted' result."""
-        msgs = live.history.messages
-        last = msgs[-1] if msgs else None
-        if isinstance(last, AssistantMessage) and last.tool_calls:
+        dangling = _unanswered_calls(live.history.messages)
+        if dangling:
             recs = [
                 MessageRecord(
                     dialog_id=live.record.id,
                     course=live.record.course,
                     kind="tool_result",
-                    data={"call_id": c.id, "name": c.name, "content": INTERRUPTED_TOOL_RESULT, "is_error": True},
+                    data={
+                        "call_id": c.id,
+                        "name": c.name,
+                        "content": INTERRUPTED_TOOL_RESULT,
+                        "is_error": True,
+                    },
                 )
-                for c in last.tool_calls
+                for c in dangling
             ]
             live.history.extend(self.store.append_messages(recs))
         live.history.extend(self.tree.take_responses(live.record))
@@ -335,10 +368,15 @@ class DialogRuntime:
         out = _Outcome()
         self.bus.publish("generation_start", did, member=live.member.id, model=req.model)
         try:
-            await run_generation(self.providers.stream(live.member.provider, req), self.bus, did, out)
+            await run_generation(
+                self.providers.stream(live.member.provider, req), self.bus, did, out
+            )
         except asyncio.CancelledError:
+            # Interrupted mid-stream: the partial output is not a turn. Persisted as one it
+            # would end the dialog's turn (a side dialog would never reply) and could
+            # dispatch a half-written tellask; kept as an event, and re-run on resume.
             out.finish_reason = "cancelled"
-            self._persist_generation(live, out, req.model, final=False)
+            self._record_cancelled(live, out, req.model)
             raise
         self._persist_generation(live, out, req.model, final=None)
         if out.error is not None:
@@ -352,6 +390,23 @@ class DialogRuntime:
             tool_calls=len(out.calls),
         )
         return out
+
+    def _record_cancelled(self, live: _Live, out: _Outcome, model: str) -> None:
+        gen = GenerationRecord(
+            dialog_id=live.record.id,
+            provider=live.member.provider,
+            model=model,
+            started_at=out.started_at,
+            ended_at=out.ended_at or time.time(),
+            input_tokens=out.input_tokens,
+            output_tokens=out.output_tokens,
+            finish_reason="cancelled",
+        )
+        with self.store.tx():
+            self.store.record_generation(gen, [])
+            self.store.record_event(
+                "generation_cancelled", live.record.id, {"text": out.text, "thinking": out.thinking}
+            )
 
     def _persist_generation(
         self, live: _Live, out: _Outcome, model: str, *, final: bool | None
@@ -385,9 +440,15 @@ class DialogRuntime:
         out.final = bool(final)
         msgs: list[MessageRecord] = []
         if out.thinking:
-            msgs.append(MessageRecord(dialog_id=did, course=course, kind="thinking", data={"text": out.thinking}))
+            msgs.append(
+                MessageRecord(
+                    dialog_id=did, course=course, kind="thinking", data={"text": out.thinking}
+                )
+            )
         if out.text or out.error is None:
-            msgs.append(MessageRecord(dialog_id=did, course=course, kind="assistant", data=assistant_data))
+            msgs.append(
+                MessageRecord(dialog_id=did, course=course, kind="assistant", data=assistant_data)
+            )
         for call in out.calls:
             msgs.append(
                 MessageRecord(
@@ -414,11 +475,21 @@ class DialogRuntime:
             if out.error is not None:
                 self.store.record_event("error", did, {"message": str(out.error)})
             if violation is not None:
-                self.store.record_event("error", did, {"code": fbr.VIOLATION_CODE, "message": violation})
+                self.store.record_event(
+                    "error", did, {"code": fbr.VIOLATION_CODE, "message": violation}
+                )
             if routes:
-                dispatched = self.tree.dispatch(rec, tellasks, routes, fbr_effort=live.member.fbr_effort)
+                dispatched = self.tree.dispatch(
+                    rec, tellasks, routes, fbr_effort=live.member.fbr_effort
+                )
                 live.history.extend(dispatched.notes)
-                if dispatched.failed and not out.calls and not dispatched.created and not dispatched.resumed and not dispatched.questions:
+                if (
+                    dispatched.failed
+                    and not out.calls
+                    and not dispatched.created
+                    and not dispatched.resumed
+                    and not dispatched.questions
+                ):
                     out.final = False  # let the model see why its tellask failed
             if out.final:  # a root answers tellask-backs of its side dialogs too
                 self.tree.deliver_final(rec, out.text)
@@ -462,8 +533,11 @@ class DialogRuntime:
         prompt = NEW_COURSE_PROMPT.format(course=course)
         if rec.assignment and rec.kind != "root":
             prompt = (
-                "Your assignment:\n" + rec.assignment.get("headline", "") + rec.assignment.get("body", "")
-                + "\n\n" + prompt
+                "Your assignment:\n"
+                + rec.assignment.get("headline", "")
+                + rec.assignment.get("body", "")
+                + "\n\n"
+                + prompt
             )
         with self.store.tx():
             self.store.update_dialog(rec.id, course=course)
@@ -509,6 +583,19 @@ class DialogRuntime:
             is_root=live.record.kind == "root",
             services=services,
         )
+
+
+def _unanswered_calls(msgs: list[Any]) -> list[Any]:
+    """Tool calls of the latest assistant turn that have no result yet. Only a crash
+    leaves such calls; runtime notes (e.g. a failed tellask of the same message) may
+    follow them, so look back to the latest assistant message, not just the last one."""
+    answered: set[str] = set()
+    for msg in reversed(msgs):
+        if isinstance(msg, AssistantMessage):
+            return [c for c in msg.tool_calls if c.id not in answered]
+        if isinstance(msg, ToolResultMessage):
+            answered.add(msg.call_id)
+    return []
 
 
 @dataclass

@@ -108,11 +108,12 @@ class DialogTree:
                     self._teammate(caller, call, route, target, out)
         return out
 
-    def _note(
-        self, caller: DialogRecord, kind: str, text: str, **data: Any
-    ) -> MessageRecord:
+    def _note(self, caller: DialogRecord, kind: str, text: str, **data: Any) -> MessageRecord:
         rec = MessageRecord(
-            dialog_id=caller.id, course=caller.course, kind=kind, data={"text": text, **data}  # type: ignore[arg-type]
+            dialog_id=caller.id,
+            course=caller.course,
+            kind=kind,
+            data={"text": text, **data},  # type: ignore[arg-type]
         )
         return self.store.append_messages([rec])[0]
 
@@ -127,7 +128,9 @@ class DialogTree:
             course=caller.course,
         )
         q = self.store.add_question(q)
-        self.bus.publish("question_asked", caller.id, question_id=q.id, headline=q.headline, body=q.body)
+        self.bus.publish(
+            "question_asked", caller.id, question_id=q.id, headline=q.headline, body=q.body
+        )
         return q
 
     def _create_side(
@@ -156,7 +159,12 @@ class DialogTree:
         if session_key:
             self.store.register_session(caller.root_id, session_key, sid)
         self.bus.publish(
-            "dialog_created", sid, member=member, kind=kind, parent_id=caller.id, session=session_key
+            "dialog_created",
+            sid,
+            member=member,
+            kind=kind,
+            parent_id=caller.id,
+            session=session_key,
         )
         return rec
 
@@ -170,7 +178,13 @@ class DialogTree:
                 headline=call.headline.strip(),
             )
         )
-        self.bus.publish("tellask_call", caller.id, side_id=side_id, call_type=call_type, headline=call.headline.strip())
+        self.bus.publish(
+            "tellask_call",
+            caller.id,
+            side_id=side_id,
+            call_type=call_type,
+            headline=call.headline.strip(),
+        )
 
     def _assignment(self, caller: DialogRecord, call: Any, targets: list[str]) -> dict[str, Any]:
         return {
@@ -268,9 +282,12 @@ class DialogTree:
 
     # ------------------------------------------------------------------ replies
 
-    def deliver_final(self, dialog: DialogRecord, text: str) -> list[str]:
-        """Deliver a final answer to whoever waits on this dialog; returns the callers
-        revived (those with nothing else pending)."""
+    def deliver_final(
+        self, dialog: DialogRecord, text: str, *, status: str = "completed"
+    ) -> list[str]:
+        """Deliver a final answer (or, with status="failed", the reason it failed) to
+        whoever waits on this dialog; returns the callers revived (those with nothing
+        else pending)."""
         inbound = self.store.pending_by_side(dialog.id)
         backs = [p for p in inbound if p.call_type == "tellask_back"]
         targets = backs or inbound
@@ -284,13 +301,16 @@ class DialogTree:
                     call_id=p.call_id,
                     data={
                         "kind": p.call_type,
+                        "status": status,
                         "text": text,
                         "responder": dialog.member,
                         "headline": p.headline,
                     },
                 )
             )
-            self.bus.publish("tellask_response", p.caller_id, side_id=dialog.id, call_type=p.call_type)
+            self.bus.publish(
+                "tellask_response", p.caller_id, side_id=dialog.id, call_type=p.call_type
+            )
             if not self.waiting_on_others(p.caller_id) or self.has_tellask_back(p.caller_id):
                 self.store.update_dialog(p.caller_id, needs_drive=True)
                 revived.append(p.caller_id)
@@ -304,7 +324,11 @@ class DialogTree:
         msgs = []
         for r in queued:
             d = r.data
-            if d.get("kind") == "fbr":
+            if d.get("status") == "failed":
+                text = formats.failed_response_message(
+                    responder=d["responder"], error=d["text"], headline=d.get("headline", "")
+                )
+            elif d.get("kind") == "fbr":
                 text = formats.fbr_response_message(d["text"])
             elif d.get("kind") == "tellask_back":
                 text = formats.tellask_back_answer(responder=d["responder"], answer=d["text"])
@@ -322,7 +346,7 @@ class DialogTree:
                     kind="tellask_result",
                     data={
                         "text": text,
-                        "status": "completed",
+                        "status": d.get("status", "completed"),
                         "side_id": r.side_id,
                         "call_id": r.call_id,
                         "response_id": r.id,

@@ -186,7 +186,9 @@ class Store:
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
         with self.tx() as c:
-            res = c.execute(sa.update(t.dialogs).where(t.dialogs.c.id == dialog_id).values(**fields))
+            res = c.execute(
+                sa.update(t.dialogs).where(t.dialogs.c.id == dialog_id).values(**fields)
+            )
             if res.rowcount == 0:
                 raise NotFoundError(f"no dialog with id {dialog_id!r}")
 
@@ -238,7 +240,10 @@ class Store:
             t.messages.c.course == course,
             t.messages.c.id > after_id,
         )
-        return [MessageRecord.model_validate(r._asdict()) for r in self._rows(q.order_by(t.messages.c.id))]
+        return [
+            MessageRecord.model_validate(r._asdict())
+            for r in self._rows(q.order_by(t.messages.c.id))
+        ]
 
     def count_messages(self, dialog_id: str) -> int:
         q = sa.select(sa.func.count()).where(t.messages.c.dialog_id == dialog_id)
@@ -253,7 +258,9 @@ class Store:
         with self.tx() as c:
             res = c.execute(sa.insert(t.generations).values(**gen.model_dump(exclude={"id"})))
             gid = int(res.inserted_primary_key[0]) if res.inserted_primary_key else 0
-            stored = self.append_messages([m.model_copy(update={"generation_id": gid}) for m in msgs])
+            stored = self.append_messages(
+                [m.model_copy(update={"generation_id": gid}) for m in msgs]
+            )
         return gen.model_copy(update={"id": gid}), stored
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
@@ -266,7 +273,9 @@ class Store:
     def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
         with self.tx() as c:
             c.execute(
-                sa.insert(t.events).values(type=type, dialog_id=dialog_id, data=data, ts=time.time())
+                sa.insert(t.events).values(
+                    type=type, dialog_id=dialog_id, data=data, ts=time.time()
+                )
             )
 
     def events(self, dialog_id: str | None = None) -> list[dict[str, Any]]:
@@ -279,7 +288,9 @@ class Store:
 
     def record_taskdoc_change(self, change: TaskdocChange) -> TaskdocChange:
         with self.tx() as c:
-            res = c.execute(sa.insert(t.taskdoc_changes).values(**change.model_dump(exclude={"id"})))
+            res = c.execute(
+                sa.insert(t.taskdoc_changes).values(**change.model_dump(exclude={"id"}))
+            )
             pk = res.inserted_primary_key
         return change.model_copy(update={"id": int(pk[0]) if pk else 0})
 
@@ -315,7 +326,9 @@ class Store:
 
     def remove_pending(self, pending_id: int) -> bool:
         with self.tx() as c:
-            res = c.execute(sa.delete(t.pending_tellasks).where(t.pending_tellasks.c.id == pending_id))
+            res = c.execute(
+                sa.delete(t.pending_tellasks).where(t.pending_tellasks.c.id == pending_id)
+            )
         return bool(res.rowcount)
 
     def add_response(self, r: ResponseRecord) -> ResponseRecord:

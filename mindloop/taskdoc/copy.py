@@ -1,4 +1,3 @@
-
 """The canonical agent-facing copy about Taskdocs, in English and Chinese.
 
 The seed requires the system prompt and every tool description shown to agents to state

@@ -44,7 +44,7 @@ def test_quick_benchmark_reports_every_scenario(tmp_path: Path) -> None:
         assert row["us_per_step"]["median"] > 0
         assert row["steady_us_per_step"]["median"] > 0
         assert row["steps"]["median"] == 21
-        assert 0 < row["max_commits_in_a_step"]["max"]
+        assert row["max_commits_in_a_step"]["max"] > 0
 
     assert set(scenarios["2"]) == {"tellask", "fbr"}
     for row in scenarios["2"].values():

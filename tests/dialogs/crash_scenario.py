@@ -32,6 +32,13 @@ HUMAN_ANSWER = "SQLite"
 FILES = {"out/report.txt": "report v1\n", "out/review.txt": "approved\n"}
 # (member, session key) of every side dialog the scenario must create, exactly once each.
 EXPECTED_SIDES = Counter({("alice", None): 1, ("bob", None): 1, ("carol", "carol!review"): 1})
+# Each member's final answer: given exactly once (a finished dialog is not re-generated).
+FINALS = {
+    "lead": FINAL_TEXT,
+    "alice": "alice: report written and approved",
+    "carol": "approved",
+    "bob": "bob: we use SQLite",
+}
 # (caller member, side member) of every reply, delivered exactly once each.
 EXPECTED_REPLIES = Counter({("lead", "alice"): 1, ("lead", "bob"): 1, ("alice", "carol"): 1})
 
@@ -42,7 +49,7 @@ TEAM = {
     "carol": {"toolsets": ["fs"]},
 }
 
-_SLOW = {"delay_ms": 4, "chunk_delay_ms": 2}
+_SLOW = {"delay_ms": 3, "chunk_delay_ms": 1}
 _INTERRUPTED = "interrupted by a runtime restart"
 
 
@@ -53,7 +60,7 @@ def _write(path: str) -> list[dict[str, Any]]:
 # Order matters: the first matching entry answers, so the more specific entries come first.
 SCRIPT: list[dict[str, Any]] = [
     # lead: fan out to alice and bob; once both replies are in, the final answer.
-    {"member": "lead", "contains": "provided response", **_SLOW, "response": FINAL_TEXT},
+    {"member": "lead", "contains": "provided response", **_SLOW, "response": FINALS["lead"]},
     {
         "member": "lead",
         "match": "go",
@@ -67,7 +74,7 @@ SCRIPT: list[dict[str, Any]] = [
         "member": "alice",
         "contains": "provided response",
         **_SLOW,
-        "response": "alice: report written and approved",
+        "response": FINALS["alice"],
     },
     {
         "member": "alice",
@@ -103,7 +110,7 @@ SCRIPT: list[dict[str, Any]] = [
         "role": "tool",
         "contains": "out/review.txt",
         **_SLOW,
-        "response": "approved",
+        "response": FINALS["carol"],
     },
     {
         "member": "carol",
@@ -116,7 +123,7 @@ SCRIPT: list[dict[str, Any]] = [
         "member": "bob",
         "contains": "answer from the human",
         **_SLOW,
-        "response": "bob: we use SQLite",
+        "response": FINALS["bob"],
     },
     {
         "member": "bob",
@@ -205,15 +212,15 @@ def check_always(snap: Snapshot) -> list[str]:
     problems += [f"pending record {k} stored {n} times" for k, n in pend.items() if n > 1]
     resp = Counter((r.caller_id, r.side_id, r.call_id) for r in snap.responses)
     problems += [f"reply {k} stored {n} times in responses" for k, n in resp.items() if n > 1]
-    for key in resp:
-        if key in pend:
-            problems.append(f"reply {key} recorded while its pending record remains")
+    for reply in resp:
+        if reply in pend:
+            problems.append(f"reply {reply} recorded while its pending record remains")
     for did, msgs in snap.messages.items():
         who = f"@{ids[did].member}" if did in ids else did
         results = Counter(
             (m.data.get("side_id"), m.data.get("call_id"))
             for m in msgs
-            if m.kind == "tellask_result" and m.data.get("status") == "completed"
+            if m.kind == "tellask_result" and "response_id" in m.data  # a delivered reply
         )
         problems += [f"{who}: reply {k} injected {n} times" for k, n in results.items() if n > 1]
         delivered = {
@@ -250,22 +257,56 @@ def check_always(snap: Snapshot) -> list[str]:
             problems.append(
                 f"question {q.id} is {q.status} but its answer was injected {injected} times"
             )
-    root = snap.root()
-    if root is not None:
-        finals = [
-            m
-            for m in snap.messages[root.id]
-            if m.kind == "assistant" and m.data.get("text") == FINAL_TEXT
-        ]
-        if len(finals) > 1:
-            problems.append(f"the root's final answer appears {len(finals)} times")
+    for n, d in _final_counts(snap):
+        if n > 1:
+            problems.append(f"@{d.member}'s final answer appears {n} times")
     return problems
+
+
+def _final_counts(snap: Snapshot) -> list[tuple[int, Any]]:
+    """How often each dialog gave its member's final answer."""
+    return [
+        (
+            sum(
+                m.kind == "assistant" and m.data.get("text") == FINALS[d.member]
+                for m in snap.messages[d.id]
+            ),
+            d,
+        )
+        for d in snap.dialogs
+    ]
+
+
+def kill_site(snap: Snapshot) -> set[str]:
+    """What a kill interrupted, as read from the store it left (for the test's summary)."""
+    root = snap.root()
+    if root is None or not snap.messages[root.id]:
+        return {"before the message was stored"}
+    ids = snap.by_id()
+    sites = {f"@{d.member} mid-drive" for d in snap.dialogs if d.status == "running"}
+    for did, msgs in snap.messages.items():
+        calls = {m.data["id"] for m in msgs if m.kind == "tool_call"}
+        if calls - {m.data["call_id"] for m in msgs if m.kind == "tool_result"}:
+            sites.add(f"@{ids[did].member} mid-tool")
+    if any(not r.delivered for r in snap.responses):
+        sites.add("reply queued for its caller")
+    return sites or {"between drives"}
 
 
 def check_waiting_for_human(snap: Snapshot) -> list[str]:
     """After a restart ran to quiescence: only the human's answer is missing."""
     problems = check_always(snap)
-    problems += [f"@{d.member} left {d.status}" for d in snap.dialogs if d.status == "running"]
+    problems += [
+        f"@{d.member} left {d.status}"
+        for d in snap.dialogs
+        if d.status in ("running", "interrupted")
+    ]
+    # Acceptance 23: after a restart a dialog with an open question is blocked on it.
+    problems += [
+        f"@{d.member} is {d.status}, not waiting"
+        for d in snap.dialogs
+        if d.member in ("lead", "bob") and d.status != "waiting"
+    ]
     open_qs = [q for q in snap.questions if q.status == "open"]
     if len(open_qs) != 1 or len(snap.questions) != 1:
         problems.append(
@@ -291,7 +332,14 @@ def check_done(snap: Snapshot, rtws: Path) -> list[str]:
     """The scenario's end state: everything delivered exactly once, nothing left over."""
     problems = check_always(snap)
     ids = snap.by_id()
-    problems += [f"@{d.member} left {d.status}" for d in snap.dialogs if d.status == "running"]
+    problems += [
+        f"@{d.member} left {d.status}"
+        for d in snap.dialogs
+        if d.status in ("running", "interrupted")
+    ]
+    problems += [
+        f"@{d.member} gave its final answer {n} times" for n, d in _final_counts(snap) if n != 1
+    ]
     problems += [f"@{d.member} still needs a drive" for d in snap.dialogs if d.needs_drive]
     sides = Counter((d.member, d.session_key) for d in snap.dialogs if d.kind != "root")
     if sides != EXPECTED_SIDES:
@@ -366,6 +414,14 @@ class Proc:
         if self.returncode is None:  # not reaped yet: the pid cannot have been reused
             os.kill(self.pid, signal.SIGKILL)
 
+    def has_exited(self) -> bool:
+        """True once the process is gone or a zombie (Linux: /proc/<pid>/stat)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+
     def has_store_open(self, rtws: Path) -> bool:
         """True once the process holds the rtws database open (it is past its imports and
         about to work), or once it is gone. Linux: reads /proc/<pid>/fd."""
@@ -376,18 +432,14 @@ class Proc:
             names = os.listdir(fd_dir)
         except FileNotFoundError:
             return True
-        db = str(rtws / ".mindloop" / "state.sqlite")
+        db = os.path.realpath(rtws / ".mindloop" / "state.sqlite")
         for name in names:
             try:
                 if os.readlink(f"{fd_dir}/{name}") == db:
                     return True
             except OSError:
                 continue
-        try:  # a zombie has no fds left: it is done
-            with open(f"/proc/{self.pid}/stat", encoding="ascii") as fh:
-                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-        except OSError:
-            return True
+        return self.has_exited()
 
 
 class ExecLauncher:

@@ -185,3 +185,32 @@ async def test_fbr_request_is_tool_less_with_merged_params(rtws: Path) -> None:
     assert fbr_req.params["openai"]["temperature"] == 0.9 and fbr_req.params["max_tokens"] == 100
     assert seen[2].params["openai"]["temperature"] == 0.1  # normal generations unaffected
     await rt.aclose()
+
+
+async def test_a_failing_fbr_sample_is_reported_and_the_others_delivered(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 3}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {
+                "member": "dev",
+                "contains": "FBR @self sideline response",
+                "response": "two of three",
+            },
+            # The first FBR request fails for good (not retriable); the next two answer.
+            {
+                "contains": "Goal: root cause",
+                "error": {"status": 400, "message": "bad sample", "times": 1},
+            },
+            {"contains": "Goal: root cause", "response": "good sample"},
+        ],
+    )
+    rt, root = await _run(rtws)
+    replies = [m.data for m in rt.store.load_history(root) if m.kind == "tellask_result"]
+    assert sorted(r["status"] for r in replies) == ["completed", "completed", "failed"]
+    failed = next(r for r in replies if r["status"] == "failed")
+    assert "failed and will not answer" in failed["text"] and "bad sample" in failed["text"]
+    assert rt.store.load_history(root)[-1].data["text"] == "two of three"
+    assert rt.store.all_pending() == []
+    await rt.aclose()
