@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from mindloop.errors import MindloopError, NotFoundError
 from mindloop.store import schema as t
+from mindloop.store import statements as q
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -106,21 +107,28 @@ class Store:
         finally:
             self._depth = 0
 
-    def _rows(self, stmt: sa.Executable) -> list[sa.Row[Any]]:
+    def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[sa.Row[Any]]:
         """Run a read; outside a `tx()` block end the implicit transaction at once, so no
         stale snapshot is held (other processes write to the same database)."""
-        rows = list(self._conn.execute(stmt))
+        rows = self._conn.execute(stmt, params).all()
         if not self._depth:
             self._conn.commit()
         return rows
+
+    def _write(self, stmt: sa.Executable, params: Any = None) -> sa.CursorResult[Any]:
+        """Run one write, joining the current transaction or committing by itself."""
+        if self._depth:
+            return self._conn.execute(stmt, params)
+        with self.tx() as c:
+            return c.execute(stmt, params)
 
     @staticmethod
     def _pk(res: sa.CursorResult[Any]) -> int:
         pk = res.inserted_primary_key
         return int(pk[0]) if pk else 0
 
-    def _scalar(self, stmt: sa.Executable) -> Any:
-        rows = self._rows(stmt)
+    def _scalar(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> Any:
+        rows = self._rows(stmt, params)
         return rows[0][0] if rows else None
 
     def _migrate(self) -> None:
@@ -128,7 +136,7 @@ class Store:
             insp = sa.inspect(c)
             current = 0
             if insp.has_table("schema_version"):
-                current = self._scalar(sa.select(t.schema_version.c.version)) or 0
+                current = self._scalar(q.SCHEMA_VERSION) or 0
             if current > t.SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: database schema v{current} is newer than this mindloop "
@@ -141,30 +149,26 @@ class Store:
                 c.execute(sa.insert(t.schema_version).values(version=t.SCHEMA_VERSION))
 
     def schema_version(self) -> int:
-        return int(self._scalar(sa.select(t.schema_version.c.version)) or 0)
+        return int(self._scalar(q.SCHEMA_VERSION) or 0)
 
     # ------------------------------------------------------------------ dialogs
 
     def create_dialog(self, rec: DialogRecord) -> DialogRecord:
         now = time.time()
         rec = rec.model_copy(update={"created_at": now, "updated_at": now})
-        with self.tx() as c:
-            c.execute(sa.insert(t.dialogs).values(**rec.model_dump()))
+        self._write(q.INSERT_DIALOG, rec.model_dump())
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
-        rows = self._rows(sa.select(t.dialogs).where(t.dialogs.c.id == dialog_id))
-        row = rows[0] if rows else None
-        if row is None:
+        rows = self._rows(q.DIALOG, {"id": dialog_id})
+        if not rows:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
-        return DialogRecord.model_validate(row._asdict())
+        return _dialog(rows[0])
 
     def resolve_dialog_id(self, prefix: str) -> str:
         """Accept a full id or an unambiguous prefix (as users type them)."""
-        rows = self._rows(
-            sa.select(t.dialogs.c.id).where(t.dialogs.c.id.startswith(prefix, autoescape=True))
-        )
-        ids = [r[0] for r in rows]
+        stmt = sa.select(t.dialogs.c.id).where(t.dialogs.c.id.startswith(prefix, autoescape=True))
+        ids = [r[0] for r in self._rows(stmt)]
         if prefix in ids:
             return prefix
         if not ids:
@@ -176,40 +180,49 @@ class Store:
     def list_dialogs(
         self, *, root_id: str | None = None, task_path: str | None = None
     ) -> list[DialogRecord]:
-        q = sa.select(t.dialogs).order_by(t.dialogs.c.created_at, t.dialogs.c.id)
+        stmt = sa.select(t.dialogs).order_by(t.dialogs.c.created_at, t.dialogs.c.id)
         if root_id is not None:
-            q = q.where(t.dialogs.c.root_id == root_id)
+            stmt = stmt.where(t.dialogs.c.root_id == root_id)
         if task_path is not None:
-            q = q.where(t.dialogs.c.task_path == task_path)
-        return [DialogRecord.model_validate(r._asdict()) for r in self._rows(q)]
+            stmt = stmt.where(t.dialogs.c.task_path == task_path)
+        return [_dialog(r) for r in self._rows(stmt)]
 
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
-        with self.tx() as c:
-            res = c.execute(
-                sa.update(t.dialogs).where(t.dialogs.c.id == dialog_id).values(**fields)
-            )
-            if res.rowcount == 0:
-                raise NotFoundError(f"no dialog with id {dialog_id!r}")
+        fields["_id"] = dialog_id
+        if self._write(q.UPDATE_DIALOG, fields).rowcount == 0:
+            raise NotFoundError(f"no dialog with id {dialog_id!r}")
 
     def dialogs_needing_drive(self) -> list[str]:
-        q = sa.select(t.dialogs.c.id).where(t.dialogs.c.needs_drive.is_(True))
-        return [r[0] for r in self._rows(q.order_by(t.dialogs.c.updated_at))]
+        return [r[0] for r in self._rows(q.DIALOGS_NEEDING_DRIVE)]
+
+    def drivable_dialogs(self) -> list[str]:
+        """Dialogs to drive now (oldest mark first); dialogs marked to drive that wait on
+        others are parked as `waiting` (what they wait on marks them again)."""
+        ids = [r[0] for r in self._rows(q.DRIVABLE)]
+        self._write(q.PARK_WAITING, {"ts": time.time()})
+        return ids
+
+    def wait_state(self, dialog_id: str) -> tuple[int, int, int]:
+        """(tellasks the dialog waits on, tellask-backs asked of it, its open questions)."""
+        row = self._rows(q.WAIT_STATE, {"id": dialog_id})[0]
+        return int(row[0]), int(row[1]), int(row[2])
 
     # ------------------------------------------------------------------ messages
 
     def append_messages(self, msgs: Sequence[MessageRecord]) -> list[MessageRecord]:
         """Append records in order (one transaction); returns them with ids set."""
+        if not msgs:
+            return []
         now = time.time()
-        out: list[MessageRecord] = []
-        with self.tx() as c:
-            for m in msgs:
-                values = m.model_dump(exclude={"id"})
-                values["created_at"] = now
-                res = c.execute(sa.insert(t.messages).values(**values))
-                pk = res.inserted_primary_key
-                out.append(m.model_copy(update={"id": pk[0] if pk else 0, "created_at": now}))
-        return out
+        rows = [_message_row(m, now) for m in msgs]
+        if len(rows) == 1:
+            ids = [self._write(q.INSERT_MESSAGE, rows[0]).lastrowid]
+        else:
+            ids = [r[0] for r in self._write(q.INSERT_MESSAGES, rows)]
+        return [
+            MessageRecord.model_construct(id=mid, **row) for mid, row in zip(ids, rows, strict=True)
+        ]
 
     def append_message(
         self,
@@ -227,27 +240,19 @@ class Store:
 
     def load_history(self, dialog_id: str, course: int | None = None) -> list[MessageRecord]:
         """All messages of a dialog (of one course if given), oldest first."""
-        q = sa.select(t.messages).where(t.messages.c.dialog_id == dialog_id)
-        if course is not None:
-            q = q.where(t.messages.c.course == course)
-        rows = self._rows(q.order_by(t.messages.c.id))
-        return [MessageRecord.model_validate(r._asdict()) for r in rows]
+        if course is None:
+            rows = self._rows(q.HISTORY, {"dialog_id": dialog_id})
+        else:
+            rows = self._rows(q.HISTORY_OF_COURSE, {"dialog_id": dialog_id, "course": course})
+        return [_message(r) for r in rows]
 
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""
-        q = sa.select(t.messages).where(
-            t.messages.c.dialog_id == dialog_id,
-            t.messages.c.course == course,
-            t.messages.c.id > after_id,
-        )
-        return [
-            MessageRecord.model_validate(r._asdict())
-            for r in self._rows(q.order_by(t.messages.c.id))
-        ]
+        params = {"dialog_id": dialog_id, "course": course, "after_id": after_id}
+        return [_message(r) for r in self._rows(q.MESSAGES_AFTER, params)]
 
     def count_messages(self, dialog_id: str) -> int:
-        q = sa.select(sa.func.count()).where(t.messages.c.dialog_id == dialog_id)
-        return int(self._scalar(q) or 0)
+        return int(self._scalar(q.COUNT_MESSAGES, {"dialog_id": dialog_id}) or 0)
 
     # ------------------------------------------------------------------ generations
 
@@ -255,182 +260,160 @@ class Store:
         self, gen: GenerationRecord, msgs: Sequence[MessageRecord]
     ) -> tuple[GenerationRecord, list[MessageRecord]]:
         """Persist a finished generation and what it produced, in one transaction."""
-        with self.tx() as c:
-            res = c.execute(sa.insert(t.generations).values(**gen.model_dump(exclude={"id"})))
-            gid = int(res.inserted_primary_key[0]) if res.inserted_primary_key else 0
-            stored = self.append_messages(
-                [m.model_copy(update={"generation_id": gid}) for m in msgs]
-            )
+        with self.tx():
+            gid = int(self._write(q.INSERT_GENERATION, gen.model_dump(exclude={"id"})).lastrowid)
+            for m in msgs:
+                m.generation_id = gid
+            stored = self.append_messages(msgs)
         return gen.model_copy(update={"id": gid}), stored
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
-        q = sa.select(t.generations).where(t.generations.c.dialog_id == dialog_id)
-        rows = self._rows(q.order_by(t.generations.c.id))
+        rows = self._rows(q.GENERATIONS, {"dialog_id": dialog_id})
         return [GenerationRecord.model_validate(r._asdict()) for r in rows]
 
     # ------------------------------------------------------------------ events
 
     def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
-        with self.tx() as c:
-            c.execute(
-                sa.insert(t.events).values(
-                    type=type, dialog_id=dialog_id, data=data, ts=time.time()
-                )
-            )
+        self._write(
+            q.INSERT_EVENT, {"type": type, "dialog_id": dialog_id, "data": data, "ts": time.time()}
+        )
 
     def events(self, dialog_id: str | None = None) -> list[dict[str, Any]]:
-        q = sa.select(t.events)
+        stmt = sa.select(t.events)
         if dialog_id is not None:
-            q = q.where(t.events.c.dialog_id == dialog_id)
-        return [r._asdict() for r in self._rows(q.order_by(t.events.c.id))]
+            stmt = stmt.where(t.events.c.dialog_id == dialog_id)
+        return [r._asdict() for r in self._rows(stmt.order_by(t.events.c.id))]
 
     # ------------------------------------------------------------------ taskdoc audit
 
     def record_taskdoc_change(self, change: TaskdocChange) -> TaskdocChange:
-        with self.tx() as c:
-            res = c.execute(
-                sa.insert(t.taskdoc_changes).values(**change.model_dump(exclude={"id"}))
-            )
-            pk = res.inserted_primary_key
-        return change.model_copy(update={"id": int(pk[0]) if pk else 0})
+        res = self._write(q.INSERT_TASKDOC_CHANGE, change.model_dump(exclude={"id"}))
+        return change.model_copy(update={"id": int(res.lastrowid)})
 
     def taskdoc_history(self, task_path: str, section: str | None = None) -> list[TaskdocChange]:
         """Changes of one package (one section if given), oldest first."""
-        q = sa.select(t.taskdoc_changes).where(t.taskdoc_changes.c.task_path == task_path)
+        stmt = sa.select(t.taskdoc_changes).where(t.taskdoc_changes.c.task_path == task_path)
         if section is not None:
-            q = q.where(t.taskdoc_changes.c.section == section)
-        rows = self._rows(q.order_by(t.taskdoc_changes.c.id))
+            stmt = stmt.where(t.taskdoc_changes.c.section == section)
+        rows = self._rows(stmt.order_by(t.taskdoc_changes.c.id))
         return [TaskdocChange.model_validate(r._asdict()) for r in rows]
 
     # ------------------------------------------------------------------ dialog tree
 
     def add_pending(self, p: PendingTellask) -> PendingTellask:
-        with self.tx() as c:
-            values = p.model_dump(exclude={"id"}) | {"created_at": time.time()}
-            res = c.execute(sa.insert(t.pending_tellasks).values(**values))
-        return p.model_copy(update={"id": self._pk(res)})
+        values = p.model_dump(exclude={"id"}) | {"created_at": time.time()}
+        return p.model_copy(update={"id": int(self._write(q.INSERT_PENDING, values).lastrowid)})
 
     def pending_for(self, caller_id: str) -> list[PendingTellask]:
-        q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.caller_id == caller_id)
-        rows = self._rows(q.order_by(t.pending_tellasks.c.id))
-        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+        return [_pending(r) for r in self._rows(q.PENDING_FOR, {"id": caller_id})]
 
     def pending_by_side(self, side_id: str) -> list[PendingTellask]:
-        q = sa.select(t.pending_tellasks).where(t.pending_tellasks.c.side_id == side_id)
-        rows = self._rows(q.order_by(t.pending_tellasks.c.id))
-        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+        return [_pending(r) for r in self._rows(q.PENDING_BY_SIDE, {"id": side_id})]
 
     def all_pending(self) -> list[PendingTellask]:
-        rows = self._rows(sa.select(t.pending_tellasks).order_by(t.pending_tellasks.c.id))
-        return [PendingTellask.model_validate(r._asdict()) for r in rows]
+        return [_pending(r) for r in self._rows(q.ALL_PENDING)]
 
     def remove_pending(self, pending_id: int) -> bool:
-        with self.tx() as c:
-            res = c.execute(
-                sa.delete(t.pending_tellasks).where(t.pending_tellasks.c.id == pending_id)
-            )
-        return bool(res.rowcount)
+        return bool(self._write(q.DELETE_PENDING, {"_id": pending_id}).rowcount)
 
     def add_response(self, r: ResponseRecord) -> ResponseRecord:
-        with self.tx() as c:
-            values = r.model_dump(exclude={"id"}) | {"created_at": time.time()}
-            res = c.execute(sa.insert(t.responses).values(**values))
-        return r.model_copy(update={"id": self._pk(res)})
+        values = r.model_dump(exclude={"id"}) | {"created_at": time.time()}
+        return r.model_copy(update={"id": int(self._write(q.INSERT_RESPONSE, values).lastrowid)})
 
     def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
-        q = sa.select(t.responses).where(
-            t.responses.c.caller_id == caller_id, t.responses.c.delivered.is_(False)
-        )
-        rows = self._rows(q.order_by(t.responses.c.id))
+        rows = self._rows(q.UNDELIVERED, {"id": caller_id})
         return [ResponseRecord.model_validate(r._asdict()) for r in rows]
 
     def all_responses(self) -> list[ResponseRecord]:
-        rows = self._rows(sa.select(t.responses).order_by(t.responses.c.id))
-        return [ResponseRecord.model_validate(r._asdict()) for r in rows]
+        return [ResponseRecord.model_validate(r._asdict()) for r in self._rows(q.ALL_RESPONSES)]
 
     def mark_delivered(self, response_ids: Sequence[int]) -> None:
-        if not response_ids:
-            return
-        with self.tx() as c:
-            c.execute(
-                sa.update(t.responses)
-                .where(t.responses.c.id.in_(list(response_ids)))
-                .values(delivered=True)
-            )
+        if response_ids:
+            self._write(q.MARK_DELIVERED, {"ids": list(response_ids)})
 
-    def add_question(self, q: QuestionRecord) -> QuestionRecord:
-        q = q.model_copy(update={"asked_at": time.time()})
-        with self.tx() as c:
-            c.execute(sa.insert(t.questions).values(**q.model_dump()))
-        return q
+    def add_question(self, question: QuestionRecord) -> QuestionRecord:
+        question = question.model_copy(update={"asked_at": time.time()})
+        self._write(q.INSERT_QUESTION, question.model_dump())
+        return question
 
     def get_question(self, question_id: str) -> QuestionRecord:
-        rows = self._rows(sa.select(t.questions).where(t.questions.c.id == question_id))
-        row = rows[0] if rows else None
-        if row is None:
+        rows = self._rows(q.QUESTION, {"id": question_id})
+        if not rows:
             raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
-        return QuestionRecord.model_validate(row._asdict())
+        return QuestionRecord.model_validate(rows[0]._asdict())
 
     def open_questions(
         self, *, dialog_id: str | None = None, root_ids: Sequence[str] | None = None
     ) -> list[QuestionRecord]:
-        q = sa.select(t.questions).where(t.questions.c.status == "open")
-        if dialog_id is not None:
-            q = q.where(t.questions.c.dialog_id == dialog_id)
-        if root_ids is not None:
-            q = q.where(t.questions.c.root_id.in_(list(root_ids)))
-        rows = self._rows(q.order_by(t.questions.c.asked_at))
+        if dialog_id is not None and root_ids is None:
+            rows = self._rows(q.OPEN_QUESTIONS_OF, {"dialog_id": dialog_id})
+        else:
+            c = t.questions.c
+            stmt = sa.select(t.questions).where(c.status == "open")
+            if dialog_id is not None:
+                stmt = stmt.where(c.dialog_id == dialog_id)
+            if root_ids is not None:
+                stmt = stmt.where(c.root_id.in_(list(root_ids)))
+            rows = self._rows(stmt.order_by(c.asked_at))
         return [QuestionRecord.model_validate(r._asdict()) for r in rows]
 
     def close_question(self, question_id: str, *, answer: str | None, status: str) -> None:
-        with self.tx() as c:
-            res = c.execute(
-                sa.update(t.questions)
-                .where(t.questions.c.id == question_id, t.questions.c.status == "open")
-                .values(status=status, answer=answer, answered_at=time.time())
-            )
-            if res.rowcount == 0:
-                raise NotFoundError(f"question {question_id!r} is not open")
+        params = {"_id": question_id, "_status": status, "_answer": answer, "ts": time.time()}
+        if self._write(q.CLOSE_QUESTION, params).rowcount == 0:
+            raise NotFoundError(f"question {question_id!r} is not open")
 
     def discard_questions(self, dialog_id: str) -> int:
-        with self.tx() as c:
-            res = c.execute(
-                sa.update(t.questions)
-                .where(t.questions.c.dialog_id == dialog_id, t.questions.c.status == "open")
-                .values(status="discarded", answered_at=time.time())
-            )
+        res = self._write(q.DISCARD_QUESTIONS, {"_dialog": dialog_id, "ts": time.time()})
         return int(res.rowcount)
 
     def lookup_session(self, root_id: str, key: str) -> str | None:
-        q = sa.select(t.sessions.c.dialog_id).where(
-            t.sessions.c.root_id == root_id, t.sessions.c.key == key
-        )
-        return self._scalar(q)  # type: ignore[no-any-return]
+        return self._scalar(q.SESSION, {"root_id": root_id, "key": key})  # type: ignore[no-any-return]
 
     def register_session(self, root_id: str, key: str, dialog_id: str) -> None:
-        with self.tx() as c:
-            c.execute(sa.insert(t.sessions).values(root_id=root_id, key=key, dialog_id=dialog_id))
+        self._write(q.INSERT_SESSION, {"root_id": root_id, "key": key, "dialog_id": dialog_id})
 
     def sessions(self, root_id: str) -> dict[str, str]:
-        q = sa.select(t.sessions).where(t.sessions.c.root_id == root_id)
-        return {row.key: row.dialog_id for row in self._rows(q)}
+        return {row.key: row.dialog_id for row in self._rows(q.SESSIONS, {"root_id": root_id})}
 
     # ------------------------------------------------------------------ reminders
 
     def reminders(self, dialog_id: str) -> list[Reminder]:
-        q = sa.select(t.reminders).where(t.reminders.c.dialog_id == dialog_id)
-        rows = self._rows(q.order_by(t.reminders.c.position, t.reminders.c.id))
+        rows = self._rows(q.REMINDERS, {"dialog_id": dialog_id})
         return [Reminder.model_validate(r._asdict()) for r in rows]
 
     def set_reminders(self, dialog_id: str, contents: Sequence[str]) -> list[Reminder]:
         """Replace the dialog's reminders with `contents`, in order (positions 1..n)."""
         now = time.time()
-        with self.tx() as c:
-            c.execute(sa.delete(t.reminders).where(t.reminders.c.dialog_id == dialog_id))
+        with self.tx():
+            self._write(q.DELETE_REMINDERS, {"dialog_id": dialog_id})
             for i, content in enumerate(contents, start=1):
-                c.execute(
-                    sa.insert(t.reminders).values(
-                        dialog_id=dialog_id, position=i, content=content, created_at=now
-                    )
-                )
+                row = {"dialog_id": dialog_id, "position": i, "content": content, "created_at": now}
+                self._write(q.INSERT_REMINDER, row)
         return self.reminders(dialog_id)
+
+
+# Rows of our own tables are trusted: build records without re-validating every field
+# (loading a long history is on the path of every drive start).
+
+
+def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
+    return {
+        "dialog_id": m.dialog_id,
+        "course": m.course,
+        "kind": m.kind,
+        "data": m.data,
+        "generation_id": m.generation_id,
+        "created_at": now,
+    }
+
+
+def _message(row: sa.Row[Any]) -> MessageRecord:
+    return MessageRecord.model_construct(**row._mapping)
+
+
+def _dialog(row: sa.Row[Any]) -> DialogRecord:
+    return DialogRecord.model_construct(**row._mapping)
+
+
+def _pending(row: sa.Row[Any]) -> PendingTellask:
+    return PendingTellask.model_construct(**row._mapping)

@@ -42,10 +42,10 @@ class CrashingStore(Store):
         super().__init__(path, durable=False)
         self.crash_at = crash_at
 
-    def _rows(self, stmt: Any) -> list[Any]:
+    def _rows(self, stmt: Any, params: Any = None) -> list[Any]:
         if self.dead:  # a dead process reads nothing either (else the scheduler spins)
             raise Crash
-        return super()._rows(stmt)
+        return super()._rows(stmt, params)
 
     @contextmanager
     def tx(self) -> Iterator[sa.Connection]:

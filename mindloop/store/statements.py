@@ -1,0 +1,147 @@
+"""The store's SQL, built once at import.
+
+SQLAlchemy caches a statement's compiled form under the statement's cache key, and a
+statement object memoises that key; building a statement per call (`insert().values(...)`)
+recomputes it every time, which cost more than the SQLite work itself. So every statement
+the store runs is built here once, with bound parameters, and executed with a parameter
+dict. Only `mindloop.store.store` imports this module.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from mindloop.store import schema as t
+
+_d, _m, _p, _r, _q = t.dialogs.c, t.messages.c, t.pending_tellasks.c, t.responses.c, t.questions.c
+
+
+def _by(col: sa.ColumnElement[object], name: str) -> sa.ColumnElement[bool]:
+    return col == sa.bindparam(name)
+
+
+# ---------------------------------------------------------------------- writes
+
+INSERT_DIALOG = sa.insert(t.dialogs)
+INSERT_MESSAGE = sa.insert(t.messages)
+INSERT_MESSAGES = sa.insert(t.messages).returning(_m.id, sort_by_parameter_order=True)
+INSERT_GENERATION = sa.insert(t.generations)
+INSERT_EVENT = sa.insert(t.events)
+INSERT_PENDING = sa.insert(t.pending_tellasks)
+INSERT_RESPONSE = sa.insert(t.responses)
+INSERT_QUESTION = sa.insert(t.questions)
+INSERT_SESSION = sa.insert(t.sessions)
+INSERT_REMINDER = sa.insert(t.reminders)
+INSERT_TASKDOC_CHANGE = sa.insert(t.taskdoc_changes)
+# The SET clause comes from the parameter keys (other than the `_id` of the WHERE).
+UPDATE_DIALOG = sa.update(t.dialogs).where(_by(_d.id, "_id"))
+DELETE_PENDING = sa.delete(t.pending_tellasks).where(_by(_p.id, "_id"))
+MARK_DELIVERED = (
+    sa.update(t.responses)
+    .where(_r.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(delivered=True)
+)
+CLOSE_QUESTION = (
+    sa.update(t.questions)
+    .where(_by(_q.id, "_id"), _q.status == "open")
+    .values(
+        status=sa.bindparam("_status"),
+        answer=sa.bindparam("_answer"),
+        answered_at=sa.bindparam("ts"),
+    )
+)
+DISCARD_QUESTIONS = (
+    sa.update(t.questions)
+    .where(_by(_q.dialog_id, "_dialog"), _q.status == "open")
+    .values(status="discarded", answered_at=sa.bindparam("ts"))
+)
+DELETE_REMINDERS = sa.delete(t.reminders).where(_by(t.reminders.c.dialog_id, "dialog_id"))
+
+# ---------------------------------------------------------------------- reads
+
+SCHEMA_VERSION = sa.select(t.schema_version.c.version)
+DIALOG = sa.select(t.dialogs).where(_by(_d.id, "id"))
+DIALOGS_NEEDING_DRIVE = (
+    sa.select(_d.id).where(_d.needs_drive.is_(True)).order_by(_d.updated_at, _d.id)
+)
+HISTORY = sa.select(t.messages).where(_by(_m.dialog_id, "dialog_id")).order_by(_m.id)
+HISTORY_OF_COURSE = (
+    sa.select(t.messages)
+    .where(_by(_m.dialog_id, "dialog_id"), _by(_m.course, "course"))
+    .order_by(_m.id)
+)
+MESSAGES_AFTER = (
+    sa.select(t.messages)
+    .where(
+        _by(_m.dialog_id, "dialog_id"),
+        _by(_m.course, "course"),
+        _m.id > sa.bindparam("after_id"),
+    )
+    .order_by(_m.id)
+)
+COUNT_MESSAGES = sa.select(sa.func.count()).where(_by(_m.dialog_id, "dialog_id"))
+GENERATIONS = (
+    sa.select(t.generations)
+    .where(_by(t.generations.c.dialog_id, "dialog_id"))
+    .order_by(t.generations.c.id)
+)
+PENDING_FOR = sa.select(t.pending_tellasks).where(_by(_p.caller_id, "id")).order_by(_p.id)
+PENDING_BY_SIDE = sa.select(t.pending_tellasks).where(_by(_p.side_id, "id")).order_by(_p.id)
+ALL_PENDING = sa.select(t.pending_tellasks).order_by(_p.id)
+UNDELIVERED = (
+    sa.select(t.responses).where(_by(_r.caller_id, "id"), _r.delivered.is_(False)).order_by(_r.id)
+)
+ALL_RESPONSES = sa.select(t.responses).order_by(_r.id)
+QUESTION = sa.select(t.questions).where(_by(_q.id, "id"))
+OPEN_QUESTIONS_OF = (
+    sa.select(t.questions)
+    .where(_q.status == "open", _by(_q.dialog_id, "dialog_id"))
+    .order_by(_q.asked_at)
+)
+SESSION = sa.select(t.sessions.c.dialog_id).where(
+    _by(t.sessions.c.root_id, "root_id"), _by(t.sessions.c.key, "key")
+)
+SESSIONS = sa.select(t.sessions).where(_by(t.sessions.c.root_id, "root_id"))
+REMINDERS = (
+    sa.select(t.reminders)
+    .where(_by(t.reminders.c.dialog_id, "dialog_id"))
+    .order_by(t.reminders.c.position, t.reminders.c.id)
+)
+
+
+def _exists(table: sa.Table, *where: sa.ColumnElement[bool]) -> sa.Exists:
+    return sa.exists().where(*where).select_from(table)
+
+
+# What a dialog waits on, in one round trip: (pending tellasks it made, tellask-backs
+# its side dialogs ask it, open questions it asked).
+WAIT_STATE = sa.select(
+    sa.select(sa.func.count()).where(_p.caller_id == sa.bindparam("id")).scalar_subquery(),
+    sa.select(sa.func.count())
+    .where(_p.side_id == sa.bindparam("id"), _p.call_type == "tellask_back")
+    .scalar_subquery(),
+    sa.select(sa.func.count())
+    .where(_q.dialog_id == sa.bindparam("id"), _q.status == "open")
+    .scalar_subquery(),
+)
+
+# The drivable rule as one query: marked to drive, no open question, and either nothing
+# pending or a tellask-back to answer in-line. (`DialogTree.can_drive` is the same rule
+# for one dialog.)
+_no_open_question = ~_exists(t.questions, _q.dialog_id == _d.id, _q.status == "open")
+_nothing_pending = ~_exists(t.pending_tellasks, _p.caller_id == _d.id)
+_asked_back = _exists(t.pending_tellasks, _p.side_id == _d.id, _p.call_type == "tellask_back")
+DRIVABLE = (
+    sa.select(_d.id)
+    .where(_d.needs_drive.is_(True), _no_open_question, sa.or_(_nothing_pending, _asked_back))
+    .order_by(_d.updated_at, _d.id)
+)
+# Marked to drive but waiting on others: they are parked until what they wait on resolves.
+PARK_WAITING = (
+    sa.update(t.dialogs)
+    .where(
+        _d.needs_drive.is_(True),
+        sa.or_(~_no_open_question, sa.and_(~_nothing_pending, ~_asked_back)),
+    )
+    .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("ts"))
+)
