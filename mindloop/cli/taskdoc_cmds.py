@@ -18,7 +18,8 @@ import typer
 from rich.table import Table
 
 from mindloop.cli.common import console, get_rtws
-from mindloop.errors import TaskPathError
+from mindloop.config import load_config
+from mindloop.errors import MindloopError, TaskPathError
 from mindloop.store import STATE_DIR, STATE_FILE, Store, TaskdocChange
 from mindloop.taskdoc import fsio
 from mindloop.taskdoc.discovery import discover_packages
@@ -26,7 +27,7 @@ from mindloop.taskdoc.effective import render_effective_taskdoc
 from mindloop.taskdoc.migrate import migrate_single_file
 from mindloop.taskdoc.mind import SectionStatus, section_status
 from mindloop.taskdoc.package import TaskPackage
-from mindloop.taskdoc.sections import SECTION_SUFFIX, TOP_LEVEL, parse_section_ref
+from mindloop.taskdoc.sections import SECTION_SUFFIX, TOP_LEVEL, SectionError, parse_section_ref
 
 HUMAN_ACTOR = "human"
 
@@ -44,13 +45,14 @@ def _store_if_any(rtws: Path) -> Store | None:
 
 
 def _audit_created(rtws: Path, pkg: TaskPackage) -> None:
-    """Record the non-empty sections a human created, so history starts at version 1."""
+    """Record the sections a human created (empty ones too), so history starts at version 1
+    and a fresh package shows who created each section, not "changed outside mindloop"."""
     store = Store.for_rtws(rtws)
     try:
         for section in TOP_LEVEL:
             rel = f"{section}{SECTION_SUFFIX}"
             text = pkg.read_section(rel)
-            if text:
+            if pkg.section_exists(rel):
                 store.record_taskdoc_change(
                     TaskdocChange(
                         task_path=pkg.rel_path,
@@ -78,12 +80,25 @@ def _open_package(rtws: Path, path: str) -> TaskPackage:
     return pkg
 
 
-def _maintainer(store: Store | None, task_path: str) -> str:
+def _maintainer(rtws: Path, store: Store | None, task_path: str) -> str:
+    """The member of the latest root dialog on this Taskdoc, else the team's default
+    responder (who a new dialog would start with), else the word `root`."""
     if store is not None:
         roots = [d for d in store.list_dialogs(task_path=task_path) if d.kind == "root"]
         if roots:
             return roots[-1].member
-    return "root"
+    try:
+        return load_config(rtws).team.default_responder
+    except MindloopError:
+        return "root"
+
+
+def _section_ref(ref: str) -> str:
+    """The section named by `--history`, or an error naming the option."""
+    try:
+        return parse_section_ref(ref)
+    except SectionError as exc:
+        raise MindloopError(f"--history {ref!r}: {exc.text.removeprefix('Error: ')}") from None
 
 
 def _last_updated(statuses: list[SectionStatus]) -> SectionStatus | None:
@@ -157,6 +172,7 @@ def _history_entries(history: list[TaskdocChange]) -> list[dict[str, Any]]:
                 "hash_before": change.hash_before,
                 "hash_after": change.hash_after,
                 "changed_outside_before": outside,
+                "created": change.hash_before is None,
                 "content_after": change.content_after,
                 "diff": diff,
             }
@@ -183,7 +199,7 @@ def taskdoc_show(
     store = _store_if_any(rtws)
     try:
         if history is not None:
-            section = parse_section_ref(history)
+            section = _section_ref(history)
             entries = _history_entries(
                 store.taskdoc_history(pkg.rel_path, section) if store else []
             )
@@ -191,7 +207,7 @@ def taskdoc_show(
             return
         statuses = section_status(pkg, store)
         effective = render_effective_taskdoc(
-            pkg, is_root=True, maintainer=_maintainer(store, pkg.rel_path)
+            pkg, is_root=True, maintainer=_maintainer(rtws, store, pkg.rel_path)
         )
     finally:
         if store is not None:
@@ -206,13 +222,16 @@ def taskdoc_show(
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     console.out(effective)
-    table = Table("section", "state", "size", "last updated", "by")
+    table = Table("section", "state")
+    table.add_column("size", justify="right")
+    table.add_column("last updated", no_wrap=True)
+    table.add_column("by")
     for s in statuses:
         if not s.exists and s.updated_at is None and s.section not in _TOP_FILES:
             continue
         state = "present" if s.exists else "missing"
         if s.changed_outside:
-            state += " (changed outside mindloop)"
+            state += " (changed outside mindloop)" if s.recorded else " (no audit record)"
         by = s.actor_member or "-"
         if s.actor_dialog:
             by += f" ({s.actor_dialog})"
@@ -239,6 +258,9 @@ def _print_history(
         console.out(f"\nv{e['version']}  {e['time']}  by {by}  {e['hash_after']}")
         if e["changed_outside_before"]:
             console.out("  (the section was changed outside mindloop before this version)")
+        if e["created"] and not e["content_after"]:
+            console.out("  (created empty)")
+            continue
         console.out(e["diff"].rstrip("\n") or "  (no textual change)")
 
 

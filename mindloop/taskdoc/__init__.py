@@ -2,7 +2,7 @@
 
 from mindloop.taskdoc.copy import encapsulation_rules, tool_description
 from mindloop.taskdoc.discovery import discover_packages
-from mindloop.taskdoc.effective import render_effective_taskdoc
+from mindloop.taskdoc.effective import layout_problems, render_effective_taskdoc
 from mindloop.taskdoc.migrate import MigrationError, migrate_single_file
 from mindloop.taskdoc.mind import (
     ChangeResult,
@@ -12,7 +12,12 @@ from mindloop.taskdoc.mind import (
     reconcile,
     section_status,
 )
-from mindloop.taskdoc.package import ExtraSectionsIndex, TaskPackage, Violation
+from mindloop.taskdoc.package import (
+    ExtraSectionsIndex,
+    InvalidTaskdocPath,
+    TaskPackage,
+    Violation,
+)
 from mindloop.taskdoc.sections import (
     BEARINMIND,
     TOP_LEVEL,
@@ -27,6 +32,7 @@ __all__ = [
     "TOP_LEVEL",
     "ChangeResult",
     "ExtraSectionsIndex",
+    "InvalidTaskdocPath",
     "MigrationError",
     "SectionError",
     "SectionStatus",
@@ -35,6 +41,7 @@ __all__ = [
     "change_mind",
     "discover_packages",
     "encapsulation_rules",
+    "layout_problems",
     "migrate_single_file",
     "recall_taskdoc",
     "reconcile",

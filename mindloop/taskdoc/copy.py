@@ -40,6 +40,33 @@ ENCAPSULATION_RULES: dict[Lang, str] = {
 - No other directories/files inside `.tsk/` are auto-injected as body content (only an “extra sections index” may be injected for discoverability; use `recall_taskdoc` when needed).""",
 }
 
+# What every Taskdoc tool description ends with: the two things the seed requires any
+# tool documentation shown to agents to make explicit (encapsulation, injection rules).
+_TOOL_RULES: dict[Lang, str] = {
+    "en": (
+        " Encapsulation: any `.tsk/` directory and its subpaths (`**/*.tsk/**`) are "
+        "encapsulated state; general file tools (`read_file` / `write_file` / `list_dir` …) "
+        "must not read, write or list them. Updates go only through `change_mind`; extra "
+        "sections that are not auto-injected are read only with `recall_taskdoc`."
+        " Auto-injection: the effective Taskdoc is injected into your context on every "
+        "generation: always `goals.md`, `constraints.md`, `progress.md` (in this order); "
+        "optionally `bearinmind/` (fixed whitelist, max 6 files: `contracts.md`, "
+        "`acceptance.md`, `grants.md`, `runbook.md`, `decisions.md`, `risks.md`) as "
+        "`## Bear In Mind` between `## Constraints` and `## Progress`, in that order; no "
+        "other file of the package is injected (only an extra sections index)."
+    ),
+    "zh": (
+        "封装：任何 `.tsk/` 目录及其子路径（`**/*.tsk/**`）都是封装状态，禁止用通用文件工具"
+        "（`read_file` / `write_file` / `list_dir` 等）读取/写入/列目录。更新只能用 "
+        "`change_mind`；不会自动注入的额外章节只能用 `recall_taskdoc` 读取。"
+        "自动注入：每次生成时“有效 Taskdoc”都会注入上下文：一定注入 `goals.md`、"
+        "`constraints.md`、`progress.md`（按此顺序）；可选注入 `bearinmind/`（仅固定白名单，"
+        "最多 6 个文件：`contracts.md`、`acceptance.md`、`grants.md`、`runbook.md`、"
+        "`decisions.md`、`risks.md`），以 `## Bear In Mind` 出现在 `## Constraints` 与 "
+        "`## Progress` 之间并按此顺序拼接；`.tsk/` 内其他文件都不会注入正文（只注入额外章节索引）。"
+    ),
+}
+
 _TOOL_DESCRIPTIONS: dict[str, dict[Lang, str]] = {
     "change_mind": {
         "en": (
@@ -48,20 +75,19 @@ _TOOL_DESCRIPTIONS: dict[str, dict[Lang, str]] = {
             '`category`="bearinmind": contracts|acceptance|grants|runbook|decisions|risks; any '
             "other identifier category: `<category>/<selector>.md`. Each call replaces the whole "
             "section, so start from the current injected content and merge (do not overwrite "
-            "other contributors). Empty content is rejected. The change is visible to every "
+            "other contributors). Empty content is rejected, and so is content over 100 KiB or a "
+            "change that would push the injected Taskdoc over 100 KB. The change is visible to every "
             "dialog of the tree from its next generation. It does NOT start a new course (use "
-            "`clear_mind` for that). Only the root (mainline) dialog can call it. "
-            "The Taskdoc is already injected into your context; never read or write `*.tsk/` "
-            "with general file tools (they are refused)."
+            "`clear_mind` for that). Only the root (mainline) dialog can call it."
         ),
         "zh": (
             "整段替换全队共享差遣牒（`*.tsk/`）中恰好一个章节的全文。顶层：`selector` 为 "
             'goals|constraints|progress（不带 category）；`category`="bearinmind"：contracts|'
             "acceptance|grants|runbook|decisions|risks；其他标识符目录：`<category>/<selector>.md`。"
             "每次调用替换整个章节：必须基于上下文中注入的当前内容做合并（禁止覆盖/抹掉他人条目）。"
-            "空内容会被拒绝。变更从下一次生成起对整棵对话树可见。它不会开启新一程对话（需要时用 "
-            "`clear_mind`）。只有主线（根）对话可以调用。差遣牒内容已注入上下文；不要用通用文件工具"
-            "读写 `*.tsk/`（会被拒绝）。"
+            "空内容会被拒绝；超过 100 KiB 的内容、或会使注入的差遣牒超过 100 KB 的修改也会被拒绝。"
+            "变更从下一次生成起对整棵对话树可见。它不会开启新一程对话（需要时用 "
+            "`clear_mind`）。只有主线（根）对话可以调用。"
         ),
     },
     "recall_taskdoc": {
@@ -69,12 +95,12 @@ _TOOL_DESCRIPTIONS: dict[str, dict[Lang, str]] = {
             "Read one Taskdoc section that is NOT auto-injected, by (category, selector): "
             "`bearinmind/<name>.md` or `<category>/<selector>.md` (see the extra sections index "
             "in the Taskdoc message). goals/constraints/progress are always injected and are not "
-            "read by this tool. General file tools cannot access `*.tsk/`; use this instead."
+            "read by this tool. Output is capped at 100 KiB with a truncation note."
         ),
         "zh": (
             "按 (category, selector) 读取差遣牒中“不会自动注入上下文”的章节：`bearinmind/<name>.md` "
             "或 `<category>/<selector>.md`（见差遣牒消息中的额外章节索引）。goals/constraints/progress "
-            "始终自动注入，本工具不读取它们。通用文件工具无法访问 `*.tsk/`，请用本工具。"
+            "始终自动注入，本工具不读取它们。输出上限 100 KiB，超出会截断并注明。"
         ),
     },
     "clear_mind": {
@@ -93,6 +119,7 @@ _TOOL_DESCRIPTIONS: dict[str, dict[Lang, str]] = {
 }
 
 TOOL_NAMES: tuple[str, ...] = tuple(_TOOL_DESCRIPTIONS)
+TASKDOC_TOOL_NAMES: tuple[str, ...] = ("change_mind", "recall_taskdoc")
 
 
 def encapsulation_rules(lang: Lang = "en") -> str:
@@ -101,6 +128,12 @@ def encapsulation_rules(lang: Lang = "en") -> str:
 
 
 def tool_description(name: str, lang: Lang = "en") -> str:
-    """Description of `change_mind` / `recall_taskdoc` / `clear_mind` in `lang`."""
+    """Description of `change_mind` / `recall_taskdoc` / `clear_mind` in `lang`.
+
+    The two Taskdoc tools also state the encapsulation and injection rules.
+    """
     table = _TOOL_DESCRIPTIONS[name]
-    return table.get(lang, table["en"])
+    text = table.get(lang, table["en"])
+    if name in TASKDOC_TOOL_NAMES:
+        text += _TOOL_RULES.get(lang, _TOOL_RULES["en"])
+    return text

@@ -2,9 +2,11 @@
 
 Recursive, never entering a package, never following directory symlinks, skipping the
 runtime/VCS/dependency directories, and honouring `.taskdoc-ignore` files at any depth.
-Each ignore file uses gitignore syntax scoped to its own directory (a leading `/`
-anchors to that directory); deeper files override shallower ones, and an ignored
-directory is not entered.
+Each ignore file uses gitignore syntax and applies to its own directory's subtree only;
+as in the anchor (dominds.md §12 "Discovery"), a pattern with a leading `/` is
+rtws-relative (`/projects/p1/private/` in any ignore file names that one directory), and
+other patterns are relative to the ignore file's directory. Deeper files override
+shallower ones, and an ignored directory is not entered.
 """
 
 from __future__ import annotations
@@ -22,12 +24,27 @@ IGNORE_FILE = ".taskdoc-ignore"
 _Scope = tuple[str, pathspec.GitIgnoreSpec]  # (rtws-relative dir, "" for the root; spec)
 
 
-def _load_ignore(dir_abs: Path) -> pathspec.GitIgnoreSpec | None:
+def _scoped_line(line: str, rel: str) -> str | None:
+    """One ignore-file line of directory `rel`, rewritten for a spec matched against paths
+    relative to `rel`: a leading `/` (after an optional `!`) is rtws-relative, so it is
+    re-anchored below `rel`, or dropped when it names nothing inside the subtree."""
+    neg = "!" if line.startswith("!") else ""
+    body = line[len(neg) :]
+    if not rel or not body.startswith("/"):
+        return line
+    prefix = f"/{rel}/"
+    if not body.startswith(prefix):
+        return None  # outside this file's subtree: it cannot match anything here
+    return f"{neg}/{body[len(prefix) :]}"
+
+
+def _load_ignore(dir_abs: Path, rel: str) -> pathspec.GitIgnoreSpec | None:
     path = dir_abs / IGNORE_FILE
     if not path.is_file():
         return None
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    scoped = [s for s in (_scoped_line(line.strip(), rel) for line in lines) if s is not None]
+    return pathspec.GitIgnoreSpec.from_lines(scoped)
 
 
 def _ignored(rel: str, is_dir: bool, scopes: list[_Scope]) -> bool:
@@ -47,7 +64,7 @@ def discover_packages(rtws: Path | str) -> list[str]:
     found: list[str] = []
 
     def walk(dir_abs: Path, rel: str, scopes: list[_Scope]) -> None:
-        spec = _load_ignore(dir_abs)
+        spec = _load_ignore(dir_abs, rel)
         if spec is not None:
             scopes = [*scopes, (rel, spec)]
         try:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mindloop.taskdoc.discovery import discover_packages
 from mindloop.taskdoc.package import LAYOUT_SCAN_LIMIT, TaskPackage, Violation, _is_runtime_entry
 from mindloop.taskdoc.sections import (
     BEARINMIND,
@@ -268,13 +270,43 @@ def format_violation(v: Violation, lang: Lang = "en") -> str:
     return t[v.kind].format(f=v.filename or "", at=v.found_at or "", n=v.max_entries or 0)
 
 
-def render_body(pkg: TaskPackage, lang: Lang = "en") -> str:
-    """`# Taskdoc (Dialog Tree)`, Goals, Constraints, Bear In Mind (if any), Progress."""
+def violation_problem(pkg: TaskPackage, v: Violation) -> str:
+    """One `mindloop check` line for a layout violation, naming the offending path:
+    `tasks/a.tsk/ux/goals.md: layout violation: top-level file ...`."""
+    where = f"{pkg.rel_path}/{v.found_at}" if v.found_at else pkg.rel_path
+    text = format_violation(v).removeprefix("- ")
+    for label in ("Violation: ", "Warning: "):
+        text = text.removeprefix(label)
+    return f"{where}: layout violation: {text}"
+
+
+def layout_problems(rtws: Path | str) -> list[str]:
+    """Every layout violation of every discovered package of the rtws, one line each."""
+    problems: list[str] = []
+    for rel in discover_packages(rtws):
+        pkg = TaskPackage(rtws, rel)
+        problems += [violation_problem(pkg, v) for v in pkg.layout_violations()]
+    return problems
+
+
+def render_body(
+    pkg: TaskPackage, lang: Lang = "en", *, override: Mapping[str, str] | None = None
+) -> str:
+    """`# Taskdoc (Dialog Tree)`, Goals, Constraints, Bear In Mind (if any), Progress.
+
+    `override` maps package-relative section files to the text to use instead of the
+    file's (what the body would be after a change).
+    """
     t = _msgs(lang)
-    goals, constraints, progress = (pkg.read_section(f"{s}{SECTION_SUFFIX}") for s in TOP_LEVEL)
+    over = override or {}
+
+    def read(rel: str) -> str:
+        return over[rel] if rel in over else pkg.read_section(rel)
+
+    goals, constraints, progress = (read(f"{s}{SECTION_SUFFIX}") for s in TOP_LEVEL)
     bear: list[str] = []
     for s in BEARINMIND:
-        body = pkg.read_section(f"{BEARINMIND_DIR}/{s}{SECTION_SUFFIX}")
+        body = read(f"{BEARINMIND_DIR}/{s}{SECTION_SUFFIX}")
         if body.strip():
             bear += [f"### {s}{SECTION_SUFFIX}", body]
     lines = [t["heading"], "", "## Goals", goals, "", "## Constraints", constraints, ""]

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from mindloop.store import Store, TaskdocChange
 from mindloop.taskdoc import fsio
+from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body
 from mindloop.taskdoc.package import TaskPackage, normalize_content
 from mindloop.taskdoc.sections import (
     BEARINMIND,
@@ -46,6 +47,8 @@ from mindloop.taskdoc.sections import (
 )
 
 RECALL_LIMIT_BYTES = 100 * 1024
+# One section never holds more than `recall_taskdoc` can return whole.
+SECTION_LIMIT_BYTES = RECALL_LIMIT_BYTES
 UNKNOWN_ACTOR = "human/unknown"
 
 _TEXT: dict[str, dict[str, str]] = {
@@ -65,6 +68,17 @@ _TEXT: dict[str, dict[str, str]] = {
         "not_a_dir": (
             "Error: cannot write `{rel}`: `{parent}` inside the Taskdoc package is not a "
             "plain directory."
+        ),
+        "content_too_large": (
+            "Error: Taskdoc content is too large (content: {n} bytes); one section holds at "
+            "most {limit} bytes. Nothing was written: distill it, or split it into extra "
+            "sections (`category` + `selector`)."
+        ),
+        "body_too_large": (
+            "Error: this change would make the injected Taskdoc body {n} bytes, over the "
+            "{limit}-byte limit, so the Taskdoc would no longer be injected into any dialog. "
+            "Nothing was written: shorten `{rel}` (or other injected sections), or move "
+            "details into an extra section (`category` + `selector`)."
         ),
         "changed": (
             "Taskdoc section `{rel}` replaced ({n} bytes). Every dialog of the tree sees it from "
@@ -92,6 +106,15 @@ _TEXT: dict[str, dict[str, str]] = {
             "}}\n```"
         ),
         "not_a_dir": "错误：无法写入 `{rel}`：任务包内的 `{parent}` 不是普通目录。",
+        "content_too_large": (
+            "错误：差遣牒内容过大（content：{n} bytes），单个章节最多 {limit} bytes。未写入任何内容："
+            "请精简，或拆分到额外章节（`category` + `selector`）。"
+        ),
+        "body_too_large": (
+            "错误：此次修改会使注入的差遣牒正文达到 {n} bytes，超过 {limit} bytes 上限，"
+            "差遣牒将无法再注入任何对话。未写入任何内容：请精简 `{rel}`（或其他注入章节），"
+            "或把细节移到额外章节（`category` + `selector`）。"
+        ),
         "changed": (
             "差遣牒章节 `{rel}` 已替换（{n} bytes）。整棵对话树从下一次生成起可见；"
             "未开启新一程对话。"
@@ -128,6 +151,7 @@ class SectionStatus(BaseModel):
     actor_member: str | None = None
     actor_dialog: str | None = None
     changed_outside: bool = False  # last change not made through mindloop
+    recorded: bool = False  # the audit has at least one change of this section
 
 
 def _current(pkg: TaskPackage, rel: str) -> tuple[str | None, str | None, int | None]:
@@ -193,6 +217,31 @@ def reconcile(pkg: TaskPackage, store: Store) -> list[str]:
     return repaired
 
 
+def _size_error(pkg: TaskPackage, rel: str, body: str, lang: Lang) -> str | None:
+    """Refuse content that one section cannot hold, or that would push the injected body
+    over the inline limit (a change that does not grow an already-too-large body passes)."""
+    t = _t(lang)
+    n = len(body.encode("utf-8"))
+    if n > SECTION_LIMIT_BYTES:
+        return t["content_too_large"].format(n=n, limit=SECTION_LIMIT_BYTES)
+    if not is_injected(rel):
+        return None
+    after = len(render_body(pkg, lang, override={rel: body}).encode("utf-8"))
+    if after <= INLINE_LIMIT_BYTES:
+        return None
+    now = len(render_body(pkg, lang).encode("utf-8"))
+    if after <= now:
+        return None
+    return t["body_too_large"].format(n=after, limit=INLINE_LIMIT_BYTES, rel=rel)
+
+
+def is_injected(rel: str) -> bool:
+    """Whether a section file is part of the injected body (top-level or bearinmind)."""
+    return rel in {f"{s}{SECTION_SUFFIX}" for s in TOP_LEVEL} or rel in {
+        f"{BEARINMIND_DIR}/{s}{SECTION_SUFFIX}" for s in BEARINMIND
+    }
+
+
 def change_mind(
     pkg: TaskPackage,
     *,
@@ -208,8 +257,9 @@ def change_mind(
 ) -> ChangeResult:
     """Replace exactly one section with `content` (trimmed, final newline), audited.
 
-    Rejections (side dialog, missing selector, blank content, any invalid target) write
-    nothing and return the error text. Starts no new course: the caller's dialog is
+    Rejections (side dialog, missing selector, blank content, any invalid target, content
+    over 100 KiB, a change that would push the injected body over its 100 KB inline limit)
+    write nothing and return the error text. Starts no new course: the caller's dialog is
     untouched; the new text reaches every dialog through the effective Taskdoc.
     """
     t = _t(lang)
@@ -224,6 +274,9 @@ def change_mind(
         rel = resolve_section(selector, category, lang)
     except SectionError as exc:
         return ChangeResult(ok=False, text=exc.text)
+    too_large = _size_error(pkg, rel, body, lang)
+    if too_large is not None:
+        return ChangeResult(ok=False, text=too_large)
     parent = _ensure_parent(pkg, rel)
     if parent is None:
         return ChangeResult(
@@ -308,7 +361,12 @@ def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]
         st = fsio.regular_file_stat(pkg.path / rel)
         _, file_hash, _ = _current(pkg, rel)
         change = last.get(rel)
-        status = SectionStatus(section=rel, exists=st is not None, size=st.st_size if st else 0)
+        status = SectionStatus(
+            section=rel,
+            exists=st is not None,
+            size=st.st_size if st else 0,
+            recorded=change is not None,
+        )
         if change is not None and file_hash == change.hash_after:
             status.updated_at = change.ts
             status.actor_member = change.actor_member

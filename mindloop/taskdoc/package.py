@@ -86,6 +86,13 @@ def _sorted_scandir(path: Path) -> list[os.DirEntry[str]]:
         return []
 
 
+class InvalidTaskdocPath(TaskPathError):
+    """A Taskdoc path that is not a `*.tsk` directory inside the rtws (anchor code
+    `TASKDOC_INVALID`); nothing is created for it."""
+
+    code = "TASKDOC_INVALID"
+
+
 class TaskPackage:
     """A validated `*.tsk` package path inside an rtws (the directory may not exist yet)."""
 
@@ -96,8 +103,10 @@ class TaskPackage:
         self.path = self.rtws / self.rel_path
 
     def _validate(self, raw: str) -> str:
-        def bad(why: str) -> TaskPathError:
-            return TaskPathError(f"Invalid Taskdoc path '{raw}': {why}")
+        def bad(why: str) -> InvalidTaskdocPath:
+            return InvalidTaskdocPath(
+                f"Invalid Taskdoc path '{raw}' ({InvalidTaskdocPath.code}): {why}"
+            )
 
         if not raw.strip():
             raise bad("must be a directory ending in .tsk")
@@ -110,6 +119,11 @@ class TaskPackage:
             raise bad("must be inside the rtws") from None
         parts = PurePosixPath(rel.as_posix()).parts
         if not parts or not is_package_name(parts[-1]):
+            if resolved.is_file() and resolved.suffix.lower() == ".md":
+                raise bad(
+                    "must be a directory ending in .tsk; single-file Taskdocs are no longer "
+                    f"supported: convert it with `mindloop taskdoc migrate {rel.as_posix()}`"
+                )
             raise bad("must be a directory ending in .tsk")
         if any(is_package_name(p) for p in parts[:-1]):
             raise bad("must not be inside another Taskdoc package")

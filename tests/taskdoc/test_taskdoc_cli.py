@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import typer
-from taskdoc_testutil import write
+from taskdoc_testutil import tree_snapshot, write
 from typer.testing import CliRunner
 
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
 from mindloop.errors import MindloopError
+from mindloop.rtws import init_rtws
 from mindloop.store import Store
 from mindloop.taskdoc import TaskPackage, change_mind
 
@@ -85,7 +86,10 @@ def test_show_effective_and_last_updated(tmp_path: Path) -> None:
     sections = {s["section"]: s for s in data["sections"]}
     assert sections["constraints.md"]["actor_member"] == "alice"
     assert sections["goals.md"]["actor_member"] == "human"
-    assert sections["progress.md"]["changed_outside"] is True  # empty file, never audited
+    # `task new` audits every section it creates, the empty ones too (issue part 7).
+    assert sections["progress.md"]["actor_member"] == "human"
+    assert sections["progress.md"]["changed_outside"] is False
+    assert all(sections[f"{s}.md"]["recorded"] for s in ("goals", "constraints", "progress"))
     assert "## Constraints\n- MUST x" in data["effective"]
 
 
@@ -118,13 +122,16 @@ def test_show_history_newest_first_with_diffs(tmp_path: Path) -> None:
         run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--history", "constraints", "--json")
     )
     versions = data["versions"]
-    assert [v["version"] for v in versions] == [3, 2, 1]
-    assert [v["actor_member"] for v in versions] == ["m2", "m1", "m0"]
+    # v1 is the empty file `task new` created.
+    assert [v["version"] for v in versions] == [4, 3, 2, 1]
+    assert [v["actor_member"] for v in versions] == ["m2", "m1", "m0", "human"]
+    assert versions[3]["created"] and versions[3]["content_after"] == ""
     assert "+- b" in versions[1]["diff"] and "-- hand edit" in versions[0]["diff"]
     assert versions[0]["changed_outside_before"] and not versions[1]["changed_outside_before"]
+    assert not versions[2]["changed_outside_before"]
     text = run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--history", "constraints")
-    assert text.index("v3") < text.index("v2") < text.index("v1")
-    assert "changed outside mindloop" in text
+    assert text.index("v4") < text.index("v3") < text.index("v2") < text.index("v1")
+    assert "changed outside mindloop" in text and "(created empty)" in text
 
 
 def test_show_errors(tmp_path: Path) -> None:
@@ -134,9 +141,13 @@ def test_show_errors(tmp_path: Path) -> None:
     with pytest.raises(MindloopError, match="Invalid Taskdoc path"):
         CliRunner().invoke(app, ["taskdoc", "show", "legacy.md"], catch_exceptions=False)
     run(tmp_path, "task", "new", "x")
-    with pytest.raises(MindloopError, match="Invalid selector"):
+    with pytest.raises(MindloopError, match=r"^--history 'nope': Invalid selector 'nope'"):
         CliRunner().invoke(
             app, ["taskdoc", "show", "tasks/x.tsk", "--history", "nope"], catch_exceptions=False
+        )
+    with pytest.raises(MindloopError, match=r"^--history 'ux/goals': Selector 'goals' is reserved"):
+        CliRunner().invoke(
+            app, ["taskdoc", "show", "tasks/x.tsk", "--history", "ux/goals"], catch_exceptions=False
         )
     assert not (tmp_path / "tasks" / "none.tsk").exists()
 
@@ -154,3 +165,19 @@ def test_migrate_command(tmp_path: Path) -> None:
             build_app(tmp_path), ["taskdoc", "migrate", "bad.md"], catch_exceptions=False
         )
     assert not (tmp_path / "bad.tsk").exists()
+
+
+def test_show_package_written_by_hand(tmp_path: Path) -> None:
+    """No audit record: said so (not "changed outside"); nothing is created by reading; the
+    maintainer shown is who a new dialog would start with (the team's default responder)."""
+    init_rtws(tmp_path, provider="mock")
+    write(tmp_path, "tasks/hand.tsk/goals.md", "G\n")
+    before = tree_snapshot(tmp_path)
+    out = run(tmp_path, "taskdoc", "show", "tasks/hand.tsk")
+    assert "Taskdoc maintainer (runs `change_mind`): @dev" in out
+    assert "present (no" in out and "audit record)" in out and "missing" in out
+    assert "changed outside" not in out
+    assert tree_snapshot(tmp_path) == before  # no .mindloop/, no section created
+    data = json.loads(run(tmp_path, "taskdoc", "show", "tasks/hand.tsk", "--json"))
+    goals = {s["section"]: s for s in data["sections"]}["goals.md"]
+    assert goals["recorded"] is False and goals["actor_member"] == "human/unknown"

@@ -32,21 +32,47 @@ def test_discovery_recursive_skips_and_nested_ignores(tmp_path: Path) -> None:
         "sub/nested/ignored.tsk",
         "sub/anchored.tsk",
         "sub/nested/anchored.tsk",
+        "sub/nested/gone.tsk",
         "archive/old.tsk",
         "other/ignored.tsk",
+        "anchored.tsk",
         "Case.TSK",
     )
-    write(tmp_path, ".taskdoc-ignore", "archive/\n")
-    write(tmp_path, "sub/.taskdoc-ignore", "ignored.tsk\n/anchored.tsk\n")
-    write(tmp_path, "sub/nested/.taskdoc-ignore", "!ignored.tsk\n")
+    write(tmp_path, ".taskdoc-ignore", "# comment\narchive/\n")
+    # A leading `/` is rtws-relative (dominds.md §12), even in a nested file; a pattern
+    # naming something outside the file's subtree (`/anchored.tsk`) does nothing.
+    write(tmp_path, "sub/.taskdoc-ignore", "ignored.tsk\n/sub/anchored.tsk\n/anchored.tsk\n")
+    write(tmp_path, "sub/nested/.taskdoc-ignore", "!ignored.tsk\n/sub/nested/gone.tsk\n")
     assert discover_packages(tmp_path) == [
         "Case.TSK",
+        "anchored.tsk",
         "deep/x/b.tsk",
         "other/ignored.tsk",
         "sub/kept.tsk",
         "sub/nested/anchored.tsk",
         "sub/nested/ignored.tsk",
         "tasks/a.tsk",
+    ]
+
+
+def test_discovery_matches_the_anchor_example(tmp_path: Path) -> None:
+    """The anchor's own discovery test (dominds tests/taskdoc-search.ts), same verdicts."""
+    mk(
+        tmp_path,
+        "included-root.tsk",
+        "ignored-root/ignored-1.tsk",
+        "ignored-root/nested/ignored-2.tsk",
+        "projects/proj1/private/secret.tsk",
+        "projects/proj1/public/public-1.tsk",
+        "projects/proj2/public-2.tsk",
+        "projects/proj1/public-ignored.tsk",
+    )
+    write(tmp_path, ".taskdoc-ignore", "ignored-root/\n# comment\n\n")
+    write(tmp_path, "projects/proj1/.taskdoc-ignore", "private/\npublic-ignored.tsk\n")
+    assert discover_packages(tmp_path) == [
+        "included-root.tsk",
+        "projects/proj1/public/public-1.tsk",
+        "projects/proj2/public-2.tsk",
     ]
 
 

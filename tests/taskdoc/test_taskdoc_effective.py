@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from taskdoc_testutil import make_package, tree_snapshot, write
 
-from mindloop.taskdoc import TaskPackage, render_effective_taskdoc
+from mindloop.rtws import init_rtws
+from mindloop.taskdoc import TaskPackage, layout_problems, render_effective_taskdoc
 from mindloop.taskdoc.effective import clear_cache
 
 
@@ -165,3 +168,45 @@ def test_chinese_rendering(tmp_path: Path) -> None:
     assert "## Goals\n目标内容" in text
     assert "`goals.md`：存在" in text
     assert "不要对 `*.tsk/` 下的任何路径调用通用文件工具" in text
+
+
+# Issue part 1: layout violations reach `mindloop check`, each naming the offending path.
+def test_layout_problems_name_the_offending_path(tmp_path: Path) -> None:
+    make_package(tmp_path, goals="g", ux__goals="x", ux__risks="r", bearinmind__extra="e")
+    (tmp_path / "tasks/t.tsk/bearinmind/sub").mkdir()
+    make_package(tmp_path, "clean.tsk", goals="g")
+    assert layout_problems(tmp_path) == [
+        "tasks/t.tsk/bearinmind/extra.md: layout violation: extra entries are not allowed "
+        "under `bearinmind/` (found at: `bearinmind/extra.md`)",
+        "tasks/t.tsk/bearinmind/sub: layout violation: extra entries are not allowed under "
+        "`bearinmind/` (found at: `bearinmind/sub`)",
+        "tasks/t.tsk/ux/goals.md: layout violation: top-level file `goals.md` must not appear "
+        "under any subdirectory (found at: `ux/goals.md`)",
+        "tasks/t.tsk/ux/risks.md: layout violation: `risks.md` must only appear under "
+        "`bearinmind/` (found at: `ux/risks.md`)",
+    ]
+
+
+def test_mindloop_check_reports_layout_violations(tmp_path: Path) -> None:
+    rtws = tmp_path / "p"
+    init_rtws(rtws, provider="mock")
+    ok = subprocess.run(
+        [sys.executable, "-m", "mindloop.cli.app", "check", "-C", str(rtws)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    make_package(rtws, "tasks/example.tsk", ux__goals="x", bearinmind__extra="e")
+    bad = subprocess.run(
+        [sys.executable, "-m", "mindloop.cli.app", "check", "-C", str(rtws)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 1
+    lines = [line for line in bad.stderr.splitlines() if "layout violation" in line]
+    assert len(lines) == 2
+    assert all(line.startswith("tasks/example.tsk") for line in lines)
+    assert "`goals.md` must not appear under any subdirectory" in lines[1]
+    assert "ux/goals.md" in lines[1] and "bearinmind/extra.md" in lines[0]

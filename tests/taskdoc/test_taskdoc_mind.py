@@ -242,3 +242,38 @@ def test_recall_never_creates(tmp_path: Path) -> None:
     pkg = TaskPackage(tmp_path, "tasks/none.tsk")
     recall_taskdoc(pkg, category="ux", selector="x")
     assert not pkg.path.exists()
+
+
+# Reliability bar: oversized content gets a clear error naming the argument, nothing written.
+def test_oversized_section_content_is_rejected(tmp_path: Path, store: Store) -> None:
+    pkg = make_package(tmp_path, goals="g\n")
+    before_tree, before_audit = tree_snapshot(tmp_path / "tasks"), audit_snapshot(store)
+    for selector, category in (("progress", None), ("notes", "ux")):
+        # Stored as trimmed text plus one final newline: 102,401 bytes.
+        result = cm(pkg, store, selector=selector, category=category, content="x" * 102_400)
+        assert not result.ok
+        assert result.text.startswith(
+            "Error: Taskdoc content is too large (content: 102401 bytes); one section holds "
+            "at most 102400 bytes. Nothing was written"
+        )
+    assert cm(pkg, store, selector="notes", category="ux", content="x" * 102_399).ok
+    assert audit_snapshot(store) != before_audit
+    assert tree_snapshot(tmp_path / "tasks") != before_tree
+
+
+def test_change_that_would_stop_injection_is_rejected(tmp_path: Path, store: Store) -> None:
+    pkg = make_package(tmp_path, goals="g" * 60_000, constraints="c\n")
+    before_tree, before_audit = tree_snapshot(tmp_path / "tasks"), audit_snapshot(store)
+    for selector, category in (("constraints", None), ("risks", "bearinmind")):
+        result = cm(pkg, store, selector=selector, category=category, content="y" * 50_000)
+        assert not result.ok
+        assert "over the 102400-byte limit" in result.text and "Nothing was written" in result.text
+    assert tree_snapshot(tmp_path / "tasks") == before_tree
+    assert audit_snapshot(store) == before_audit
+    # Extra sections are not injected: they do not count towards the body.
+    assert cm(pkg, store, selector="big", category="ux", content="y" * 50_000).ok
+    # A body already too large (a human wrote it) may still be shrunk or kept the same size.
+    write(pkg.path, "progress.md", "p" * 50_000)
+    assert "too large to inline" in render_effective_taskdoc(pkg, is_root=True, maintainer="m")
+    assert cm(pkg, store, selector="goals", content="short").ok
+    assert "## Goals\nshort\n" in render_effective_taskdoc(pkg, is_root=True, maintainer="m")

@@ -8,7 +8,7 @@ import pytest
 from taskdoc_testutil import make_package, tree_snapshot, write
 
 from mindloop.errors import TaskPathError
-from mindloop.taskdoc import TaskPackage
+from mindloop.taskdoc import InvalidTaskdocPath, TaskPackage
 
 
 # Acceptance 27 / 59: only a `*.tsk` directory inside the rtws is a Taskdoc.
@@ -16,9 +16,20 @@ from mindloop.taskdoc import TaskPackage
     "path", ["legacy.md", "tasks", "", "a.tsk/b.tsk", "../out.tsk", "/etc.tsk"]
 )
 def test_invalid_taskdoc_paths(tmp_path: Path, path: str) -> None:
-    with pytest.raises(TaskPathError) as info:
+    with pytest.raises(InvalidTaskdocPath) as info:
         TaskPackage(tmp_path, path)
     assert "Invalid Taskdoc path" in str(info.value)
+    assert info.value.code == "TASKDOC_INVALID" and "TASKDOC_INVALID" in str(info.value)
+    assert isinstance(info.value, TaskPathError)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_single_file_taskdoc_points_to_migrate(tmp_path: Path) -> None:
+    """Seed: single-file Taskdocs must be migrated before running new dialogs."""
+    write(tmp_path, "notes/old.md", "# Goals\nx\n")
+    with pytest.raises(InvalidTaskdocPath) as info:
+        TaskPackage(tmp_path, "notes/old.md")
+    assert "`mindloop taskdoc migrate notes/old.md`" in str(info.value)
 
 
 def test_existing_file_named_tsk_is_rejected(tmp_path: Path) -> None:

@@ -113,16 +113,15 @@ async def test_recall_tool(tmp_path: Path, store: Store) -> None:
     assert zh.is_error and "category" in zh.text and zh.text.startswith("错误")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_canonical_copy_states_encapsulation_and_injection(lang: str) -> None:
-    text = encapsulation_rules(lang)  # type: ignore[arg-type]
+def assert_states_encapsulation_and_injection(text: str, lang: str) -> None:
+    """The two things the seed's canonical copy must make explicit, with its semantics."""
     for needle in (
         "**/*.tsk/**",
         "read_file",
         "write_file",
         "list_dir",
         "change_mind",
-        "recall_taskdoc({ category, selector })",
+        "recall_taskdoc",
         "`goals.md`、`constraints.md`、`progress.md`"
         if lang == "zh"
         else "`goals.md`, `constraints.md`, `progress.md`",
@@ -130,10 +129,28 @@ def test_canonical_copy_states_encapsulation_and_injection(lang: str) -> None:
         "## Constraints",
         "## Progress",
     ):
-        assert needle in text
+        assert needle in text, needle
+    assert text.index("## Constraints") < text.index("## Progress")
     order = ["contracts.md", "acceptance.md", "grants.md", "runbook.md", "decisions.md", "risks.md"]
     positions = [text.index(f"`{name}`") for name in order]
     assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_canonical_copy_states_encapsulation_and_injection(lang: str) -> None:
+    text = encapsulation_rules(lang)  # type: ignore[arg-type]
+    assert_states_encapsulation_and_injection(text, lang)
+    assert "recall_taskdoc({ category, selector })" in text
+
+
+# Seed: "any tool documentation shown to agents MUST make [both] explicit".
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["change_mind", "recall_taskdoc"])
+def test_tool_descriptions_state_encapsulation_and_injection(name: str, lang: str) -> None:
+    text = tool_description(name, lang)  # type: ignore[arg-type]
+    assert_states_encapsulation_and_injection(text, lang)
+    [tool] = [t for t in taskdoc_tools(lang) if t.name == name]  # type: ignore[arg-type]
+    assert tool.description == text
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -141,7 +158,8 @@ def test_tool_descriptions(lang: str) -> None:
     change = tool_description("change_mind", lang)  # type: ignore[arg-type]
     assert "`*.tsk/`" in change and "clear_mind" in change
     recall = tool_description("recall_taskdoc", lang)  # type: ignore[arg-type]
-    assert "`*.tsk/`" in recall and "goals/constraints/progress" in recall
+    assert "*.tsk/**" in recall and "goals/constraints/progress" in recall
+    # Part 6: clear_mind is documented alongside, as the separate course-control tool.
     clear = tool_description("clear_mind", lang)  # type: ignore[arg-type]
     assert "change_mind" in clear and "reminder_content" in clear
     assert tools()["change_mind"].description == tool_description("change_mind", "en")
