@@ -80,6 +80,14 @@ class AnthropicParams(BaseModel):
 
 NAMESPACES: tuple[str, ...] = ("general", "openai", "anthropic")
 
+# Namespaces of the anchor's `model_param_options` that mindloop has no provider kind for
+# (the FBR design doc's own example uses `codex`): a precise error instead of a bare
+# "unknown key", naming where the values belong.
+FOREIGN_NAMESPACES: dict[str, str] = {
+    "codex": "mindloop has no codex provider kind; put these parameters under openai "
+    "(used by openai-compatible providers) or anthropic",
+}
+
 
 class ModelParams(BaseModel):
     """Generation parameters of a member (or of its FBR drives)."""
@@ -90,6 +98,15 @@ class ModelParams(BaseModel):
     general: GeneralParams = Field(default_factory=lambda: GeneralParams())
     openai: OpenAIParams = Field(default_factory=lambda: OpenAIParams())
     anthropic: AnthropicParams = Field(default_factory=lambda: AnthropicParams())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _foreign_namespace(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in FOREIGN_NAMESPACES.items():
+                if key in data:
+                    raise PydanticCustomError("config", why, {"key": key})
+        return data
 
     @field_validator("general")
     @classmethod

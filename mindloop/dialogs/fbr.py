@@ -8,8 +8,16 @@ call, or any tellask other than a valid `!?@tellasker`), and the prompt text its
 
 from __future__ import annotations
 
+import re
+
+from mindloop.dialogs.tellask.grammar import SESSION_DIRECTIVE_RE
 from mindloop.errors import MindloopError
-from mindloop.providers.base import GenerationRequest, UserMessage
+from mindloop.providers.base import (
+    AssistantMessage,
+    GenerationRequest,
+    ToolResultMessage,
+    UserMessage,
+)
 
 VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
 POLICY_CODE = "ERR_FBR_POLICY_INVARIANT"
@@ -40,10 +48,27 @@ FBR_REQUEST_HEADER = (
 )
 
 
+# FBR sessions live in their own namespace of the member's session registry: a slug
+# can never contain "@" or ":", so `!?@<own-id> !tellaskSession s` (a normal side dialog
+# with tools, key `<member>!s`) and `!?@self !tellaskSession s` (key `<member>!@self:s`,
+# or `<member>!@self:s.fbr<i>` with N > 1) can never resume each other's dialog.
+FBR_SESSION_PREFIX = "@self:"
+
+_LEADING_SELF = re.compile(r"^\s*@self\b")
+
+
+def fbr_session(slug: str | None) -> str | None:
+    """The registry session of `!?@self !tellaskSession <slug>` (None when fresh)."""
+    return None if slug is None else FBR_SESSION_PREFIX + slug
+
+
 def fbr_request_message(body: str, headline: str) -> str:
-    extra = headline.strip()
-    text = body if body.strip() else extra.removeprefix("@self").strip()
-    return FBR_REQUEST_HEADER + text
+    """The first message of an FBR side dialog: the fixed header, then everything the
+    tellasker wrote — the headline after `@self` (minus `!tellaskSession <s>`) and the
+    body. Nothing written is dropped: it is the sample's only context."""
+    head = SESSION_DIRECTIVE_RE.sub(lambda m: m.group(1), _LEADING_SELF.sub("", headline, 1))
+    parts = [p.strip("\n") for p in (head.strip(), body) if p.strip()]
+    return FBR_REQUEST_HEADER + "\n\n".join(parts)
 
 
 class FbrPolicyError(MindloopError):
@@ -65,6 +90,11 @@ def check_request(req: GenerationRequest) -> None:
     notices = [m for m in req.messages if isinstance(m, UserMessage) and m.text == NO_TOOLS_NOTICE]
     if len(notices) != 1 or not req.messages or req.messages[0] is not notices[0]:
         problems.append("the no-tools notice must be the one first message")
+    if any(
+        isinstance(m, ToolResultMessage) or (isinstance(m, AssistantMessage) and m.tool_calls)
+        for m in req.messages
+    ):
+        problems.append("the history holds function calls or their results")
     if problems:
         raise FbrPolicyError(
             f"{POLICY_CODE}: FBR policy invariant violation: " + "; ".join(problems)

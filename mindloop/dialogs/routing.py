@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from mindloop.dialogs.fbr import fbr_session
 from mindloop.dialogs.tellask import TellaskCall
 
 RUNTIME_ID = "mindloop"  # responder id on runtime notes
@@ -30,6 +31,8 @@ class Route:
     kind: RouteKind
     call_index: int
     targets: list[str] = field(default_factory=list)
+    # The registry session: the `!tellaskSession` slug, except for FBR, whose sessions
+    # live in their own namespace (`fbr.fbr_session`) so they never meet a normal one.
     session: str | None = None
     code: str | None = None  # stable error code for FAIL
     message: str = ""  # the note shown to the caller (FAIL) or an extra note
@@ -113,7 +116,7 @@ def route_call(
     if mention == "self":
         if fbr_effort <= 0:
             return _fail(idx, "ERR_FBR_DISABLED", member=caller_member)
-        return Route(RouteKind.FBR, idx, targets=[caller_member], session=session)
+        return Route(RouteKind.FBR, idx, targets=[caller_member], session=fbr_session(session))
     if mention not in members:
         return _fail(idx, "ERR_UNKNOWN_TELLASK_TARGET", target=mention, members=known)
     kind = RouteKind.SESSION if session else RouteKind.FRESH

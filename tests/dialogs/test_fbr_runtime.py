@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from mindloop.dialogs.fbr import FBR_SYSTEM_PROMPT, NO_TOOLS_NOTICE, VIOLATION_CODE
+import pytest
+import yaml
+
+from mindloop.dialogs import fbr
+from mindloop.dialogs.fbr import FBR_SYSTEM_PROMPT, NO_TOOLS_NOTICE, POLICY_CODE, VIOLATION_CODE
 from mindloop.dialogs.formats import FBR_RESPONSE_HEADER
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
-from mindloop.providers.base import GenerationRequest
+from mindloop.providers.base import Finish, GenerationRequest, StreamEvent, TextDelta
 from tests.scenario_util import write_script, write_team
 
 BODY = "!?@self\n!?You are doing tool-less FBR. Use only this text.\n!?Goal: root cause of the freeze.\n"
@@ -81,11 +88,15 @@ async def test_session_fbr_uses_derived_keys_per_sample(rtws: Path) -> None:
         ],
     )
     rt, root = await _run(rtws)
-    assert sorted(rt.store.sessions(root)) == ["dev!s.fbr1", "dev!s.fbr2", "dev!s.fbr3"]
+    assert sorted(rt.store.sessions(root)) == [
+        "dev!@self:s.fbr1",
+        "dev!@self:s.fbr2",
+        "dev!@self:s.fbr3",
+    ]
     rec = rt.create_root_dialog("tasks/example.tsk", "solo")
     rt.post_user_message(rec.id, "go")
     await Scheduler(rt).run()
-    assert list(rt.store.sessions(rec.id)) == ["solo!s"]
+    assert list(rt.store.sessions(rec.id)) == ["solo!@self:s"]
     await rt.aclose()
 
 
@@ -173,7 +184,7 @@ async def test_fbr_request_is_tool_less_with_merged_params(rtws: Path) -> None:
         seen.append(req)
         return real_stream(name, req)
 
-    rt.providers.stream = spy  # type: ignore[method-assign]
+    rt.providers.stream = spy  # type: ignore[method-assign,assignment]
     rec = rt.create_root_dialog("tasks/example.tsk", "dev")
     rt.post_user_message(rec.id, "go")
     await Scheduler(rt).run()
@@ -213,4 +224,280 @@ async def test_a_failing_fbr_sample_is_reported_and_the_others_delivered(rtws: P
     assert "failed and will not answer" in failed["text"] and "bad sample" in failed["text"]
     assert rt.store.load_history(root)[-1].data["text"] == "two of three"
     assert rt.store.all_pending() == []
+    await rt.aclose()
+
+
+# ---------------------------------------------------------------- helpers for the tests below
+
+
+def _is_fbr(req: GenerationRequest) -> bool:
+    return req.system == FBR_SYSTEM_PROMPT
+
+
+class _Samples:
+    """Spies on every request; answers FBR requests itself with `answer-<n>` (n counts
+    FBR generations), so each sample's text is distinct; other requests go to the mock."""
+
+    def __init__(self, rt: DialogRuntime) -> None:
+        self.seen: list[GenerationRequest] = []
+        self.answered = 0
+        real = rt.providers.stream
+
+        def stream(name: str, req: GenerationRequest) -> AsyncIterator[StreamEvent]:
+            self.seen.append(req)
+            return self._answer() if _is_fbr(req) else real(name, req)
+
+        rt.providers.stream = stream  # type: ignore[method-assign,assignment]
+
+    async def _answer(self) -> AsyncIterator[StreamEvent]:
+        self.answered += 1
+        yield TextDelta(text=f"answer-{self.answered}")
+        yield Finish()
+
+    def fbr(self) -> list[GenerationRequest]:
+        return [r for r in self.seen if _is_fbr(r)]
+
+
+def _texts(req: GenerationRequest) -> list[str]:
+    return [getattr(m, "text", "") for m in req.messages]
+
+
+def _results(rt: DialogRuntime, dialog_id: str) -> list:  # type: ignore[type-arg]
+    return [m for m in rt.store.load_history(dialog_id) if m.kind == "tellask_result"]
+
+
+# ---------------------------------------------------------------- trigger and sessions
+
+
+async def test_own_id_session_and_self_session_never_resume_each_other(rtws: Path) -> None:
+    """`!?@dev !tellaskSession s` from dev is a normal side dialog with tools; the FBR
+    `!?@self !tellaskSession s` (effort 1, so session `s`) must not resume it — nor the
+    other way round — or an FBR request would go out with tools."""
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "one", "response": "!?@self !tellaskSession s\n!?why?\n"},
+            {"member": "dev", "match": "two", "response": "!?@dev !tellaskSession s\n!?work\n"},
+            {"member": "dev", "match": "three", "response": "!?@self !tellaskSession s\n!?more?\n"},
+            {"member": "dev", "contains": "Hi @dev, this is @dev", "response": "worked"},
+            {"member": "dev", "contains": "provided response", "response": "ok"},
+            {"member": "dev", "contains": "FBR @self sideline response", "response": "ok"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    spy = _Samples(rt)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    for text in ("one", "two", "three"):
+        rt.post_user_message(root, text)
+        await Scheduler(rt).run()
+    sides = {d.kind: d for d in rt.store.list_dialogs(root_id=root) if d.kind != "root"}
+    assert len(rt.store.list_dialogs(root_id=root)) == 3  # root, one FBR, one normal side
+    assert rt.store.sessions(root) == {"dev!@self:s": sides["fbr"].id, "dev!s": sides["side"].id}
+    # The FBR session was resumed with its own history: both requests, both answers.
+    last_fbr = spy.fbr()[-1]
+    assert spy.answered == 2 and "answer-1" in _texts(last_fbr)
+    assert "work" not in "".join(_texts(last_fbr))
+    for req in spy.seen:
+        assert (req.tools == []) == _is_fbr(req)
+    await rt.aclose()
+
+
+async def test_resumed_fbr_samples_keep_their_own_histories_apart(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 2}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": "!?@self !tellaskSession ui\n!?round 1\n"},
+            {
+                "member": "dev",
+                "match": "again",
+                "response": "!?@self !tellaskSession ui\n!?round 2\n",
+            },
+            {"member": "dev", "contains": "FBR @self sideline response", "response": "noted"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    spy = _Samples(rt)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    await Scheduler(rt).run()
+    first = {d.id for d in rt.store.list_dialogs(root_id=root) if d.kind == "fbr"}
+    rt.post_user_message(root, "again")
+    await Scheduler(rt).run()
+    assert {d.id for d in rt.store.list_dialogs(root_id=root) if d.kind == "fbr"} == first
+    assert set(rt.store.sessions(root)) == {"dev!@self:ui.fbr1", "dev!@self:ui.fbr2"}
+    round2 = [r for r in spy.fbr() if "round 2" in _texts(r)[-1]]
+    assert len(round2) == 2
+    own = [{t for t in _texts(r) if t.startswith("answer-")} for r in round2]
+    # Each sample sees exactly its own first answer, never the other sample's.
+    assert sorted(len(o) for o in own) == [1, 1] and own[0] != own[1]
+    for req in round2:
+        assert sum("round 1" in t for t in _texts(req)) == 1
+        assert _texts(req)[0] == NO_TOOLS_NOTICE and req.tools == []
+    assert len(_results(rt, root)) == 4
+    await rt.aclose()
+
+
+# ---------------------------------------------------------------- fan-out and delivery
+
+
+async def test_caller_waits_for_every_sample_and_reads_them_in_completion_order(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"]}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"member": "dev", "contains": "FBR @self sideline response", "response": "merged"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    _Samples(rt)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    assert (await rt.drive(root)).reason == "waiting"
+    pending = rt.store.pending_for(root)
+    assert [p.call_type for p in pending] == ["fbr"] * 3
+    sides = [p.side_id for p in pending]
+    assert {d.id for d in _fbr_sides(rt, root)} == set(sides)
+    order = [sides[2], sides[0], sides[1]]  # finish in an order unlike creation
+    for n, side in enumerate(order, 1):
+        assert not rt.tree.can_drive(root) and not rt.store.get_dialog(root).needs_drive
+        assert (await rt.drive(side)).final_text == f"answer-{n}"
+        assert _results(rt, root) == []  # nothing reaches the caller before it revives
+    assert rt.store.get_dialog(root).needs_drive and rt.tree.can_drive(root)
+    assert (await rt.drive(root)).final_text == "merged"
+    results = _results(rt, root)
+    assert [r.data["side_id"] for r in results] == order
+    assert [r.data["text"] for r in results] == [
+        f"{FBR_RESPONSE_HEADER}\nanswer-{n}" for n in (1, 2, 3)
+    ]
+    assert len(rt.store.generations(root)) == 2
+    await rt.aclose()
+
+
+def _set_mock_concurrency(rtws: Path, n: int) -> None:
+    path = rtws / ".minds" / "llm.yaml"
+    llm = yaml.safe_load(path.read_text("utf-8"))
+    llm["providers"]["mock"]["concurrency"] = n
+    path.write_text(yaml.safe_dump(llm, sort_keys=False), "utf-8")
+
+
+@pytest.mark.parametrize("concurrency", [None, 1])
+async def test_samples_run_in_parallel_within_the_provider_limit(
+    rtws: Path, concurrency: int | None
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"]}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"member": "dev", "contains": "FBR @self sideline response", "response": "merged"},
+            {"contains": "Goal: root cause", "response": "sample", "delay_ms": 200},
+        ],
+    )
+    if concurrency is not None:
+        _set_mock_concurrency(rtws, concurrency)
+    rt = DialogRuntime(rtws)
+    provider = rt.providers.get("mock")
+    real = provider.stream
+    spans: list[tuple[float, float]] = []
+
+    def timed(req: GenerationRequest) -> AsyncIterator[StreamEvent]:
+        async def run() -> AsyncIterator[StreamEvent]:
+            start = time.monotonic()
+            async for ev in real(req):
+                yield ev
+            if _is_fbr(req):
+                spans.append((start, time.monotonic()))
+
+        return run()
+
+    provider.stream = timed  # type: ignore[method-assign,assignment]
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    await Scheduler(rt).run()
+    assert len(spans) == 3 and rt.store.load_history(root)[-1].data["text"] == "merged"
+    spans.sort()
+    if concurrency is None:  # all three samples were in flight at once
+        assert max(s for s, _ in spans) < min(e for _, e in spans)
+    else:  # one provider slot: the samples queue, one after another
+        assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
+    await rt.aclose()
+
+
+# ---------------------------------------------------------------- gate and violations
+
+
+async def test_a_request_failing_the_policy_gate_is_never_sent_and_fails_loudly(
+    rtws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 2}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"member": "dev", "contains": POLICY_CODE, "response": "both samples failed"},
+        ],
+    )
+    # A regression that drops the no-tools notice: the gate must stop the request.
+    monkeypatch.setattr(fbr, "fbr_messages", lambda history: list(history))
+    rt = DialogRuntime(rtws)
+    spy = _Samples(rt)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    await Scheduler(rt).run()
+    assert spy.fbr() == []  # nothing reached a provider
+    sides = _fbr_sides(rt, root)
+    assert [d.status for d in sides] == ["error", "error"]
+    for side in sides:
+        codes = [e["data"].get("code") for e in rt.store.events(side.id) if e["type"] == "error"]
+        assert codes == [POLICY_CODE]
+    results = _results(rt, root)
+    assert [r.data["status"] for r in results] == ["failed", "failed"]
+    assert all("policy invariant violation" in r.data["text"] for r in results)
+    assert rt.store.load_history(root)[-1].data["text"] == "both samples failed"
+    assert rt.store.all_pending() == []
+    await rt.aclose()
+
+
+@pytest.mark.parametrize(
+    ("output", "named"),
+    [
+        ("!?@human is this a UI bug?\n", "@human"),
+        ("!?@self think deeper\n", "@self"),
+        ("!?@bob help\n", "@bob"),
+        ("!?@tellasker !tellaskSession s which OS?\n", "@tellasker"),
+        ("!?@tellasker which OS?\n\n!?@bob and you?\n", "@bob"),
+        ("!?@ anyone?\n", "ERR_MALFORMED_TELLASK"),
+    ],
+)
+async def test_any_tellask_but_a_valid_tellask_back_is_a_violation_that_runs_nothing(
+    rtws: Path, output: str, named: str
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}, "bob": {}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"contains": "Goal: root cause", "response": output},
+            {"member": "dev", "contains": VIOLATION_CODE, "response": "noted the violation"},
+        ],
+    )
+    rt, root = await _run(rtws)
+    (side,) = _fbr_sides(rt, root)
+    assert [d.id for d in rt.store.list_dialogs(root_id=root)] == [root, side.id]
+    assert rt.store.open_questions() == [] and rt.store.all_pending() == []
+    hist = rt.store.load_history(side.id)
+    assert [m.kind for m in hist] == ["user", "assistant"]
+    assert hist[1].data["text"].startswith(VIOLATION_CODE) and named in hist[1].data["text"]
+    assert hist[1].data["rejected_output"] == output
+    assert [m.kind for m in rt.store.load_history(root)].count("user") == 1  # no tellask-back
+    codes = [e["data"].get("code") for e in rt.store.events(side.id) if e["type"] == "error"]
+    assert codes == [VIOLATION_CODE]
+    (reply,) = _results(rt, root)
+    assert reply.data["text"].startswith(f"{FBR_RESPONSE_HEADER}\n{VIOLATION_CODE}")
+    assert rt.store.load_history(root)[-1].data["text"] == "noted the violation"
     await rt.aclose()

@@ -24,7 +24,14 @@ from tests.providers.wire_loopback import (
 )
 
 ASK = "!?@self\n!?Use only this text. Why does Run freeze the UI for 10 s?\n"
-PARAMS = {"max_tokens": 300, "openai": {"temperature": 0.2}, "anthropic": {"temperature": 0.2}}
+# `parallel_tool_calls` is a function-calling switch: normal requests carry it, FBR ones
+# (which inherit it through the merge) must not.
+PARAMS = {
+    "max_tokens": 300,
+    "openai": {"temperature": 0.2, "top_p": 0.5, "parallel_tool_calls": True},
+    "anthropic": {"temperature": 0.2, "top_k": 7},
+}
+TOOL_SWITCHES = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 FBR_PARAMS = {
     "general": {"max_tokens": 1200},
     "openai": {"temperature": 0.9},
@@ -94,9 +101,16 @@ async def test_fbr_requests_are_tool_less_and_carry_fbr_params(rtws: Path, kind:
             t.get("name") or t["function"]["name"] for t in normal["tools"]
         } >= {"read_file"}
         assert normal["temperature"] == 0.2 and normal["max_tokens"] == 300
+        if kind == "openai":
+            assert normal["parallel_tool_calls"] is True and normal["top_p"] == 0.5
+        else:
+            assert normal["top_k"] == 7
     for fbr in (fbr_a, fbr_b):
-        assert "tools" not in fbr and "tool_choice" not in fbr and "parallel_tool_calls" not in fbr
+        assert [k for k in TOOL_SWITCHES if k in fbr] == []
+        assert "tool_use" not in str(fbr) and "tool_calls" not in str(fbr)
         assert fbr["temperature"] == 0.9 and fbr["max_tokens"] == 1200
+        # Deep merge: what fbr_model_params does not set comes from model_params.
+        assert fbr["top_p" if kind == "openai" else "top_k"] == (0.5 if kind == "openai" else 7)
         assert _system_text(kind, fbr).strip() == FBR_SYSTEM_PROMPT.strip()
         assert str(fbr).count(NO_TOOLS_NOTICE) == 1
         assert "Why does Run freeze" in str(fbr["messages"])

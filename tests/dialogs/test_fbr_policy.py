@@ -1,0 +1,205 @@
+"""FBR policy units: the fixed prompt's contract, the invariant gate, the violation finder,
+the first message and FBR session naming, and how `!?@self` is routed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mindloop.dialogs import fbr
+from mindloop.dialogs.fbr import (
+    FBR_REQUEST_HEADER,
+    FBR_SYSTEM_PROMPT,
+    NO_TOOLS_NOTICE,
+    POLICY_CODE,
+    VIOLATION_CODE,
+    FbrPolicyError,
+    check_request,
+    fbr_messages,
+    fbr_request_message,
+    find_violation,
+)
+from mindloop.dialogs.routing import ERRORS, RouteKind, route_message
+from mindloop.dialogs.tellask import parse_message
+from mindloop.providers.base import (
+    AssistantMessage,
+    GenerationRequest,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+# The seed's "system prompt 的最低要求", one pattern per requirement.
+PROMPT_REQUIREMENTS = {
+    "no tools, cannot call tools": r"NO tools: you cannot call any tool or function",
+    "no rtws / files / browser / shell": r"cannot access the runtime workspace \(rtws\), files, "
+    r"a browser or a shell",
+    "the body is the primary context": r"request body is your primary and authoritative context",
+    "no access to the tellasker's history": r"cannot see the\s+conversation history of the "
+    r"dialog that asked you",
+    "own session history may be used": r"resumable FBR session, your own earlier messages",
+    "list missing context and why it blocks": r"list what is missing and why it blocks you",
+    "tellasker only for critical missing context": r"Only if you must clarify critical missing "
+    r"context, you may ask back with `!\?@tellasker`",
+    "no other tellask": r"Write no other tellask",
+}
+
+
+@pytest.mark.parametrize("requirement", sorted(PROMPT_REQUIREMENTS))
+def test_fbr_system_prompt_states_each_minimum_requirement(requirement: str) -> None:
+    assert re.search(PROMPT_REQUIREMENTS[requirement], FBR_SYSTEM_PROMPT), requirement
+
+
+def test_fbr_texts_carry_no_tool_instructions_and_agree_on_tellasker() -> None:
+    for text in (FBR_SYSTEM_PROMPT, NO_TOOLS_NOTICE, FBR_REQUEST_HEADER, fbr.violation_text("x")):
+        assert "function tools to act" not in text and "run commands" not in text
+        # Reference statement 55: no text calls `@tellasker` forbidden.
+        assert not re.search(r"tellasker[^.\n]*(forbidden|not allowed)", text, re.I)
+    for text in (FBR_SYSTEM_PROMPT, FBR_REQUEST_HEADER, fbr.violation_text("x")):
+        assert "tellasker" in text and "critical missing context" in text
+    assert NO_TOOLS_NOTICE == (
+        "No tools: do not call any tools, and do not access the rtws, files, browser, or shell."
+    )
+
+
+def _request(**over: object) -> GenerationRequest:
+    base: dict[str, object] = {
+        "model": "m",
+        "system": FBR_SYSTEM_PROMPT,
+        "messages": fbr_messages([UserMessage(text=fbr_request_message("why?\n", "@self\n"))]),
+        "tools": [],
+        "params": {},
+    }
+    return GenerationRequest.model_construct(**(base | over))  # type: ignore[arg-type]
+
+
+def test_gate_accepts_the_policy_request() -> None:
+    check_request(_request())
+
+
+@pytest.mark.parametrize(
+    ("over", "problem"),
+    [
+        (
+            {"tools": [ToolSpec(name="read_file", description="d", parameters={})]},
+            "1 tool definition(s) present",
+        ),
+        ({"system": FBR_SYSTEM_PROMPT + "Use function tools."}, "not the fixed FBR prompt"),
+        ({"messages": [UserMessage(text="why?")]}, "no-tools notice must be the one first"),
+        (
+            {"messages": [*fbr_messages([]), UserMessage(text=NO_TOOLS_NOTICE)]},
+            "no-tools notice must be the one first",
+        ),
+        (
+            {"messages": [UserMessage(text="why?"), UserMessage(text=NO_TOOLS_NOTICE)]},
+            "no-tools notice must be the one first",
+        ),
+        (
+            {
+                "messages": fbr_messages(
+                    [
+                        UserMessage(text="why?"),
+                        AssistantMessage(tool_calls=[ToolCall(id="c1", name="read_file")]),
+                        ToolResultMessage(call_id="c1", name="read_file", content="x"),
+                    ]
+                )
+            },
+            "function calls or their results",
+        ),
+    ],
+)
+def test_gate_fails_fast_on_any_deviation(over: dict[str, object], problem: str) -> None:
+    with pytest.raises(FbrPolicyError) as err:
+        check_request(_request(**over))
+    assert str(err.value).startswith(f"{POLICY_CODE}: FBR policy invariant violation: ")
+    assert problem in str(err.value)
+
+
+def _calls(text: str) -> list:  # type: ignore[type-arg]
+    return list(parse_message(text).calls)
+
+
+@pytest.mark.parametrize(
+    ("text", "calls", "what"),
+    [
+        ("", [ToolCall(id="1", name="read_file")], "emitted a function call (read_file)"),
+        ("!?@tellasker which OS?\n", [ToolCall(id="1", name="x")], "emitted a function call"),
+        ("!?@bob help\n", [], "wrote a tellask to @bob"),
+        ("!?@human help\n", [], "wrote a tellask to @human"),
+        ("!?@self again\n", [], "wrote a tellask to @self"),
+        ("!?@tellasker !tellaskSession s which OS?\n", [], "wrote a tellask to @tellasker"),
+        ("!?@tellasker ok?\n\n!?@bob help\n", [], "wrote a tellask to @bob"),
+        ("!?@ nobody\n", [], "wrote a malformed tellask (ERR_MALFORMED_TELLASK)"),
+    ],
+)
+def test_violations_are_found(text: str, calls: list[ToolCall], what: str) -> None:
+    found = find_violation(calls, _calls(text))
+    assert found is not None and found.startswith(VIOLATION_CODE + "\n") and what in found
+
+
+def test_a_valid_tellask_back_and_plain_text_are_not_violations() -> None:
+    assert find_violation([], _calls("!?@tellasker is the log from production?\n")) is None
+    assert find_violation([], _calls("Conclusion: the UI thread blocks on I/O.\n")) is None
+    fenced = "```\n!?@bob this is an example, not a call\n```\n"
+    assert find_violation([], _calls(fenced)) is None
+
+
+@pytest.mark.parametrize(
+    ("headline", "body", "expected"),
+    [
+        ("@self\n", "Symptom: Run freezes.\n", "Symptom: Run freezes."),
+        (
+            "@self Explain the freeze\n",
+            "Symptom: Run freezes.\n",
+            "Explain the freeze\n\nSymptom: Run freezes.",
+        ),
+        ("@self !tellaskSession ui.freeze why?\n", "", "why?"),
+        ("@self why? !tellaskSession ui\n", "details\n", "why?\n\ndetails"),
+    ],
+)
+def test_first_message_keeps_everything_written_but_the_mention_and_directive(
+    headline: str, body: str, expected: str
+) -> None:
+    assert fbr_request_message(body, headline) == FBR_REQUEST_HEADER + expected.strip("\n")
+
+
+def _route(text: str, *, effort: int = 3, member: str = "dev", root: bool = True):  # type: ignore[no-untyped-def]
+    return route_message(
+        _calls(text),
+        caller_member=member,
+        caller_is_root=root,
+        members=["dev", "bob"],
+        fbr_effort=effort,
+    )
+
+
+def test_self_routes_to_fbr_and_own_id_to_a_normal_side_dialog_with_a_note() -> None:
+    (fresh,) = _route("!?@self\n!?why?\n")
+    assert (fresh.kind, fresh.targets, fresh.session) == (RouteKind.FBR, ["dev"], None)
+    (own,) = _route("!?@dev\n!?why?\n")
+    assert own.kind is RouteKind.FRESH and own.targets == ["dev"]
+    assert "`!?@self`" in own.message and "tool-less" in own.message
+
+
+def test_fbr_sessions_never_share_a_registry_key_with_normal_sessions() -> None:
+    (fbr_route,) = _route("!?@self !tellaskSession s\n!?why?\n")
+    (own,) = _route("!?@dev !tellaskSession s\n!?why?\n")
+    (own_derived,) = _route("!?@dev !tellaskSession s.fbr1\n!?why?\n")
+    assert fbr_route.kind is RouteKind.FBR and fbr_route.session == "@self:s"
+    assert (own.session, own_derived.session) == ("s", "s.fbr1")
+    # A slug cannot carry the FBR prefix, so no normal session can land in its namespace.
+    (bad,) = _route("!?@dev !tellaskSession @self:s\n!?why?\n")
+    assert bad.kind is RouteKind.FAIL
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_effort_zero_fails_with_the_setting_named(root: bool) -> None:
+    (r,) = _route("!?@self\n!?why?\n", effort=0, root=root)
+    assert (r.kind, r.code) == (RouteKind.FAIL, "ERR_FBR_DISABLED")
+    assert r.message == ERRORS["ERR_FBR_DISABLED"].format(member="dev")
+    assert "fbr-effort: 0 for @dev in .minds/team.yaml" in r.message
+    assert r.message.startswith(
+        "Error: `!?@self` Fresh Boots Reasoning (FBR) is disabled by your team configuration"
+    )
