@@ -3,7 +3,8 @@
 The file's top-level headings (the shallowest ATX heading level used outside fenced code)
 must each be Goals / Constraints / Progress (English or Chinese: 目标 / 约束 / 进展 or
 进度), at most once each, with nothing but blank lines before the first. Deeper headings
-stay inside their section's body. Anything else could not be mapped without loss, so it
+stay inside their section's body, and bodies are copied verbatim (only the blank lines
+around them are dropped). A file that is not UTF-8 is refused with the line. Anything else could not be mapped without loss, so it
 is refused with the reason. The package is assembled in a hidden temp directory and
 renamed into place, so a failure leaves nothing behind. The source file is left as is.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from mindloop.errors import MindloopError, TaskPathError
 from mindloop.taskdoc import fsio
-from mindloop.taskdoc.package import PACKAGE_SUFFIX, TaskPackage, normalize_content
+from mindloop.taskdoc.package import PACKAGE_SUFFIX, TaskPackage
 from mindloop.taskdoc.sections import SECTION_SUFFIX, TOP_LEVEL
 
 HEADING_ALIASES: dict[str, str] = {
@@ -62,6 +63,30 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     return out
 
 
+def _section_body(lines: list[str]) -> str:
+    """The lines between two headings, verbatim but for surrounding blank lines (the
+    indentation of the first line is kept: it can be meaning, e.g. an indented code
+    block), with one final newline."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return "".join(f"{line}\n" for line in lines[start:end])
+
+
+def _read_utf8(src: Path, source: str) -> str:
+    data = src.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise MigrationError(
+            f"{source}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); convert the "
+            "file to UTF-8 first"
+        ) from None
+
+
 def split_sections(text: str, source: str = "<text>") -> dict[str, str]:
     """Map a single-file Taskdoc to {goals, constraints, progress} bodies, or refuse."""
     lines = text.splitlines()
@@ -87,7 +112,7 @@ def split_sections(text: str, source: str = "<text>") -> dict[str, str]:
         if key in bodies:
             raise MigrationError(f"{source}:{i + 1}: duplicate section {title!r} ({key})")
         end = tops[n + 1][0] if n + 1 < len(tops) else len(lines)
-        bodies[key] = normalize_content("\n".join(lines[i + 1 : end]))
+        bodies[key] = _section_body(lines[i + 1 : end])
     return {s: bodies.get(s, "") for s in TOP_LEVEL}
 
 
@@ -110,7 +135,7 @@ def migrate_single_file(
     pkg = TaskPackage(root, target)
     if os.path.lexists(pkg.path):
         raise MigrationError(f"{pkg.rel_path} already exists; choose another --dest")
-    bodies = split_sections(src.read_text(encoding="utf-8"), src_rel)
+    bodies = split_sections(_read_utf8(src, src_rel), src_rel)
     pkg.path.parent.mkdir(parents=True, exist_ok=True)
     staging = pkg.path.parent / f".{pkg.path.name}.{uuid.uuid4().hex}.migrating"
     try:

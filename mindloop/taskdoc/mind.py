@@ -156,11 +156,10 @@ class SectionStatus(BaseModel):
 
 def _current(pkg: TaskPackage, rel: str) -> tuple[str | None, str | None, int | None]:
     """(content, hash, mtime_ns) of a section file; Nones when missing."""
-    path = pkg.path / rel
-    st = fsio.regular_file_stat(path)
+    st = pkg.section_stat(rel)
     if st is None:
         return None, None, None
-    text = fsio.read_text_or_none(path)
+    text = pkg.read_section_or_none(rel)
     if text is None:
         return None, None, None
     return text, fsio.sha256_text(text), st.st_mtime_ns
@@ -323,7 +322,7 @@ def recall_taskdoc(
         raise error("category_required", lang)
     rel = resolve_section(selector, category, lang)
     cat, _, name = rel.rpartition("/")
-    text = fsio.read_text_or_none(pkg.path / rel)
+    text = pkg.read_section_or_none(rel)
     t = _t(lang)
     if text is None:
         return t["not_found"].format(rel=rel, c=cat, s=name[: -len(SECTION_SUFFIX)])
@@ -358,7 +357,7 @@ def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]
     rels += sorted(r for r in last if r not in rels)
     out: list[SectionStatus] = []
     for rel in rels:
-        st = fsio.regular_file_stat(pkg.path / rel)
+        st = pkg.section_stat(rel)
         _, file_hash, _ = _current(pkg, rel)
         change = last.get(rel)
         status = SectionStatus(

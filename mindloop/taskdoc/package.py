@@ -183,12 +183,39 @@ class TaskPackage:
     def section_path(self, rel: str) -> Path:
         return self.path / rel
 
+    def _plain_dirs_to(self, rel: str) -> bool:
+        """Whether the package and every directory between it and `rel` are real
+        directories: a symlinked package or category (`ux -> /elsewhere`) must not make
+        a file outside the package readable as a section."""
+        parts = PurePosixPath(rel).parts[:-1]
+        current = self.path
+        for part in ("", *parts):
+            current = current / part if part else current
+            try:
+                if not stat.S_ISDIR(os.lstat(current).st_mode):
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def section_stat(self, rel: str) -> os.stat_result | None:
+        """`lstat` of a section file that is a regular file reached without any symlink."""
+        if not self._plain_dirs_to(rel):
+            return None
+        return fsio.regular_file_stat(self.path / rel)
+
     def section_exists(self, rel: str) -> bool:
-        return fsio.regular_file_stat(self.path / rel) is not None
+        return self.section_stat(rel) is not None
+
+    def read_section_or_none(self, rel: str) -> str | None:
+        """The section's text, None when missing (or reached through a symlink)."""
+        if not self._plain_dirs_to(rel):
+            return None
+        return fsio.read_text_or_none(self.path / rel)
 
     def read_section(self, rel: str) -> str:
         """The section's text, "" when missing (nothing is created)."""
-        return fsio.read_text_or_none(self.path / rel) or ""
+        return self.read_section_or_none(rel) or ""
 
     def bearinmind_state(self) -> tuple[BearInMindState, list[str]]:
         """(`absent`|`present`|`invalid`, non-whitelisted entries under `bearinmind/`)."""

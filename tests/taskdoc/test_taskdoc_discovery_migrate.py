@@ -114,6 +114,22 @@ def test_migrate_english(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["old-task.md", "old-task.tsk"]
 
 
+def test_migrate_keeps_bodies_verbatim_but_surrounding_blank_lines(tmp_path: Path) -> None:
+    """No loss: an indented first line (a code block) keeps its indentation; CRLF files too."""
+    text = "# Goals\n\n    indented code\n  - nested  \n\n\n# Progress\r\n\r\n  - item\r\n"
+    (tmp_path / "x.md").write_bytes(text.encode())
+    pkg = migrate_single_file(tmp_path, "x.md")
+    assert (pkg.path / "goals.md").read_text() == "    indented code\n  - nested  \n"
+    assert (pkg.path / "progress.md").read_text() == "  - item\n"
+
+
+def test_migrate_refuses_non_utf8_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "old.md").write_bytes(b"# Goals\nok\n\xff bad\n")
+    with pytest.raises(MigrationError, match=r"^old\.md:3: not valid UTF-8 \(byte 0xff\)"):
+        migrate_single_file(tmp_path, "old.md")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.md"]
+
+
 def test_migrate_chinese_headings_and_dest(tmp_path: Path) -> None:
     write(tmp_path, "t.md", "## 目标\n做完\n## 约束\n- 必须\n## 进度\n一半\n")
     pkg = migrate_single_file(tmp_path, tmp_path / "t.md", dest="tasks/t.tsk")

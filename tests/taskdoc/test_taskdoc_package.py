@@ -8,7 +8,12 @@ import pytest
 from taskdoc_testutil import make_package, tree_snapshot, write
 
 from mindloop.errors import TaskPathError
-from mindloop.taskdoc import InvalidTaskdocPath, TaskPackage
+from mindloop.taskdoc import (
+    InvalidTaskdocPath,
+    TaskPackage,
+    recall_taskdoc,
+    render_effective_taskdoc,
+)
 
 
 # Acceptance 27 / 59: only a `*.tsk` directory inside the rtws is a Taskdoc.
@@ -85,6 +90,24 @@ def test_reading_never_creates(tmp_path: Path) -> None:
     assert pkg.layout_violations() == []
     assert tree_snapshot(tmp_path) == before
     assert not pkg.path.exists()
+
+
+def test_symlinked_directories_inside_a_package_are_never_followed(tmp_path: Path) -> None:
+    """A `bearinmind` or category directory that is a symlink does not make outside files
+    readable: not inlined, not recalled, not listed."""
+    outside = tmp_path / "outside"
+    write(outside, "risks.md", "OUTSIDE-RISK")
+    write(outside, "checklist.md", "OUTSIDE-CHECK")
+    pkg = make_package(tmp_path, goals="g")
+    (pkg.path / "bearinmind").symlink_to(outside)
+    (pkg.path / "ux").symlink_to(outside)
+    for rel in ("bearinmind/risks.md", "ux/checklist.md"):
+        assert pkg.read_section(rel) == "" and not pkg.section_exists(rel)
+    text = render_effective_taskdoc(pkg, is_root=True, maintainer="m")
+    assert "OUTSIDE" not in text and "## Bear In Mind" not in text
+    assert "`bearinmind/` (optional injection): invalid" in text
+    assert "OUTSIDE" not in recall_taskdoc(pkg, category="bearinmind", selector="risks")
+    assert recall_taskdoc(pkg, category="ux", selector="checklist").startswith("Not found")
 
 
 def test_symlinked_section_is_not_read(tmp_path: Path) -> None:

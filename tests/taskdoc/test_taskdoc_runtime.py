@@ -16,6 +16,7 @@ import yaml
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.events.bus import Event
 from mindloop.providers.base import GenerationRequest, StreamEvent
 from mindloop.providers.mock import MockProvider
 from mindloop.taskdoc import InvalidTaskdocPath, encapsulation_rules, tool_description
@@ -107,6 +108,8 @@ async def test_change_mind_reaches_every_dialog_of_the_tree_next_generation(
     before = {p.name: p.read_bytes() for p in pkg_dir.iterdir()}
 
     rt = DialogRuntime(rtws)
+    observed: list[Event] = []
+    rt.bus.subscribe(observed.append)  # an observer (CLI renderer, web UI)
     root = rt.create_root_dialog(TASK, "dev")
     rt.store.set_reminders(root.id, ["keep going"])
     rt.post_user_message(root.id, "go")
@@ -134,6 +137,10 @@ async def test_change_mind_reaches_every_dialog_of_the_tree_next_generation(
     # Before the change nobody sees it; from the next generation on everybody does.
     assert [MARK in r.system for r in dev] == [False, False, True, True]
     assert [MARK in r.system for r in pangu] == [False, True]
+
+    # Observers are told which section changed, by which dialog.
+    changed = [(e.dialog_id, e.data["section"]) for e in observed if e.type == "taskdoc_changed"]
+    assert changed == [(root.id, "constraints.md")]
 
     # Exactly one file changed, trimmed; the audit names the root member and dialog.
     after = {p.name: p.read_bytes() for p in pkg_dir.iterdir()}
@@ -233,3 +240,42 @@ def test_root_dialog_needs_a_tsk_package(rtws: Path, task: str) -> None:
         assert rt.store.list_dialogs() == []
     finally:
         rt.store.close()
+
+
+# Done means: `mindloop demo` shows a change_mind and the updated Taskdoc in a later
+# generation (of the root, and of the teammate's side dialog started after it).
+async def test_demo_change_mind_is_seen_in_later_generations(
+    tmp_path: Path, requests: list[GenerationRequest]
+) -> None:
+    from rich.console import Console
+
+    from mindloop.demo import run_demo
+    from mindloop.demo.script import PROGRESS_TEXT
+
+    console = Console(record=True, width=200)
+    report = await run_demo(tmp_path / "demo", console)
+    shown = console.export_text()
+    assert "change_mind" in shown and "Taskdoc section progress.md changed" in shown
+    assert report.result.reason != "error"
+
+    injected = f"## Progress\n{PROGRESS_TEXT}\n"
+    # Root generations (FBR side dialogs of @dev have no tools).
+    dev = [r for r in requests if r.member == "dev" and "change_mind" in _tools(r)]
+    seen = [injected in r.system for r in dev]
+    first = seen.index(True)
+    assert first > 0 and not any(seen[:first]) and all(seen[first:])
+    reviewer = [r for r in requests if r.member == "reviewer"]
+    assert reviewer and all(injected in r.system for r in reviewer)
+    assert all("change_mind" not in _tools(r) for r in reviewer)
+    [change] = [c for c in _history(report.rtws) if c.section == "progress.md"]
+    assert (change.actor_member, change.actor_dialog) == ("dev", report.dialog_id)
+
+
+def _history(rtws: Path) -> list[Any]:
+    from mindloop.store import Store
+
+    store = Store.for_rtws(rtws)
+    try:
+        return store.taskdoc_history(TASK)
+    finally:
+        store.close()

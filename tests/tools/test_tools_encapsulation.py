@@ -33,6 +33,12 @@ TASKDOC_PATHS = {
     "mixed_case": "x.TsK",
     "backslashes": "tasks\\login.tsk\\goals.md",
     "trailing_slash": "tasks/login.tsk/",
+    "dot_segment": "tasks/./login.tsk/./goals.md",
+    "double_slash": "tasks//login.tsk//goals.md",
+    "trailing_dot_alias": "tasks/login.tsk./goals.md",
+    "new_package": "tasks/fresh.tsk/goals.md",
+    "new_package_dir": "tasks/fresh.tsk",
+    "new_nested_package": "deep/er/other.tsk/bearinmind/risks.md",
 }
 
 OTHER_ENCAPSULATED = {
