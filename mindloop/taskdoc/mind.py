@@ -180,7 +180,9 @@ def _ensure_parent(pkg: TaskPackage, rel: str) -> Path | None:
         if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
             return None
         parent.mkdir(exist_ok=True)
-    if Path(os.path.realpath(parent)) != Path(os.path.realpath(pkg.path)) / Path(rel).parent:
+    # `pkg.path` is canonical (resolved when the package was opened): a package or
+    # category swapped for a symlink since then resolves elsewhere and is refused.
+    if Path(os.path.realpath(parent)) != pkg.path / Path(rel).parent:
         return None
     return parent
 
@@ -278,8 +280,10 @@ def change_mind(
         return ChangeResult(ok=False, text=too_large)
     parent = _ensure_parent(pkg, rel)
     if parent is None:
+        where = str(Path(rel).parent)
         return ChangeResult(
-            ok=False, text=t["not_a_dir"].format(rel=rel, parent=str(Path(rel).parent))
+            ok=False,
+            text=t["not_a_dir"].format(rel=rel, parent=pkg.rel_path if where == "." else where),
         )
     reconcile(pkg, store)
     before, hash_before, _ = _current(pkg, rel)

@@ -141,6 +141,18 @@ def test_symlinked_category_cannot_escape(tmp_path: Path, store: Store) -> None:
     assert audit_snapshot(store) == before_audit
 
 
+def test_package_swapped_for_a_symlink_is_not_written(tmp_path: Path, store: Store) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pkg = make_package(tmp_path, goals="g\n")  # opened while it was a plain directory
+    real = pkg.path.rename(tmp_path / "moved.tsk")
+    pkg.path.symlink_to(outside)
+    result = cm(pkg, store, selector="progress", content="p")
+    assert not result.ok and "not a plain directory" in result.text
+    assert list(outside.iterdir()) == [] and (real / "goals.md").exists()
+    assert audit_snapshot(store) == []
+
+
 # Acceptance 58 / decision 5: actor, time, section, hashes, previous content.
 def test_audit_history(tmp_path: Path, store: Store) -> None:
     pkg = make_package(tmp_path, progress="v0\n")

@@ -10,6 +10,7 @@ import pytest
 from taskdoc_testutil import make_package, tree_snapshot
 
 from mindloop.store import Store
+from mindloop.store.records import DialogRecord, QuestionRecord
 from mindloop.taskdoc import (
     ROOT_ONLY_TOOLS,
     ChangeResult,
@@ -163,3 +164,45 @@ def test_tool_descriptions(lang: str) -> None:
     clear = tool_description("clear_mind", lang)  # type: ignore[arg-type]
     assert "change_mind" in clear and "reminder_content" in clear
     assert tools()["change_mind"].description == tool_description("change_mind", "en")
+
+
+# Acceptance 36: change_mind leaves course, messages, reminders and Q4H of the dialog as
+# they were (it starts no new course); only the section file and its audit record change.
+async def test_change_mind_leaves_course_messages_reminders_and_q4h(
+    tmp_path: Path, store: Store
+) -> None:
+    make_package(tmp_path, constraints="old\n")
+    store.create_dialog(
+        DialogRecord(id="d-1", root_id="d-1", member="worker", task_path="tasks/t.tsk", course=2)
+    )
+    store.append_message("d-1", "user", {"text": "hi"}, course=2)
+    store.set_reminders("d-1", ["remember"])
+    store.add_question(
+        QuestionRecord(
+            id="q4h-1",
+            dialog_id="d-1",
+            root_id="d-1",
+            headline="@human x",
+            body="y",
+            call_id="c",
+            course=2,
+        )
+    )
+
+    def state() -> tuple[object, ...]:
+        return (
+            store.get_dialog("d-1").model_dump(exclude={"updated_at"}),
+            [m.model_dump() for m in store.load_history("d-1")],
+            [r.model_dump() for r in store.reminders("d-1")],
+            [q.model_dump() for q in store.open_questions()],
+        )
+
+    before = state()
+    tool = tools()["change_mind"]
+    out = await tool.run(
+        tool.args_model(selector="constraints", content="- MUST x\n"), ctx(tmp_path, store)
+    )
+    assert not out.is_error
+    assert state() == before
+    assert (tmp_path / "tasks/t.tsk/constraints.md").read_text() == "- MUST x\n"
+    assert len(store.taskdoc_history("tasks/t.tsk")) == 1
