@@ -73,10 +73,12 @@ def init(
 @app.command()
 def check(ctx: typer.Context) -> None:
     """Validate .minds/ configuration and Taskdoc packages; exit 1 with file:line errors."""
-    from mindloop.rtws.checks import check_rtws
+    from mindloop.rtws.checks import check_rtws, rtws_warnings
 
     rtws = get_rtws(ctx)
     problems = [str(p) for p in check_config(rtws)] + check_rtws(rtws)
+    for line in rtws_warnings(rtws):
+        err_console.print(f"warning: {line}", markup=False, soft_wrap=True)
     if problems:
         for line in problems:
             err_console.print(line, markup=False, soft_wrap=True)

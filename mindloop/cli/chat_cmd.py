@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from mindloop.cli.common import console, get_rtws
+from mindloop.cli.common import console, get_rtws, open_runtime
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
@@ -45,7 +46,7 @@ async def _chat(
     max_steps: int,
     thinking: bool,
 ) -> int:
-    rt = DialogRuntime(rtws, max_steps=max_steps)
+    rt = open_runtime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console, show_thinking=thinking)
     renderer.attach(rt.bus)
     try:
@@ -60,18 +61,31 @@ async def _chat(
                 )
         else:
             rec = rt.create_root_dialog(task or _only_task(rt), member)
-        renderer.set_dialog(rec.id, rec.member)
+        renderer.know_dialogs(rt.store.list_dialogs(root_id=rec.root_id))
         console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
         rt.post_user_message(rec.id, message)
-        console.print(f"[bold]you:[/] {message}", highlight=False)
-        results = await Scheduler(rt).run()
+        console.print(f"[bold]you:[/] {escape(message)}", highlight=False)
+        sched = Scheduler(rt)
+        results = await sched.run()
     finally:
         renderer.close()
         await rt.aclose()
-    return _report(rt, rec.id, results, max_steps)
+    return _report(rt, rec.id, results, max_steps, crashed=len(sched.errors))
 
 
-def _report(rt: DialogRuntime, root_id: str, results: list[DriveResult], max_steps: int) -> int:
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else "unknown error"
+
+
+def _report(
+    rt: DialogRuntime,
+    root_id: str,
+    results: list[DriveResult],
+    max_steps: int,
+    *,
+    crashed: int = 0,
+) -> int:
     from mindloop.store import Store
 
     store = Store(rt.store.path)
@@ -83,8 +97,10 @@ def _report(rt: DialogRuntime, root_id: str, results: list[DriveResult], max_ste
     finally:
         store.close()
     failed = [r for r in results if r.reason == "error" and r.dialog_id in tree_ids]
-    for r in failed:
-        console.print(f"[red]dialog {r.dialog_id} stopped on error:[/] {r.error}")
+    for r in failed:  # the full error was rendered live; name where it happened
+        console.print(
+            f"[red]dialog {r.dialog_id} stopped on error:[/] {escape(_first_line(r.error))}"
+        )
     for q in questions:
         console.print(
             f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {q.headline}\n  {q.body}\n"
@@ -95,7 +111,7 @@ def _report(rt: DialogRuntime, root_id: str, results: list[DriveResult], max_ste
             f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {root_id}[/]"
         )
     console.print(f"[dim]state in {rt.store.path} · continue with --dialog {root_id}[/]")
-    if failed:
+    if failed or crashed:  # `crashed`: drives that raised (e.g. a provider without its key)
         return 1
     return EXIT_CODES.get(last.reason, 1)
 
@@ -127,12 +143,11 @@ def run(
 
 
 async def _run(rtws: Path, watch: bool, max_steps: int) -> int:
-    rt = DialogRuntime(rtws, max_steps=max_steps)
+    rt = open_runtime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console)
     renderer.attach(rt.bus)
     try:
-        for d in rt.store.list_dialogs():
-            renderer.set_dialog(d.id, d.member)
+        renderer.know_dialogs(rt.store.list_dialogs())
         resumed = rt.tree.recover()
         if resumed:
             console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")

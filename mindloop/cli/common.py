@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from mindloop.errors import RtwsError
+from mindloop.config import ConfigError, load_config, tool_selection_problems
+from mindloop.errors import NotFoundError, RtwsError
+from mindloop.store import Store
+from mindloop.store.store import STATE_DIR, STATE_FILE
+
+if TYPE_CHECKING:
+    from mindloop.dialogs.runtime import DialogRuntime
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -21,3 +29,49 @@ def get_rtws(ctx: typer.Context, *, must_exist: bool = True) -> Path:
     if must_exist and not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {raw}`)")
     return path
+
+
+def open_state(rtws: Path) -> Store | None:
+    """The rtws's store for commands that only read it, or None when nothing was run yet.
+
+    Reading never creates state: a directory that is no rtws at all is an error (and stays
+    untouched), an initialised rtws without state simply has no dialogs and questions."""
+    if (rtws / STATE_DIR / STATE_FILE).is_file():
+        return Store.for_rtws(rtws)
+    if not (rtws / ".minds").is_dir():
+        raise RtwsError(
+            f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
+            f"create one with `mindloop init` or choose one with -C DIR"
+        )
+    return None
+
+
+def no_dialog(ref: str) -> NotFoundError:
+    return NotFoundError(f"no dialog with id {ref!r} (see `mindloop dialogs list`)")
+
+
+def task_key(rtws: Path, raw: str) -> str:
+    """A task path as the store records it (rtws-relative, posix): users also type
+    `./tasks/x.tsk/`, `tasks\\x.tsk` or an absolute path inside the rtws."""
+    path = Path(raw.replace("\\", "/"))
+    if path.is_absolute():
+        try:
+            path = path.resolve().relative_to(rtws)
+        except ValueError:
+            return raw
+    return os.path.normpath(path.as_posix()).replace(os.sep, "/")
+
+
+def open_runtime(rtws: Path, **kwargs: Any) -> DialogRuntime:
+    """The runtime for a command that drives dialogs, after the checks that must fail
+    before anything is written: the config (file:line errors) and that every toolset and
+    tool team.yaml names exists, so a typo is not found mid-drive by the member it hits."""
+    from mindloop.dialogs.runtime import DialogRuntime
+    from mindloop.tools.toolsets import standard_registry
+
+    config = load_config(rtws)
+    tools = standard_registry(config.team.work_language)
+    problems = tool_selection_problems(rtws, tools.toolset_names, tools.tool_names)
+    if problems:
+        raise ConfigError(problems)
+    return DialogRuntime(rtws, config=config, tools=tools, **kwargs)

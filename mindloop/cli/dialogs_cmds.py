@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from mindloop.cli.common import console, get_rtws
+from mindloop.cli.common import console, get_rtws, no_dialog, open_state, task_key
+from mindloop.errors import NotFoundError
 from mindloop.store import DialogRecord, MessageRecord, Store
 
 app = typer.Typer(no_args_is_help=True)
@@ -20,9 +21,9 @@ def _ts(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _open(ctx: typer.Context) -> Store:
-    rtws = get_rtws(ctx)
-    return Store.for_rtws(rtws)
+def _open(ctx: typer.Context) -> Store | None:
+    """The store to read, or None when the rtws has run nothing yet (nothing is created)."""
+    return open_state(get_rtws(ctx))
 
 
 @app.command("list")
@@ -32,9 +33,13 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List dialogs, oldest first."""
-    store = _open(ctx)
+    rtws = get_rtws(ctx)
+    store = open_state(rtws)
+    if store is None:
+        typer.echo("[]") if as_json else console.print("no dialogs yet")
+        return
     try:
-        rows = store.list_dialogs(task_path=task)
+        rows = store.list_dialogs(task_path=task_key(rtws, task) if task else None)
         if as_json:
             data = [r.model_dump() | {"messages": store.count_messages(r.id)} for r in rows]
             typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -74,6 +79,8 @@ def show(
 ) -> None:
     """Show one dialog's full transcript."""
     store = _open(ctx)
+    if store is None:
+        raise no_dialog(dialog_id)
     try:
         did = store.resolve_dialog_id(dialog_id)
         rec = store.get_dialog(did)
@@ -100,6 +107,8 @@ def show(
             if m.course != course:
                 course = m.course
                 console.print(f"[dim]── course {course} ──[/]")
+            if m.kind == "assistant" and not m.data.get("text"):
+                continue  # a turn of tool calls only: the calls follow
             console.print(_render_message(m))
     finally:
         store.close()
@@ -141,11 +150,23 @@ def tree(
     target: Annotated[str, typer.Argument(help="A task package path or a dialog id (prefix).")],
 ) -> None:
     """Print the dialog tree(s) of a task, or the tree containing a dialog."""
-    store = _open(ctx)
+    rtws = get_rtws(ctx)
+    store = open_state(rtws)
+    if store is None:
+        raise NotFoundError(f"no dialogs yet, so no tree for {target!r}")
     try:
-        roots = [d.id for d in store.list_dialogs(task_path=target.rstrip("/")) if d.kind == "root"]
+        task = task_key(rtws, target)
+        roots = [d.id for d in store.list_dialogs(task_path=task) if d.kind == "root"]
         if not roots:
-            did = store.resolve_dialog_id(target)
+            try:
+                did = store.resolve_dialog_id(target)
+            except NotFoundError as exc:
+                if "ambiguous" in str(exc):
+                    raise
+                raise NotFoundError(
+                    f"{target!r} is neither a task with dialogs nor a dialog id "
+                    "(see `mindloop tasks` and `mindloop dialogs list`)"
+                ) from None
             roots = [store.get_dialog(did).root_id]
         for rid in roots:
             for line in _tree_lines(store, rid):

@@ -11,11 +11,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from mindloop.cli.common import console, get_rtws
+from mindloop.cli.common import console, get_rtws, open_runtime, open_state, task_key
 from mindloop.cli.render import TranscriptRenderer
-from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
-from mindloop.store import Store
 
 
 def questions(
@@ -24,12 +22,16 @@ def questions(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List open questions for the human, across all dialogs."""
-    store = Store.for_rtws(get_rtws(ctx))
+    rtws = get_rtws(ctx)
+    store = open_state(rtws)
+    if store is None:
+        typer.echo("[]") if as_json else console.print("no open questions")
+        return
     try:
         roots = None
         if task is not None:
             roots = [
-                d.id for d in store.list_dialogs(task_path=task.rstrip("/")) if d.kind == "root"
+                d.id for d in store.list_dialogs(task_path=task_key(rtws, task)) if d.kind == "root"
             ]
         qs = store.open_questions(root_ids=roots)
         if as_json:
@@ -63,21 +65,21 @@ def answer(
 
 
 async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
-    rt = DialogRuntime(rtws)
+    rt = open_runtime(rtws)
     renderer = TranscriptRenderer(console)
     renderer.attach(rt.bus)
     try:
-        for d in rt.store.list_dialogs():
-            renderer.set_dialog(d.id, d.member)
+        renderer.know_dialogs(rt.store.list_dialogs())
         did = rt.answer_question(qid, text)
         console.print(f"answered {qid} (dialog {did})")
         if no_drive:
             return 0
-        results = await Scheduler(rt).run()
+        sched = Scheduler(rt)
+        results = await sched.run()
         pending = rt.store.open_questions()
     finally:
         renderer.close()
         await rt.aclose()
     for q in pending:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
-    return 1 if any(r.reason == "error" for r in results) else 0
+    return 1 if any(r.reason == "error" for r in results) or sched.errors else 0

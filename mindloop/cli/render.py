@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
 from mindloop.events.bus import Event, EventBus
+from mindloop.store import DialogRecord
 
 _PREVIEW = 160
 
@@ -38,6 +40,22 @@ class TranscriptRenderer:
     def set_dialog(self, dialog_id: str, member: str, depth: int = 0) -> None:
         self._depth[dialog_id] = depth
         self._names[dialog_id] = member
+
+    def know_dialogs(self, records: Iterable[DialogRecord]) -> None:
+        """Register existing dialogs (e.g. a tree resumed by `mindloop run`), each indented
+        by its depth below its root."""
+        recs = {r.id: r for r in records}
+
+        def depth(rec: DialogRecord) -> int:
+            n, seen = 0, {rec.id}
+            while rec.parent_id and rec.parent_id in recs and rec.parent_id not in seen:
+                rec = recs[rec.parent_id]
+                seen.add(rec.id)
+                n += 1
+            return n
+
+        for rec in recs.values():
+            self.set_dialog(rec.id, rec.member, depth(rec))
 
     def _indent(self, did: str | None) -> str:
         return "  " * self._depth.get(did or "", 0)

@@ -6,7 +6,13 @@ lists every problem as `file:line: key.path: message`.
 
 from mindloop.config.config import Config
 from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig, ProviderKind
-from mindloop.config.loader import LLM_FILE, TEAM_FILE, check_config, load_config
+from mindloop.config.loader import (
+    LLM_FILE,
+    TEAM_FILE,
+    check_config,
+    load_config,
+    tool_selection_problems,
+)
 from mindloop.config.model_params import (
     AnthropicParams,
     AnthropicThinking,
@@ -52,4 +58,5 @@ __all__ = [
     "load_config",
     "load_yaml",
     "merge_model_params",
+    "tool_selection_problems",
 ]

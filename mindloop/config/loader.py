@@ -9,7 +9,8 @@ hide the cross-reference problems of the others.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,63 @@ def load_config(rtws: Path) -> Config:
     if build is None:
         raise ConfigError(problems or [ConfigProblem(file=TEAM_FILE, message="invalid config")])
     return build()
+
+
+# ---------------------------------------------------------------- tool selection
+
+
+def _unknown_name(kind: str, name: str, known: Collection[str], extra: str = "") -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"did you mean {close[0]}?" if close else f"{kind}s: {', '.join(known) or '(none)'}"
+    return f"unknown {kind} {name!r} ({hint}){extra}"
+
+
+def tool_selection_problems(
+    rtws: Path, toolsets: Collection[str], tools: Collection[str]
+) -> list[ConfigProblem]:
+    """`toolsets`/`tools` entries of team.yaml that name no toolset or tool of the registry
+    the runtime will use (`toolsets`, `tools`: its names). The schema cannot know these
+    names (a program may run the team with its own registry), so they are checked against
+    one: `mindloop check` and the CLI commands use the standard registry."""
+    try:
+        text = (Path(rtws) / TEAM_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []  # reported by check_config
+    doc = load_yaml(text, TEAM_FILE)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    scopes: list[tuple[KeyPath, Any]] = [(("member_defaults",), data.get("member_defaults"))]
+    members = data.get("members")
+    if isinstance(members, dict):
+        scopes += [(("members", mid), spec) for mid, spec in members.items()]
+    problems: list[ConfigProblem] = []
+    for prefix, spec in scopes:
+        if not isinstance(spec, dict):
+            continue
+        for key in ("toolsets", "tools"):
+            entries = spec.get(key)
+            for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                if not isinstance(entry, str):
+                    continue  # a type error, reported by check_config
+                name = entry.strip()
+                excluded = name.startswith("!")
+                target = name[1:].strip() if excluded else name
+                if key == "toolsets":
+                    if name == "*" or target in toolsets or (excluded and target in tools):
+                        continue
+                    message = _unknown_name(
+                        "toolset",
+                        target,
+                        toolsets,
+                        "; '*' selects all, '!name' excludes a toolset or one tool",
+                    )
+                else:
+                    if target in tools:
+                        continue
+                    message = _unknown_name("tool", target, tools, "; toolsets go under toolsets")
+                path = (*prefix, key, i)
+                problems.append(
+                    ConfigProblem(
+                        file=TEAM_FILE, line=doc.line_for(path), path=dotted(path), message=message
+                    )
+                )
+    return problems

@@ -13,7 +13,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -23,7 +22,7 @@ from mindloop.dialogs.runtime import DialogRuntime, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 from mindloop.rtws import init_rtws
-from mindloop.rtws.scaffold import MOCK_MODEL
+from mindloop.rtws.scaffold import MOCK_MODEL, dump_yaml
 
 
 @dataclass
@@ -36,15 +35,11 @@ class DemoReport:
     questions_answered: int
 
 
-def _dump(data: object) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-
-
 def prepare_demo_rtws(directory: Path) -> None:
     init_rtws(directory, provider="mock")
     minds = directory / ".minds"
-    (minds / "team.yaml").write_text(_dump(DEMO_TEAM), "utf-8")
-    (minds / "mock" / f"{MOCK_MODEL}.yaml").write_text(_dump(DEMO_SCRIPT), "utf-8")
+    (minds / "team.yaml").write_text(dump_yaml(DEMO_TEAM), "utf-8")
+    (minds / "mock" / f"{MOCK_MODEL}.yaml").write_text(dump_yaml(DEMO_SCRIPT), "utf-8")
     persona = minds / "team" / "reviewer" / "persona.md"
     persona.parent.mkdir(parents=True, exist_ok=True)
     persona.write_text("You are Reviewer: precise, brief, kind.\n", "utf-8")

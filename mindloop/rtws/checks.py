@@ -1,32 +1,93 @@
-"""`mindloop check` beyond the YAML schema: mock scripts and Taskdoc package layouts."""
+"""`mindloop check` beyond the YAML schema: tool names, mock scripts, Taskdoc layouts.
+
+Problems make `check` fail; warnings (an API key variable not set in this shell) are
+printed but do not, since the key may well be set where the team actually runs.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from mindloop.config import ConfigError, load_config
+from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.effective import format_violation
+from mindloop.tools.registry import ToolRegistry
+
+
+def _relative(rtws: Path, line: str) -> str:
+    """Problems name files rtws-relative, as the config problems do."""
+    prefix = str(rtws.resolve()) + os.sep
+    return line.replace(prefix, "") if line.startswith(prefix) else line
+
+
+def registry_problems(rtws: Path, registry: ToolRegistry) -> list[str]:
+    """team.yaml `toolsets`/`tools` entries the registry does not have, as file:line lines."""
+    return [
+        str(p) for p in tool_selection_problems(rtws, registry.toolset_names, registry.tool_names)
+    ]
+
+
+def _mock_problems(rtws: Path, config: Config) -> list[str]:
+    problems: list[str] = []
+    for prov in config.llm.providers.values():
+        if prov.kind != "mock":
+            continue
+        script_dir = prov.script_dir or DEFAULT_SCRIPT_DIR
+        for key, model in prov.models.items():
+            rel = f"{script_dir.rstrip('/')}/{model.name or key}.yaml"
+            script = rtws.resolve() / rel
+            if script.exists():
+                problems += [_relative(rtws, p) for p in validate_script(script)]
+                continue
+            users = [
+                m.id
+                for m in config.team.members.values()
+                if m.provider == prov.name and m.model == key
+            ]
+            if users:
+                who = ", ".join(f"@{u}" for u in users)
+                problems.append(
+                    f"{rel}: missing: mock model {key!r} of provider {prov.name!r} (used by "
+                    f"{who}) answers from this file; create it (format: docs/mock-provider.md)"
+                )
+    return problems
 
 
 def check_rtws(rtws: Path) -> list[str]:
-    """Problems outside team.yaml/llm.yaml, one line each, naming the file."""
+    """Problems outside the team.yaml/llm.yaml schema, one line each, naming the file."""
+    from mindloop.tools.toolsets import standard_registry
+
+    rtws = Path(rtws)
     problems: list[str] = []
     try:
-        config = load_config(rtws)
+        config: Config | None = load_config(rtws)
     except ConfigError:
         config = None  # reported by check_config already
     if config is not None:
-        for prov in config.llm.providers.values():
-            if prov.kind != "mock":
-                continue
-            for model in prov.models.values():
-                script = rtws / (prov.script_dir or DEFAULT_SCRIPT_DIR) / f"{model.name}.yaml"
-                if script.exists():
-                    problems += validate_script(script)
+        problems += registry_problems(rtws, standard_registry(config.team.work_language))
+        problems += _mock_problems(rtws, config)
     for rel in discover_packages(rtws):
         for v in TaskPackage(rtws, rel).layout_violations():
             problems.append(f"{rel}: layout violation: {format_violation(v)}")
     return problems
+
+
+def rtws_warnings(rtws: Path) -> list[str]:
+    """Things that will fail at run time in this shell but may be fine elsewhere."""
+    try:
+        config = load_config(Path(rtws))
+    except ConfigError:
+        return []
+    warnings: list[str] = []
+    for prov in config.llm.providers.values():
+        users = [m.id for m in config.team.members.values() if m.provider == prov.name]
+        if prov.api_key_env and users and not os.environ.get(prov.api_key_env):
+            warnings.append(
+                f".minds/llm.yaml: providers.{prov.name}.api_key_env: the environment variable "
+                f"{prov.api_key_env} is not set here; "
+                f"{', '.join('@' + u for u in users)} cannot generate until it is"
+            )
+    return warnings

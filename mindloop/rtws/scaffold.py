@@ -123,8 +123,21 @@ def _team_yaml(provider: str, model: str | None) -> dict[str, object]:
     }
 
 
-def _dump(data: object) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+class _IndentedDumper(yaml.SafeDumper):
+    """Indents list items under their key (`responses:\n  - match: …`), the style the
+    docs use, so an entry copied from a "Mock Response Not Found" error or from the README
+    can be appended to a scaffolded file as is."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def dump_yaml(data: object) -> str:
+    """YAML as mindloop writes it for humans: keys in order, lists indented."""
+    return yaml.dump(data, Dumper=_IndentedDumper, sort_keys=False, allow_unicode=True)
+
+
+_dump = dump_yaml
 
 
 def init_rtws(

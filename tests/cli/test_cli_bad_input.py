@@ -1,0 +1,175 @@
+"""Bad input through the CLI: a clear error naming the file/line or argument, a non-zero
+exit, and nothing changed on disk."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.scenario_util import write_script
+
+EXAMPLE = "list the files and summarise README.md"
+
+
+def ml(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mindloop.cli.app", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd), **(env or {})},
+    )
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _init(tmp_path: Path) -> Path:
+    proj = tmp_path / "p"
+    assert ml("init", str(proj), cwd=tmp_path).returncode == 0
+    return proj
+
+
+def test_reading_commands_outside_an_rtws_fail_and_create_nothing(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for cmd in (
+        ["dialogs", "list"],
+        ["dialogs", "list", "--json"],
+        ["dialogs", "show", "abc"],
+        ["dialogs", "tree", "tasks/x.tsk"],
+        ["questions"],
+        ["questions", "--json"],
+        ["answer", "q4h-x", "yes"],
+        ["run"],
+        ["chat", "hi"],
+    ):
+        out = ml(*cmd, "-C", str(plain), cwd=tmp_path)
+        assert out.returncode == 1, cmd
+        assert "Traceback" not in out.stderr and out.stderr.startswith("error: "), cmd
+        assert _tree(plain) == [], cmd
+
+
+def test_reading_commands_on_a_fresh_rtws_show_nothing_and_create_no_state(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    assert ml("dialogs", "list", "-C", str(proj), cwd=tmp_path).stdout.strip() == "no dialogs yet"
+    assert json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout) == []
+    assert json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout) == []
+    shown = ml("dialogs", "show", "abc", "-C", str(proj), cwd=tmp_path)
+    assert shown.returncode == 1 and "no dialog with id 'abc'" in shown.stderr
+    assert not (proj / ".mindloop").exists()
+
+
+def test_tree_accepts_the_task_as_users_type_it_and_names_an_unknown_one(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    assert (
+        ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", EXAMPLE, cwd=tmp_path).returncode
+        == 0
+    )
+    for spelling in ("./tasks/example.tsk/", str(proj / "tasks" / "example.tsk")):
+        out = ml("dialogs", "tree", "-C", str(proj), spelling, cwd=tmp_path)
+        assert out.returncode == 0 and " root @dev [idle]" in out.stdout, spelling
+        listed = ml("dialogs", "list", "--json", "--task", spelling, "-C", str(proj), cwd=tmp_path)
+        assert len(json.loads(listed.stdout)) == 1, spelling
+    bad = ml("dialogs", "tree", "-C", str(proj), "tasks/nope.tsk", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "'tasks/nope.tsk' is neither a task with dialogs nor a dialog id" in bad.stderr
+
+
+def test_unknown_toolset_or_tool_is_a_file_line_error_before_anything_runs(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    team = proj / ".minds" / "team.yaml"
+    team.write_text(
+        team.read_text()
+        + "  ux:\n    toolsets: [fss, '!shel', '!read_file']\n    tools: [read_fil, '!list_dir']\n"
+    )
+    lines = team.read_text().splitlines()
+    toolsets_line = next(i for i, line in enumerate(lines, 1) if "fss" in line)
+    tools_line = next(i for i, line in enumerate(lines, 1) if "read_fil," in line)
+    check = ml("check", "-C", str(proj), cwd=tmp_path)
+    assert check.returncode == 1
+    assert check.stderr.splitlines()[:3] == [
+        f".minds/team.yaml:{toolsets_line}: members.ux.toolsets.0: unknown toolset 'fss' "
+        "(did you mean fs?); '*' selects all, '!name' excludes a toolset or one tool",
+        f".minds/team.yaml:{toolsets_line}: members.ux.toolsets.1: unknown toolset 'shel' "
+        "(did you mean shell?); '*' selects all, '!name' excludes a toolset or one tool",
+        f".minds/team.yaml:{tools_line}: members.ux.tools.0: unknown tool 'read_fil' "
+        "(did you mean read_file?); toolsets go under toolsets",
+    ]
+    # chat refuses too, even though the typo is in a member it would not talk to.
+    chat = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", EXAMPLE, cwd=tmp_path)
+    assert chat.returncode == 1 and "members.ux.toolsets.0: unknown toolset 'fss'" in chat.stderr
+    assert not (proj / ".mindloop").exists()
+
+
+def test_check_reports_a_missing_mock_script_and_warns_about_an_unset_key(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    (proj / ".minds" / "mock" / "mock-model.yaml").unlink()
+    missing = ml("check", "-C", str(proj), cwd=tmp_path)
+    assert missing.returncode == 1
+    assert (
+        ".minds/mock/mock-model.yaml: missing: mock model 'mock-model' of provider 'mock' "
+        "(used by @dev) answers from this file" in missing.stderr
+    )
+    team = proj / ".minds" / "team.yaml"
+    team.write_text(
+        team.read_text()
+        .replace("provider: mock", "provider: openai")
+        .replace("model: mock-model", "model: gpt-4o-mini")
+    )
+    warned = ml("check", "-C", str(proj), cwd=tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    assert (
+        "warning: .minds/llm.yaml: providers.openai.api_key_env: the environment variable "
+        "OPENAI_API_KEY is not set here; @dev cannot generate until it is" in warned.stderr
+    )
+    keyed = ml("check", "-C", str(proj), cwd=tmp_path, env={"OPENAI_API_KEY": "k"})
+    assert keyed.returncode == 0 and "warning" not in keyed.stderr
+    # The key is still needed at run time: chat fails with exit 1, naming the variable.
+    chat = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "hi", cwd=tmp_path)
+    assert chat.returncode == 1, chat.stdout
+    assert "set the environment variable OPENAI_API_KEY" in chat.stdout + chat.stderr
+
+
+def test_mock_script_problems_name_the_file_relative_to_the_rtws(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    script = proj / ".minds" / "mock" / "mock-model.yaml"
+    script.write_text("responses:\n  - mtch: hi\n    response: yo\n")
+    out = ml("check", "-C", str(proj), cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.startswith(".minds/mock/mock-model.yaml:2: ")
+    assert str(proj) not in out.stderr
+
+
+def test_the_entry_a_mock_miss_prints_can_be_pasted_into_the_scaffolded_script(
+    tmp_path: Path,
+) -> None:
+    proj = _init(tmp_path)
+    message = "hello there: what's new?\nsecond line"
+    miss = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", message, cwd=tmp_path)
+    assert miss.returncode == 1
+    text = miss.stdout + miss.stderr
+    assert text.count("Append this entry") == 1, text  # the full error is shown once
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Append this entry"))
+    entry = [line for line in lines[start + 1 :] if line.strip()][:3]
+    assert entry[0].startswith("  - match: ")
+    script = proj / ".minds" / "mock" / "mock-model.yaml"
+    with script.open("a") as fh:
+        fh.write("\n".join(entry).replace("(what dev answers here)", "pasted answer") + "\n")
+    assert ml("check", "-C", str(proj), cwd=tmp_path).returncode == 0
+    hit = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", message, cwd=tmp_path)
+    assert hit.returncode == 0 and "@dev: pasted answer" in hit.stdout
+
+
+def test_a_message_with_rich_markup_is_printed_verbatim(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    write_script(proj, [{"match": "[bold]x[/bold]", "response": "ok"}])
+    out = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "[bold]x[/bold]", cwd=tmp_path)
+    assert out.returncode == 0 and "you: [bold]x[/bold]" in out.stdout
