@@ -225,7 +225,7 @@ def taskdoc_show(
     table = Table("section", "state")
     table.add_column("size", justify="right")
     table.add_column("last updated", no_wrap=True)
-    table.add_column("by")
+    table.add_column("by", overflow="fold")
     for s in statuses:
         if not s.exists and s.updated_at is None and s.section not in _TOP_FILES:
             continue

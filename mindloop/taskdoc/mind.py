@@ -88,6 +88,11 @@ _TEXT: dict[str, dict[str, str]] = {
             "Not found: `{rel}`.\n\nUse `change_mind` to create/update it (whole-section "
             'replace):\n- `change_mind({{"category":"{c}","selector":"{s}","content":"..."}})`'
         ),
+        "not_found_side": (
+            "Not found: `{rel}`.\n\nSide dialogs cannot call `change_mind`: ask the Taskdoc "
+            "maintainer @{m} to create it with "
+            '`change_mind({{"category":"{c}","selector":"{s}","content":"..."}})`.'
+        ),
         "truncated": (
             "\n\n⚠️ Truncated: content is too large ({n} bytes); showing first {limit} bytes."
         ),
@@ -122,6 +127,10 @@ _TEXT: dict[str, dict[str, str]] = {
         "not_found": (
             "未找到：`{rel}`。\n\n用 `change_mind` 创建或更新（整段替换）：\n"
             '- `change_mind({{"category":"{c}","selector":"{s}","content":"..."}})`'
+        ),
+        "not_found_side": (
+            "未找到：`{rel}`。\n\n支线对话不能调用 `change_mind`：请诉请差遣牒维护人 @{m} 用 "
+            '`change_mind({{"category":"{c}","selector":"{s}","content":"..."}})` 创建。'
         ),
         "truncated": "\n\n⚠️ 已截断：内容过大（{n} bytes），仅回显前 {limit} bytes。",
     },
@@ -312,12 +321,19 @@ def change_mind(
 
 
 def recall_taskdoc(
-    pkg: TaskPackage, *, category: str | None, selector: str | None, lang: Lang = "en"
+    pkg: TaskPackage,
+    *,
+    category: str | None,
+    selector: str | None,
+    lang: Lang = "en",
+    is_root: bool = True,
+    maintainer: str | None = None,
 ) -> str:
     """Read one bearinmind/extra section (capped at 100 KiB); `SectionError` on bad args.
 
     The three top-level sections are refused with a text saying they are always injected.
-    A missing section returns a "Not found" text that says how to create it.
+    A missing section returns a "Not found" text that says how to create it (in a side
+    dialog: whom to ask, since only the root dialog can call `change_mind`).
     """
     sel = normalize_selector(selector)
     if sel in TOP_LEVEL:
@@ -329,7 +345,8 @@ def recall_taskdoc(
     text = pkg.read_section_or_none(rel)
     t = _t(lang)
     if text is None:
-        return t["not_found"].format(rel=rel, c=cat, s=name[: -len(SECTION_SUFFIX)])
+        key = "not_found" if is_root else "not_found_side"
+        return t[key].format(rel=rel, c=cat, s=name[: -len(SECTION_SUFFIX)], m=maintainer or "root")
     raw = text.encode("utf-8")
     note = ""
     if len(raw) > RECALL_LIMIT_BYTES:

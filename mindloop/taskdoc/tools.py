@@ -99,7 +99,14 @@ async def _run_recall_taskdoc(args: BaseModel, ctx: ToolContext) -> ToolOutput:
     assert isinstance(args, RecallTaskdocArgs)
     try:
         pkg = _package(ctx)
-        text = recall_taskdoc(pkg, category=args.category, selector=args.selector, lang=_lang(ctx))
+        text = recall_taskdoc(
+            pkg,
+            category=args.category,
+            selector=args.selector,
+            lang=_lang(ctx),
+            is_root=ctx.is_root,
+            maintainer=ctx.services.get("root_member") or ctx.member,
+        )
     except SectionError as exc:
         return ToolOutput(exc.text, is_error=True)
     except MindloopError as exc:

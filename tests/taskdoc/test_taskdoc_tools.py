@@ -108,6 +108,15 @@ async def test_recall_tool(tmp_path: Path, store: Store) -> None:
     assert bad.is_error and bad.text == "Error: category is required."
     top = await tool.run(tool.args_model(category="x", selector="goals"), ctx(tmp_path, store))
     assert top.is_error and "always injected" in top.text
+    missing = await tool.run(
+        tool.args_model(category="ux", selector="none"), ctx(tmp_path, store, is_root=False)
+    )
+    assert not missing.is_error and missing.text.startswith("Not found: `ux/none.md`.")
+    assert "ask the Taskdoc maintainer @lead" in missing.text
+    root_missing = await tool.run(
+        tool.args_model(category="ux", selector="none"), ctx(tmp_path, store)
+    )
+    assert "Use `change_mind` to create/update it" in root_missing.text
     zh = await tool.run(
         tool.args_model(category="", selector="x"), ctx(tmp_path, store, work_language="zh")
     )
