@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,32 @@ def test_show_package_written_by_hand(tmp_path: Path) -> None:
     data = json.loads(run(tmp_path, "taskdoc", "show", "tasks/hand.tsk", "--json"))
     goals = {s["section"]: s for s in data["sections"]}["goals.md"]
     assert goals["recorded"] is False and goals["actor_member"] == "human/unknown"
+
+
+def test_commands_through_the_real_mindloop_process(tmp_path: Path) -> None:
+    """The issue's user story, as typed: the commands are wired into `mindloop`."""
+
+    def ml(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mindloop.cli.app", "-C", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+        )
+
+    new = ml("task", "new", "login", "--goal", "Users can log in with email and password")
+    assert new.returncode == 0 and new.stdout.strip() == "tasks/login.tsk", new.stderr
+    listed = ml("tasks")
+    assert listed.returncode == 0 and "tasks/login.tsk" in listed.stdout
+    shown = ml("taskdoc", "show", "tasks/login.tsk")
+    assert shown.returncode == 0
+    assert "## Goals\nUsers can log in with email and password\n" in shown.stdout
+    history = ml("taskdoc", "show", "tasks/login.tsk", "--history", "goals")
+    assert history.returncode == 0 and "v1" in history.stdout and "by human" in history.stdout
+    write(tmp_path, "notes/old-task.md", "# Goals\ng\n# Constraints\n- c\n# Progress\np\n")
+    migrated = ml("taskdoc", "migrate", "notes/old-task.md")
+    assert migrated.returncode == 0 and migrated.stdout.strip() == "notes/old-task.tsk"
+    bad = ml("taskdoc", "show", "tasks/login.tsk", "--history", "nope")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("error: --history 'nope': Invalid selector 'nope'")
