@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from mindloop.cli.common import console, get_rtws, open_runtime
+from mindloop.cli.common import INTERRUPTED_EXIT, console, get_rtws, open_runtime, run_async
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 
-EXIT_CODES = {"done": 0, "idle": 0, "waiting": 0, "error": 1, "step_limit": 3, "cancelled": 130}
+EXIT_CODES = {
+    "done": 0,
+    "idle": 0,
+    "waiting": 0,
+    "error": 1,
+    "step_limit": 3,
+    "cancelled": INTERRUPTED_EXIT,
+}
 
 
 def chat(
@@ -33,7 +39,7 @@ def chat(
 ) -> None:
     """Send a message to a root dialog and drive its whole tree until it answers."""
     rtws = get_rtws(ctx)
-    code = asyncio.run(_chat(rtws, message, task, member, dialog, max_steps, thinking))
+    code = run_async(_chat(rtws, message, task, member, dialog, max_steps, thinking), rtws)
     raise typer.Exit(code)
 
 
@@ -138,7 +144,7 @@ def run(
 ) -> None:
     """Run the backend loop: resume interrupted dialogs and drive everything drivable."""
     rtws = get_rtws(ctx)
-    code = asyncio.run(_run(rtws, watch, max_steps))
+    code = run_async(_run(rtws, watch, max_steps), rtws)
     raise typer.Exit(code)
 
 

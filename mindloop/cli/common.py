@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,23 @@ if TYPE_CHECKING:
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+INTERRUPTED_EXIT = 130
+
+
+def run_async(main: Coroutine[Any, Any, int], rtws: Path | None = None) -> int:
+    """Run a command's coroutine; Ctrl-C ends it cleanly (the runtime has saved the
+    interrupted dialogs, marked to be resumed) with exit code 130 and a note saying so."""
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        where = f" -C {rtws}" if rtws is not None else ""
+        err_console.print(
+            f"interrupted; state is saved: `mindloop run{where}` resumes the interrupted dialogs",
+            markup=False,
+        )
+        return INTERRUPTED_EXIT
 
 
 def get_rtws(ctx: typer.Context, *, must_exist: bool = True) -> Path:

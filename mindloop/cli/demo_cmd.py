@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mindloop.cli.common import console
+from mindloop.cli.common import INTERRUPTED_EXIT, console, err_console
 
 
 def demo(
@@ -19,7 +19,11 @@ def demo(
     """Run a short scripted scenario offline and show where its state lives."""
     from mindloop.demo import run_demo
 
-    report = asyncio.run(run_demo(directory, console))
+    try:
+        report = asyncio.run(run_demo(directory, console))
+    except KeyboardInterrupt:
+        err_console.print("demo interrupted", markup=False)
+        raise typer.Exit(INTERRUPTED_EXIT) from None
     if report.result.reason != "done":
         console.print(f"[red]demo stopped: {report.result.reason} {report.result.error or ''}[/]")
         raise typer.Exit(1)

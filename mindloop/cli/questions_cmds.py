@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +10,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from mindloop.cli.common import console, get_rtws, open_runtime, open_state, task_key
+from mindloop.cli.common import (
+    console,
+    get_rtws,
+    open_runtime,
+    open_state,
+    run_async,
+    task_key,
+)
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.dialogs.scheduler import Scheduler
 
@@ -60,7 +66,8 @@ def answer(
     ] = False,
 ) -> None:
     """Answer a question; the asking dialog (and its tree) is driven on."""
-    code = asyncio.run(_answer(get_rtws(ctx), question_id, text, no_drive))
+    rtws = get_rtws(ctx)
+    code = run_async(_answer(rtws, question_id, text, no_drive), rtws)
     raise typer.Exit(code)
 
 

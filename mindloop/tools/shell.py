@@ -56,6 +56,20 @@ def filtered_env(
     }
 
 
+def configured_secret_names(ctx: ToolContext) -> tuple[str, ...]:
+    """Variables to withhold beyond the suffix rule: the explicit `secret_env_names`
+    service, plus every `api_key_env` of the running team's llm.yaml (a key may live in a
+    variable named anything, e.g. `LLM_KEY`)."""
+    names = list(ctx.services.get("secret_env_names", ()))
+    config = getattr(ctx.services.get("runtime"), "config", None)
+    llm = getattr(config, "llm", None)
+    for provider in getattr(llm, "providers", {}).values():
+        env_name = getattr(provider, "api_key_env", None)
+        if env_name:
+            names.append(env_name)
+    return tuple(dict.fromkeys(names))
+
+
 def _shell_argv(command: str) -> list[str]:
     bash = shutil.which("bash")
     return [bash, "-c", command] if bash else ["/bin/sh", "-c", command]
@@ -127,7 +141,7 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
     cwd = resolve_agent_path(ctx, args.cwd, ctx.acl, "read")
     if not cwd.is_dir():
         return ToolOutput(f"cwd `{args.cwd}` is not an existing directory", is_error=True)
-    secret_names = tuple(ctx.services.get("secret_env_names", ()))
+    secret_names = configured_secret_names(ctx)
     # Leave room in the registry cap for the status line and the truncation note.
     sink = _BoundedOutput(half=max(1_000, (output_cap(ctx) - 400) // 2))
     proc = await asyncio.create_subprocess_exec(

@@ -173,3 +173,44 @@ def test_a_message_with_rich_markup_is_printed_verbatim(tmp_path: Path) -> None:
     write_script(proj, [{"match": "[bold]x[/bold]", "response": "ok"}])
     out = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "[bold]x[/bold]", cwd=tmp_path)
     assert out.returncode == 0 and "you: [bold]x[/bold]" in out.stdout
+
+
+def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None:
+    import signal
+
+    proj = _init(tmp_path)
+    write_script(proj, [{"match": "go", "response": "slow answer", "delay_ms": 60000}])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mindloop.cli.app",
+            "chat",
+            "-C",
+            str(proj),
+            "-t",
+            "tasks/example.tsk",
+            "go",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+    )
+    assert proc.stdout is not None
+    while "you: go" not in proc.stdout.readline():
+        pass
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted; state is saved: `mindloop run -C" in err and "Traceback" not in err
+    [dialog] = json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    assert (dialog["status"], dialog["needs_drive"]) == ("interrupted", True)
+    write_script(proj, [{"match": "go", "response": "answer after resuming"}])
+    resumed = ml("run", "-C", str(proj), cwd=tmp_path)
+    assert resumed.returncode == 0 and "@dev: answer after resuming" in resumed.stdout
+    shown = json.loads(
+        ml("dialogs", "show", dialog["id"], "--json", "-C", str(proj), cwd=tmp_path).stdout
+    )
+    assert [m["kind"] for m in shown["messages"]] == ["user", "assistant"]

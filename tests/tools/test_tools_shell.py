@@ -100,3 +100,38 @@ async def test_timeout_bounds_are_validated(rtws: Path, call: Call) -> None:
     assert out.is_error and "timeout_s: input should be less than or equal to 600" in out.text
     zero = await call("run_shell", command="true", timeout_s=0)
     assert zero.is_error and "timeout_s: input should be greater than 0" in zero.text
+
+
+async def test_a_key_named_by_api_key_env_never_reaches_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the runtime, as a team runs it: the key variable of llm.yaml is withheld
+    from run_shell even when its name does not look like a secret."""
+    from mindloop.dialogs.runtime import DialogRuntime
+    from mindloop.dialogs.scheduler import Scheduler
+    from mindloop.rtws import init_rtws
+    from tests.scenario_util import write_script
+
+    init_rtws(tmp_path, provider="mock")
+    llm = tmp_path / ".minds" / "llm.yaml"
+    llm.write_text(llm.read_text().replace("OPENAI_API_KEY", "LLM_ACCESS"), "utf-8")
+    monkeypatch.setenv("LLM_ACCESS", "sk-live-very-secret")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    write_script(
+        tmp_path,
+        [
+            {"match": "go", "tool_calls": [{"name": "run_shell", "arguments": {"command": "env"}}]},
+            {"role": "tool", "contains": "exit code 0", "response": "done"},
+        ],
+    )
+    rt = DialogRuntime(tmp_path)
+    try:
+        rec = rt.create_root_dialog("tasks/example.tsk")
+        rt.post_user_message(rec.id, "go")
+        await Scheduler(rt).run()
+        [result] = [m for m in rt.store.load_history(rec.id) if m.kind == "tool_result"]
+    finally:
+        await rt.aclose()
+    assert "HARMLESS_SETTING=visible" in result.data["content"]
+    assert "LLM_ACCESS" not in result.data["content"]
+    assert "sk-live-very-secret" not in result.data["content"]
