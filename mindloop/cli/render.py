@@ -33,6 +33,7 @@ class TranscriptRenderer:
         self._in_text: str | None = None
         self._depth: dict[str, int] = {}
         self._names: dict[str, str] = {}
+        self._line_start = True  # the streamed text's cursor is at the start of a line
 
     def attach(self, bus: EventBus) -> None:
         bus.subscribe(self.handle)
@@ -62,9 +63,24 @@ class TranscriptRenderer:
 
     def _end_text(self) -> None:
         if self._in_text is not None:
-            self.out.write("\n")
+            if not self._line_start:
+                self.out.write("\n")
             self.out.flush()
             self._in_text = None
+            self._line_start = True
+
+    def _write_text(self, indent: str, text: str) -> None:
+        """Streamed text, every line indented like its dialog (a nested reply's tellask
+        lines stay under it); indentation is written lazily, when a line gets text."""
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                self.out.write("\n")
+                self._line_start = True
+            if part:
+                if self._line_start:
+                    self.out.write(indent)
+                    self._line_start = False
+                self.out.write(part)
 
     def handle(self, ev: Event) -> None:
         did = ev.dialog_id
@@ -76,7 +92,8 @@ class TranscriptRenderer:
                 who = self._names.get(did or "", "assistant")
                 self.out.write(f"{ind}@{who}: ")
                 self._in_text = did
-            self.out.write(d["text"])
+                self._line_start = False
+            self._write_text(ind, d["text"])
             self.out.flush()
             return
         if ev.type == "thinking_chunk" and not self.show_thinking:
@@ -111,7 +128,10 @@ class TranscriptRenderer:
         elif ev.type == "taskdoc_changed":
             p(f"{ind}[blue]✎ Taskdoc section {escape(str(d.get('section')))} changed[/]")
         elif ev.type == "tellask_response":
-            p(f"{ind}[cyan]← reply from {d.get('side_id')} delivered[/]")
+            side = str(d.get("side_id"))
+            what = "answer" if d.get("call_type") == "tellask_back" else "reply"
+            who = escape(self._names.get(side, "?"))
+            p(f"{ind}[cyan]← {what} from @{who} ({side}) delivered[/]")
         elif ev.type == "question_asked":
             p(
                 f"{ind}[cyan]? question {d.get('question_id')} for the human:[/] {escape(_one_line(d.get('headline', '')))}"
