@@ -343,3 +343,189 @@ async def test_reminders_and_clear_mind(rtws: Path) -> None:
     course2 = rt.store.load_history(root, course=2)
     assert "course #2" in course2[0].data["text"] and course2[-1].data["text"] == "continuing"
     await rt.aclose()
+
+
+async def test_13_tellasker_with_a_session_directive_fails_inside_a_side_dialog(
+    rtws: Path,
+) -> None:
+    write_team(rtws, TEAM)
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": "!?@pangu investigate\n"},
+            {
+                "member": "pangu",
+                "contains": "investigate",
+                "response": "!?@tellasker !tellaskSession s1 what exactly?\n",
+            },
+            {"member": "pangu", "contains": "ERR_TELLASKER_SESSION", "response": "found it"},
+            {"member": "dev", "contains": "found it", "response": "thanks"},
+        ],
+    )
+    rt, root = await _run(rtws, "go")
+    side = next(d for d in rt.store.list_dialogs(root_id=root) if d.kind == "side")
+    [note] = [m.data for m in rt.store.load_history(side.id) if m.kind == "tellask_result"]
+    assert note["code"] == "ERR_TELLASKER_SESSION" and note["status"] == "failed"
+    assert "does not accept `!tellaskSession`" in note["text"]
+    assert rt.store.sessions(root) == {}  # nothing registered, nothing asked back
+    assert len(rt.store.list_dialogs(root_id=root)) == 2
+    assert not any("TellaskBack" in m.data.get("text", "") for m in rt.store.load_history(root))
+    assert rt.store.load_history(root)[-1].data["text"] == "thanks"
+    await rt.aclose()
+
+
+async def test_19_a_session_called_again_from_another_caller_replies_to_that_caller(
+    rtws: Path,
+) -> None:
+    write_team(rtws, TEAM)
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": "!?@pangu !tellaskSession s\n!?first\n"},
+            {"member": "pangu", "contains": "first", "response": "pangu: first done"},
+            {"member": "dev", "contains": "first done", "response": "!?@bob take over\n"},
+            {
+                "member": "bob",
+                "contains": "take over",
+                "response": "!?@pangu !tellaskSession s\n!?second\n",
+            },
+            {"member": "pangu", "contains": "second", "response": "pangu: second done"},
+            {"member": "bob", "contains": "second done", "response": "bob: all done"},
+            {"member": "dev", "contains": "bob: all done", "response": "finished"},
+        ],
+    )
+    rt, root = await _run(rtws, "go")
+    sides = {d.member: d for d in rt.store.list_dialogs(root_id=root) if d.kind == "side"}
+    assert sorted(sides) == ["bob", "pangu"]  # one pangu dialog: the session was resumed
+    assert rt.store.sessions(root) == {"pangu!s": sides["pangu"].id}
+    root_texts = [m.data.get("text", "") for m in rt.store.load_history(root)]
+    bob_texts = [m.data.get("text", "") for m in rt.store.load_history(sides["bob"].id)]
+    assert sum("pangu: first done" in t for t in root_texts) == 1
+    assert not any("pangu: second done" in t for t in root_texts)  # went to the latest caller
+    assert sum("pangu: second done" in t for t in bob_texts) == 1
+    assert root_texts[-1] == "finished"
+    assert rt.store.all_pending() == []
+    await rt.aclose()
+
+
+async def test_21_22_a_question_stops_generation_and_the_loop_never_drives_its_dialog(
+    rtws: Path,
+) -> None:
+    write_team(rtws, TEAM)
+    write_script(
+        rtws,
+        [
+            {
+                "member": "dev",
+                "match": "go",
+                "response": "!?@human Need a decision\n!?Pick A or B\n",
+            },
+            {"member": "dev", "contains": "answer from the human", "response": "B then"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    asked: list[dict[str, object]] = []
+    rt.bus.subscribe(lambda ev: asked.append(ev.data) if ev.type == "question_asked" else None)
+    rec = rt.create_root_dialog("tasks/example.tsk", "dev")
+    rt.post_user_message(rec.id, "go")
+    await Scheduler(rt).run()
+    [q] = rt.store.open_questions()
+    assert asked == [
+        {"question_id": q.id, "headline": "@human Need a decision", "body": "Pick A or B"}
+    ]
+    assert len(rt.store.generations(rec.id)) == 1  # generation stopped at the question
+    # A user message marks the dialog to be driven, but the loop leaves it alone.
+    rt.post_user_message(rec.id, "are you there?")
+    results = await Scheduler(rt).run()
+    assert [r.reason for r in results if r.dialog_id == rec.id] in ([], ["waiting"])
+    assert len(rt.store.generations(rec.id)) == 1
+    assert rt.store.get_dialog(rec.id).status == "waiting"
+    rt.answer_question(q.id, "B")
+    await Scheduler(rt).run()
+    assert rt.store.load_history(rec.id)[-1].data["text"] == "B then"
+    assert len(rt.store.generations(rec.id)) == 2
+    await rt.aclose()
+
+
+async def test_25_clear_mind_discards_open_questions_keeps_reminders_and_sessions(
+    rtws: Path,
+) -> None:
+    write_team(rtws, TEAM)
+    write_script(
+        rtws,
+        [
+            {
+                "member": "dev",
+                "match": "go",
+                "response": "!?@pangu !tellaskSession s\n!?warm up\n",
+                "tool_calls": [{"name": "add_reminder", "arguments": {"content": "stay brief"}}],
+            },
+            {"member": "pangu", "contains": "warm up", "response": "warmed"},
+            {
+                "member": "dev",
+                "contains": "warmed",
+                "response": "!?@human Should I start over?\n",
+                "tool_calls": [
+                    {"name": "clear_mind", "arguments": {"reminder_content": "at step 2"}}
+                ],
+            },
+            {
+                "member": "dev",
+                "contains": "course #2",
+                "context_contains": ["stay brief", "at step 2"],
+                "response": "fresh start",
+            },
+        ],
+    )
+    rt, root = await _run(rtws, "go")
+    rec = rt.store.get_dialog(root)
+    assert rec.course == 2 and rec.status == "idle"
+    assert rt.store.open_questions() == []  # the question asked in course 1 was discarded
+    assert [r.content for r in rt.store.reminders(root)] == ["stay brief", "at step 2"]
+    assert list(rt.store.sessions(root)) == ["pangu!s"]
+    course2 = rt.store.load_history(root, course=2)
+    assert "course #2" in course2[0].data["text"] and course2[-1].data["text"] == "fresh start"
+    await rt.aclose()
+
+
+async def test_side_dialog_runs_with_the_targets_persona_tools_and_model(rtws: Path) -> None:
+    llm = rtws / ".minds" / "llm.yaml"
+    llm.write_text(
+        llm.read_text().replace(
+            "mock-model:\n        context_length: 128000",
+            "mock-model:\n        context_length: 128000\n      mock-b:\n        context_length: 64000",
+        ),
+        "utf-8",
+    )
+    write_team(rtws, {"dev": {"toolsets": ["*"]}, "pangu": {"toolsets": ["fs"], "model": "mock-b"}})
+    persona = rtws / ".minds" / "team" / "pangu" / "persona.md"
+    persona.parent.mkdir(parents=True, exist_ok=True)
+    persona.write_text("You are Pangu, keeper of the old tests.\n", "utf-8")
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": "!?@pangu run the tests\n"},
+            {"member": "dev", "contains": "from mock-b", "response": "ok"},
+        ],
+    )
+    write_script(
+        rtws,
+        [
+            {
+                "member": "pangu",
+                "contains": "run the tests",
+                "context_contains": "keeper of the old tests",
+                "tool_calls": [{"name": "run_shell", "arguments": {"command": "true"}}],
+            },
+            {"member": "pangu", "role": "tool", "response": "from mock-b"},
+        ],
+        model="mock-b",
+    )
+    rt, root = await _run(rtws, "go")
+    side = next(d for d in rt.store.list_dialogs(root_id=root) if d.kind == "side")
+    [gen, *_] = rt.store.generations(side.id)
+    assert gen.model == "mock-b"
+    [result] = [m.data for m in rt.store.load_history(side.id) if m.kind == "tool_result"]
+    assert result["is_error"] and "run_shell" in result["content"]  # not among pangu's tools
+    assert rt.store.load_history(root)[-1].data["text"] == "ok"
+    await rt.aclose()
