@@ -56,7 +56,13 @@ async def _add(args: AddReminderArgs, ctx: ToolContext) -> ToolOutput:
         return ToolOutput("Error: reminder content is required (content).", is_error=True)
     store = _store(ctx)
     contents = [r.content for r in store.reminders(ctx.dialog_id)]
-    pos = args.position if 0 < args.position <= len(contents) + 1 else len(contents) + 1
+    if args.position > len(contents) + 1:
+        return ToolOutput(
+            f"Error: position {args.position} is out of range: there are {len(contents)} "
+            f"reminder(s); use 1..{len(contents) + 1}, or 0 to append. Nothing was added.",
+            is_error=True,
+        )
+    pos = args.position or len(contents) + 1
     contents.insert(pos - 1, args.content.strip())
     store.set_reminders(ctx.dialog_id, contents)
     return ToolOutput(f"added reminder {pos}\n" + _listing(store, ctx.dialog_id))
