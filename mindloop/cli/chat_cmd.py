@@ -52,6 +52,10 @@ async def _chat(
     max_steps: int,
     thinking: bool,
 ) -> int:
+    if not message.strip():
+        raise MindloopError("the message is empty: say something (nothing was created)")
+    if task is not None and not task.strip():
+        raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
     rt = open_runtime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console, show_thinking=thinking)
     renderer.attach(rt.bus)

@@ -214,3 +214,12 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
         ml("dialogs", "show", dialog["id"], "--json", "-C", str(proj), cwd=tmp_path).stdout
     )
     assert [m["kind"] for m in shown["messages"]] == ["user", "assistant"]
+
+
+def test_an_empty_message_or_task_creates_no_dialog(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    empty = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "  ", cwd=tmp_path)
+    assert empty.returncode == 1 and "the message is empty" in empty.stderr
+    no_task = ml("chat", "-C", str(proj), "--task", "", "hi", cwd=tmp_path)
+    assert no_task.returncode == 1 and "--task is empty" in no_task.stderr
+    assert not (proj / ".mindloop").exists()
