@@ -107,3 +107,46 @@ def test_team_scenario_live_tree_questions_and_answer(tmp_path: Path) -> None:
     texts = [m["data"].get("text", "") for m in shown["messages"]]
     assert texts[-1] == "All done; SQLite it is."
     assert [t for t in texts if "answer from the human" in t and "SQLite" in t]
+
+
+def test_run_watch_drives_an_answer_recorded_by_another_process(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    proj = tmp_path / "p"
+    assert ml("init", str(proj), cwd=tmp_path).returncode == 0
+    write_script(
+        proj,
+        [
+            {"match": "go", "response": "!?@human Which?\n!?A or B\n"},
+            {"contains": "answer from the human", "response": "B it is"},
+        ],
+    )
+    assert (
+        ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "go", cwd=tmp_path).returncode
+        == 0
+    )
+    [q] = json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "mindloop.cli.app", "run", "--watch", "-C", str(proj)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+    )
+    try:
+        recorded = ml("answer", "--no-drive", "-C", str(proj), q["id"], "B", cwd=tmp_path)
+        assert recorded.returncode == 0 and "B it is" not in recorded.stdout
+        deadline = time.monotonic() + 60
+        last = ""
+        while time.monotonic() < deadline and last != "B it is":
+            time.sleep(0.3)
+            shown = ml("dialogs", "show", q["dialog_id"], "--json", "-C", str(proj), cwd=tmp_path)
+            last = json.loads(shown.stdout)["messages"][-1]["data"].get("text", "")
+        assert last == "B it is"
+    finally:
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=60)
+    assert watch.returncode == 130 and "Traceback" not in err
+    assert "@dev: B it is" in out
