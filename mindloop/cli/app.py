@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import sqlalchemy.exc
 import typer
 
 from mindloop.cli import dialogs_cmds
@@ -21,6 +22,7 @@ from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
 from mindloop.config import check_config
 from mindloop.errors import MindloopError
 from mindloop.rtws import init_rtws
+from mindloop.store.store import STATE_DIR, STATE_FILE
 
 app = typer.Typer(
     name="mindloop",
@@ -151,6 +153,16 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; state is saved")
         sys.exit(130)
+    except sqlalchemy.exc.SQLAlchemyError as exc:  # e.g. a damaged or foreign state file
+        if debug:
+            raise
+        cause = getattr(exc, "orig", None) or exc
+        err_console.print(
+            f"error: the runtime state {STATE_DIR}/{STATE_FILE} cannot be used: {cause} "
+            "(--debug shows the details)",
+            markup=False,
+        )
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -223,3 +223,18 @@ def test_an_empty_message_or_task_creates_no_dialog(tmp_path: Path) -> None:
     no_task = ml("chat", "-C", str(proj), "--task", "", "hi", cwd=tmp_path)
     assert no_task.returncode == 1 and "--task is empty" in no_task.stderr
     assert not (proj / ".mindloop").exists()
+
+
+def test_a_damaged_state_file_is_a_one_line_error_and_is_left_alone(tmp_path: Path) -> None:
+    proj = _init(tmp_path)
+    state = proj / ".mindloop" / "state.sqlite"
+    state.parent.mkdir()
+    state.write_bytes(b"not a database at all\n" * 100)
+    for cmd in (["dialogs", "list"], ["chat", "--task", "tasks/example.tsk", "hi"], ["run"]):
+        out = ml(*cmd, "-C", str(proj), cwd=tmp_path)
+        assert out.returncode == 1, cmd
+        assert out.stderr.strip().splitlines() == [
+            "error: the runtime state .mindloop/state.sqlite cannot be used: file is not a "
+            "database (--debug shows the details)"
+        ], cmd
+    assert state.read_bytes() == b"not a database at all\n" * 100
