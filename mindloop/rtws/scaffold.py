@@ -51,10 +51,19 @@ _MOCK_SCRIPT = {
             "with your own work.",
         },
         {
+            # The listing of the rtws root (only it shows the encapsulated dirs), not any
+            # result that mentions README.md: a read of an edited README must not loop.
             "role": "tool",
-            "contains": "README.md",
+            "contains": ["README.md", "[encapsulated: not listable]"],
             "context_contains": [EXAMPLE_PROMPT],
             "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
+        },
+        {
+            "role": "tool",
+            "contains": "README.md (lines",
+            "context_contains": [EXAMPLE_PROMPT],
+            "response": "I read README.md; its text is in the tool result above. (This answer "
+            "comes from .minds/mock/mock-model.yaml: edit it to script your own.)",
         },
     ]
 }

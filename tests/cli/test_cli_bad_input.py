@@ -238,3 +238,14 @@ def test_a_damaged_state_file_is_a_one_line_error_and_is_left_alone(tmp_path: Pa
             "database (--debug shows the details)"
         ], cmd
     assert state.read_bytes() == b"not a database at all\n" * 100
+
+
+def test_the_example_chat_works_in_a_project_with_its_own_readme(tmp_path: Path) -> None:
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "README.md").write_text("# Their project\n\nSee README.md for details.\n")
+    assert ml("init", str(proj), cwd=tmp_path).returncode == 0  # keeps their README
+    out = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", EXAMPLE, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr  # no loop up to the step limit
+    assert out.stdout.count("⚙ read_file") == 1
+    assert "@dev: I read README.md" in out.stdout
