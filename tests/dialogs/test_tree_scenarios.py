@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -528,4 +529,43 @@ async def test_side_dialog_runs_with_the_targets_persona_tools_and_model(rtws: P
     [result] = [m.data for m in rt.store.load_history(side.id) if m.kind == "tool_result"]
     assert result["is_error"] and "run_shell" in result["content"]  # not among pangu's tools
     assert rt.store.load_history(root)[-1].data["text"] == "ok"
+    await rt.aclose()
+
+
+async def test_the_tellasks_of_one_message_run_concurrently(rtws: Path) -> None:
+    import time
+
+    write_team(rtws, TEAM)
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": "!?@pangu one\n\n!?@bob two\n"},
+            {"member": "pangu", "contains": "one", "response": "p", "delay_ms": 300},
+            {"member": "bob", "contains": "two", "response": "b", "delay_ms": 300},
+            {"member": "dev", "contains": "provided response", "response": "both"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    provider = rt.providers.get("mock")
+    real = provider.stream
+    spans: dict[str, tuple[float, float]] = {}
+
+    def timed(req: Any) -> Any:
+        async def run() -> Any:
+            start = time.monotonic()
+            async for ev in real(req):
+                yield ev
+            if req.member != "dev":
+                spans[req.member] = (start, time.monotonic())
+
+        return run()
+
+    provider.stream = timed  # type: ignore[method-assign]
+    rec = rt.create_root_dialog("tasks/example.tsk", "dev")
+    rt.post_user_message(rec.id, "go")
+    await Scheduler(rt).run()
+    assert sorted(spans) == ["bob", "pangu"]
+    (s1, e1), (s2, e2) = spans.values()
+    assert max(s1, s2) < min(e1, e2)  # both side dialogs were generating at the same time
+    assert rt.store.load_history(rec.id)[-1].data["text"] == "both"
     await rt.aclose()
