@@ -111,6 +111,8 @@ def _report(
         console.print(
             f"[red]dialog {r.dialog_id} stopped on error:[/] {escape(_first_line(r.error))}"
         )
+    if last.reason == "error" or crashed:
+        console.print(_RETRY_HINT.format(rtws=rt.rtws))
     for q in questions:
         console.print(
             f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {q.headline}\n  {q.body}\n"
@@ -145,14 +147,28 @@ def run(
         bool, typer.Option("--watch", help="Keep running and pick up new work (Ctrl-C stops).")
     ] = False,
     max_steps: Annotated[int, typer.Option(min=1, help="Per-drive step limit.")] = 50,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="Drive again the root dialogs that stopped on an error (after you fixed "
+            "its cause: a missing mock entry, an unset API key, a provider outage).",
+        ),
+    ] = False,
 ) -> None:
     """Run the backend loop: resume interrupted dialogs and drive everything drivable."""
     rtws = get_rtws(ctx)
-    code = run_async(_run(rtws, watch, max_steps), rtws)
+    code = run_async(_run(rtws, watch, max_steps, retry_errors), rtws)
     raise typer.Exit(code)
 
 
-async def _run(rtws: Path, watch: bool, max_steps: int) -> int:
+def errored_roots(rt: DialogRuntime) -> list[str]:
+    """Root dialogs that stopped on an error. Only roots can be retried: a side dialog
+    that failed has already reported the failure to its caller (exactly once)."""
+    return [d.id for d in rt.store.list_dialogs() if d.kind == "root" and d.status == "error"]
+
+
+async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = False) -> int:
     rt = open_runtime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console)
     renderer.attach(rt.bus)
@@ -161,6 +177,12 @@ async def _run(rtws: Path, watch: bool, max_steps: int) -> int:
         resumed = rt.tree.recover()
         if resumed:
             console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")
+        if retry_errors:
+            retried = errored_roots(rt)
+            with rt.store.tx():
+                for did in retried:
+                    rt.store.update_dialog(did, needs_drive=True)
+            console.print(f"[dim]retrying {len(retried)} dialog(s) that stopped on an error[/]")
         sched = Scheduler(rt)
         results = await sched.run(watch=watch)
         questions = rt.store.open_questions()
@@ -170,4 +192,10 @@ async def _run(rtws: Path, watch: bool, max_steps: int) -> int:
     for q in questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
     console.print(f"[dim]{len(results)} drive(s) · {len(questions)} open question(s)[/]")
-    return 1 if any(r.reason == "error" for r in results) or sched.errors else 0
+    failed = any(r.reason == "error" for r in results) or sched.errors
+    if failed:
+        console.print(_RETRY_HINT.format(rtws=rtws))
+    return 1 if failed else 0
+
+
+_RETRY_HINT = "fix the cause, then drive it again with: mindloop run --retry-errors -C {rtws}"

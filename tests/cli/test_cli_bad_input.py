@@ -163,7 +163,21 @@ def test_the_entry_a_mock_miss_prints_can_be_pasted_into_the_scaffolded_script(
     script = proj / ".minds" / "mock" / "mock-model.yaml"
     with script.open("a") as fh:
         fh.write("\n".join(entry).replace("(what dev answers here)", "pasted answer") + "\n")
+    assert "mindloop run --retry-errors -C" in miss.stdout
     assert ml("check", "-C", str(proj), cwd=tmp_path).returncode == 0
+    # The failed dialog is driven again, answering the very message that missed …
+    plain = ml("run", "-C", str(proj), cwd=tmp_path)
+    assert plain.returncode == 0 and "0 drive(s)" in plain.stdout  # not without asking
+    retried = ml("run", "--retry-errors", "-C", str(proj), cwd=tmp_path)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert "@dev: pasted answer" in retried.stdout
+    [dialog] = json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    shown = ml("dialogs", "show", dialog["id"], "--json", "-C", str(proj), cwd=tmp_path)
+    kinds = [(m["kind"], m["data"].get("text")) for m in json.loads(shown.stdout)["messages"]]
+    assert kinds == [("user", message), ("assistant", "pasted answer")]
+    again = ml("run", "--retry-errors", "-C", str(proj), cwd=tmp_path).stdout
+    assert "retrying 0 dialog(s)" in again and "0 drive(s)" in again  # answered: nothing to retry
+    # … and a new dialog with the same message is answered too.
     hit = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", message, cwd=tmp_path)
     assert hit.returncode == 0 and "@dev: pasted answer" in hit.stdout
 
