@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -71,6 +71,13 @@ def _render_message(m: MessageRecord) -> str:
     return escape(json.dumps(d, ensure_ascii=False))
 
 
+def _render_cut(event: dict[str, Any]) -> str:
+    text = str(event["data"].get("text") or "").strip() or "(nothing yet)"
+    return (
+        f"[dim]⏹ interrupted generation (re-run on resume, not in the history): {escape(text)}[/]"
+    )
+
+
 @app.command()
 def show(
     ctx: typer.Context,
@@ -86,11 +93,17 @@ def show(
         rec = store.get_dialog(did)
         msgs = store.load_history(did)
         gens = store.generations(did)
+        # What a model said before Ctrl-C or a crash cut it off: kept, but not part of the
+        # history (the generation is re-run on resume), so shown apart.
+        cut = [e for e in store.events(did) if e["type"] == "generation_cancelled"]
         if as_json:
             data = {
                 "dialog": rec.model_dump(),
                 "messages": [m.model_dump() for m in msgs],
                 "generations": [g.model_dump() for g in gens],
+                "interrupted_generations": [
+                    {"at": e["ts"], "text": e["data"].get("text", ""), **e["data"]} for e in cut
+                ],
             }
             typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
             return
@@ -104,12 +117,16 @@ def show(
         )
         course = None
         for m in msgs:
+            while cut and cut[0]["ts"] <= m.created_at:
+                console.print(_render_cut(cut.pop(0)))
             if m.course != course:
                 course = m.course
                 console.print(f"[dim]── course {course} ──[/]")
             if m.kind == "assistant" and not m.data.get("text"):
                 continue  # a turn of tool calls only: the calls follow
             console.print(_render_message(m))
+        for event in cut:
+            console.print(_render_cut(event))
     finally:
         store.close()
 

@@ -193,7 +193,8 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
     import signal
 
     proj = _init(tmp_path)
-    write_script(proj, [{"match": "go", "response": "slow answer", "delay_ms": 60000}])
+    # The first word streams at once, the next only after a minute: Ctrl-C lands mid-answer.
+    write_script(proj, [{"match": "go", "response": "partial words here", "chunk_delay_ms": 60000}])
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -213,14 +214,18 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
     )
     assert proc.stdout is not None
-    while "you: go" not in proc.stdout.readline():
-        pass
+    seen = ""
+    while "@dev: partial" not in seen:
+        seen += proc.stdout.read(1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "interrupted; state is saved: `mindloop run -C" in err and "Traceback" not in err
     [dialog] = json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout)
     assert (dialog["status"], dialog["needs_drive"]) == ("interrupted", True)
+    # What was said before the interrupt is kept (shown apart: it is not a turn) …
+    cut = ml("dialogs", "show", dialog["id"], "-C", str(proj), cwd=tmp_path).stdout
+    assert "⏹ interrupted generation (re-run on resume, not in the history): partial" in cut
     write_script(proj, [{"match": "go", "response": "answer after resuming"}])
     resumed = ml("run", "-C", str(proj), cwd=tmp_path)
     assert resumed.returncode == 0 and "@dev: answer after resuming" in resumed.stdout
@@ -228,6 +233,8 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
         ml("dialogs", "show", dialog["id"], "--json", "-C", str(proj), cwd=tmp_path).stdout
     )
     assert [m["kind"] for m in shown["messages"]] == ["user", "assistant"]
+    [interrupted] = shown["interrupted_generations"]
+    assert interrupted["text"].startswith("partial")
 
 
 def test_an_empty_message_or_task_creates_no_dialog(tmp_path: Path) -> None:
