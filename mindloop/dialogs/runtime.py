@@ -36,7 +36,14 @@ from mindloop.providers.base import (
     UserMessage,
 )
 from mindloop.providers.pool import ProviderPool
-from mindloop.store import DialogRecord, GenerationRecord, MessageRecord, Store, new_id
+from mindloop.store import (
+    DialogRecord,
+    GenerationRecord,
+    MessageRecord,
+    Reminder,
+    Store,
+    new_id,
+)
 from mindloop.taskdoc import ROOT_ONLY_TOOLS
 from mindloop.taskdoc.sections import Lang
 from mindloop.tools.base import Acl, Tool, ToolContext, ToolOutput
@@ -44,6 +51,8 @@ from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry
 
 DEFAULT_MAX_STEPS = 50
+# Tools that change the dialog's reminders: after them the rendered reminders are reloaded.
+REMINDER_TOOLS = frozenset({"add_reminder", "update_reminder", "delete_reminder", "clear_mind"})
 
 
 @dataclass
@@ -66,6 +75,7 @@ class _Live:
     tool_specs: list[ToolSpec]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
+    reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
 
     @property
     def is_fbr(self) -> bool:
@@ -98,6 +108,7 @@ class DialogRuntime:
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self._live: dict[str, _Live] = {}
+        self._root_members: dict[str, str] = {}  # root dialog id -> its member (immutable)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
 
     async def aclose(self) -> None:
@@ -201,22 +212,27 @@ class DialogRuntime:
     async def _drive_locked(self, live: _Live, max_steps: int) -> DriveResult:
         did = live.record.id
         result = DriveResult(dialog_id=did, reason="done")
-        if not self.tree.can_drive(did):
+        state = self.tree.wait_state(did)
+        if not state.drivable:
             self.store.update_dialog(did, needs_drive=False, status="waiting")
             result.reason = "waiting"
             return result
-        with self.store.tx():
+        # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
+        # failure leaves an earlier state that recovery handles the same way; the next
+        # durable commit makes them durable too (the WAL is replayed in order).
+        with self.store.tx(durable=False):
             self.store.update_dialog(did, status="running", needs_drive=False)
             self._take_inbox(live)
         if self._nothing_to_answer(live):
             self._settle(live, result, "idle")
             return result
+        live.reminders = self.store.reminders(did)
         self.bus.publish("drive_start", did, member=live.member.id)
         try:
             for step in range(1, max_steps + 1):
                 result.steps = step
-                if step > 1:
-                    with self.store.tx():
+                if step > 1 and state.pending:  # replies only come while tellasks are out
+                    with self.store.tx(durable=False):
                         self._take_inbox(live)
                 outcome = await self._step_generate(live)
                 if outcome.error is not None:
@@ -227,7 +243,10 @@ class DialogRuntime:
                     await self._step_tools(live, outcome)
                     if live.new_course is not None:
                         self._start_new_course(live)
-                if self.tree.waiting_on_others(did) and not self.tree.has_tellask_back(did):
+                # Only this dialog's own tellasks make it wait; others only resolve waits.
+                if outcome.dispatched or state.pending:
+                    state = self.tree.wait_state(did)
+                if state.waiting and not state.asked_back:
                     result.reason = "waiting"
                     break
                 if outcome.final:
@@ -266,7 +285,9 @@ class DialogRuntime:
     def _settle(
         self, live: _Live, result: DriveResult, status: str, *, resume: bool = False
     ) -> None:
-        with self.store.tx():
+        """End a drive. Lazy: if this commit is lost, the dialog is still `running` (or
+        marked to drive) and recovery drives it again, which finds nothing to answer."""
+        with self.store.tx(durable=False):
             if resume:
                 self.store.update_dialog(live.record.id, status=status, needs_drive=True)
             else:
@@ -328,9 +349,7 @@ class DialogRuntime:
             )
             fbr.check_request(req)
             return req
-        root_member = live.record.member
-        if live.record.kind != "root":
-            root_member = self.store.get_dialog(live.record.root_id).member
+        root_member = self._root_member(live.record)
         messages = self._with_reminders(live)
         return GenerationRequest.model_construct(
             model=model.name or member.model,
@@ -343,10 +362,11 @@ class DialogRuntime:
 
     def _with_reminders(self, live: _Live) -> list[Any]:
         """Reminders go just before the last user message (rendered, never persisted)."""
-        msgs = list(live.history.messages)
-        reminders = self.store.reminders(live.record.id)
+        msgs = live.history.messages
+        reminders = live.reminders
         if not reminders:
             return msgs
+        msgs = list(msgs)
         text = "[reminders]\n" + "\n".join(f"{r.position}. {r.content}" for r in reminders)
         note = UserMessage.model_construct(role="user", text=text)
         for i in range(len(msgs) - 1, -1, -1):
@@ -495,6 +515,7 @@ class DialogRuntime:
                 self.tree.deliver_final(rec, out.text)
         if violation is not None:
             self.bus.publish("error", did, code=fbr.VIOLATION_CODE, message=violation)
+        out.dispatched = bool(routes)
         if routes or out.final:
             self.wake.set()
 
@@ -522,6 +543,8 @@ class DialogRuntime:
             for c, r in zip(outcome.calls, results, strict=True)
         ]
         live.history.extend(self.store.append_messages(msgs))
+        if any(c.name in REMINDER_TOOLS for c in outcome.calls):
+            live.reminders = self.store.reminders(did)
 
     def _start_new_course(self, live: _Live) -> None:
         """clear_mind: a new course with an empty history; reminders and sessions stay,
@@ -543,8 +566,8 @@ class DialogRuntime:
             self.store.update_dialog(rec.id, course=course)
             self.store.discard_questions(rec.id)
             if reminder:
-                contents = [r.content for r in self.store.reminders(rec.id)] + [reminder]
-                self.store.set_reminders(rec.id, contents)
+                contents = [r.content for r in live.reminders] + [reminder]
+                live.reminders = self.store.set_reminders(rec.id, contents)
             stored = self.store.append_message(rec.id, "user", {"text": prompt}, course=course)
         rec.course = course
         live.history = History([stored])
@@ -555,11 +578,17 @@ class DialogRuntime:
         live = self._live[dialog_id]
         live.new_course = reminder or ""
 
+    def _root_member(self, rec: DialogRecord) -> str:
+        if rec.kind == "root":
+            return rec.member
+        member = self._root_members.get(rec.root_id)
+        if member is None:
+            member = self._root_members[rec.root_id] = self.store.get_dialog(rec.root_id).member
+        return member
+
     def _tool_context(self, live: _Live) -> ToolContext:
         m = live.member
-        root_member = live.record.member
-        if live.record.kind != "root":
-            root_member = self.store.get_dialog(live.record.root_id).member
+        root_member = self._root_member(live.record)
         services: dict[str, Any] = {
             "store": self.store,
             "task_path": live.record.task_path,
@@ -602,3 +631,4 @@ def _unanswered_calls(msgs: list[Any]) -> list[Any]:
 class _Outcome(GenerationOutcome):
     final: bool = False
     violation: bool = False
+    dispatched: bool = False  # its tellasks were carried out (the dialog may now wait)

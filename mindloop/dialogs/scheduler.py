@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
 
@@ -21,17 +21,9 @@ class Scheduler:
         self.results: list[DriveResult] = []
         self.errors: list[BaseException] = []
 
-    def drivable(self, exclude: set[str]) -> list[str]:
-        out = []
-        for did in self.rt.store.dialogs_needing_drive():
-            if did in exclude:
-                continue
-            if self.rt.tree.can_drive(did):
-                out.append(did)
-            else:
-                # Nothing to do until what it waits on resolves (that sets needs_drive).
-                self.rt.store.update_dialog(did, needs_drive=False, status="waiting")
-        return out
+    def drivable(self, exclude: Collection[str]) -> list[str]:
+        """Dialogs to start driving now (the store parks those that wait on others)."""
+        return [did for did in self.rt.store.drivable_dialogs() if did not in exclude]
 
     async def run(
         self,
@@ -43,11 +35,12 @@ class Scheduler:
         """Drive until nothing is drivable and nothing runs (or forever with `watch`,
         polling the store for work written by other processes, e.g. `mindloop answer`)."""
         running: dict[str, asyncio.Task[DriveResult]] = {}
+        broken: set[str] = set()  # dialogs whose drive raised (a bug, or a dead store)
         try:
             while True:
                 self.rt.wake.clear()
                 room = self.max_concurrent - len(running)
-                for did in self.drivable(set(running))[: max(0, room)]:
+                for did in self.drivable(running.keys() | broken)[: max(0, room)]:
                     running[did] = asyncio.create_task(self.rt.drive(did), name=f"drive:{did}")
                 if stop is not None and stop():
                     break
@@ -68,6 +61,7 @@ class Scheduler:
                         exc = task.exception()
                         if exc is not None:
                             self.errors.append(exc)
+                            broken.add(did)  # not again in this run: it would fail alike
                         else:
                             self.results.append(task.result())
         finally:

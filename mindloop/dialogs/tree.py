@@ -22,6 +22,7 @@ from mindloop.dialogs.routing import Route, RouteKind
 from mindloop.events.bus import EventBus
 from mindloop.store import (
     DialogRecord,
+    MessageKind,
     MessageRecord,
     PendingTellask,
     QuestionRecord,
@@ -29,6 +30,25 @@ from mindloop.store import (
     Store,
     new_id,
 )
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """What a dialog waits on: tellasks it made that are unanswered, tellask-backs its
+    side dialogs ask it, and its open questions for the human."""
+
+    pending: int = 0
+    asked_back: int = 0
+    questions: int = 0
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.pending or self.questions)
+
+    @property
+    def drivable(self) -> bool:
+        """The drive rule (`statements.DRIVABLE` is the same rule as a query)."""
+        return not self.questions and (not self.pending or self.asked_back > 0)
 
 
 @dataclass
@@ -49,21 +69,20 @@ class DialogTree:
 
     # ------------------------------------------------------------------ queries
 
+    def wait_state(self, dialog_id: str) -> WaitState:
+        return WaitState(*self.store.wait_state(dialog_id))
+
     def waiting_on_others(self, dialog_id: str) -> bool:
         """True while the dialog has an open question or an unanswered tellask."""
-        return bool(self.store.pending_for(dialog_id)) or bool(
-            self.store.open_questions(dialog_id=dialog_id)
-        )
+        return self.wait_state(dialog_id).waiting
 
     def has_tellask_back(self, dialog_id: str) -> bool:
-        return any(p.call_type == "tellask_back" for p in self.store.pending_by_side(dialog_id))
+        return self.wait_state(dialog_id).asked_back > 0
 
     def can_drive(self, dialog_id: str) -> bool:
         """A dialog with anything pending is not driven, except to answer a tellask-back
         from one of its own side dialogs (that is answered in-line)."""
-        if self.store.open_questions(dialog_id=dialog_id):
-            return False
-        return not self.store.pending_for(dialog_id) or self.has_tellask_back(dialog_id)
+        return self.wait_state(dialog_id).drivable
 
     # ------------------------------------------------------------------ dispatch
 
@@ -108,12 +127,11 @@ class DialogTree:
                     self._teammate(caller, call, route, target, out)
         return out
 
-    def _note(self, caller: DialogRecord, kind: str, text: str, **data: Any) -> MessageRecord:
+    def _note(
+        self, caller: DialogRecord, kind: MessageKind, text: str, **data: Any
+    ) -> MessageRecord:
         rec = MessageRecord(
-            dialog_id=caller.id,
-            course=caller.course,
-            kind=kind,
-            data={"text": text, **data},  # type: ignore[arg-type]
+            dialog_id=caller.id, course=caller.course, kind=kind, data={"text": text, **data}
         )
         return self.store.append_messages([rec])[0]
 
@@ -311,7 +329,8 @@ class DialogTree:
             self.bus.publish(
                 "tellask_response", p.caller_id, side_id=dialog.id, call_type=p.call_type
             )
-            if not self.waiting_on_others(p.caller_id) or self.has_tellask_back(p.caller_id):
+            caller = self.wait_state(p.caller_id)
+            if not caller.waiting or caller.asked_back:
                 self.store.update_dialog(p.caller_id, needs_drive=True)
                 revived.append(p.caller_id)
         return revived

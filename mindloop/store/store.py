@@ -76,7 +76,9 @@ class Store:
                 # when another process (e.g. `mindloop answer`) writes concurrently.
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
 
+        self.durable = durable
         self._conn = self._engine.connect()
+        self._dbapi: Any = self._conn.connection.dbapi_connection
         self._depth = 0
         self._migrate()
 
@@ -91,8 +93,13 @@ class Store:
     # ------------------------------------------------------------------ transactions
 
     @contextmanager
-    def tx(self) -> Iterator[sa.Connection]:
-        """Run the block in one transaction; nested blocks join the outermost one."""
+    def tx(self, *, durable: bool = True) -> Iterator[sa.Connection]:
+        """Run the block in one transaction; nested blocks join the outermost one.
+
+        `durable=False` commits without an fsync of its own (WAL, synchronous=NORMAL):
+        the commit survives a killed process at once, and a power failure from the next
+        durable commit on, because the WAL is replayed as an ordered prefix. Use it only
+        for writes whose loss would leave an earlier state that recovery treats alike."""
         if self._depth:
             self._depth += 1
             try:
@@ -100,17 +107,22 @@ class Store:
             finally:
                 self._depth -= 1
             return
+        lazy = self.durable and not durable
+        if lazy:  # the safety level cannot change inside a transaction
+            self._dbapi.execute("PRAGMA synchronous=NORMAL")
         self._depth = 1
         try:
             with self._conn.begin():
                 yield self._conn
         finally:
             self._depth = 0
+            if lazy:
+                self._dbapi.execute("PRAGMA synchronous=FULL")
 
     def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[sa.Row[Any]]:
         """Run a read; outside a `tx()` block end the implicit transaction at once, so no
         stale snapshot is held (other processes write to the same database)."""
-        rows = self._conn.execute(stmt, params).all()
+        rows = list(self._conn.execute(stmt, params).all())
         if not self._depth:
             self._conn.commit()
         return rows
@@ -205,7 +217,7 @@ class Store:
 
     def wait_state(self, dialog_id: str) -> tuple[int, int, int]:
         """(tellasks the dialog waits on, tellask-backs asked of it, its open questions)."""
-        row = self._rows(q.WAIT_STATE, {"id": dialog_id})[0]
+        row: tuple[Any, ...] = tuple(self._rows(q.WAIT_STATE, {"id": dialog_id})[0])
         return int(row[0]), int(row[1]), int(row[2])
 
     # ------------------------------------------------------------------ messages

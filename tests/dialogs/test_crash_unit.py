@@ -48,11 +48,11 @@ class CrashingStore(Store):
         return super()._rows(stmt, params)
 
     @contextmanager
-    def tx(self) -> Iterator[sa.Connection]:
+    def tx(self, *, durable: bool = True) -> Iterator[sa.Connection]:
         if self.dead:
             raise Crash
         outer = self._depth == 0
-        with super().tx() as conn:
+        with super().tx(durable=durable) as conn:
             yield conn
             if outer and self.crash_at:
                 self.commits += 1
