@@ -175,20 +175,34 @@ def scratch_dir() -> Any:
 # ---------------------------------------------------------------------- instruments
 
 
+_FULL = 2  # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
+
+
+def _synchronous(dbapi: Any) -> int:
+    cur = dbapi.cursor()
+    try:
+        return int(cur.execute("PRAGMA synchronous").fetchone()[0])
+    finally:
+        cur.close()
+
+
 class CommitCounter:
     """Counts durable commits on the runtime's engine.
 
     SQLAlchemy's `commit` event fires for every `Connection.commit()`, including the ones
     that merely end a read. A commit is *durable* when the transaction changed rows (the
-    connection's `total_changes` grew): in WAL mode with synchronous=FULL, SQLite appends
-    the transaction's pages to the WAL and fsyncs the WAL once at that commit. Commits of
-    transactions that changed nothing write no WAL frames and fsync nothing.
+    connection's `total_changes` grew) under synchronous=FULL: in WAL mode SQLite appends
+    the transaction's pages to the WAL and fsyncs the WAL once at that commit. A *lazy*
+    commit (synchronous=NORMAL for that transaction) writes its frames without an fsync;
+    the next durable commit's fsync covers them. Commits of transactions that changed
+    nothing write no WAL frames and fsync nothing.
     """
 
     def __init__(self, engine: sa.Engine | type[sa.Engine]) -> None:
         """`engine`: the runtime's engine, or the `Engine` class to count every engine's
         commits in this process (used to cross-check against strace)."""
         self.durable = 0
+        self.lazy = 0
         self.readonly = 0
         self.statements = 0
         self._changes: dict[int, int] = {}
@@ -201,10 +215,12 @@ class CommitCounter:
     def _on_commit(self, conn: sa.Connection) -> None:
         dbapi = conn.connection.dbapi_connection
         changes = int(getattr(dbapi, "total_changes", 0))
-        if self._changes.get(id(dbapi)) != changes:
-            self.durable += 1
-        else:
+        if self._changes.get(id(dbapi)) == changes:
             self.readonly += 1
+        elif _synchronous(dbapi) >= _FULL:
+            self.durable += 1
+        else:  # a lazy commit (`Store.tx(durable=False)`): no fsync of its own
+            self.lazy += 1
         self._changes[id(dbapi)] = changes
 
     def snapshot(self) -> tuple[int, int]:

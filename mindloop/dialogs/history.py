@@ -46,19 +46,15 @@ class History:
             text = rec.data.get("text", "")
             if isinstance(last, UserMessage):
                 # Adjacent user-side texts form one turn (providers want alternation).
-                msgs[-1] = UserMessage.model_construct(role="user", text=last.text + "\n\n" + text)
+                msgs[-1] = UserMessage(text=last.text + "\n\n" + text)
             else:
-                msgs.append(UserMessage.model_construct(role="user", text=text))
+                msgs.append(UserMessage(text=text))
             self._last_gen = None
         elif kind == "assistant":
-            msgs.append(
-                AssistantMessage.model_construct(
-                    role="assistant", text=rec.data.get("text", ""), tool_calls=[]
-                )
-            )
+            msgs.append(AssistantMessage(text=rec.data.get("text", "")))
             self._last_gen = rec.generation_id
         elif kind == "tool_call":
-            call = ToolCall.model_construct(
+            call = ToolCall(
                 id=rec.data["id"], name=rec.data["name"], arguments=rec.data.get("arguments", "{}")
             )
             same_turn = (
@@ -69,14 +65,11 @@ class History:
             if same_turn and isinstance(last, AssistantMessage):
                 last.tool_calls.append(call)
             else:
-                msgs.append(
-                    AssistantMessage.model_construct(role="assistant", text="", tool_calls=[call])
-                )
+                msgs.append(AssistantMessage(tool_calls=[call]))
                 self._last_gen = rec.generation_id
         elif kind == "tool_result":
             msgs.append(
-                ToolResultMessage.model_construct(
-                    role="tool",
+                ToolResultMessage(
                     call_id=rec.data["call_id"],
                     name=rec.data.get("name", ""),
                     content=rec.data.get("content", ""),

@@ -23,7 +23,7 @@ from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT, NEW_COURSE_PROMPT
 from mindloop.dialogs.generation import GenerationOutcome, run_generation
 from mindloop.dialogs.history import History
 from mindloop.dialogs.prompts import STEP_LIMIT_NOTE, text_for
-from mindloop.dialogs.routing import route_message
+from mindloop.dialogs.routing import Route, RouteKind, route_message
 from mindloop.dialogs.tellask import parse_message
 from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
@@ -197,16 +197,20 @@ class DialogRuntime:
 
     async def drive(self, dialog_id: str, *, max_steps: int | None = None) -> DriveResult:
         """Drive one dialog (one drive at a time per dialog)."""
-        live = self._load(dialog_id)
+        live = self._live.get(dialog_id)
+        just_loaded = live is None
+        if live is None:
+            live = self._load(dialog_id)
         async with live.lock:
-            fresh = self.store.get_dialog(dialog_id)
-            if fresh.course != live.record.course:
-                live.history = History(self.store.load_history(dialog_id, course=fresh.course))
-            else:  # catch up with what others appended (replies, tellask-backs, answers)
-                live.history.extend(
-                    self.store.messages_after(dialog_id, fresh.course, live.history.last_id)
-                )
-            live.record = fresh
+            if not just_loaded:  # a view from an earlier drive: catch up with the store
+                fresh = self.store.get_dialog(dialog_id)
+                if fresh.course != live.record.course:
+                    live.history = History(self.store.load_history(dialog_id, course=fresh.course))
+                else:  # what others appended meanwhile (replies, tellask-backs, answers)
+                    live.history.extend(
+                        self.store.messages_after(dialog_id, fresh.course, live.history.last_id)
+                    )
+                live.record = fresh
             return await self._drive_locked(live, max_steps or self.max_steps)
 
     async def _drive_locked(self, live: _Live, max_steps: int) -> DriveResult:
@@ -489,7 +493,7 @@ class DialogRuntime:
             finish_reason=out.finish_reason,
             error=str(out.error) if out.error else None,
         )
-        with self.store.tx():
+        with self.store.tx(durable=_has_outside_effect(rec, out, routes)):
             _, stored = self.store.record_generation(gen, msgs)
             live.history.extend(stored)
             if out.error is not None:
@@ -542,7 +546,11 @@ class DialogRuntime:
             )
             for c, r in zip(outcome.calls, results, strict=True)
         ]
-        live.history.extend(self.store.append_messages(msgs))
+        # Lazy: lost only with a power failure before the next (durable) generation
+        # commit, which leaves the calls unanswered, as a crash during the tools does;
+        # recovery answers them as interrupted. So a step costs one fsync.
+        with self.store.tx(durable=False):
+            live.history.extend(self.store.append_messages(msgs))
         if any(c.name in REMINDER_TOOLS for c in outcome.calls):
             live.reminders = self.store.reminders(did)
 
@@ -612,6 +620,18 @@ class DialogRuntime:
             is_root=live.record.kind == "root",
             services=services,
         )
+
+
+def _has_outside_effect(rec: DialogRecord, out: _Outcome, routes: list[Route]) -> bool:
+    """Whether a generation's commit precedes an effect outside the store: tools about to
+    run, a question put to the human, or a root's final answer reported to the user. Only
+    those commits fsync; every other commit is lazy and becomes durable with the next
+    fsync (the WAL is replayed as an ordered prefix). A power failure can so only lose a
+    suffix that nothing outside saw: generations that recovery runs again, as if they had
+    been in flight."""
+    if out.calls or (out.final and rec.kind == "root"):
+        return True
+    return any(r.kind is RouteKind.HUMAN for r in routes)
 
 
 def _unanswered_calls(msgs: list[Any]) -> list[Any]:

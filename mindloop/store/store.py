@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 
 from mindloop.errors import MindloopError, NotFoundError
 from mindloop.store import schema as t
@@ -44,6 +45,9 @@ def new_id(prefix: str = "") -> str:
     return prefix + uuid.uuid4().hex[:12]
 
 
+_R = TypeVar("_R", bound=BaseModel)
+
+
 class StoreError(MindloopError):
     pass
 
@@ -65,6 +69,7 @@ class Store:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sync}")
             cur.execute("PRAGMA busy_timeout=10000")
+            cur.execute("PRAGMA wal_autocheckpoint=100000")
             cur.close()
             # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
             dbapi_conn.isolation_level = None
@@ -127,6 +132,20 @@ class Store:
             self._conn.commit()
         return rows
 
+    def _records(
+        self, model: type[_R], stmt: sa.Executable, params: dict[str, Any] | None = None
+    ) -> list[_R]:
+        """Run a read and build one record per row (a plain dict per row validates faster
+        than `model_construct` or a row mapping: loading a long history is on the path of
+        every drive start)."""
+        res = self._conn.execute(stmt, params)
+        keys = list(res.keys())
+        rows = res.all()
+        if not self._depth:
+            self._conn.commit()
+        validate = model.model_validate
+        return [validate(dict(zip(keys, row, strict=True))) for row in rows]
+
     def _write(self, stmt: sa.Executable, params: Any = None) -> sa.CursorResult[Any]:
         """Run one write, joining the current transaction or committing by itself."""
         if self._depth:
@@ -172,10 +191,10 @@ class Store:
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
-        rows = self._rows(q.DIALOG, {"id": dialog_id})
-        if not rows:
+        found = self._records(DialogRecord, q.DIALOG, {"id": dialog_id})
+        if not found:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
-        return _dialog(rows[0])
+        return found[0]
 
     def resolve_dialog_id(self, prefix: str) -> str:
         """Accept a full id or an unambiguous prefix (as users type them)."""
@@ -197,7 +216,7 @@ class Store:
             stmt = stmt.where(t.dialogs.c.root_id == root_id)
         if task_path is not None:
             stmt = stmt.where(t.dialogs.c.task_path == task_path)
-        return [_dialog(r) for r in self._rows(stmt)]
+        return self._records(DialogRecord, stmt)
 
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
@@ -233,7 +252,8 @@ class Store:
         else:
             ids = [r[0] for r in self._write(q.INSERT_MESSAGES, rows)]
         return [
-            MessageRecord.model_construct(id=mid, **row) for mid, row in zip(ids, rows, strict=True)
+            MessageRecord.model_validate(row | {"id": mid})
+            for mid, row in zip(ids, rows, strict=True)
         ]
 
     def append_message(
@@ -253,15 +273,14 @@ class Store:
     def load_history(self, dialog_id: str, course: int | None = None) -> list[MessageRecord]:
         """All messages of a dialog (of one course if given), oldest first."""
         if course is None:
-            rows = self._rows(q.HISTORY, {"dialog_id": dialog_id})
-        else:
-            rows = self._rows(q.HISTORY_OF_COURSE, {"dialog_id": dialog_id, "course": course})
-        return [_message(r) for r in rows]
+            return self._records(MessageRecord, q.HISTORY, {"dialog_id": dialog_id})
+        params = {"dialog_id": dialog_id, "course": course}
+        return self._records(MessageRecord, q.HISTORY_OF_COURSE, params)
 
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""
         params = {"dialog_id": dialog_id, "course": course, "after_id": after_id}
-        return [_message(r) for r in self._rows(q.MESSAGES_AFTER, params)]
+        return self._records(MessageRecord, q.MESSAGES_AFTER, params)
 
     def count_messages(self, dialog_id: str) -> int:
         return int(self._scalar(q.COUNT_MESSAGES, {"dialog_id": dialog_id}) or 0)
@@ -280,8 +299,7 @@ class Store:
         return gen.model_copy(update={"id": gid}), stored
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
-        rows = self._rows(q.GENERATIONS, {"dialog_id": dialog_id})
-        return [GenerationRecord.model_validate(r._asdict()) for r in rows]
+        return self._records(GenerationRecord, q.GENERATIONS, {"dialog_id": dialog_id})
 
     # ------------------------------------------------------------------ events
 
@@ -307,8 +325,7 @@ class Store:
         stmt = sa.select(t.taskdoc_changes).where(t.taskdoc_changes.c.task_path == task_path)
         if section is not None:
             stmt = stmt.where(t.taskdoc_changes.c.section == section)
-        rows = self._rows(stmt.order_by(t.taskdoc_changes.c.id))
-        return [TaskdocChange.model_validate(r._asdict()) for r in rows]
+        return self._records(TaskdocChange, stmt.order_by(t.taskdoc_changes.c.id))
 
     # ------------------------------------------------------------------ dialog tree
 
@@ -317,13 +334,13 @@ class Store:
         return p.model_copy(update={"id": int(self._write(q.INSERT_PENDING, values).lastrowid)})
 
     def pending_for(self, caller_id: str) -> list[PendingTellask]:
-        return [_pending(r) for r in self._rows(q.PENDING_FOR, {"id": caller_id})]
+        return self._records(PendingTellask, q.PENDING_FOR, {"id": caller_id})
 
     def pending_by_side(self, side_id: str) -> list[PendingTellask]:
-        return [_pending(r) for r in self._rows(q.PENDING_BY_SIDE, {"id": side_id})]
+        return self._records(PendingTellask, q.PENDING_BY_SIDE, {"id": side_id})
 
     def all_pending(self) -> list[PendingTellask]:
-        return [_pending(r) for r in self._rows(q.ALL_PENDING)]
+        return self._records(PendingTellask, q.ALL_PENDING)
 
     def remove_pending(self, pending_id: int) -> bool:
         return bool(self._write(q.DELETE_PENDING, {"_id": pending_id}).rowcount)
@@ -333,11 +350,10 @@ class Store:
         return r.model_copy(update={"id": int(self._write(q.INSERT_RESPONSE, values).lastrowid)})
 
     def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
-        rows = self._rows(q.UNDELIVERED, {"id": caller_id})
-        return [ResponseRecord.model_validate(r._asdict()) for r in rows]
+        return self._records(ResponseRecord, q.UNDELIVERED, {"id": caller_id})
 
     def all_responses(self) -> list[ResponseRecord]:
-        return [ResponseRecord.model_validate(r._asdict()) for r in self._rows(q.ALL_RESPONSES)]
+        return self._records(ResponseRecord, q.ALL_RESPONSES)
 
     def mark_delivered(self, response_ids: Sequence[int]) -> None:
         if response_ids:
@@ -349,25 +365,23 @@ class Store:
         return question
 
     def get_question(self, question_id: str) -> QuestionRecord:
-        rows = self._rows(q.QUESTION, {"id": question_id})
-        if not rows:
+        found = self._records(QuestionRecord, q.QUESTION, {"id": question_id})
+        if not found:
             raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
-        return QuestionRecord.model_validate(rows[0]._asdict())
+        return found[0]
 
     def open_questions(
         self, *, dialog_id: str | None = None, root_ids: Sequence[str] | None = None
     ) -> list[QuestionRecord]:
         if dialog_id is not None and root_ids is None:
-            rows = self._rows(q.OPEN_QUESTIONS_OF, {"dialog_id": dialog_id})
-        else:
-            c = t.questions.c
-            stmt = sa.select(t.questions).where(c.status == "open")
-            if dialog_id is not None:
-                stmt = stmt.where(c.dialog_id == dialog_id)
-            if root_ids is not None:
-                stmt = stmt.where(c.root_id.in_(list(root_ids)))
-            rows = self._rows(stmt.order_by(c.asked_at))
-        return [QuestionRecord.model_validate(r._asdict()) for r in rows]
+            return self._records(QuestionRecord, q.OPEN_QUESTIONS_OF, {"dialog_id": dialog_id})
+        c = t.questions.c
+        stmt = sa.select(t.questions).where(c.status == "open")
+        if dialog_id is not None:
+            stmt = stmt.where(c.dialog_id == dialog_id)
+        if root_ids is not None:
+            stmt = stmt.where(c.root_id.in_(list(root_ids)))
+        return self._records(QuestionRecord, stmt.order_by(c.asked_at))
 
     def close_question(self, question_id: str, *, answer: str | None, status: str) -> None:
         params = {"_id": question_id, "_status": status, "_answer": answer, "ts": time.time()}
@@ -390,8 +404,7 @@ class Store:
     # ------------------------------------------------------------------ reminders
 
     def reminders(self, dialog_id: str) -> list[Reminder]:
-        rows = self._rows(q.REMINDERS, {"dialog_id": dialog_id})
-        return [Reminder.model_validate(r._asdict()) for r in rows]
+        return self._records(Reminder, q.REMINDERS, {"dialog_id": dialog_id})
 
     def set_reminders(self, dialog_id: str, contents: Sequence[str]) -> list[Reminder]:
         """Replace the dialog's reminders with `contents`, in order (positions 1..n)."""
@@ -404,10 +417,6 @@ class Store:
         return self.reminders(dialog_id)
 
 
-# Rows of our own tables are trusted: build records without re-validating every field
-# (loading a long history is on the path of every drive start).
-
-
 def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
     return {
         "dialog_id": m.dialog_id,
@@ -417,15 +426,3 @@ def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
         "generation_id": m.generation_id,
         "created_at": now,
     }
-
-
-def _message(row: sa.Row[Any]) -> MessageRecord:
-    return MessageRecord.model_construct(**row._mapping)
-
-
-def _dialog(row: sa.Row[Any]) -> DialogRecord:
-    return DialogRecord.model_construct(**row._mapping)
-
-
-def _pending(row: sa.Row[Any]) -> PendingTellask:
-    return PendingTellask.model_construct(**row._mapping)
