@@ -232,6 +232,7 @@ class StepClock:
     """Timestamps of the bus events the figures are measured between."""
 
     dialog_id: str | None = None
+    drive_start: float = 0.0  # the drive has its history in memory and starts stepping
     gen_starts: list[float] = field(default_factory=list)
     commits_at_gen: list[int] = field(default_factory=list)
     statements_at_gen: list[int] = field(default_factory=list)
@@ -241,7 +242,9 @@ class StepClock:
     def listener(self, ev: Event) -> None:
         if ev.dialog_id != self.dialog_id:
             return
-        if ev.type == "generation_start":
+        if ev.type == "drive_start" and not self.drive_start:
+            self.drive_start = time.perf_counter()
+        elif ev.type == "generation_start":
             self.gen_starts.append(time.perf_counter())
             if self.counter is not None:
                 durable, statements = self.counter.snapshot()
@@ -269,11 +272,13 @@ async def _s1_run(rt: DialogRuntime, counter: CommitCounter, history: int) -> di
     clock = StepClock(dialog_id=rec.id, counter=counter)
     unsubscribe = rt.bus.subscribe(clock.listener)
     durable0, statements0 = counter.snapshot()
+    lazy0 = counter.lazy
     t0 = time.perf_counter()
     rt.post_user_message(rec.id, START_TEXT)
     results = await Scheduler(rt).run()
     t1 = time.perf_counter()
     durable1, statements1 = counter.snapshot()
+    lazy1 = counter.lazy
     unsubscribe()
     (result,) = results
     if result.reason != "done" or result.final_text != FINAL_TEXT:
@@ -287,9 +292,12 @@ async def _s1_run(rt: DialogRuntime, counter: CommitCounter, history: int) -> di
         b - a for a, b in zip(clock.statements_at_gen, clock.statements_at_gen[1:], strict=False)
     ]
     return {
+        "step_us": (t1 - clock.drive_start) / steps * 1e6,
         "us_per_step": (t1 - t0) / steps * 1e6,
+        "load_ms": (clock.drive_start - t0) * 1e3,
         "steady_us_per_step": sum(gaps) / len(gaps) * 1e6,
         "commits_per_step": (durable1 - durable0) / steps,
+        "lazy_commits_per_step": (lazy1 - lazy0) / steps,
         "max_commits_in_a_step": float(max(step_commits)),
         "statements_per_step": sum(step_statements) / len(step_statements),
         "commits_per_drive": float(durable1 - durable0),

@@ -41,8 +41,10 @@ def test_quick_benchmark_reports_every_scenario(tmp_path: Path) -> None:
     s1 = scenarios["1"]["by_history"]
     assert set(s1) == {"10", "20", "40"}
     for row in s1.values():
-        assert row["us_per_step"]["median"] > 0
-        assert row["steady_us_per_step"]["median"] > 0
+        assert row["us_per_step"]["median"] >= row["step_us"]["median"] > 0
+        assert row["load_ms"]["median"] > 0 and row["steady_us_per_step"]["median"] > 0
+        # every step's tool call is fsync'd before the tool runs
+        assert row["commits_per_step"]["median"] >= 1
         assert row["steps"]["median"] == 21
         assert row["max_commits_in_a_step"]["max"] > 0
 
