@@ -76,6 +76,10 @@ class _Live:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
+    # Tool names a call may reach: the offered tools, plus (side dialogs) the member's
+    # root-only tools, kept off the tool list but answered by the tool's own
+    # "mainline-only" error (naming the maintainer to ask) rather than "unknown tool".
+    callable: frozenset[str] = frozenset()
 
     @property
     def is_fbr(self) -> bool:
@@ -183,8 +187,14 @@ class DialogRuntime:
         specs = [
             ToolSpec(name=t.name, description=t.description, parameters=t.schema()) for t in tools
         ]
+        callable_ = {t.name for t in tools}
+        if rec.kind == "side":
+            selected = self.tools.select(member.toolsets, member.tools)
+            callable_ |= {t.name for t in selected if t.name in ROOT_ONLY_TOOLS}
         history = History(self.store.load_history(dialog_id, course=rec.course))
-        live = self._live[dialog_id] = _Live(rec, member, history, tools, specs)
+        live = self._live[dialog_id] = _Live(
+            rec, member, history, tools, specs, callable=frozenset(callable_)
+        )
         return live
 
     def _tools_for(self, member: MemberConfig, *, is_root: bool) -> list[Tool]:
@@ -525,7 +535,7 @@ class DialogRuntime:
 
     async def _step_tools(self, live: _Live, outcome: _Outcome) -> None:
         did = live.record.id
-        offered = {t.name for t in live.tools}
+        offered = live.callable
         ctx = self._tool_context(live)
 
         async def one(call_id: str, name: str, arguments: str) -> ToolOutput:

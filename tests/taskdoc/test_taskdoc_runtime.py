@@ -160,14 +160,6 @@ async def test_change_mind_reaches_every_dialog_of_the_tree_next_generation(
 
 
 # Issue part 4: side dialogs get a clear error and nothing is written (acceptance 35).
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gap outside taskdoc ownership: DialogRuntime._step_tools only allows the tools "
-        "offered to the dialog, so a side dialog's change_mind call is answered "
-        "\"unknown tool 'change_mind'\" instead of the mainline-only error"
-    ),
-)
 async def test_change_mind_called_from_a_side_dialog_gets_the_mainline_error(
     rtws: Path, requests: list[GenerationRequest]
 ) -> None:
