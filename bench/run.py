@@ -54,14 +54,6 @@ def worker(case: str, runs: int, sizes: Sizes, count_all_commits: bool) -> dict[
     """Run one case in this process and return its raw samples."""
     import importlib
 
-    global_counter = None
-    if count_all_commits:
-        import sqlalchemy as sa
-
-        from bench.scenarios import CommitCounter
-
-        global_counter = CommitCounter(sa.engine.Engine)
-
     from bench import scenarios
     from bench.common import peak_rss_bytes
 
@@ -84,8 +76,8 @@ def worker(case: str, runs: int, sizes: Sizes, count_all_commits: bool) -> dict[
         out["peak_rss"] = peak_rss_bytes()
     else:
         raise SystemExit(f"unknown case {case!r}")
-    if global_counter is not None:
-        out["process_durable_commits"] = global_counter.durable
+    if count_all_commits:
+        out["process_durable_commits"] = scenarios.process_durable_commits()
     return out
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 import yaml
 
 from bench.common import (
@@ -36,7 +35,8 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.events.bus import Event
 from mindloop.rtws import init_rtws
-from mindloop.store import MessageRecord
+from mindloop.store import MessageRecord, Store
+from mindloop.store.store import StoreStats
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs, ToolRegistry
 
@@ -175,56 +175,33 @@ def scratch_dir() -> Any:
 # ---------------------------------------------------------------------- instruments
 
 
-_FULL = 2  # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
-
-
-def _synchronous(dbapi: Any) -> int:
-    cur = dbapi.cursor()
-    try:
-        return int(cur.execute("PRAGMA synchronous").fetchone()[0])
-    finally:
-        cur.close()
-
-
 class CommitCounter:
-    """Counts durable commits on the runtime's engine.
+    """The store's own counts: commits that changed rows, durable (one fsync of the WAL
+    each, synchronous=FULL) or lazy (no fsync of their own: synchronous=NORMAL for that
+    transaction, made durable by the next fsync), and statements run. Counts of every
+    store this process opened are summed in `PROCESS` (cross-checked against strace)."""
 
-    SQLAlchemy's `commit` event fires for every `Connection.commit()`, including the ones
-    that merely end a read. A commit is *durable* when the transaction changed rows (the
-    connection's `total_changes` grew) under synchronous=FULL: in WAL mode SQLite appends
-    the transaction's pages to the WAL and fsyncs the WAL once at that commit. A *lazy*
-    commit (synchronous=NORMAL for that transaction) writes its frames without an fsync;
-    the next durable commit's fsync covers them. Commits of transactions that changed
-    nothing write no WAL frames and fsync nothing.
-    """
+    def __init__(self, store: Store) -> None:
+        self.stats = store.stats
+        PROCESS.append(store.stats)
 
-    def __init__(self, engine: sa.Engine | type[sa.Engine]) -> None:
-        """`engine`: the runtime's engine, or the `Engine` class to count every engine's
-        commits in this process (used to cross-check against strace)."""
-        self.durable = 0
-        self.lazy = 0
-        self.readonly = 0
-        self.statements = 0
-        self._changes: dict[int, int] = {}
-        sa.event.listen(engine, "commit", self._on_commit)
-        sa.event.listen(engine, "before_cursor_execute", self._on_execute)
+    @property
+    def durable(self) -> int:
+        return self.stats.durable_commits
 
-    def _on_execute(self, *_: Any) -> None:
-        self.statements += 1
-
-    def _on_commit(self, conn: sa.Connection) -> None:
-        dbapi = conn.connection.dbapi_connection
-        changes = int(getattr(dbapi, "total_changes", 0))
-        if self._changes.get(id(dbapi)) == changes:
-            self.readonly += 1
-        elif _synchronous(dbapi) >= _FULL:
-            self.durable += 1
-        else:  # a lazy commit (`Store.tx(durable=False)`): no fsync of its own
-            self.lazy += 1
-        self._changes[id(dbapi)] = changes
+    @property
+    def lazy(self) -> int:
+        return self.stats.lazy_commits
 
     def snapshot(self) -> tuple[int, int]:
-        return self.durable, self.statements
+        return self.stats.durable_commits, self.stats.statements
+
+
+PROCESS: list[StoreStats] = []
+
+
+def process_durable_commits() -> int:
+    return sum(s.durable_commits for s in PROCESS)
 
 
 @dataclass
@@ -312,7 +289,7 @@ def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
 
     async def main(root: Path, history: int) -> list[dict[str, float]]:
         rt = DialogRuntime(make_rtws(root / "proj"), tools=bench_registry())
-        counter = CommitCounter(rt.store._engine)
+        counter = CommitCounter(rt.store)
         try:
             await _s1_run(rt, counter, history)  # warm-up
             return [await _s1_run(rt, counter, history) for _ in range(runs)]

@@ -24,7 +24,6 @@ def _by(col: sa.ColumnElement[object], name: str) -> sa.ColumnElement[bool]:
 
 INSERT_DIALOG = sa.insert(t.dialogs)
 INSERT_MESSAGE = sa.insert(t.messages)
-INSERT_MESSAGES = sa.insert(t.messages).returning(_m.id, sort_by_parameter_order=True)
 INSERT_GENERATION = sa.insert(t.generations)
 INSERT_EVENT = sa.insert(t.events)
 INSERT_PENDING = sa.insert(t.pending_tellasks)
@@ -145,3 +144,7 @@ PARK_WAITING = (
     )
     .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("ts"))
 )
+
+
+# Identities of the statements above: the store runs these on the DBAPI connection.
+PREBUILT = frozenset(id(v) for v in list(globals().values()) if isinstance(v, sa.Executable))

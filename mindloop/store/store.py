@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from mindloop.errors import MindloopError, NotFoundError
+from mindloop.store import direct
 from mindloop.store import schema as t
 from mindloop.store import statements as q
 from mindloop.store.records import (
@@ -52,6 +54,22 @@ class StoreError(MindloopError):
     pass
 
 
+@dataclass
+class StoreStats:
+    """What this store did, for benchmarks and diagnostics: commits that changed rows
+    (durable ones fsync the WAL; lazy ones ride on the next fsync) and statements run."""
+
+    durable_commits: int = 0
+    lazy_commits: int = 0
+    statements: int = 0
+
+    def count_commit(self, *, durable: bool) -> None:
+        if durable:
+            self.durable_commits += 1
+        else:
+            self.lazy_commits += 1
+
+
 class Store:
     """Durable runtime state. `durable=True` fsyncs every commit (synchronous=FULL)."""
 
@@ -74,17 +92,14 @@ class Store:
             # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
             dbapi_conn.isolation_level = None
 
-        @sa.event.listens_for(self._engine, "begin")
-        def _begin(conn: sa.Connection) -> None:
-            if self._depth:
-                # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade
-                # when another process (e.g. `mindloop answer`) writes concurrently.
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-
         self.durable = durable
+        self.stats = StoreStats()
         self._conn = self._engine.connect()
         self._dbapi: Any = self._conn.connection.dbapi_connection
         self._depth = 0
+        # Prebuilt statements run on the DBAPI connection (see `direct`): SQLite only.
+        self._direct_ok = self._engine.dialect.name == "sqlite"
+        self._compiled: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
         self._migrate()
 
     @classmethod
@@ -115,22 +130,59 @@ class Store:
         lazy = self.durable and not durable
         if lazy:  # the safety level cannot change inside a transaction
             self._dbapi.execute("PRAGMA synchronous=NORMAL")
+        changes = self._dbapi.total_changes
+        # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when another
+        # process (e.g. `mindloop answer`) writes concurrently.
+        self._dbapi.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
-            with self._conn.begin():
-                yield self._conn
+            yield self._conn
+        except BaseException:
+            self._dbapi.rollback()
+            if self._conn.in_transaction():
+                self._conn.rollback()
+            raise
+        else:
+            self._dbapi.commit()
+            if self._conn.in_transaction():  # statements that went through SQLAlchemy
+                self._conn.commit()
+            if self._dbapi.total_changes != changes:
+                self.stats.count_commit(durable=self.durable and not lazy)
         finally:
             self._depth = 0
             if lazy:
                 self._dbapi.execute("PRAGMA synchronous=FULL")
 
-    def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[sa.Row[Any]]:
-        """Run a read; outside a `tx()` block end the implicit transaction at once, so no
-        stale snapshot is held (other processes write to the same database)."""
-        rows = list(self._conn.execute(stmt, params).all())
-        if not self._depth:
+    def _direct(self, stmt: sa.Executable, params: Any) -> direct.Compiled | None:
+        """The DBAPI form of a prebuilt statement for these parameter keys, if it has one."""
+        if not self._direct_ok or id(stmt) not in q.PREBUILT or isinstance(params, list):
+            return None
+        keys = tuple(params) if params else ()
+        key = (id(stmt), keys)
+        try:
+            return self._compiled[key]
+        except KeyError:
+            found = self._compiled[key] = direct.compile_for(stmt, self._engine.dialect, keys)
+            return found
+
+    def _execute(self, stmt: sa.Executable, params: Any) -> tuple[list[str], list[Any]]:
+        """Run a read: (column names, rows)."""
+        self.stats.statements += 1
+        comp = self._direct(stmt, params)
+        if comp is not None:
+            cur = self._dbapi.execute(comp.sql, comp.params(params))
+            return [d[0] for d in cur.description], comp.rows(cur.fetchall())
+        res = self._conn.execute(stmt, params)
+        keys = list(res.keys())
+        rows = list(res.all())
+        if not self._depth:  # end the implicit transaction: hold no stale snapshot
             self._conn.commit()
-        return rows
+        return keys, rows
+
+    def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[Any]:
+        """Run a read. Outside a `tx()` block nothing holds a snapshot afterwards (other
+        processes write to the same database)."""
+        return self._execute(stmt, params)[1]
 
     def _records(
         self, model: type[_R], stmt: sa.Executable, params: dict[str, Any] | None = None
@@ -138,25 +190,21 @@ class Store:
         """Run a read and build one record per row (a plain dict per row validates faster
         than `model_construct` or a row mapping: loading a long history is on the path of
         every drive start)."""
-        res = self._conn.execute(stmt, params)
-        keys = list(res.keys())
-        rows = res.all()
-        if not self._depth:
-            self._conn.commit()
+        keys, rows = self._execute(stmt, params)
         validate = model.model_validate
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
-    def _write(self, stmt: sa.Executable, params: Any = None) -> sa.CursorResult[Any]:
-        """Run one write, joining the current transaction or committing by itself."""
-        if self._depth:
-            return self._conn.execute(stmt, params)
-        with self.tx() as c:
-            return c.execute(stmt, params)
-
-    @staticmethod
-    def _pk(res: sa.CursorResult[Any]) -> int:
-        pk = res.inserted_primary_key
-        return int(pk[0]) if pk else 0
+    def _write(self, stmt: sa.Executable, params: Any = None) -> Any:
+        """Run one write, joining the current transaction or committing by itself.
+        Returns a cursor-like result (`lastrowid`, `rowcount`)."""
+        if not self._depth:
+            with self.tx():
+                return self._write(stmt, params)
+        self.stats.statements += 1
+        comp = self._direct(stmt, params)
+        if comp is not None:
+            return self._dbapi.execute(comp.sql, comp.params(params))
+        return self._conn.execute(stmt, params)
 
     def _scalar(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> Any:
         rows = self._rows(stmt, params)
@@ -247,10 +295,8 @@ class Store:
             return []
         now = time.time()
         rows = [_message_row(m, now) for m in msgs]
-        if len(rows) == 1:
-            ids = [self._write(q.INSERT_MESSAGE, rows[0]).lastrowid]
-        else:
-            ids = [r[0] for r in self._write(q.INSERT_MESSAGES, rows)]
+        with self.tx():
+            ids = [self._write(q.INSERT_MESSAGE, row).lastrowid for row in rows]
         return [
             MessageRecord.model_validate(row | {"id": mid})
             for mid, row in zip(ids, rows, strict=True)
@@ -399,7 +445,9 @@ class Store:
         self._write(q.INSERT_SESSION, {"root_id": root_id, "key": key, "dialog_id": dialog_id})
 
     def sessions(self, root_id: str) -> dict[str, str]:
-        return {row.key: row.dialog_id for row in self._rows(q.SESSIONS, {"root_id": root_id})}
+        keys, rows = self._execute(q.SESSIONS, {"root_id": root_id})
+        found = [dict(zip(keys, row, strict=True)) for row in rows]
+        return {r["key"]: r["dialog_id"] for r in found}
 
     # ------------------------------------------------------------------ reminders
 

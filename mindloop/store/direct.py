@@ -1,0 +1,95 @@
+"""Running the store's prebuilt statements on the DBAPI connection.
+
+SQLAlchemy writes the SQL: each statement is compiled once per set of parameter keys for
+the engine's dialect. What is skipped is SQLAlchemy's per-call execution machinery
+(execution contexts, events, result objects): about 20 µs a call, several times the
+SQLite work of a one-row insert, and the runtime makes a handful of such calls per step.
+Type handling that SQLAlchemy would do is done here for the two types that need it in
+SQLite: JSON (serialised on the way in, parsed on the way out) and Boolean (read back as
+bool). Only `mindloop.store.store` uses this module, and only for SQLite; other dialects
+run every statement through SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+_Convert = Callable[[Any], Any]
+_NEED = object()  # a bind the caller must supply
+
+
+def _from_db(type_: sa.types.TypeEngine[Any]) -> _Convert | None:
+    """How a column's value comes back (None stays None)."""
+    if isinstance(type_, sa.JSON):
+        return json.loads
+    if isinstance(type_, sa.Boolean):
+        return bool
+    return None
+
+
+def _to_db(type_: sa.types.TypeEngine[Any]) -> _Convert | None:
+    if isinstance(type_, sa.JSON):
+        return json.dumps
+    return None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One statement as the DBAPI runs it: SQL text, parameter order, converters."""
+
+    sql: str
+    names: tuple[str, ...]  # bind names in positional order
+    defaults: tuple[Any, ...]  # values of literal binds (e.g. `status == "open"`), else _NEED
+    to_db: tuple[_Convert | None, ...]
+    keys: tuple[str, ...]  # result column names (selects)
+    from_db: tuple[_Convert | None, ...]
+
+    def params(self, values: dict[str, Any] | None) -> list[Any]:
+        values = values or {}
+        out = []
+        for name, default, conv in zip(self.names, self.defaults, self.to_db, strict=True):
+            v = values[name] if default is _NEED else values.get(name, default)
+            out.append(conv(v) if conv is not None and v is not None else v)
+        return out
+
+    def rows(self, raw: list[Any]) -> list[Any]:
+        """Convert the columns that need it, in place of the fetched rows."""
+        todo = [(i, c) for i, c in enumerate(self.from_db) if c is not None]
+        if not todo:
+            return raw
+        out = []
+        for r in raw:
+            row = list(r)
+            for i, conv in todo:
+                v = row[i]
+                if v is not None:
+                    row[i] = conv(v)
+            out.append(row)
+        return out
+
+
+def compile_for(stmt: sa.Executable, dialect: sa.Dialect, keys: Sequence[str]) -> Compiled | None:
+    """Compile `stmt` for parameters `keys`, or None if the DBAPI path cannot run it
+    (non-positional parameter style, expanding IN lists)."""
+    compiled = stmt.compile(dialect=dialect, column_keys=list(keys))  # type: ignore[attr-defined]
+    if not compiled.positional or any(b.expanding for b in compiled.binds.values()):
+        return None
+    names = tuple(compiled.positiontup or ())
+    binds = [compiled.binds[n] for n in names]
+    defaults = tuple(_NEED if b.required or b.key in keys else b.effective_value for b in binds)
+    to_db = tuple(_to_db(b.type) for b in binds)
+    selected = getattr(stmt, "selected_columns", None)
+    cols = list(selected) if selected is not None and isinstance(stmt, sa.Select) else []
+    return Compiled(
+        sql=compiled.string,
+        names=names,
+        defaults=defaults,
+        to_db=to_db,
+        keys=tuple(c.key for c in cols),
+        from_db=tuple(_from_db(c.type) for c in cols),
+    )
