@@ -1,9 +1,10 @@
 """Fresh Boots Reasoning (`!?@self`): the tool-less policy, its invariant gate, violations.
 
-An FBR side dialog reasons only from the tellask body. Tool-lessness is enforced at three
-points: the request (no tools, fixed prompt, one no-tools notice — checked by
-`check_request` before every FBR generation), the output (`find_violation`: any function
-call, or any tellask other than a valid `!?@tellasker`), and the prompt text itself.
+An FBR side dialog reasons only from the tellask body (with the team's Taskdoc shown
+read-only). Tool-lessness is enforced at three points: the request (no tools, fixed
+prompt, one no-tools notice, first — checked by `check_request` before every FBR
+generation), the output (`find_violation`: any function call, or any tellask other than a
+valid `!?@tellasker`), and the prompt text itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from mindloop.providers.base import (
     ToolResultMessage,
     UserMessage,
 )
+from mindloop.taskdoc import TaskPackage
+from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body
+from mindloop.taskdoc.sections import Lang
 
 VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
 POLICY_CODE = "ERR_FBR_POLICY_INVARIANT"
@@ -75,9 +79,45 @@ class FbrPolicyError(MindloopError):
     """An FBR request about to be sent does not satisfy the tool-less policy."""
 
 
-def fbr_messages(history: list) -> list:  # type: ignore[type-arg]
-    """The messages of an FBR request: exactly one no-tools notice, then the history."""
-    return [UserMessage.model_construct(role="user", text=NO_TOOLS_NOTICE), *history]
+_TASKDOC_FRAME = {
+    "en": (
+        "# The team's Taskdoc (read-only context)\n"
+        "The Taskdoc `{path}` of the dialog tree you were asked from, as of this generation. "
+        "It is background, not the request: this dialog cannot change it. If your reasoning "
+        "shows it should change, say so in your reply.\n\n{body}"
+    ),
+    "zh": (
+        "# 团队差遣牒（只读上下文）\n"
+        "发起本请求的对话树的差遣牒 `{path}`（本次生成时的最新内容）。它是背景，不是请求："
+        "本对话不能修改它。若你的推理表明它应当修改，请在回复中说明。\n\n{body}"
+    ),
+}
+_TASKDOC_TOO_BIG = {
+    "en": "(The Taskdoc body is over {limit} bytes, too large to inline; it is not shown.)",
+    "zh": "（差遣牒正文超过 {limit} bytes，过大无法内联，此处不显示。）",
+}
+
+
+def fbr_taskdoc(pkg: TaskPackage, lang: Lang = "en") -> str:
+    """The Taskdoc as an FBR sample sees it (reference § FBR: "Memories and the Taskdoc
+    are still injected"): the section contents under a read-only framing. The usual
+    effective-Taskdoc status is left out because it explains `change_mind` and
+    `recall_taskdoc`, tools an FBR dialog does not have. Rendered on every generation, so
+    a `change_mind` in the root is seen by the next FBR generation."""
+    body = render_body(pkg, lang)
+    if len(body.encode("utf-8")) > INLINE_LIMIT_BYTES:
+        body = _TASKDOC_TOO_BIG[lang].format(limit=INLINE_LIMIT_BYTES)
+    return _TASKDOC_FRAME[lang].format(path=pkg.rel_path, body=body)
+
+
+def fbr_messages(history: list, taskdoc: str) -> list:  # type: ignore[type-arg]
+    """The messages of an FBR request: exactly one no-tools notice, then the read-only
+    Taskdoc (`fbr_taskdoc`; not stored, rebuilt per generation), then the history."""
+    return [
+        UserMessage.model_construct(role="user", text=NO_TOOLS_NOTICE),
+        UserMessage.model_construct(role="user", text=taskdoc),
+        *history,
+    ]
 
 
 def check_request(req: GenerationRequest) -> None:

@@ -356,7 +356,10 @@ class DialogRuntime:
             req = GenerationRequest.model_construct(
                 model=model.name or member.model,
                 system=fbr.FBR_SYSTEM_PROMPT,
-                messages=fbr.fbr_messages(live.history.messages),
+                messages=fbr.fbr_messages(
+                    live.history.messages,
+                    fbr.fbr_taskdoc(self.context.package(live.record.task_path), self.lang),
+                ),
                 tools=[],
                 params=member.fbr_params().as_request_params(),
                 member=member.id,

@@ -4,6 +4,7 @@ the first message and FBR session naming, and how `!?@self` is routed."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,8 @@ from mindloop.providers.base import (
     ToolSpec,
     UserMessage,
 )
+from mindloop.taskdoc import TaskPackage
+from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES
 
 # The seed's "system prompt 的最低要求", one pattern per requirement.
 PROMPT_REQUIREMENTS = {
@@ -64,11 +67,16 @@ def test_fbr_texts_carry_no_tool_instructions_and_agree_on_tellasker() -> None:
     )
 
 
+TASKDOC = "# The team's Taskdoc (read-only context)\n## Goals\nship it"
+
+
 def _request(**over: object) -> GenerationRequest:
     base: dict[str, object] = {
         "model": "m",
         "system": FBR_SYSTEM_PROMPT,
-        "messages": fbr_messages([UserMessage(text=fbr_request_message("why?\n", "@self\n"))]),
+        "messages": fbr_messages(
+            [UserMessage(text=fbr_request_message("why?\n", "@self\n"))], TASKDOC
+        ),
         "tools": [],
         "params": {},
     }
@@ -77,6 +85,31 @@ def _request(**over: object) -> GenerationRequest:
 
 def test_gate_accepts_the_policy_request() -> None:
     check_request(_request())
+
+
+def test_fbr_messages_put_the_notice_first_then_the_taskdoc_then_the_history() -> None:
+    history = [UserMessage(text="why?")]
+    assert [m.text for m in fbr_messages(history, TASKDOC)] == [NO_TOOLS_NOTICE, TASKDOC, "why?"]
+
+
+def test_fbr_taskdoc_states_the_sections_read_only_without_tool_mentions(rtws: Path) -> None:
+    pkg = TaskPackage(rtws, "tasks/example.tsk")
+    (pkg.path / "goals.md").write_text("Find why Run freezes the UI.\n", "utf-8")
+    text = fbr.fbr_taskdoc(pkg)
+    assert "`tasks/example.tsk`" in text and "Find why Run freezes the UI." in text
+    assert "## Goals" in text and "## Constraints" in text and "## Progress" in text
+    assert "this dialog cannot change it" in text
+    # An FBR dialog has no tools: nothing in its Taskdoc may point to one.
+    for name in ("change_mind", "recall_taskdoc", "read_file", "tool"):
+        assert name not in text.replace(pkg.read_section("goals.md"), "")
+    assert "只读" in fbr.fbr_taskdoc(pkg, "zh")
+
+
+def test_fbr_taskdoc_too_large_to_inline_is_replaced_by_a_note(rtws: Path) -> None:
+    pkg = TaskPackage(rtws, "tasks/example.tsk")
+    (pkg.path / "progress.md").write_text("x" * (INLINE_LIMIT_BYTES + 1), "utf-8")
+    text = fbr.fbr_taskdoc(pkg)
+    assert "too large to inline" in text and "x" * 100 not in text
 
 
 @pytest.mark.parametrize(
@@ -89,7 +122,7 @@ def test_gate_accepts_the_policy_request() -> None:
         ({"system": FBR_SYSTEM_PROMPT + "Use function tools."}, "not the fixed FBR prompt"),
         ({"messages": [UserMessage(text="why?")]}, "no-tools notice must be the one first"),
         (
-            {"messages": [*fbr_messages([]), UserMessage(text=NO_TOOLS_NOTICE)]},
+            {"messages": [*fbr_messages([], TASKDOC), UserMessage(text=NO_TOOLS_NOTICE)]},
             "no-tools notice must be the one first",
         ),
         (
@@ -103,7 +136,8 @@ def test_gate_accepts_the_policy_request() -> None:
                         UserMessage(text="why?"),
                         AssistantMessage(tool_calls=[ToolCall(id="c1", name="read_file")]),
                         ToolResultMessage(call_id="c1", name="read_file", content="x"),
-                    ]
+                    ],
+                    TASKDOC,
                 )
             },
             "function calls or their results",

@@ -443,7 +443,7 @@ async def test_a_request_failing_the_policy_gate_is_never_sent_and_fails_loudly(
         ],
     )
     # A regression that drops the no-tools notice: the gate must stop the request.
-    monkeypatch.setattr(fbr, "fbr_messages", lambda history: list(history))
+    monkeypatch.setattr(fbr, "fbr_messages", lambda history, taskdoc: list(history))
     rt = DialogRuntime(rtws)
     spy = _Samples(rt)
     root = rt.create_root_dialog("tasks/example.tsk", "dev").id
@@ -500,4 +500,57 @@ async def test_any_tellask_but_a_valid_tellask_back_is_a_violation_that_runs_not
     (reply,) = _results(rt, root)
     assert reply.data["text"].startswith(f"{FBR_RESPONSE_HEADER}\n{VIOLATION_CODE}")
     assert rt.store.load_history(root)[-1].data["text"] == "noted the violation"
+    await rt.aclose()
+
+
+# ---------------------------------------------------------------- the Taskdoc
+
+
+async def test_fbr_samples_see_the_current_taskdoc_read_only_and_a_change_mind_next_time(
+    rtws: Path,
+) -> None:
+    """Reference § FBR: "Memories and the Taskdoc are still injected" — as the message
+    after the no-tools notice, rebuilt per generation, so the second FBR round sees the
+    goals the root replaced with `change_mind` in between."""
+    goals = rtws / "tasks" / "example.tsk" / "goals.md"
+    goals.write_text("- OLDGOAL find the freeze\n", "utf-8")
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}})
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {
+                "member": "dev",
+                "contains": "answer-1",
+                "response": "new goals",
+                "tool_calls": [
+                    {
+                        "name": "change_mind",
+                        "arguments": {"selector": "goals", "content": "- NEWGOAL ship the fix"},
+                    }
+                ],
+            },
+            {"member": "dev", "role": "tool", "contains": "replaced", "response": BODY},
+            {"member": "dev", "contains": "answer-2", "response": "done"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    spy = _Samples(rt)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    await Scheduler(rt).run()
+    first, second = spy.fbr()
+    for req, now, gone in ((first, "OLDGOAL", "NEWGOAL"), (second, "NEWGOAL", "OLDGOAL")):
+        texts = _texts(req)
+        assert texts[0] == NO_TOOLS_NOTICE and req.tools == []
+        assert texts[1].startswith("# The team's Taskdoc (read-only context)")
+        assert "`tasks/example.tsk`" in texts[1] and "this dialog cannot change it" in texts[1]
+        assert now in texts[1] and gone not in texts[1]
+        assert "change_mind" not in texts[1] and "recall_taskdoc" not in texts[1]
+        assert "Goal: root cause" in texts[2]
+    assert "NEWGOAL" in goals.read_text("utf-8")
+    assert rt.store.load_history(root)[-1].data["text"] == "done"
+    # The Taskdoc is context, not history: nothing of it is stored in the FBR dialogs.
+    for side in _fbr_sides(rt, root):
+        assert all("read-only context" not in str(m.data) for m in rt.store.load_history(side.id))
     await rt.aclose()

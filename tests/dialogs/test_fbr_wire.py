@@ -1,7 +1,7 @@
 """FBR at the wire: the real SDK adapters against loopback servers, driven by the runtime.
 
-The FBR requests of a member carry no tool definitions, no tool_choice and the merged
-`fbr_model_params`; the same member's normal requests carry its tools and normal params.
+The FBR requests of a member carry no tool definitions, no tool_choice, the read-only
+Taskdoc after the no-tools notice and the merged `fbr_model_params`; the same member's normal requests carry its tools and normal params.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ PARAMS = {
     "openai": {"temperature": 0.2, "top_p": 0.5, "parallel_tool_calls": True},
     "anthropic": {"temperature": 0.2, "top_k": 7},
 }
+TASKDOC_HEAD = "# The team's Taskdoc (read-only context)"
 TOOL_SWITCHES = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 FBR_PARAMS = {
     "general": {"max_tokens": 1200},
@@ -114,5 +115,10 @@ async def test_fbr_requests_are_tool_less_and_carry_fbr_params(rtws: Path, kind:
         assert _system_text(kind, fbr).strip() == FBR_SYSTEM_PROMPT.strip()
         assert str(fbr).count(NO_TOOLS_NOTICE) == 1
         assert "Why does Run freeze" in str(fbr["messages"])
+        # The notice, then the read-only Taskdoc (no tool named), then the request body.
+        wire = str(fbr["messages"])
+        assert wire.count(TASKDOC_HEAD) == 1
+        assert wire.index(NO_TOOLS_NOTICE) < wire.index(TASKDOC_HEAD) < wire.index("Why does")
+        assert "change_mind" not in str(fbr) and "recall_taskdoc" not in str(fbr)
         assert "investigate the freeze" not in str(fbr["messages"])  # caller history is not there
     assert final == "merged"
