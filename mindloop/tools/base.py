@@ -8,6 +8,7 @@ see are returned as `ToolOutput(is_error=True)`, never raised.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,13 @@ class Tool:
     toolset: str = ""
 
     def schema(self) -> dict[str, Any]:
-        """JSON schema of the arguments, as providers expect it."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        return schema
+        """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""
+        return _arguments_schema(self.args_model)
+
+
+@functools.cache
+def _arguments_schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    """Generating a schema costs about 2 ms; every dialog a runtime loads needs its tools'."""
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    return schema
