@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,4 +23,19 @@ def write_script(rtws: Path, responses: list[dict[str, Any]], model: str = "mock
     path = rtws / ".minds" / "mock" / f"{model}.yaml"
     path.write_text(
         yaml.safe_dump({"responses": responses}, sort_keys=False, allow_unicode=True), "utf-8"
+    )
+
+
+def ml(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env)."""
+    home = str(cwd or Path.cwd())
+    return subprocess.run(
+        [sys.executable, "-m", "mindloop.cli.app", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": home, **(env or {})},
     )

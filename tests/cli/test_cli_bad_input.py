@@ -8,22 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenario_util import write_script
+from tests.scenario_util import ml, write_script
 
 EXAMPLE = "list the files and summarise README.md"
-
-
-def ml(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mindloop.cli.app", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd), **(env or {})},
-    )
 
 
 def _tree(root: Path) -> list[str]:

@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from tests.scenario_util import write_script
+from tests.scenario_util import ml, write_script
 
 EXAMPLE = "list the files and summarise README.md"
-
-
-def ml(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mindloop.cli.app", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd or Path.cwd())},
-    )
 
 
 def test_init_is_idempotent_and_force_overwrites(tmp_path: Path) -> None:

@@ -8,19 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenario_util import write_script, write_team
-
-
-def ml(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mindloop.cli.app", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd)},
-    )
-
+from tests.scenario_util import ml, write_script, write_team
 
 ROOT_REPLY = (
     "Let me get help.\n"
