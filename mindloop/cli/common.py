@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from mindloop.config import ConfigError, load_config, tool_selection_problems
 from mindloop.errors import NotFoundError, RtwsError
 from mindloop.store import Store
 from mindloop.store.store import STATE_DIR, STATE_FILE
@@ -82,15 +81,9 @@ def task_key(rtws: Path, raw: str) -> str:
 
 
 def open_runtime(rtws: Path, **kwargs: Any) -> DialogRuntime:
-    """The runtime for a command that drives dialogs, after the checks that must fail
-    before anything is written: the config (file:line errors) and that every toolset and
-    tool team.yaml names exists, so a typo is not found mid-drive by the member it hits."""
+    """The runtime for a command that drives dialogs. `DialogRuntime` itself runs the
+    checks that must fail before anything is written: the config (file:line errors) and
+    that every toolset and tool team.yaml names exists in the standard registry."""
     from mindloop.dialogs.runtime import DialogRuntime
-    from mindloop.tools.toolsets import standard_registry
 
-    config = load_config(rtws)
-    tools = standard_registry(config.team.work_language)
-    problems = tool_selection_problems(rtws, tools.toolset_names, tools.tool_names)
-    if problems:
-        raise ConfigError(problems)
-    return DialogRuntime(rtws, config=config, tools=tools, **kwargs)
+    return DialogRuntime(rtws, **kwargs)

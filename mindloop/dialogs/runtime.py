@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mindloop.config import Config, MemberConfig, load_config
+from mindloop.config import (
+    Config,
+    ConfigError,
+    MemberConfig,
+    load_config,
+    tool_selection_problems,
+)
 from mindloop.dialogs import fbr
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT, NEW_COURSE_PROMPT
@@ -103,10 +109,18 @@ class DialogRuntime:
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
-        self.store = store or Store.for_rtws(self.rtws, durable=durable)
-        self.bus = bus or EventBus()
         self.lang: Lang = lang or self.config.team.work_language
         self.tools = tools or standard_registry(self.lang)
+        # Before the store is opened (nothing written yet): a toolset or tool team.yaml
+        # names that this registry lacks is a file:line error now, not a surprise mid-drive
+        # for the member it hits. Every entry point (CLI or Python API) gets this check.
+        problems = tool_selection_problems(
+            self.rtws, self.tools.toolset_names, self.tools.tool_names
+        )
+        if problems:
+            raise ConfigError(problems)
+        self.store = store or Store.for_rtws(self.rtws, durable=durable)
+        self.bus = bus or EventBus()
         self.providers = ProviderPool(self.config.llm, self.rtws)
         self.tree = DialogTree(self.store, self.bus)
         self.max_steps = max_steps
