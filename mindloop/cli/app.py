@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; state is saved")
         sys.exit(130)
-    except sqlalchemy.exc.SQLAlchemyError as exc:  # e.g. a damaged or foreign state file
+    # A damaged or foreign state file is a StoreError (above); this is the fallback for
+    # database failures mid-command (e.g. a disk full, a lock held past busy_timeout).
+    except sqlalchemy.exc.SQLAlchemyError as exc:
         if debug:
             raise
         cause = getattr(exc, "orig", None) or exc

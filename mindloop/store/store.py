@@ -94,13 +94,26 @@ class Store:
 
         self.durable = durable
         self.stats = StoreStats()
-        self._conn = self._engine.connect()
+        try:
+            self._conn = self._engine.connect()
+        except sa.exc.DatabaseError as exc:
+            self._engine.dispose()
+            raise self._unusable(exc) from exc
         self._dbapi: Any = self._conn.connection.dbapi_connection
         self._depth = 0
         # Prebuilt statements run on the DBAPI connection (see `direct`): SQLite only.
         self._direct_ok = self._engine.dialect.name == "sqlite"
         self._compiled: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
-        self._migrate()
+        try:
+            self._migrate()  # a failure here is rolled back: nothing written
+        except sa.exc.DatabaseError as exc:
+            self.close()
+            raise self._unusable(exc) from exc
+
+    def _unusable(self, exc: sa.exc.DatabaseError) -> StoreError:
+        """A damaged or foreign state file: one clear error naming it (the CLI prints it
+        as is), instead of SQLAlchemy's multi-line text. The file is left as it was."""
+        return StoreError(f"{self.path}: not a usable mindloop state database ({exc.orig})")
 
     @classmethod
     def for_rtws(cls, rtws: Path, *, durable: bool = True) -> Store:

@@ -242,8 +242,8 @@ def test_a_damaged_state_file_is_a_one_line_error_and_is_left_alone(tmp_path: Pa
         out = ml(*cmd, "-C", str(proj), cwd=tmp_path)
         assert out.returncode == 1, cmd
         assert out.stderr.strip().splitlines() == [
-            "error: the runtime state .mindloop/state.sqlite cannot be used: file is not a "
-            "database (--debug shows the details)"
+            f"error: {state.resolve()}: not a usable mindloop state database (file is not a "
+            "database)"
         ], cmd
     assert state.read_bytes() == b"not a database at all\n" * 100
 
