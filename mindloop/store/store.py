@@ -87,7 +87,6 @@ class Store:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sync}")
             cur.execute("PRAGMA busy_timeout=10000")
-            cur.execute("PRAGMA wal_autocheckpoint=100000")
             cur.close()
             # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
             dbapi_conn.isolation_level = None
