@@ -20,7 +20,7 @@ from mindloop.providers.base import (
     UserMessage,
 )
 from mindloop.taskdoc import TaskPackage
-from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body
+from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body, render_cached
 from mindloop.taskdoc.sections import Lang
 
 VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
@@ -104,10 +104,14 @@ def fbr_taskdoc(pkg: TaskPackage, lang: Lang = "en") -> str:
     effective-Taskdoc status is left out because it explains `change_mind` and
     `recall_taskdoc`, tools an FBR dialog does not have. Rendered on every generation, so
     a `change_mind` in the root is seen by the next FBR generation."""
-    body = render_body(pkg, lang)
-    if len(body.encode("utf-8")) > INLINE_LIMIT_BYTES:
-        body = _TASKDOC_TOO_BIG[lang].format(limit=INLINE_LIMIT_BYTES)
-    return _TASKDOC_FRAME[lang].format(path=pkg.rel_path, body=body)
+
+    def render() -> str:
+        body = render_body(pkg, lang)
+        if len(body.encode("utf-8")) > INLINE_LIMIT_BYTES:
+            body = _TASKDOC_TOO_BIG[lang].format(limit=INLINE_LIMIT_BYTES)
+        return _TASKDOC_FRAME[lang].format(path=pkg.rel_path, body=body)
+
+    return render_cached(pkg, f"fbr:{lang}", render)
 
 
 def fbr_messages(history: list, taskdoc: str) -> list:  # type: ignore[type-arg]

@@ -127,6 +127,7 @@ class DialogRuntime:
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self._live: dict[str, _Live] = {}
         self._root_members: dict[str, str] = {}  # root dialog id -> its member (immutable)
+        self._params: dict[tuple[str, bool], dict[str, Any]] = {}
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
 
     async def aclose(self) -> None:
@@ -375,7 +376,7 @@ class DialogRuntime:
                     fbr.fbr_taskdoc(self.context.package(live.record.task_path), self.lang),
                 ),
                 tools=[],
-                params=member.fbr_params().as_request_params(),
+                params=self._request_params(member, fbr=True),
                 member=member.id,
             )
             fbr.check_request(req)
@@ -387,7 +388,7 @@ class DialogRuntime:
             system=self.context.system_prompt(live.record, member, root_member),
             messages=messages,
             tools=live.tool_specs,
-            params=member.model_params.as_request_params(),
+            params=self._request_params(member, fbr=False),
             member=member.id,
         )
 
@@ -443,18 +444,8 @@ class DialogRuntime:
         return out
 
     def _record_cancelled(self, live: _Live, out: _Outcome, model: str) -> None:
-        gen = GenerationRecord(
-            dialog_id=live.record.id,
-            provider=live.member.provider,
-            model=model,
-            started_at=out.started_at,
-            ended_at=out.ended_at or time.time(),
-            input_tokens=out.input_tokens,
-            output_tokens=out.output_tokens,
-            finish_reason="cancelled",
-        )
         with self.store.tx():
-            self.store.record_generation(gen, [])
+            self.store.record_generation(_generation_record(live, out, model), [])
             self.store.record_event(
                 "generation_cancelled", live.record.id, {"text": out.text, "thinking": out.thinking}
             )
@@ -509,17 +500,7 @@ class DialogRuntime:
                     data={"id": call.id, "name": call.name, "arguments": call.arguments},
                 )
             )
-        gen = GenerationRecord(
-            dialog_id=did,
-            provider=live.member.provider,
-            model=model,
-            started_at=out.started_at,
-            ended_at=out.ended_at or time.time(),
-            input_tokens=out.input_tokens,
-            output_tokens=out.output_tokens,
-            finish_reason=out.finish_reason,
-            error=str(out.error) if out.error else None,
-        )
+        gen = _generation_record(live, out, model)
         with self.store.tx(durable=_has_outside_effect(rec, out, routes)):
             _, stored = self.store.record_generation(gen, msgs)
             live.history.extend(stored)
@@ -613,6 +594,16 @@ class DialogRuntime:
         live = self._live[dialog_id]
         live.new_course = reminder or ""
 
+    def _request_params(self, member: MemberConfig, *, fbr: bool) -> dict[str, Any]:
+        """A member's merged model params as requests carry them (config is immutable for
+        the runtime's life; shared: providers only read them)."""
+        key = (member.id, fbr)
+        params = self._params.get(key)
+        if params is None:
+            merged = member.fbr_params() if fbr else member.model_params
+            params = self._params[key] = merged.as_request_params()
+        return params
+
     def _root_member(self, rec: DialogRecord) -> str:
         if rec.kind == "root":
             return rec.member
@@ -647,6 +638,20 @@ class DialogRuntime:
             is_root=live.record.kind == "root",
             services=services,
         )
+
+
+def _generation_record(live: _Live, out: _Outcome, model: str) -> GenerationRecord:
+    return GenerationRecord(
+        dialog_id=live.record.id,
+        provider=live.member.provider,
+        model=model,
+        started_at=out.started_at,
+        ended_at=out.ended_at or time.time(),
+        input_tokens=out.input_tokens,
+        output_tokens=out.output_tokens,
+        finish_reason=out.finish_reason,
+        error=str(out.error) if out.error else None,
+    )
 
 
 def _has_outside_effect(rec: DialogRecord, out: _Outcome, routes: list[Route]) -> bool:

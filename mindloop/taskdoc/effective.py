@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,7 @@ class _Entry:
     text: str
 
 
-_cache: OrderedDict[tuple[str, bool, str, str], _Entry] = OrderedDict()
+_cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -403,7 +403,17 @@ def render_effective_taskdoc(
     `is_root` decides whether the text offers `change_mind` or points to the maintainer
     (the root dialog's member). Reading never creates the package or any section.
     """
-    key = (str(pkg.path), is_root, maintainer, lang)
+    return render_cached(
+        pkg,
+        f"effective:{is_root}:{maintainer}:{lang}",
+        lambda: _render(pkg, is_root=is_root, maintainer=maintainer, lang=lang),
+    )
+
+
+def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> str:
+    """A rendering of `pkg`, re-rendered only when a file or directory of the package
+    changed (a few `lstat`s instead of reading every section on every generation)."""
+    key = (str(pkg.path), variant)
     with _lock:
         entry = _cache.get(key)
     if entry is not None and tuple(_sig(p) for p in entry.watch) == entry.sig:
@@ -412,7 +422,7 @@ def render_effective_taskdoc(
     # which forces a re-render next time rather than caching new stats with old text.
     watch = _watch_paths(pkg)
     sig = tuple(_sig(p) for p in watch)
-    text = _render(pkg, is_root=is_root, maintainer=maintainer, lang=lang)
+    text = render()
     with _lock:
         _cache[key] = _Entry(watch, sig, text)
         _cache.move_to_end(key)
