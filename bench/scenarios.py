@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sqlite3
+import statistics
 import tempfile
 import time
 from contextlib import contextmanager
@@ -297,10 +299,33 @@ def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
             await rt.aclose()
 
     by_history = {}
+    commit_us = []
     for history in histories:
         with scratch_dir() as root:
             by_history[str(history)] = _columns(asyncio.run(main(root, history)))
-    return {"by_history": by_history, "peak_rss": peak_rss_bytes()}
+            commit_us.append(durable_commit_us(root))
+    return {"by_history": by_history, "commit_us": commit_us, "peak_rss": peak_rss_bytes()}
+
+
+def durable_commit_us(directory: Path, commits: int = 300) -> float:
+    """What one durable SQLite commit costs on this disk, measured beside the scenario:
+    the median of `commits` one-row inserts, each its own transaction, in WAL mode with
+    synchronous=FULL (one fsync of the WAL each) — the floor under a durable step."""
+    con = sqlite3.connect(directory / "calibrate.sqlite", isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        times = []
+        for i in range(commits):
+            t0 = time.perf_counter()
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("INSERT INTO t (v) VALUES (?)", (f"row {i}",))
+            con.execute("COMMIT")
+            times.append(time.perf_counter() - t0)
+    finally:
+        con.close()
+    return statistics.median(times) * 1e6
 
 
 # ---------------------------------------------------------------------- scenario 2

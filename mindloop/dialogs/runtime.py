@@ -544,7 +544,11 @@ class DialogRuntime:
             )
             return out
 
-        results = await asyncio.gather(*(one(c.id, c.name, c.arguments) for c in outcome.calls))
+        calls = outcome.calls
+        if len(calls) == 1:  # the common case: no task to schedule
+            results = [await one(calls[0].id, calls[0].name, calls[0].arguments)]
+        else:  # independent calls run concurrently
+            results = list(await asyncio.gather(*(one(c.id, c.name, c.arguments) for c in calls)))
         msgs = [
             MessageRecord(
                 dialog_id=did,
