@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -70,7 +71,7 @@ async def _chat(
                     f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}"
                 )
         else:
-            rec = rt.create_root_dialog(task or _only_task(rt), member)
+            rec = rt.create_root_dialog(task or _default_task(rt, message), member)
         renderer.know_dialogs(rt.store.list_dialogs(root_id=rec.root_id))
         console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
         rt.post_user_message(rec.id, message)
@@ -128,17 +129,26 @@ def _report(
     return EXIT_CODES.get(last.reason, 1)
 
 
-def _only_task(rt: DialogRuntime) -> str:
-    from mindloop.taskdoc import discover_packages
+def _default_task(rt: DialogRuntime, message: str) -> str:
+    """The task of a new dialog started without --task: the rtws's only package, or a new
+    `tasks/<slug>.tsk/` named after the message when there is none (every dialog has a
+    Taskdoc). With several packages the user must choose."""
+    from mindloop.taskdoc import TaskPackage, discover_packages
 
     found = discover_packages(rt.rtws)
     if len(found) == 1:
         return found[0]
-    if not found:
-        raise MindloopError(
-            "no task package in the rtws; create one with `mindloop task new <slug>`"
-        )
-    raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
+    if found:
+        raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
+    pkg = TaskPackage.create(rt.rtws, task_slug(message), goal=message, exist_ok=True)
+    console.print(f"[dim]created {pkg.rel_path} for this dialog[/]")
+    return pkg.rel_path
+
+
+def task_slug(message: str, max_words: int = 5) -> str:
+    """`Fix the login page!` -> `fix-the-login-page`; `task` when nothing is left."""
+    words = re.findall(r"[a-z0-9]+", message.lower())[:max_words]
+    return "-".join(words)[:48].strip("-") or "task"
 
 
 def run(

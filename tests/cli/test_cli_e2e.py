@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
@@ -170,3 +171,23 @@ def test_demo_runs_offline(tmp_path: Path) -> None:
     assert (tmp_path / "d" / "CHANGELOG.md").is_file()
     again = ml("demo", "--dir", str(tmp_path / "d"))
     assert again.returncode == 1 and "not empty" in again.stderr
+
+
+def test_chat_without_a_task_gets_its_own_package(tmp_path: Path) -> None:
+    """Reference acceptance 59: a dialog started without a Taskdoc gets tasks/<slug>.tsk/;
+    with one package that one is used; with several the user must choose."""
+    proj = tmp_path / "p"
+    ml("init", str(proj))
+    shutil.rmtree(proj / "tasks" / "example.tsk")
+    out = ml("chat", "-C", str(proj), EXAMPLE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    pkg = proj / "tasks" / "list-the-files-and-summarise.tsk"
+    assert (pkg / "goals.md").read_text("utf-8").strip() == EXAMPLE
+    assert "created tasks/list-the-files-and-summarise.tsk" in out.stdout
+    (listed,) = json.loads(ml("dialogs", "list", "-C", str(proj), "--json").stdout)
+    assert listed["task_path"] == "tasks/list-the-files-and-summarise.tsk"
+    again = ml("chat", "-C", str(proj), EXAMPLE)  # the only package now: reused
+    assert again.returncode == 0 and "created tasks/" not in again.stdout
+    ml("task", "new", "other", "-C", str(proj))
+    several = ml("chat", "-C", str(proj), EXAMPLE)
+    assert several.returncode == 1 and "choose one with --task" in several.stderr
