@@ -8,6 +8,7 @@ step never depends on how long the dialog already is.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from mindloop.providers.base import (
     AssistantMessage,
@@ -32,18 +33,28 @@ class History:
         for rec in records:
             self.add(rec)
 
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[int, str, dict[str, Any], int | None]]) -> History:
+        """From `Store.history_view` rows: a drive's start skips building whole records."""
+        history = cls()
+        for row in rows:
+            history.add_row(*row)
+        return history
+
     def add(self, rec: MessageRecord) -> None:
-        if rec.id:
-            if rec.id <= self.last_id:
+        self.add_row(rec.id, rec.kind, rec.data, rec.generation_id)
+
+    def add_row(self, id: int, kind: str, data: dict[str, Any], generation_id: int | None) -> None:
+        if id:
+            if id <= self.last_id:
                 return  # already seen
-            self.last_id = rec.id
-        kind = rec.kind
+            self.last_id = id
         if kind in HIDDEN:
             return
         msgs = self.messages
         last = msgs[-1] if msgs else None
         if kind in USER_LIKE:
-            text = rec.data.get("text", "")
+            text = data.get("text", "")
             if isinstance(last, UserMessage):
                 # Adjacent user-side texts form one turn (providers want alternation).
                 msgs[-1] = UserMessage(text=last.text + "\n\n" + text)
@@ -51,29 +62,27 @@ class History:
                 msgs.append(UserMessage(text=text))
             self._last_gen = None
         elif kind == "assistant":
-            msgs.append(AssistantMessage(text=rec.data.get("text", "")))
-            self._last_gen = rec.generation_id
+            msgs.append(AssistantMessage(text=data.get("text", "")))
+            self._last_gen = generation_id
         elif kind == "tool_call":
-            call = ToolCall(
-                id=rec.data["id"], name=rec.data["name"], arguments=rec.data.get("arguments", "{}")
-            )
+            call = ToolCall(id=data["id"], name=data["name"], arguments=data.get("arguments", "{}"))
             same_turn = (
                 isinstance(last, AssistantMessage)
-                and rec.generation_id is not None
-                and rec.generation_id == self._last_gen
+                and generation_id is not None
+                and generation_id == self._last_gen
             )
             if same_turn and isinstance(last, AssistantMessage):
                 last.tool_calls.append(call)
             else:
                 msgs.append(AssistantMessage(tool_calls=[call]))
-                self._last_gen = rec.generation_id
+                self._last_gen = generation_id
         elif kind == "tool_result":
             msgs.append(
                 ToolResultMessage(
-                    call_id=rec.data["call_id"],
-                    name=rec.data.get("name", ""),
-                    content=rec.data.get("content", ""),
-                    is_error=bool(rec.data.get("is_error", False)),
+                    call_id=data["call_id"],
+                    name=data.get("name", ""),
+                    content=data.get("content", ""),
+                    is_error=bool(data.get("is_error", False)),
                 )
             )
             self._last_gen = None

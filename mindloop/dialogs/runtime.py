@@ -206,7 +206,7 @@ class DialogRuntime:
         if rec.kind == "side":
             selected = self.tools.select(member.toolsets, member.tools)
             callable_ |= {t.name for t in selected if t.name in ROOT_ONLY_TOOLS}
-        history = History(self.store.load_history(dialog_id, course=rec.course))
+        history = History.from_rows(self.store.history_view(dialog_id, rec.course))
         live = self._live[dialog_id] = _Live(
             rec, member, history, tools, specs, callable=frozenset(callable_)
         )
@@ -230,7 +230,9 @@ class DialogRuntime:
             if not just_loaded:  # a view from an earlier drive: catch up with the store
                 fresh = self.store.get_dialog(dialog_id)
                 if fresh.course != live.record.course:
-                    live.history = History(self.store.load_history(dialog_id, course=fresh.course))
+                    live.history = History.from_rows(
+                        self.store.history_view(dialog_id, fresh.course)
+                    )
                 else:  # what others appended meanwhile (replies, tellask-backs, answers)
                     live.history.extend(
                         self.store.messages_after(dialog_id, fresh.course, live.history.last_id)

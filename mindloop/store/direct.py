@@ -57,11 +57,15 @@ class Compiled:
             out.append(conv(v) if conv is not None and v is not None else v)
         return out
 
-    def rows(self, raw: list[Any]) -> list[Any]:
-        """Convert the columns that need it, in place of the fetched rows."""
+    def rows(self, raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Convert the columns that need it (the rows of a long history pass through
+        here at every drive's start, so the common one-column case has its own loop)."""
         todo = [(i, c) for i, c in enumerate(self.from_db) if c is not None]
         if not todo:
             return raw
+        if len(todo) == 1:
+            (i, conv), j = todo[0], todo[0][0] + 1
+            return [(*r[:i], None if r[i] is None else conv(r[i]), *r[j:]) for r in raw]
         out = []
         for r in raw:
             row = list(r)
@@ -69,7 +73,7 @@ class Compiled:
                 v = row[i]
                 if v is not None:
                     row[i] = conv(v)
-            out.append(row)
+            out.append(tuple(row))
         return out
 
 

@@ -69,6 +69,13 @@ HISTORY_OF_COURSE = (
     .where(_by(_m.dialog_id, "dialog_id"), _by(_m.course, "course"))
     .order_by(_m.id)
 )
+# Just what a model's context is built from (`History.from_rows`): a drive's start
+# reads a whole course, so the columns it does not need are not read at all.
+HISTORY_VIEW = (
+    sa.select(_m.id, _m.kind, _m.data, _m.generation_id)
+    .where(_by(_m.dialog_id, "dialog_id"), _by(_m.course, "course"))
+    .order_by(_m.id)
+)
 MESSAGES_AFTER = (
     sa.select(t.messages)
     .where(

@@ -335,6 +335,13 @@ class Store:
         params = {"dialog_id": dialog_id, "course": course}
         return self._records(MessageRecord, q.HISTORY_OF_COURSE, params)
 
+    def history_view(
+        self, dialog_id: str, course: int
+    ) -> list[tuple[int, MessageKind, dict[str, Any], int | None]]:
+        """(id, kind, data, generation_id) of one course's messages, oldest first: what a
+        drive's start needs to build the model's context, without whole records."""
+        return self._rows(q.HISTORY_VIEW, {"dialog_id": dialog_id, "course": course})
+
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""
         params = {"dialog_id": dialog_id, "course": course, "after_id": after_id}
