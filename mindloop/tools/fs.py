@@ -39,8 +39,10 @@ BINARY_SNIFF_BYTES = 8192
 SKIPPED_DIRS = frozenset({".git"})
 
 _ENCAPSULATION_NOTE = (
-    "Paths under `.minds/`, `.mindloop/` and any `*.tsk` Taskdoc package are refused; "
-    "use `change_mind` / `recall_taskdoc` for the Taskdoc."
+    "Paths under `.minds/`, `.mindloop/` and any `*.tsk` Taskdoc package are refused: the "
+    "Taskdoc (goals, constraints, bear-in-mind, progress) is already injected into your "
+    "context on every generation; change a section with `change_mind`, read an extra "
+    "section with `recall_taskdoc`."
 )
 
 
