@@ -12,8 +12,7 @@ from pathlib import Path
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
-from mindloop.taskdoc import TaskPackage, discover_packages
-from mindloop.taskdoc.effective import format_violation
+from mindloop.taskdoc.effective import layout_problems
 from mindloop.tools.registry import ToolRegistry
 
 
@@ -69,10 +68,7 @@ def check_rtws(rtws: Path) -> list[str]:
     if config is not None:
         problems += registry_problems(rtws, standard_registry(config.team.work_language))
         problems += _mock_problems(rtws, config)
-    for rel in discover_packages(rtws):
-        for v in TaskPackage(rtws, rel).layout_violations():
-            problems.append(f"{rel}: layout violation: {format_violation(v)}")
-    return problems
+    return problems + layout_problems(rtws)
 
 
 def rtws_warnings(rtws: Path) -> list[str]:
