@@ -105,6 +105,11 @@ async def _clear_mind(args: ClearMindArgs, ctx: ToolContext) -> ToolOutput:
     )
 
 
+# The tools that change a dialog's reminders (clear_mind may add its continuation): the
+# engine reloads the reminders it renders after a step that called one of them.
+REMINDER_TOOLS = frozenset({"add_reminder", "update_reminder", "delete_reminder", "clear_mind"})
+
+
 def control_tools(lang: Lang = "en") -> list[Tool]:
     return [
         Tool(

@@ -25,6 +25,7 @@ from mindloop.config import (
 )
 from mindloop.dialogs import fbr
 from mindloop.dialogs.context import ContextBuilder
+from mindloop.dialogs.control_tools import REMINDER_TOOLS
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT, NEW_COURSE_PROMPT
 from mindloop.dialogs.generation import GenerationOutcome, run_generation
 from mindloop.dialogs.history import History
@@ -57,8 +58,6 @@ from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry
 
 DEFAULT_MAX_STEPS = 50
-# Tools that change the dialog's reminders: after them the rendered reminders are reloaded.
-REMINDER_TOOLS = frozenset({"add_reminder", "update_reminder", "delete_reminder", "clear_mind"})
 
 
 @dataclass
