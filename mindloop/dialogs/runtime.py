@@ -121,7 +121,7 @@ class DialogRuntime:
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
         self.providers = ProviderPool(self.config.llm, self.rtws)
-        self.tree = DialogTree(self.store, self.bus)
+        self.tree = DialogTree(self.store, self.bus, self.lang)
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self._live: dict[str, _Live] = {}
@@ -371,16 +371,17 @@ class DialogRuntime:
         if live.is_fbr:
             req = GenerationRequest.model_construct(
                 model=model.name or member.model,
-                system=fbr.FBR_SYSTEM_PROMPT,
+                system=fbr.FBR_SYSTEM_PROMPTS[self.lang],
                 messages=fbr.fbr_messages(
                     live.history.messages,
                     fbr.fbr_taskdoc(self.context.package(live.record.task_path), self.lang),
+                    lang=self.lang,
                 ),
                 tools=[],
                 params=self._request_params(member, fbr=True),
                 member=member.id,
             )
-            fbr.check_request(req)
+            fbr.check_request(req, self.lang)
             return req
         root_member = self._root_member(live.record)
         messages = self._with_reminders(live)
@@ -459,7 +460,7 @@ class DialogRuntime:
         rec = live.record
         did, course = rec.id, rec.course
         tellasks = parse_message(out.text).calls if out.text and out.error is None else []
-        violation = fbr.find_violation(out.calls, tellasks) if live.is_fbr else None
+        violation = fbr.find_violation(out.calls, tellasks, self.lang) if live.is_fbr else None
         assistant_data: dict[str, Any] = {"text": out.text}
         if violation is not None:
             assistant_data = {

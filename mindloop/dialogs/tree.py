@@ -30,6 +30,7 @@ from mindloop.store import (
     Store,
     new_id,
 )
+from mindloop.taskdoc.sections import Lang
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,12 @@ class Dispatch:
 
 
 class DialogTree:
-    def __init__(self, store: Store, bus: EventBus) -> None:
+    def __init__(self, store: Store, bus: EventBus, lang: Lang = "en") -> None:
         self.store = store
         self.bus = bus
+        # The work language of the texts the tree writes into a new dialog (the FBR
+        # request header); what it writes is persisted, so it stays as dispatched.
+        self.lang: Lang = lang
 
     # ------------------------------------------------------------------ queries
 
@@ -262,7 +266,7 @@ class DialogTree:
     def _fbr(
         self, caller: DialogRecord, call: Any, route: Route, effort: int, out: Dispatch
     ) -> None:
-        message = fbr_request_message(call.body, call.headline)
+        message = fbr_request_message(call.body, call.headline, self.lang)
         assignment = self._assignment(caller, call, [caller.member]) | {"fbr": True}
         if route.session:
             keys = (

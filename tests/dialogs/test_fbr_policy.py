@@ -11,8 +11,11 @@ import pytest
 from mindloop.dialogs import fbr
 from mindloop.dialogs.fbr import (
     FBR_REQUEST_HEADER,
+    FBR_REQUEST_HEADERS,
     FBR_SYSTEM_PROMPT,
+    FBR_SYSTEM_PROMPTS,
     NO_TOOLS_NOTICE,
+    NO_TOOLS_NOTICES,
     POLICY_CODE,
     VIOLATION_CODE,
     FbrPolicyError,
@@ -33,8 +36,9 @@ from mindloop.providers.base import (
 )
 from mindloop.taskdoc import TaskPackage
 from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES
+from mindloop.taskdoc.sections import Lang
 
-# The seed's "system prompt 的最低要求", one pattern per requirement.
+# The seed's "system prompt 的最低要求", one pattern per requirement, in each work language.
 PROMPT_REQUIREMENTS = {
     "no tools, cannot call tools": r"NO tools: you cannot call any tool or function",
     "no rtws / files / browser / shell": r"cannot access the runtime workspace \(rtws\), files, "
@@ -48,11 +52,54 @@ PROMPT_REQUIREMENTS = {
     r"context, you may ask back with `!\?@tellasker`",
     "no other tellask": r"Write no other tellask",
 }
+PROMPT_REQUIREMENTS_ZH = {
+    "no tools, cannot call tools": r"你没有任何工具：不能调用任何工具或函数",
+    "no rtws / files / browser / shell": r"不能访问运行时工作区（rtws）、文件、浏览器或 shell",
+    "the body is the primary context": r"诉请正文是你主要且权威的任务上下文",
+    "no access to the tellasker's history": r"看不到发起本请求的对话的历史；\s*不要假设你能访问它",
+    "own session history may be used": r"可恢复的 FBR 会话（`!tellaskSession`），"
+    r"你在本会话中自己先前的消息是\s*可以使用的显式上下文",
+    "list missing context and why it blocks": r"列出缺失的信息及其阻塞原因",
+    "tellasker only for critical missing context": r"仅当你必须澄清关键缺失上下文时，"
+    r"才可以用 `!\?@tellasker` 回问诉请者",
+    "no other tellask": r"除此之外不要发起任何诉请",
+}
+REQUIREMENTS_BY_LANG = {"en": PROMPT_REQUIREMENTS, "zh": PROMPT_REQUIREMENTS_ZH}
 
 
-@pytest.mark.parametrize("requirement", sorted(PROMPT_REQUIREMENTS))
-def test_fbr_system_prompt_states_each_minimum_requirement(requirement: str) -> None:
-    assert re.search(PROMPT_REQUIREMENTS[requirement], FBR_SYSTEM_PROMPT), requirement
+@pytest.mark.parametrize(
+    ("lang", "requirement"),
+    [(lang, r) for lang in ("en", "zh") for r in sorted(PROMPT_REQUIREMENTS)],
+)
+def test_fbr_system_prompt_states_each_minimum_requirement(lang: Lang, requirement: str) -> None:
+    pattern = REQUIREMENTS_BY_LANG[lang][requirement]
+    assert re.search(pattern, FBR_SYSTEM_PROMPTS[lang]), (lang, requirement)
+    assert PROMPT_REQUIREMENTS_ZH.keys() == PROMPT_REQUIREMENTS.keys()  # none left out in zh
+
+
+def test_zh_fbr_texts_are_chinese_and_agree_on_tellasker() -> None:
+    for text in (
+        FBR_SYSTEM_PROMPTS["zh"],
+        NO_TOOLS_NOTICES["zh"],
+        FBR_REQUEST_HEADERS["zh"],
+        fbr.violation_text("x", "zh"),
+    ):
+        assert "无工具" in text or "没有任何工具" in text
+        # No tool instructions from the normal zh runtime rules, and tellasker never forbidden.
+        assert "通过函数工具行动" not in text and "运行命令" not in text
+        assert not re.search(r"tellasker[^。\n]*(禁止|不允许|不得)", text)
+    for text in (
+        FBR_SYSTEM_PROMPTS["zh"],
+        FBR_REQUEST_HEADERS["zh"],
+        fbr.violation_text("x", "zh"),
+    ):
+        assert "`!?@tellasker`" in text and "关键缺失上下文" in text
+    assert (
+        NO_TOOLS_NOTICES["zh"]
+        == "无工具：不要调用任何工具，也不要访问 rtws、文件、浏览器或 shell。"
+    )
+    assert FBR_REQUEST_HEADERS["zh"].startswith("# @self 扪心自问（FBR）请求\n")
+    assert FBR_REQUEST_HEADERS["zh"].endswith("\n---\n")
 
 
 def test_fbr_texts_carry_no_tool_instructions_and_agree_on_tellasker() -> None:
@@ -71,20 +118,41 @@ TASKDOC = "# The team's Taskdoc (read-only context)\n## Goals\nship it"
 
 
 def _request(**over: object) -> GenerationRequest:
+    return _request_in("en", over)
+
+
+def _request_in(lang: Lang, over: dict[str, object] | None = None) -> GenerationRequest:
+    """An FBR request as the policy builds it in `lang`, with `over` replacing fields."""
     base: dict[str, object] = {
         "model": "m",
-        "system": FBR_SYSTEM_PROMPT,
+        "system": FBR_SYSTEM_PROMPTS[lang],
         "messages": fbr_messages(
-            [UserMessage(text=fbr_request_message("why?\n", "@self\n"))], TASKDOC
+            [UserMessage(text=fbr_request_message("why?\n", "@self\n", lang))], TASKDOC, lang
         ),
         "tools": [],
         "params": {},
     }
-    return GenerationRequest.model_construct(**(base | over))  # type: ignore[arg-type]
+    return GenerationRequest.model_construct(**(base | (over or {})))  # type: ignore[arg-type]
 
 
 def test_gate_accepts_the_policy_request() -> None:
     check_request(_request())
+
+
+def test_gate_accepts_the_zh_policy_request_and_rejects_a_language_mix() -> None:
+    """The gate compares against the texts of the request's language: a zh request passes
+    the zh gate, and neither language's prompt or notice stands in for the other's."""
+    zh = _request_in("zh")
+    assert zh.messages[0].text == NO_TOOLS_NOTICES["zh"]  # type: ignore[union-attr]
+    check_request(zh, "zh")
+    with pytest.raises(FbrPolicyError, match="not the fixed FBR prompt") as err:
+        check_request(zh)  # checked as en
+    assert "no-tools notice must be the one first" in str(err.value)
+    mixed = _request_in("zh", {"system": FBR_SYSTEM_PROMPT})
+    with pytest.raises(FbrPolicyError, match="not the fixed FBR prompt"):
+        check_request(mixed, "zh")
+    with pytest.raises(FbrPolicyError, match="no-tools notice must be the one first"):
+        check_request(_request_in("en"), "zh")
 
 
 def test_fbr_messages_put_the_notice_first_then_the_taskdoc_then_the_history() -> None:
@@ -173,6 +241,23 @@ def test_violations_are_found(text: str, calls: list[ToolCall], what: str) -> No
     assert found is not None and found.startswith(VIOLATION_CODE + "\n") and what in found
 
 
+@pytest.mark.parametrize(
+    ("text", "calls", "what"),
+    [
+        ("", [ToolCall(id="1", name="read_file")], "发出了函数调用（read_file）"),
+        ("!?@bob help\n", [], "向 @bob 发起了诉请"),
+        ("!?@ nobody\n", [], "写了格式错误的诉请（ERR_MALFORMED_TELLASK）"),
+    ],
+)
+def test_zh_violations_keep_the_code_and_explain_in_chinese(
+    text: str, calls: list[ToolCall], what: str
+) -> None:
+    found = find_violation(calls, _calls(text), "zh")
+    assert found is not None and found.startswith(VIOLATION_CODE + "\n") and what in found
+    assert "无工具的 @self 扪心自问（FBR）支线对话" in found and "mindloop note" not in found
+    assert find_violation([], _calls("!?@tellasker 是生产环境的日志吗？\n"), "zh") is None
+
+
 def test_a_valid_tellask_back_and_plain_text_are_not_violations() -> None:
     assert find_violation([], _calls("!?@tellasker is the log from production?\n")) is None
     assert find_violation([], _calls("Conclusion: the UI thread blocks on I/O.\n")) is None
@@ -197,6 +282,8 @@ def test_first_message_keeps_everything_written_but_the_mention_and_directive(
     headline: str, body: str, expected: str
 ) -> None:
     assert fbr_request_message(body, headline) == FBR_REQUEST_HEADER + expected.strip("\n")
+    zh = FBR_REQUEST_HEADERS["zh"] + expected.strip("\n")
+    assert fbr_request_message(body, headline, "zh") == zh
 
 
 def _route(text: str, *, effort: int = 3, member: str = "dev", root: bool = True):  # type: ignore[no-untyped-def]

@@ -11,11 +11,20 @@ import pytest
 import yaml
 
 from mindloop.dialogs import fbr
-from mindloop.dialogs.fbr import FBR_SYSTEM_PROMPT, NO_TOOLS_NOTICE, POLICY_CODE, VIOLATION_CODE
+from mindloop.dialogs.fbr import (
+    FBR_REQUEST_HEADERS,
+    FBR_SYSTEM_PROMPT,
+    FBR_SYSTEM_PROMPTS,
+    NO_TOOLS_NOTICE,
+    NO_TOOLS_NOTICES,
+    POLICY_CODE,
+    VIOLATION_CODE,
+)
 from mindloop.dialogs.formats import FBR_RESPONSE_HEADER
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.providers.base import Finish, GenerationRequest, StreamEvent, TextDelta
+from mindloop.taskdoc.sections import Lang
 from tests.scenario_util import write_script, write_team
 
 BODY = "!?@self\n!?You are doing tool-less FBR. Use only this text.\n!?Goal: root cause of the freeze.\n"
@@ -195,6 +204,83 @@ async def test_fbr_request_is_tool_less_with_merged_params(rtws: Path) -> None:
     assert sum(1 for m in fbr_req.messages if getattr(m, "text", "") == NO_TOOLS_NOTICE) == 1
     assert fbr_req.params["openai"]["temperature"] == 0.9 and fbr_req.params["max_tokens"] == 100
     assert seen[2].params["openai"]["temperature"] == 0.1  # normal generations unaffected
+    await rt.aclose()
+
+
+def _set_work_language(rtws: Path, lang: str) -> None:
+    """`work_language` is a top-level team.yaml key (`write_team`'s extra keywords go to
+    `member_defaults`, where it is not allowed)."""
+    path = rtws / ".minds" / "team.yaml"
+    team = yaml.safe_load(path.read_text("utf-8"))
+    team["work_language"] = lang
+    path.write_text(yaml.safe_dump(team, sort_keys=False, allow_unicode=True), "utf-8")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_fbr_request_speaks_the_team_work_language_and_passes_the_gate(
+    rtws: Path, lang: Lang
+) -> None:
+    """team.yaml `work_language` picks the FBR system prompt, the no-tools notice and the
+    request header; the gate checks against that language, so the sample is sent and
+    answers. English (the default) is unchanged."""
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}})
+    if lang == "zh":
+        _set_work_language(rtws, "zh")
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"contains": "Goal: root cause", "response": "answer"},
+            {"member": "dev", "contains": "FBR @self sideline response", "response": "done"},
+        ],
+    )
+    rt = DialogRuntime(rtws)
+    assert rt.lang == lang
+    seen: list[GenerationRequest] = []
+    real_stream = rt.providers.stream
+
+    def spy(name: str, req: GenerationRequest):  # type: ignore[no-untyped-def]
+        seen.append(req)
+        return real_stream(name, req)
+
+    rt.providers.stream = spy  # type: ignore[method-assign,assignment]
+    root = rt.create_root_dialog("tasks/example.tsk", "dev").id
+    rt.post_user_message(root, "go")
+    await Scheduler(rt).run()
+    [fbr_req] = [r for r in seen if not r.tools]
+    other: Lang = "en" if lang == "zh" else "zh"
+    assert fbr_req.system == FBR_SYSTEM_PROMPTS[lang]
+    texts = [getattr(m, "text", "") for m in fbr_req.messages]
+    assert texts[0] == NO_TOOLS_NOTICES[lang] and texts.count(NO_TOOLS_NOTICES[lang]) == 1
+    assert NO_TOOLS_NOTICES[other] not in texts
+    assert texts[-1].startswith(FBR_REQUEST_HEADERS[lang]) and "Goal: root cause" in texts[-1]
+    [side] = _fbr_sides(rt, root)
+    assert rt.store.load_history(side.id)[0].data["text"].startswith(FBR_REQUEST_HEADERS[lang])
+    # The gate let it through: no policy error, and the sample's answer was delivered.
+    assert all(e["type"] != "error" for e in rt.store.events(side.id))
+    [result] = _results(rt, root)
+    assert result.data["text"] == FBR_RESPONSE_HEADER + "\nanswer"
+    assert rt.store.load_history(root)[-1].data["text"] == "done"
+    await rt.aclose()
+
+
+async def test_zh_fbr_violation_keeps_the_code_and_explains_in_chinese(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["*"], "fbr-effort": 1}})
+    _set_work_language(rtws, "zh")
+    write_script(
+        rtws,
+        [
+            {"member": "dev", "match": "go", "response": BODY},
+            {"contains": "Goal: root cause", "response": "!?@human 这是 UI 的 bug 吗？\n"},
+            {"member": "dev", "contains": VIOLATION_CODE, "response": "noted"},
+        ],
+    )
+    rt, root = await _run(rtws)
+    [reply] = _results(rt, root)
+    text = reply.data["text"]
+    assert text.startswith(FBR_RESPONSE_HEADER + "\n" + VIOLATION_CODE + "\n")
+    assert "无工具的 @self 扪心自问（FBR）支线对话" in text and "向 @human 发起了诉请" in text
+    assert rt.store.all_pending() == [] and rt.store.open_questions() == []
     await rt.aclose()
 
 
@@ -443,7 +529,7 @@ async def test_a_request_failing_the_policy_gate_is_never_sent_and_fails_loudly(
         ],
     )
     # A regression that drops the no-tools notice: the gate must stop the request.
-    monkeypatch.setattr(fbr, "fbr_messages", lambda history, taskdoc: list(history))
+    monkeypatch.setattr(fbr, "fbr_messages", lambda history, taskdoc, lang="en": list(history))
     rt = DialogRuntime(rtws)
     spy = _Samples(rt)
     root = rt.create_root_dialog("tasks/example.tsk", "dev").id
