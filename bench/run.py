@@ -184,6 +184,10 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
         report["scenarios"]["1"] = {
             "by_history": rows,
             "durable_commit_us": stats(s1["commit_us"]),
+            "no_fsync": {
+                "history": s1["no_fsync"]["history"],
+                "step_us": stats(s1["no_fsync"]["step_us"]),
+            },
             "peak_rss_bytes": s1["peak_rss"],
         }
         if "strace_fsyncs" in s1:
@@ -285,6 +289,11 @@ def print_report(report: dict[str, Any]) -> None:
         print(
             f"   this disk: one durable SQLite commit (1 row, WAL, synchronous=FULL) ="
             f" {_mm(sc['1']['durable_commit_us'])} µs, measured beside each history size."
+        )
+        nf = sc["1"]["no_fsync"]
+        print(
+            f"   the same @{nf['history']} without any fsync (synchronous=NORMAL): "
+            f"{_mm(nf['step_us'])} µs/step — the runtime's own cost, apart from the disk."
         )
         if "strace_fsyncs" in sc["1"]:
             print(

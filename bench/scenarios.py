@@ -289,8 +289,9 @@ def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
     """Per-step overhead: 20 tool calls then an answer, on each preloaded history size
     (a fresh rtws and runtime per size; a warm-up drive before the measured ones)."""
 
-    async def main(root: Path, history: int) -> list[dict[str, float]]:
-        rt = DialogRuntime(make_rtws(root / "proj"), tools=bench_registry())
+    async def main(root: Path, history: int, durable: bool = True) -> list[dict[str, float]]:
+        rtws = make_rtws(root / "proj")
+        rt = DialogRuntime(rtws, tools=bench_registry(), durable=durable)
         counter = CommitCounter(rt.store)
         try:
             await _s1_run(rt, counter, history)  # warm-up
@@ -304,7 +305,17 @@ def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
         with scratch_dir() as root:
             by_history[str(history)] = _columns(asyncio.run(main(root, history)))
             commit_us.append(durable_commit_us(root))
-    return {"by_history": by_history, "commit_us": commit_us, "peak_rss": peak_rss_bytes()}
+    # The middle size once more without any fsync (synchronous=NORMAL throughout): what
+    # the runtime itself costs per step, apart from the disk.
+    middle = histories[len(histories) // 2]
+    with scratch_dir() as root:
+        no_fsync = _columns(asyncio.run(main(root, middle, durable=False)))["step_us"]
+    return {
+        "by_history": by_history,
+        "commit_us": commit_us,
+        "no_fsync": {"history": middle, "step_us": no_fsync},
+        "peak_rss": peak_rss_bytes(),
+    }
 
 
 def durable_commit_us(directory: Path, commits: int = 300) -> float:

@@ -84,6 +84,9 @@ class Store:
         @sa.event.listens_for(self._engine, "connect")
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
             cur = dbapi_conn.cursor()
+            # New databases only: a step's durable commit then fsyncs ~1 KiB per page it
+            # touched instead of 4 KiB (a step touches a handful of table and index pages).
+            cur.execute("PRAGMA page_size=1024")
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sync}")
             cur.execute("PRAGMA busy_timeout=10000")
