@@ -90,6 +90,10 @@ class Store:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sync}")
             cur.execute("PRAGMA busy_timeout=10000")
+            # A WAL that is checkpointed often wraps early: commits then overwrite blocks
+            # the file already has, and an fsync need not also commit a file-size change
+            # (measured: about half the cost per durable commit). Also bounds the WAL.
+            cur.execute("PRAGMA wal_autocheckpoint=256")
             cur.close()
             # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
             dbapi_conn.isolation_level = None
