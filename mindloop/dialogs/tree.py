@@ -76,13 +76,6 @@ class DialogTree:
     def wait_state(self, dialog_id: str) -> WaitState:
         return WaitState(*self.store.wait_state(dialog_id))
 
-    def waiting_on_others(self, dialog_id: str) -> bool:
-        """True while the dialog has an open question or an unanswered tellask."""
-        return self.wait_state(dialog_id).waiting
-
-    def has_tellask_back(self, dialog_id: str) -> bool:
-        return self.wait_state(dialog_id).asked_back > 0
-
     def can_drive(self, dialog_id: str) -> bool:
         """A dialog with anything pending is not driven, except to answer a tellask-back
         from one of its own side dialogs (that is answered in-line)."""

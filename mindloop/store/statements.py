@@ -60,9 +60,6 @@ DELETE_REMINDERS = sa.delete(t.reminders).where(_by(t.reminders.c.dialog_id, "di
 
 SCHEMA_VERSION = sa.select(t.schema_version.c.version)
 DIALOG = sa.select(t.dialogs).where(_by(_d.id, "id"))
-DIALOGS_NEEDING_DRIVE = (
-    sa.select(_d.id).where(_d.needs_drive.is_(True)).order_by(_d.updated_at, _d.id)
-)
 HISTORY = sa.select(t.messages).where(_by(_m.dialog_id, "dialog_id")).order_by(_m.id)
 HISTORY_OF_COURSE = (
     sa.select(t.messages)

@@ -291,9 +291,6 @@ class Store:
         if self._write(q.UPDATE_DIALOG, fields).rowcount == 0:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
 
-    def dialogs_needing_drive(self) -> list[str]:
-        return [r[0] for r in self._rows(q.DIALOGS_NEEDING_DRIVE)]
-
     def drivable_dialogs(self) -> list[str]:
         """Dialogs to drive now (oldest mark first); dialogs marked to drive that wait on
         others are parked as `waiting` (what they wait on marks them again)."""
