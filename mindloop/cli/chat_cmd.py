@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mindloop.cli.common import INTERRUPTED_EXIT, console, get_rtws, open_runtime, run_async
+from mindloop.cli.common import INTERRUPTED_EXIT, console, get_rtws, run_async
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.dialogs.runtime import DialogRuntime, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
@@ -57,7 +57,7 @@ async def _chat(
         raise MindloopError("the message is empty: say something (nothing was created)")
     if task is not None and not task.strip():
         raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
-    rt = open_runtime(rtws, max_steps=max_steps)
+    rt = DialogRuntime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console, show_thinking=thinking)
     renderer.attach(rt.bus)
     try:
@@ -179,7 +179,7 @@ def errored_roots(rt: DialogRuntime) -> list[str]:
 
 
 async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = False) -> int:
-    rt = open_runtime(rtws, max_steps=max_steps)
+    rt = DialogRuntime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console)
     renderer.attach(rt.bus)
     try:

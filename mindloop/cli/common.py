@@ -6,7 +6,7 @@ import asyncio
 import os
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -14,9 +14,6 @@ from rich.console import Console
 from mindloop.errors import NotFoundError, RtwsError
 from mindloop.store import Store
 from mindloop.store.store import STATE_DIR, STATE_FILE
-
-if TYPE_CHECKING:
-    from mindloop.dialogs.runtime import DialogRuntime
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -78,12 +75,3 @@ def task_key(rtws: Path, raw: str) -> str:
         except ValueError:
             return raw
     return os.path.normpath(path.as_posix()).replace(os.sep, "/")
-
-
-def open_runtime(rtws: Path, **kwargs: Any) -> DialogRuntime:
-    """The runtime for a command that drives dialogs. `DialogRuntime` itself runs the
-    checks that must fail before anything is written: the config (file:line errors) and
-    that every toolset and tool team.yaml names exists in the standard registry."""
-    from mindloop.dialogs.runtime import DialogRuntime
-
-    return DialogRuntime(rtws, **kwargs)

@@ -13,7 +13,6 @@ from rich.table import Table
 from mindloop.cli.common import (
     console,
     get_rtws,
-    open_runtime,
     open_state,
     run_async,
     task_key,
@@ -72,7 +71,9 @@ def answer(
 
 
 async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
-    rt = open_runtime(rtws)
+    from mindloop.dialogs.runtime import DialogRuntime  # only answering drives dialogs
+
+    rt = DialogRuntime(rtws)
     renderer = TranscriptRenderer(console)
     renderer.attach(rt.bus)
     try:

@@ -13,20 +13,12 @@ from mindloop.config import Config, ConfigError, load_config, tool_selection_pro
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
 from mindloop.taskdoc.effective import layout_problems
-from mindloop.tools.registry import ToolRegistry
 
 
 def _relative(rtws: Path, line: str) -> str:
     """Problems name files rtws-relative, as the config problems do."""
     prefix = str(rtws.resolve()) + os.sep
     return line.replace(prefix, "") if line.startswith(prefix) else line
-
-
-def registry_problems(rtws: Path, registry: ToolRegistry) -> list[str]:
-    """team.yaml `toolsets`/`tools` entries the registry does not have, as file:line lines."""
-    return [
-        str(p) for p in tool_selection_problems(rtws, registry.toolset_names, registry.tool_names)
-    ]
 
 
 def _mock_problems(rtws: Path, config: Config) -> list[str]:
@@ -66,7 +58,9 @@ def check_rtws(rtws: Path) -> list[str]:
     except ConfigError:
         config = None  # reported by check_config already
     if config is not None:
-        problems += registry_problems(rtws, standard_registry(config.team.work_language))
+        registry = standard_registry(config.team.work_language)
+        names = tool_selection_problems(rtws, registry.toolset_names, registry.tool_names)
+        problems += [str(p) for p in names]
         problems += _mock_problems(rtws, config)
     return problems + layout_problems(rtws)
 
