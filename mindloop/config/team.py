@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from mindloop.config.model_params import ModelParams, merge_model_params
 from mindloop.config.problems import KeyPath, render_value
+from mindloop.i18n import Lang
 
 MEMBER_CONFIG = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
@@ -196,7 +197,7 @@ class TeamSpec(BaseModel):
     default_responder: str | None = None
     members: dict[str, MemberSpec | None] = Field(default_factory=dict)
     # The language of runtime-written prompts and headings (decision 10): en or zh.
-    work_language: Literal["en", "zh"] = "en"
+    work_language: Lang = "en"
 
 
 class TeamConfig(BaseModel):
@@ -207,7 +208,7 @@ class TeamConfig(BaseModel):
     member_defaults: MemberSpec = Field(default_factory=lambda: MemberSpec.model_validate({}))
     members: dict[str, MemberConfig]
     default_responder: str
-    work_language: Literal["en", "zh"] = "en"
+    work_language: Lang = "en"
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, text_for
+from mindloop.i18n import Lang
 from mindloop.store.records import DialogRecord
 from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
-from mindloop.taskdoc.sections import Lang
 
 
 class _StatCache:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.taskdoc import tool_description
-from mindloop.taskdoc.sections import Lang
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 

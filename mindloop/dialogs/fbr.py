@@ -14,6 +14,7 @@ import re
 
 from mindloop.dialogs.tellask.grammar import SESSION_DIRECTIVE_RE
 from mindloop.errors import MindloopError
+from mindloop.i18n import Lang
 from mindloop.providers.base import (
     AssistantMessage,
     GenerationRequest,
@@ -22,7 +23,6 @@ from mindloop.providers.base import (
 )
 from mindloop.taskdoc import TaskPackage
 from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body, render_cached
-from mindloop.taskdoc.sections import Lang
 
 VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
 POLICY_CODE = "ERR_FBR_POLICY_INVARIANT"

@@ -35,6 +35,7 @@ from mindloop.dialogs.tellask import parse_message
 from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
+from mindloop.i18n import Lang
 from mindloop.providers.base import (
     AssistantMessage,
     GenerationRequest,
@@ -52,7 +53,6 @@ from mindloop.store import (
     new_id,
 )
 from mindloop.taskdoc import ROOT_ONLY_TOOLS
-from mindloop.taskdoc.sections import Lang
 from mindloop.tools.base import Acl, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry

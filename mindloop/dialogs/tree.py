@@ -20,6 +20,7 @@ from mindloop.dialogs import formats
 from mindloop.dialogs.fbr import fbr_request_message
 from mindloop.dialogs.routing import Route, RouteKind
 from mindloop.events.bus import EventBus
+from mindloop.i18n import Lang
 from mindloop.store import (
     DialogRecord,
     MessageKind,
@@ -30,7 +31,6 @@ from mindloop.store import (
     Store,
     new_id,
 )
-from mindloop.taskdoc.sections import Lang
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ restrictions that matter at the call site.
 
 from __future__ import annotations
 
-from mindloop.taskdoc.sections import Lang
+from mindloop.i18n import Lang
 
 ENCAPSULATION_RULES: dict[Lang, str] = {
     "zh": """**Taskdoc 封装与访问限制**

@@ -14,8 +14,7 @@ import re
 from typing import Literal
 
 from mindloop.errors import MindloopError
-
-Lang = Literal["en", "zh"]
+from mindloop.i18n import Lang
 
 TOP_LEVEL: tuple[str, ...] = ("goals", "constraints", "progress")
 BEARINMIND_DIR = "bearinmind"

@@ -17,11 +17,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mindloop.errors import MindloopError
+from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.taskdoc.copy import tool_description
 from mindloop.taskdoc.mind import change_mind, recall_taskdoc
 from mindloop.taskdoc.package import TaskPackage
-from mindloop.taskdoc.sections import Lang, SectionError
+from mindloop.taskdoc.sections import SectionError
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 
 ROOT_ONLY_TOOLS: frozenset[str] = frozenset({"change_mind"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mindloop.taskdoc.sections import Lang
+from mindloop.i18n import Lang
 from mindloop.tools.registry import ToolRegistry, default_registry
 
 

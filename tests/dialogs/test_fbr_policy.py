@@ -26,6 +26,7 @@ from mindloop.dialogs.fbr import (
 )
 from mindloop.dialogs.routing import ERRORS, RouteKind, route_message
 from mindloop.dialogs.tellask import parse_message
+from mindloop.i18n import Lang
 from mindloop.providers.base import (
     AssistantMessage,
     GenerationRequest,
@@ -36,7 +37,6 @@ from mindloop.providers.base import (
 )
 from mindloop.taskdoc import TaskPackage
 from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES
-from mindloop.taskdoc.sections import Lang
 
 # The seed's "system prompt 的最低要求", one pattern per requirement, in each work language.
 PROMPT_REQUIREMENTS = {

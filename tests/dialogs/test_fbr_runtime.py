@@ -23,8 +23,8 @@ from mindloop.dialogs.fbr import (
 from mindloop.dialogs.formats import FBR_RESPONSE_HEADER
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.i18n import Lang
 from mindloop.providers.base import Finish, GenerationRequest, StreamEvent, TextDelta
-from mindloop.taskdoc.sections import Lang
 from tests.scenario_util import write_script, write_team
 
 BODY = "!?@self\n!?You are doing tool-less FBR. Use only this text.\n!?Goal: root cause of the freeze.\n"
