@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from mindloop.cli.common import INTERRUPTED_EXIT, console, get_rtws, run_async
 from mindloop.cli.render import TranscriptRenderer
-from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 
@@ -102,7 +102,7 @@ def _report(
     store = Store(rt.store.path)
     try:
         mine = [r for r in results if r.dialog_id == root_id]
-        last = mine[-1] if mine else DriveResult(root_id, "waiting")
+        last = mine[-1] if mine else DriveResult(root_id, DriveEnd.WAITING)
         tree_ids = [d.id for d in store.list_dialogs(root_id=root_id)]
         questions = store.open_questions(root_ids=[root_id])
     finally:

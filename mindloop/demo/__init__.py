@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from mindloop.cli.render import TranscriptRenderer
 from mindloop.demo.script import DEMO_PROMPT, DEMO_SCRIPT, DEMO_TEAM, HUMAN_ANSWER
-from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 from mindloop.rtws import init_rtws
@@ -73,7 +73,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
             answered += 1
         await sched.run()
         roots = [r for r in sched.results if r.dialog_id == rec.id]
-        result = roots[-1] if roots else DriveResult(rec.id, "error", error="root never ran")
+        result = roots[-1] if roots else DriveResult(rec.id, DriveEnd.ERROR, error="root never ran")
         dialogs = len(rt.store.list_dialogs(root_id=rec.id))
     finally:
         renderer.close()

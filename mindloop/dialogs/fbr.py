@@ -11,18 +11,27 @@ work language (en, zh); the error codes stay the same in every language.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from mindloop.dialogs.policy import DefaultPolicy, PolicyError, Refusal
 from mindloop.dialogs.tellask.grammar import SESSION_DIRECTIVE_RE
-from mindloop.errors import MindloopError
 from mindloop.i18n import Lang
 from mindloop.providers.base import (
     AssistantMessage,
     GenerationRequest,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
 from mindloop.taskdoc import TaskPackage
 from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body, render_cached
+from mindloop.tools.base import Tool
+
+if TYPE_CHECKING:
+    from mindloop.dialogs.live import LiveDialog
+    from mindloop.dialogs.request import RequestBuilder
+    from mindloop.dialogs.tellask.parser import TellaskCall
 
 VIOLATION_CODE = "ERR_FBR_TOOLLESS_VIOLATION"
 POLICY_CODE = "ERR_FBR_POLICY_INVARIANT"
@@ -108,8 +117,10 @@ def fbr_request_message(body: str, headline: str, lang: Lang = "en") -> str:
     return FBR_REQUEST_HEADERS[lang] + "\n\n".join(parts)
 
 
-class FbrPolicyError(MindloopError):
+class FbrPolicyError(PolicyError):
     """An FBR request about to be sent does not satisfy the tool-less policy."""
+
+    code = POLICY_CODE
 
 
 _TASKDOC_FRAME = {
@@ -227,3 +238,46 @@ def find_violation(calls: list, tellasks: list, lang: Lang = "en") -> str | None
         if t.mention != "tellasker" or t.session:
             return violation_text(what["tellask"].format(x=t.mention or "?"), lang)
     return None
+
+
+class FbrPolicy(DefaultPolicy):
+    """The turn policy of an FBR side dialog: no tools offered, the fixed FBR system
+    prompt, the no-tools notice and the read-only Taskdoc before the history, the
+    member's `fbr_model_params`; the request is checked against the invariant before it
+    is sent, and an output with a function call or any tellask but a valid
+    `!?@tellasker` is replaced by the violation note (delivered to the tellasker)."""
+
+    def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
+        return ()
+
+    def compile_request(
+        self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
+    ) -> GenerationRequest:
+        lang, member = parts.lang, live.member
+        taskdoc = fbr_taskdoc(parts.context.package(live.record.task_path), lang)
+        req = GenerationRequest.model_construct(
+            model=parts.model_name(member),
+            system=FBR_SYSTEM_PROMPTS[lang],
+            messages=fbr_messages(live.history.messages, taskdoc, lang=lang),
+            tools=[],
+            params=parts.params(member, fbr=True),
+            member=member.id,
+        )
+        check_request(req, lang)
+        return req
+
+    def check_call(
+        self, live: LiveDialog, parts: RequestBuilder, name: str, offered: Sequence[Tool]
+    ) -> Refusal | None:
+        return Refusal(VIOLATION_CODE, f"an FBR side dialog has no tools ({name})")
+
+    def check_output(
+        self,
+        live: LiveDialog,
+        parts: RequestBuilder,
+        text: str,
+        calls: Sequence[ToolCall],
+        tellasks: Sequence[TellaskCall],
+    ) -> Refusal | None:
+        note = find_violation(list(calls), list(tellasks), parts.lang)
+        return None if note is None else Refusal(VIOLATION_CODE, note)

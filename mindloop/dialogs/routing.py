@@ -150,3 +150,9 @@ def route_message(
             failed = _fail(r.call_index, "ERR_MULTIPLE_HUMAN_QUESTIONS", n=len(humans))
             r.kind, r.code, r.message = failed.kind, failed.code, failed.message
     return routes
+
+
+def refuse_route(route: Route, code: str, message: str) -> Route:
+    """A route a turn policy does not allow, as a failed route: the model gets a note
+    with the code and nothing is created."""
+    return Route(RouteKind.FAIL, route.call_index, code=code, message=f"{code}: {message}")

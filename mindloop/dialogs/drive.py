@@ -1,0 +1,264 @@
+"""The drive loop: one dialog, step by step, until it answers, waits or stops.
+
+A drive: take queued replies → compile the request (the dialog's turn policy) → stream a
+generation → decide and commit its turn (`turn.py`: the generation, what its tellasks
+start and, for a final answer, its delivery, in one transaction) → run the requested
+tools (`tool_step.py`) → repeat, until the model answers without tool calls or tellasks,
+the dialog waits on others, the policy ends the drive, or the per-drive step limit is
+reached. Each step commits at most twice; nothing re-reads the dialog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from mindloop.dialogs.course import start_new_course
+from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT
+from mindloop.dialogs.generation import GenerationOutcome, run_generation
+from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.outcomes import (
+    Continue,
+    DriveEnd,
+    DriveResult,
+    Failed,
+    Final,
+    StepOutcome,
+    Waiting,
+)
+from mindloop.dialogs.policy import PolicyError
+from mindloop.dialogs.prompts import STEP_LIMIT_NOTE, text_for
+from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.tool_step import ToolStep
+from mindloop.dialogs.tree import DialogTree, WaitState
+from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
+from mindloop.events.bus import EventBus
+from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
+from mindloop.providers.pool import ProviderPool
+from mindloop.store import MessageRecord, Store
+
+# The status a dialog is left in when a drive ends, by how it ended.
+SETTLED_STATUS: dict[DriveEnd, str] = {
+    DriveEnd.ERROR: "error",
+    DriveEnd.WAITING: "waiting",
+}
+
+
+class Driver:
+    def __init__(
+        self,
+        store: Store,
+        tree: DialogTree,
+        bus: EventBus,
+        providers: ProviderPool,
+        parts: RequestBuilder,
+        tools: ToolStep,
+        wake: asyncio.Event,
+    ) -> None:
+        self.store = store
+        self.tree = tree
+        self.bus = bus
+        self.providers = providers
+        self.parts = parts
+        self.tools = tools
+        self.wake = wake
+
+    async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
+        """Drive a dialog whose lock the caller holds."""
+        did = live.id
+        result = DriveResult(dialog_id=did, reason=DriveEnd.DONE)
+        state = self.tree.wait_state(did)
+        if not state.drivable:
+            self.store.update_dialog(did, needs_drive=False, status="waiting")
+            result.reason = DriveEnd.WAITING
+            return result
+        # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
+        # failure leaves an earlier state that recovery handles the same way; the next
+        # durable commit makes them durable too (the WAL is replayed in order).
+        with self.store.tx(durable=False):
+            self.store.update_dialog(did, status="running", needs_drive=False)
+            self._take_inbox(live)
+        if _nothing_to_answer(live):
+            self._settle(live, result, DriveEnd.IDLE)
+            return result
+        live.reminders = self.store.reminders(did)
+        self.bus.publish("drive_start", did, member=live.member.id)
+        end = DriveEnd.STEP_LIMIT
+        try:
+            for step in range(1, max_steps + 1):
+                result.steps = step
+                if step > 1 and state.pending:  # replies only come while tellasks are out
+                    with self.store.tx(durable=False):
+                        self._take_inbox(live)
+                outcome, state = await self._step(live, state)
+                if isinstance(outcome, Failed):
+                    end, result.error = DriveEnd.ERROR, outcome.error
+                    self._report_failure(live, outcome.error)
+                    break
+                if isinstance(outcome, Waiting):
+                    end = DriveEnd.WAITING
+                    break
+                if isinstance(outcome, Final):
+                    end, result.final_text = DriveEnd.DONE, outcome.text
+                    break
+                if not live.policy.goes_on(live, self.parts, outcome):
+                    end = DriveEnd.STOPPED
+                    break
+            else:
+                note = text_for(STEP_LIMIT_NOTE, self.parts.lang).format(n=max_steps)
+                stored = self.store.append_message(
+                    did, "note", {"text": note}, course=live.record.course
+                )
+                live.history.add(stored)
+                self.bus.publish("note", did, text=note)
+        except asyncio.CancelledError:
+            result.reason = DriveEnd.CANCELLED
+            self._settle(live, result, DriveEnd.CANCELLED, status="interrupted", resume=True)
+            raise
+        except Exception as exc:  # a bug must not leave the dialog marked running
+            result.error = f"{type(exc).__name__}: {exc}"
+            self.bus.publish("error", did, message=result.error)
+            self._settle(live, result, DriveEnd.ERROR)
+            raise
+        self._settle(live, result, end)
+        return result
+
+    async def _step(self, live: LiveDialog, state: WaitState) -> tuple[StepOutcome, WaitState]:
+        """One generation and its tools."""
+        did = live.id
+        policy = live.policy
+        offered = policy.offered_tools(live, self.parts)
+        try:
+            req = policy.compile_request(live, self.parts, offered)
+        except PolicyError as exc:
+            self.bus.publish("error", did, code=exc.code, message=str(exc))
+            self.store.record_event("error", did, {"code": exc.code, "message": str(exc)})
+            return Failed(str(exc)), state
+        out = GenerationOutcome()
+        self.bus.publish("generation_start", did, member=live.member.id, model=req.model)
+        try:
+            await run_generation(
+                self.providers.stream(live.member.provider, req), self.bus, did, out
+            )
+        except asyncio.CancelledError:
+            # Interrupted mid-stream: the partial output is not a turn. Persisted as one it
+            # would end the dialog's turn (a side dialog would never reply) and could
+            # dispatch a half-written tellask; kept as an event, and re-run on resume.
+            out.finish_reason = "cancelled"
+            with self.store.tx():
+                self.store.record_generation(generation_record(live, out, req.model), [])
+                self.store.record_event(
+                    "generation_cancelled", did, {"text": out.text, "thinking": out.thinking}
+                )
+            raise
+        decision = decide_turn(live, self.parts, out, req.model)
+        commit_turn(self.store, self.tree, live, decision)
+        if out.error is not None:
+            self.bus.publish("error", did, message=str(out.error))
+        if decision.violation is not None:
+            self.bus.publish(
+                "error", did, code=decision.violation.code, message=decision.violation.message
+            )
+        self.bus.publish(
+            "generation_end",
+            did,
+            finish_reason=out.finish_reason,
+            input_tokens=out.input_tokens,
+            output_tokens=out.output_tokens,
+            tool_calls=len(decision.calls),
+        )
+        if decision.routes or decision.final:
+            self.wake.set()
+        if out.error is not None:
+            return Failed(str(out.error)), state
+        if decision.calls:
+            await self.tools.run(live, decision.calls, offered)
+            if live.new_course is not None:
+                start_new_course(self.store, self.bus, live)
+        # Only this dialog's own tellasks make it wait; others only resolve waits.
+        if decision.routes or state.pending:
+            state = self.tree.wait_state(did)
+        if state.waiting and not state.asked_back:
+            return Waiting(), state
+        if decision.final:
+            return Final(decision.text), state
+        return Continue(), state
+
+    def _report_failure(self, live: LiveDialog, error: str) -> None:
+        """A side dialog that cannot go on tells whoever waits on it, so no caller waits
+        forever; the others' answers are still delivered."""
+        if live.is_root:
+            return
+        with self.store.tx():
+            self.tree.deliver_final(live.record, error, status="failed")
+        self.wake.set()
+
+    def _settle(
+        self,
+        live: LiveDialog,
+        result: DriveResult,
+        end: DriveEnd,
+        *,
+        status: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        """End a drive. Lazy: if this commit is lost, the dialog is still `running` (or
+        marked to drive) and recovery drives it again, which finds nothing to answer."""
+        result.reason = end
+        status = status or SETTLED_STATUS.get(end, "idle")
+        with self.store.tx(durable=False):
+            if resume:
+                self.store.update_dialog(live.id, status=status, needs_drive=True)
+            else:
+                self.store.update_dialog(live.id, status=status)
+            self.store.record_event(
+                "drive_end",
+                live.id,
+                {"reason": str(end), "steps": result.steps, "error": result.error},
+            )
+        live.record.status = status
+        self.bus.publish(
+            "drive_end", live.id, reason=str(end), steps=result.steps, error=result.error
+        )
+
+    def _take_inbox(self, live: LiveDialog) -> None:
+        """Inside a tx: queued replies into history; dangling tool calls (a crash between
+        a generation and its tool results) get an explicit 'interrupted' result."""
+        dangling = _unanswered_calls(live.history.messages)
+        if dangling:
+            recs = [
+                MessageRecord(
+                    dialog_id=live.id,
+                    course=live.record.course,
+                    kind="tool_result",
+                    data={
+                        "call_id": c.id,
+                        "name": c.name,
+                        "content": INTERRUPTED_TOOL_RESULT,
+                        "is_error": True,
+                    },
+                )
+                for c in dangling
+            ]
+            live.history.extend(self.store.append_messages(recs))
+        live.history.extend(self.tree.take_responses(live.record))
+
+
+def _nothing_to_answer(live: LiveDialog) -> bool:
+    msgs = live.history.messages
+    if not msgs:
+        return True
+    last = msgs[-1]
+    return isinstance(last, AssistantMessage) and not last.tool_calls
+
+
+def _unanswered_calls(msgs: list[ChatMessage]) -> list[ToolCall]:
+    """Tool calls of the latest assistant turn that have no result yet. Only a crash
+    leaves such calls; runtime notes (e.g. a failed tellask of the same message) may
+    follow them, so look back to the latest assistant message, not just the last one."""
+    answered: set[str] = set()
+    for msg in reversed(msgs):
+        if isinstance(msg, AssistantMessage):
+            return [c for c in msg.tool_calls if c.id not in answered]
+        if isinstance(msg, ToolResultMessage):
+            answered.add(msg.call_id)
+    return []

@@ -1,0 +1,101 @@
+"""What the engine keeps in memory for the dialogs it drives, and when it lets go.
+
+A `LiveDialog` is a dialog's in-memory view while it is driven: its record, member, the
+history as the model sees it (loaded once per drive start, then appended to), its
+reminders and its turn policy. The cache holds a view only while a drive uses it: when a
+drive settles the view is evicted, so a `run --watch` process that drove 10,000 dialogs
+holds no more than one that drove 100. A later drive loads the dialog again (one query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mindloop.config import Config, MemberConfig
+from mindloop.dialogs.history import History
+from mindloop.dialogs.policy import TurnPolicy
+from mindloop.store import DialogRecord, Reminder, Store
+
+
+@dataclass
+class LiveDialog:
+    record: DialogRecord
+    member: MemberConfig
+    history: History
+    policy: TurnPolicy
+    root_member: str  # the member of the dialog's root: the Taskdoc's maintainer
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
+    reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
+    users: int = 0  # drives holding (or waiting for) this view
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def is_root(self) -> bool:
+        return self.record.kind == "root"
+
+    @property
+    def is_fbr(self) -> bool:
+        return self.record.kind == "fbr"
+
+    def reload_history(self, store: Store) -> None:
+        self.history = History.from_rows(store.history_view(self.record.id, self.record.course))
+
+
+class LiveCache:
+    """Live views by dialog id; a view lives from a drive's start to its settling."""
+
+    def __init__(
+        self, store: Store, config: Config, policy_for: Callable[[DialogRecord], TurnPolicy]
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._policy_for = policy_for
+        self._live: dict[str, LiveDialog] = {}
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def get(self, dialog_id: str) -> LiveDialog | None:
+        return self._live.get(dialog_id)
+
+    def load(self, dialog_id: str) -> LiveDialog:
+        """The live view of a dialog, loaded from the store if not held."""
+        live = self._live.get(dialog_id)
+        if live is not None:
+            return live
+        rec = self._store.get_dialog(dialog_id)
+        root_member = (
+            rec.member if rec.kind == "root" else self._store.get_dialog(rec.root_id).member
+        )
+        live = self._live[dialog_id] = LiveDialog(
+            record=rec,
+            member=self._config.member(rec.member),
+            history=History.from_rows(self._store.history_view(dialog_id, rec.course)),
+            policy=self._policy_for(rec),
+            root_member=root_member,
+        )
+        return live
+
+    def acquire(self, dialog_id: str) -> LiveDialog:
+        """The view for a drive (loaded if not held); pair with `release`."""
+        live = self.load(dialog_id)
+        live.users += 1
+        return live
+
+    def release(self, live: LiveDialog) -> None:
+        """A drive is done with the view: the last one out evicts it."""
+        live.users -= 1
+        if live.users <= 0 and self._live.get(live.id) is live:
+            del self._live[live.id]
+
+    def evict(self, dialog_id: str) -> None:
+        """Let go of a view no drive holds (others changed the dialog)."""
+        live = self._live.get(dialog_id)
+        if live is not None and live.users <= 0:
+            del self._live[dialog_id]

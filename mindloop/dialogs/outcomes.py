@@ -1,0 +1,58 @@
+"""The closed outcomes of the engine: how a step ends, and how a drive ends.
+
+A step of a drive (one generation, then its tools) returns exactly one `StepOutcome`;
+the drive loop matches on it instead of reading flags. A drive ends with one `DriveEnd`.
+Both are closed: adding a case means handling it where the loop matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class DriveEnd(StrEnum):
+    DONE = "done"  # the model answered without tool calls or tellasks
+    WAITING = "waiting"  # it waits on side dialogs, the human, or another wait
+    STEP_LIMIT = "step_limit"  # the per-drive step limit was reached
+    STOPPED = "stopped"  # the turn policy ended the drive
+    ERROR = "error"  # a provider failure or a policy error
+    CANCELLED = "cancelled"  # interrupted (Ctrl-C, shutdown): resumed by the next run
+    IDLE = "idle"  # there was nothing to answer
+    CLAIMED = "claimed"  # another live process drives this dialog; not touched
+
+
+@dataclass
+class DriveResult:
+    dialog_id: str
+    reason: DriveEnd
+    steps: int = 0
+    final_text: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Continue:
+    """Tools ran; the model speaks again."""
+
+
+@dataclass(frozen=True)
+class Final:
+    """The model answered: no tool calls, no tellasks."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The dialog now waits on something outside this drive."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The generation failed (provider error, policy error): the drive stops."""
+
+    error: str
+
+
+StepOutcome = Continue | Final | Waiting | Failed

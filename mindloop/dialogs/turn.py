@@ -1,0 +1,165 @@
+"""One generation's turn: decide what it does (pure), then commit it (one transaction).
+
+`decide_turn` reads the generation's output and the dialog's policy and returns a
+`TurnDecision`: the records to persist, the tellask routes to carry out, whether it is a
+final answer, and whether its commit must be durable. It touches nothing. `commit_turn`
+then persists the generation, carries out its tellasks (side dialogs, questions, failure
+notes) and — for a final answer — delivers it to whoever waits, all in one transaction:
+a crash leaves either none of it or all of it (`dialogs/routing.py` separates deciding
+from doing the same way).
+
+A failed generation (the provider gave up, possibly mid-stream) is never a turn: what it
+streamed is kept as a `generation_failed` event, and the next drive runs the generation
+again from the same history.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mindloop.dialogs.generation import GenerationOutcome
+from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.policy import Refusal
+from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.routing import Route, RouteKind, route_message
+from mindloop.dialogs.tellask import TellaskCall, parse_message
+from mindloop.dialogs.tree import DialogTree, Dispatch
+from mindloop.providers.base import ToolCall
+from mindloop.store import GenerationRecord, MessageRecord, Store
+
+
+@dataclass
+class TurnDecision:
+    text: str  # what the turn says (a policy's violation note replaces the output)
+    calls: list[ToolCall]  # tool calls to run after the commit
+    tellasks: list[TellaskCall]
+    routes: list[Route]
+    final: bool  # a final answer: delivered to whoever waits, in the same commit
+    durable: bool  # the commit precedes an effect outside the store (see below)
+    generation: GenerationRecord
+    messages: list[MessageRecord]
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # stored events
+    violation: Refusal | None = None  # the policy refused the output
+
+
+def decide_turn(
+    live: LiveDialog, parts: RequestBuilder, out: GenerationOutcome, model: str
+) -> TurnDecision:
+    rec = live.record
+    did, course = rec.id, rec.course
+    gen = generation_record(live, out, model)
+    if out.error is not None:
+        partial = {"text": out.text, "thinking": out.thinking, "calls": len(out.calls)}
+        return TurnDecision(
+            text="",
+            calls=[],
+            tellasks=[],
+            routes=[],
+            final=False,
+            durable=False,
+            generation=gen,
+            messages=[],
+            events=[("generation_failed", {"error": str(out.error), "partial": partial})],
+        )
+    text, calls = out.text, list(out.calls)
+    tellasks = parse_message(text).calls if text else []
+    refusal = live.policy.check_output(live, parts, text, calls, tellasks)
+    assistant_data: dict[str, Any] = {"text": text}
+    events: list[tuple[str, dict[str, Any]]] = []
+    violation = None
+    if refusal is not None:  # the output is replaced by the policy's note; nothing runs
+        violation = refusal.message
+        assistant_data = {
+            "text": violation,
+            "rejected_output": text,
+            "rejected_calls": [c.model_dump() for c in calls],
+        }
+        events.append(("error", {"code": refusal.code, "message": violation}))
+        text, calls, tellasks = violation, [], []
+    routes: list[Route] = []
+    if tellasks:
+        routes = route_message(
+            tellasks,
+            caller_member=rec.member,
+            caller_is_root=rec.kind == "root",
+            members=list(parts.config.team.members),
+            fbr_effort=live.member.fbr_effort,
+        )
+        routes = live.policy.check_routes(live, parts, routes)
+    final = not calls and not tellasks
+    msgs: list[MessageRecord] = []
+    if out.thinking:
+        msgs.append(
+            MessageRecord(
+                dialog_id=did, course=course, kind="thinking", data={"text": out.thinking}
+            )
+        )
+    msgs.append(MessageRecord(dialog_id=did, course=course, kind="assistant", data=assistant_data))
+    for call in calls:
+        msgs.append(
+            MessageRecord(
+                dialog_id=did,
+                course=course,
+                kind="tool_call",
+                data={"id": call.id, "name": call.name, "arguments": call.arguments},
+            )
+        )
+    return TurnDecision(
+        text=text,
+        calls=calls,
+        tellasks=tellasks,
+        routes=routes,
+        final=final,
+        durable=has_outside_effect(rec.kind == "root", calls, final, routes),
+        generation=gen,
+        messages=msgs,
+        events=events,
+        violation=refusal,
+    )
+
+
+def commit_turn(store: Store, tree: DialogTree, live: LiveDialog, d: TurnDecision) -> Dispatch:
+    """Persist the decided turn and carry it out, in one transaction."""
+    rec = live.record
+    dispatched = Dispatch()
+    with store.tx(durable=d.durable):
+        _, stored = store.record_generation(d.generation, d.messages)
+        live.history.extend(stored)
+        for type_, data in d.events:
+            store.record_event(type_, rec.id, data)
+        if d.routes:
+            dispatched = tree.dispatch(rec, d.tellasks, d.routes, fbr_effort=live.member.fbr_effort)
+            live.history.extend(dispatched.notes)
+        if d.final:  # a root answers tellask-backs of its side dialogs too
+            tree.deliver_final(rec, d.text)
+    return dispatched
+
+
+def generation_record(live: LiveDialog, out: GenerationOutcome, model: str) -> GenerationRecord:
+    return GenerationRecord(
+        dialog_id=live.record.id,
+        provider=live.member.provider,
+        model=model,
+        started_at=out.started_at,
+        ended_at=out.ended_at or time.time(),
+        input_tokens=out.input_tokens,
+        output_tokens=out.output_tokens,
+        finish_reason=out.finish_reason,
+        error=str(out.error) if out.error else None,
+    )
+
+
+def has_outside_effect(
+    is_root: bool, calls: list[ToolCall], final: bool, routes: list[Route]
+) -> bool:
+    """Whether a generation's commit precedes an effect outside the store: tools about to
+    run, a question put to the human, or a root's final answer reported to the user. Only
+    those commits fsync; every other commit is lazy and becomes durable with the next
+    fsync (the WAL is replayed as an ordered prefix). A power failure can so only lose a
+    suffix that nothing outside saw: generations that recovery runs again, as if they had
+    been in flight."""
+    if calls or (final and is_root):
+        return True
+    return any(r.kind is RouteKind.HUMAN for r in routes)
