@@ -30,6 +30,12 @@ class History:
         self.messages: list[ChatMessage] = []
         self.last_id = 0  # id of the newest record added (records arrive in id order)
         self._last_gen: int | None = None
+        # Tool calls of the latest assistant turn still without a result, and the
+        # user-side texts that arrived meanwhile: held until the results are in, because
+        # both wire protocols require an assistant's tool calls to be followed directly
+        # by their results (a failed tellask's note is stored before the tools run).
+        self._open_calls: set[str] = set()
+        self._held: list[str] = []
         for rec in records:
             self.add(rec)
 
@@ -55,6 +61,9 @@ class History:
         last = msgs[-1] if msgs else None
         if kind in USER_LIKE:
             text = data.get("text", "")
+            if self._open_calls:
+                self._held.append(text)
+                return
             if isinstance(last, UserMessage):
                 # Adjacent user-side texts form one turn (providers want alternation).
                 msgs[-1] = UserMessage(text=last.text + "\n\n" + text)
@@ -62,6 +71,7 @@ class History:
                 msgs.append(UserMessage(text=text))
             self._last_gen = None
         elif kind == "assistant":
+            self._release_held()
             msgs.append(AssistantMessage(text=data.get("text", "")))
             self._last_gen = generation_id
         elif kind == "tool_call":
@@ -74,8 +84,10 @@ class History:
             if same_turn and isinstance(last, AssistantMessage):
                 last.tool_calls.append(call)
             else:
+                self._release_held()
                 msgs.append(AssistantMessage(tool_calls=[call]))
                 self._last_gen = generation_id
+            self._open_calls.add(call.id)
         elif kind == "tool_result":
             msgs.append(
                 ToolResultMessage(
@@ -86,6 +98,20 @@ class History:
                 )
             )
             self._last_gen = None
+            self._open_calls.discard(data["call_id"])
+            if not self._open_calls:
+                self._release_held()
+
+    def _release_held(self) -> None:
+        """Texts held while calls were open follow the results, as one user turn."""
+        self._open_calls.clear()
+        if self._held:
+            held, self._held = "\n\n".join(self._held), []
+            last = self.messages[-1] if self.messages else None
+            if isinstance(last, UserMessage):
+                self.messages[-1] = UserMessage(text=last.text + "\n\n" + held)
+            else:
+                self.messages.append(UserMessage(text=held))
 
     def extend(self, recs: Iterable[MessageRecord]) -> None:
         for rec in recs:

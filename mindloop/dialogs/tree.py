@@ -32,6 +32,11 @@ from mindloop.store import (
     new_id,
 )
 
+# The inbox item kind of a resumed session's new assignment (see `DialogTree._resume`).
+ASSIGNMENT = "assignment"
+# Pending kinds whose side dialog can be given a further assignment while it works.
+RESUMABLE = frozenset({"session", "fbr"})
+
 
 @dataclass(frozen=True)
 class WaitState:
@@ -245,11 +250,23 @@ class DialogTree:
         call_type: str,
         out: Dispatch,
     ) -> None:
-        """A session hit: append the new assignment and re-point the reply to this caller.
-        Two calls to the same session in one message create one side dialog (the second
-        finds the first's registration) and one pending record."""
-        side = self.store.get_dialog(side_id)
-        self.store.append_message(side_id, "user", {"text": message}, course=side.course)
+        """A session hit: queue the new assignment in the side dialog's inbox and re-point
+        the reply to this caller. Two calls to the same session in one message create one
+        side dialog (the second finds the first's registration) and one pending record.
+
+        The assignment is queued, not appended: the side dialog may be generating right
+        now (in this or another process), and what arrives from others enters a history
+        only at a drive's step boundary (`take_responses`). The answer being generated
+        then goes only to the callers whose assignment it saw (`deliver_final`); this one
+        gets the further generation its queued assignment asks for."""
+        self.store.add_response(
+            ResponseRecord(
+                caller_id=side_id,
+                side_id=caller.id,
+                call_id=call.call_id,
+                data={"kind": ASSIGNMENT, "text": message},
+            )
+        )
         self.store.update_dialog(side_id, assignment=assignment, needs_drive=True)
         already = any(p.side_id == side_id for p in self.store.pending_for(caller.id))
         if not already:
@@ -306,6 +323,14 @@ class DialogTree:
         inbound = self.store.pending_by_side(dialog.id)
         backs = [p for p in inbound if p.call_type == "tellask_back"]
         targets = backs or inbound
+        if not backs and any(p.call_type in RESUMABLE for p in targets):
+            # An assignment still in the inbox was not seen by the answer being delivered.
+            unseen = {
+                r.call_id
+                for r in self.store.undelivered_responses(dialog.id)
+                if r.data.get("kind") == ASSIGNMENT
+            }
+            targets = [p for p in targets if p.call_id not in unseen]
         revived: list[str] = []
         for p in targets:
             self.store.remove_pending(p.id)
@@ -340,6 +365,16 @@ class DialogTree:
         msgs = []
         for r in queued:
             d = r.data
+            if d.get("kind") == ASSIGNMENT:  # a resumed session's new assignment
+                msgs.append(
+                    MessageRecord(
+                        dialog_id=dialog.id,
+                        course=dialog.course,
+                        kind="user",
+                        data={"text": d["text"], "call_id": r.call_id, "response_id": r.id},
+                    )
+                )
+                continue
             if d.get("status") == "failed":
                 text = formats.failed_response_message(
                     responder=d["responder"], error=d["text"], headline=d.get("headline", "")

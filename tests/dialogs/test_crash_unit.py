@@ -186,10 +186,11 @@ async def test_dangling_tool_call_behind_a_runtime_note_gets_an_interrupted_resu
                     {"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}
                 ],
             },
-            {
+            {  # the failed tellask's note follows the results (issue 10, item 1)
                 "member": "lead",
-                "role": "tool",
-                "contains": "interrupted by a runtime restart",
+                "role": "user",
+                "contains": "ERR_UNKNOWN_TELLASK_TARGET",
+                "context_contains": "interrupted by a runtime restart",
                 "response": "redo later",
             },
         ],
