@@ -172,12 +172,6 @@ def run(
     raise typer.Exit(code)
 
 
-def errored_roots(rt: DialogRuntime) -> list[str]:
-    """Root dialogs that stopped on an error. Only roots can be retried: a side dialog
-    that failed has already reported the failure to its caller (exactly once)."""
-    return [d.id for d in rt.store.list_dialogs() if d.kind == "root" and d.status == "error"]
-
-
 async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = False) -> int:
     rt = DialogRuntime(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console)
@@ -188,11 +182,11 @@ async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = Fal
         if resumed:
             console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")
         if retry_errors:
-            retried = errored_roots(rt)
-            with rt.store.tx():
-                for did in retried:
-                    rt.store.update_dialog(did, needs_drive=True)
-            console.print(f"[dim]retrying {len(retried)} dialog(s) that stopped on an error[/]")
+            retried = rt.retry_stopped()
+            console.print(
+                f"[dim]retrying {len(retried)} dialog(s) that stopped on an error "
+                "or at the step limit[/]"
+            )
         sched = Scheduler(rt)
         results = await sched.run(watch=watch)
         questions = rt.store.open_questions()

@@ -34,12 +34,14 @@ from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
 from mindloop.events.bus import EventBus
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool
-from mindloop.store import MessageRecord, Store
+from mindloop.store import DialogStatus, MessageRecord, Store
 
 # The status a dialog is left in when a drive ends, by how it ended.
-SETTLED_STATUS: dict[DriveEnd, str] = {
-    DriveEnd.ERROR: "error",
-    DriveEnd.WAITING: "waiting",
+SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
+    DriveEnd.ERROR: DialogStatus.ERROR,
+    DriveEnd.WAITING: DialogStatus.WAITING,
+    DriveEnd.STEP_LIMIT: DialogStatus.STOPPED,
+    DriveEnd.CANCELLED: DialogStatus.INTERRUPTED,
 }
 
 
@@ -68,14 +70,14 @@ class Driver:
         result = DriveResult(dialog_id=did, reason=DriveEnd.DONE)
         state = self.tree.wait_state(did)
         if not state.drivable:
-            self.store.update_dialog(did, needs_drive=False, status="waiting")
+            self.store.update_dialog(did, needs_drive=False, status=DialogStatus.WAITING)
             result.reason = DriveEnd.WAITING
             return result
         # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
         # failure leaves an earlier state that recovery handles the same way; the next
         # durable commit makes them durable too (the WAL is replayed in order).
         with self.store.tx(durable=False):
-            self.store.update_dialog(did, status="running", needs_drive=False)
+            self.store.update_dialog(did, status=DialogStatus.RUNNING, needs_drive=False)
             self._take_inbox(live)
         if _nothing_to_answer(live):
             self._settle(live, result, DriveEnd.IDLE)
@@ -112,7 +114,7 @@ class Driver:
                 self.bus.publish("note", did, text=note)
         except asyncio.CancelledError:
             result.reason = DriveEnd.CANCELLED
-            self._settle(live, result, DriveEnd.CANCELLED, status="interrupted", resume=True)
+            self._settle(live, result, DriveEnd.CANCELLED, resume=True)
             raise
         except Exception as exc:  # a bug must not leave the dialog marked running
             result.error = f"{type(exc).__name__}: {exc}"
@@ -198,13 +200,12 @@ class Driver:
         result: DriveResult,
         end: DriveEnd,
         *,
-        status: str | None = None,
         resume: bool = False,
     ) -> None:
         """End a drive. Lazy: if this commit is lost, the dialog is still `running` (or
         marked to drive) and recovery drives it again, which finds nothing to answer."""
         result.reason = end
-        status = status or SETTLED_STATUS.get(end, "idle")
+        status = SETTLED_STATUS.get(end, DialogStatus.IDLE)
         with self.store.tx(durable=False):
             if resume:
                 self.store.update_dialog(live.id, status=status, needs_drive=True)

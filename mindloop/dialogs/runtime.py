@@ -34,7 +34,7 @@ from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.i18n import Lang
 from mindloop.providers.pool import ProviderPool
-from mindloop.store import DialogRecord, MessageRecord, Store, new_id
+from mindloop.store import DialogRecord, DialogStatus, MessageRecord, Store, new_id
 from mindloop.tools.base import Acl, ToolContext
 from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry
@@ -159,6 +159,25 @@ class DialogRuntime:
         self.live.evict(q.dialog_id)
         self.wake.set()
         return q.dialog_id
+
+    def retry_stopped(self, root_id: str | None = None) -> list[str]:
+        """Mark to drive again the dialogs (of one tree, or all) that stopped short of an
+        answer, once their cause is fixed: roots that stopped on an error, and any dialog
+        stopped at the step limit (its callers still wait on it). A side dialog that
+        failed on an error is not retried: its failure was already delivered to its
+        caller, exactly once. Returns the ids marked."""
+        chosen = [
+            d.id
+            for d in self.store.list_dialogs(root_id=root_id)
+            if d.status == DialogStatus.STOPPED
+            or (d.status == DialogStatus.ERROR and d.kind == "root")
+        ]
+        with self.store.tx():
+            for did in chosen:
+                self.store.update_dialog(did, needs_drive=True)
+        if chosen:
+            self.wake.set()
+        return chosen
 
     # ------------------------------------------------------------------ driving
 

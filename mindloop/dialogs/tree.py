@@ -23,6 +23,7 @@ from mindloop.events.bus import EventBus
 from mindloop.i18n import Lang
 from mindloop.store import (
     DialogRecord,
+    DialogStatus,
     MessageKind,
     MessageRecord,
     PendingTellask,
@@ -438,7 +439,7 @@ class DialogTree:
 
     def recover(self) -> list[str]:
         """After a crash: every dialog that was being driven is driven again."""
-        interrupted = [d.id for d in self.store.list_dialogs() if d.status == "running"]
+        interrupted = [d.id for d in self.store.list_dialogs() if d.status == DialogStatus.RUNNING]
         for did in interrupted:
-            self.store.update_dialog(did, status="interrupted", needs_drive=True)
+            self.store.update_dialog(did, status=DialogStatus.INTERRUPTED, needs_drive=True)
         return interrupted

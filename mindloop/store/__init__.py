@@ -3,6 +3,7 @@
 from mindloop.store.records import (
     DialogKind,
     DialogRecord,
+    DialogStatus,
     GenerationRecord,
     MessageKind,
     MessageRecord,
@@ -19,6 +20,7 @@ __all__ = [
     "STATE_FILE",
     "DialogKind",
     "DialogRecord",
+    "DialogStatus",
     "GenerationRecord",
     "MessageKind",
     "MessageRecord",

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 DialogKind = Literal["root", "side", "fbr"]
+
+
+class DialogStatus(StrEnum):
+    """Where a dialog stands between drives (persisted as its value)."""
+
+    IDLE = "idle"  # answered, or nothing to do
+    RUNNING = "running"  # a drive holds it (see the claim)
+    WAITING = "waiting"  # waits on side dialogs, the human, or another wait
+    ERROR = "error"  # its last drive stopped on an error (`run --retry-errors`)
+    STOPPED = "stopped"  # its last drive reached the step limit (`run --retry-errors`)
+    INTERRUPTED = "interrupted"  # a drive was cut off (Ctrl-C, crash): driven again
+
+    @property
+    def retriable(self) -> bool:
+        """Stopped short of an answer: driven again only when asked to."""
+        return self in (DialogStatus.ERROR, DialogStatus.STOPPED)
+
 
 # Message kinds, in the order they can appear in a dialog's history.
 MessageKind = Literal[
@@ -27,7 +45,7 @@ class DialogRecord(BaseModel):
     member: str
     task_path: str
     kind: DialogKind = "root"
-    status: str = "idle"
+    status: DialogStatus = DialogStatus.IDLE
     course: int = 1
     needs_drive: bool = False
     session_key: str | None = None
