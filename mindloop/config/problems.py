@@ -28,6 +28,16 @@ def dotted(path: KeyPath) -> str:
     return ".".join(str(part) for part in path)
 
 
+def line_for(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
+    """Look `path` up in a line index (as `yaml_lines` builds it), falling back to the
+    nearest ancestor that was written in the file."""
+    for end in range(len(path), -1, -1):
+        line = lines.get(tuple(path[:end]))
+        if line is not None:
+            return line
+    return None
+
+
 class ConfigProblem(BaseModel):
     """One thing wrong with the configuration."""
 
@@ -253,8 +263,6 @@ def problems_from_validation(
 ) -> list[ConfigProblem]:
     """Translate a pydantic ValidationError on `model` validating `data`, which sits at
     `prefix` inside `file`, into located, reworded problems."""
-    from mindloop.config.yaml_lines import line_for
-
     found: list[tuple[KeyPath, str, bool]] = []
     union_at: dict[KeyPath, int] = {}  # path → index in `found` of its union error
     for e in err.errors():

@@ -8,7 +8,6 @@ silently resolves to the last one, are reported as problems here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from mindloop.config.problems import ConfigProblem, KeyPath, dotted
+from mindloop.config.problems import ConfigProblem, KeyPath, dotted, line_for
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # Aliases can make a small file expand enormously ("billion laughs"); config files are
@@ -45,15 +44,6 @@ class YamlDoc:
     def line_for(self, path: KeyPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that was written in the file."""
         return line_for(self.lines, path)
-
-
-def line_for(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
-    """Look `path` up in a line index, falling back to the nearest existing ancestor."""
-    for end in range(len(path), -1, -1):
-        line = lines.get(tuple(path[:end]))
-        if line is not None:
-            return line
-    return None
 
 
 def _line(node: Node) -> int:
