@@ -39,7 +39,7 @@ from mindloop.config.team import (
     resolve_team,
     source_path,
 )
-from mindloop.config.yaml_lines import YamlDoc, load_yaml
+from mindloop.config.yaml_lines import YamlDoc, decode_text, load_yaml
 
 TEAM_FILE = ".minds/team.yaml"
 LLM_FILE = ".minds/llm.yaml"
@@ -98,9 +98,13 @@ def _read(check: _Check, rel: str) -> YamlDoc | None:
         )
         return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+    except OSError as err:
         check.problems.append(ConfigProblem(file=rel, message=f"cannot be read: {err}"))
+        return None
+    text = decode_text(raw, rel)
+    if isinstance(text, ConfigProblem):
+        check.problems.append(text)
         return None
     doc = load_yaml(text, rel)
     check.problems.extend(doc.problems)

@@ -43,11 +43,14 @@ class ConfigProblem(BaseModel):
 
     file: str  # rtws-relative, e.g. ".minds/team.yaml"
     line: int | None = None
+    column: int | None = None  # 1-based, in characters; only where a key path cannot point
     path: str = ""  # dotted key path, e.g. "members.ux.fbr-effort"
     message: str
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
+        if self.line is not None and self.column is not None:
+            where += f":{self.column}"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 

@@ -143,6 +143,29 @@ class _Walker:
         return pairs
 
 
+def decode_text(raw: bytes, file: str) -> str | ConfigProblem:
+    """The text of a config file, or a problem at the line and column of its first byte
+    that is not UTF-8 (the position an editor shows, so the user can find it).
+
+    Lines are counted at `\n`; the column counts the characters before the bad byte on
+    its line, plus one."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        good = raw[: err.start].decode("utf-8")  # everything before `start` decoded
+        line_start = good.rfind("\n") + 1
+        if err.reason == "unexpected end of data":
+            why = "the file ends inside a multi-byte character"
+        else:
+            why = f"byte 0x{raw[err.start]:02x} does not begin a valid UTF-8 character"
+        return ConfigProblem(
+            file=file,
+            line=good.count("\n") + 1,
+            column=len(good) - line_start + 1,
+            message=f"is not UTF-8 text ({why}): save it as UTF-8",
+        )
+
+
 def load_yaml(text: str, file: str) -> YamlDoc:
     """Parse `text` (the contents of `file`, an rtws-relative name used in problems).
 
