@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from config_testutil import SAMPLE_LLM, SAMPLE_TEAM, problem_lines, write_config
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.config import ConfigError, ConfigProblem, load_config
@@ -49,11 +49,13 @@ def test_a_cut_multibyte_character_at_the_end(tmp_path: Path) -> None:
     assert str(problem).startswith("x.yaml:2:4: is not UTF-8 text (the file ends inside")
 
 
+@settings(max_examples=300, deadline=None)  # a shared, loaded machine: no time limit
 @given(st.binary(max_size=200))
 def test_position_of_first_bad_byte_in_any_bytes(raw: bytes) -> None:
     _check(raw)
 
 
+@settings(max_examples=300, deadline=None)  # a shared, loaded machine: no time limit
 @given(
     st.text(max_size=80),
     st.binary(min_size=1, max_size=4),
