@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from mindloop.config.config import Config
 from mindloop.config.llm import LlmConfig, ProviderConfig
+from mindloop.config.nulls import NULL_MESSAGE, null_keys
 from mindloop.config.problems import (
     UNKNOWN_KEY_HINTS,
     ConfigError,
@@ -38,7 +39,7 @@ from mindloop.config.team import (
     resolve_team,
     source_path,
 )
-from mindloop.config.yaml_lines import YamlDoc, load_yaml
+from mindloop.config.yaml_lines import YamlDoc, decode_text, load_yaml
 
 TEAM_FILE = ".minds/team.yaml"
 LLM_FILE = ".minds/llm.yaml"
@@ -69,7 +70,12 @@ class _Check:
     def validate(
         self, doc: YamlDoc, model: type[BaseModel], data: Any, prefix: KeyPath = ()
     ) -> Any:
-        """`model.model_validate(data)`, or None with the errors recorded as problems."""
+        """`model.model_validate(data)`, or None with the errors recorded as problems.
+
+        Explicit nulls of keys that may only be left out are problems too (see `nulls`):
+        validation alone would let the default replace them silently."""
+        for path in null_keys(model, data):
+            self.add(doc, (*prefix, *path), NULL_MESSAGE)
         try:
             return model.model_validate(data)
         except ValidationError as err:
@@ -92,9 +98,13 @@ def _read(check: _Check, rel: str) -> YamlDoc | None:
         )
         return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+    except OSError as err:
         check.problems.append(ConfigProblem(file=rel, message=f"cannot be read: {err}"))
+        return None
+    text = decode_text(raw, rel)
+    if isinstance(text, ConfigProblem):
+        check.problems.append(text)
         return None
     doc = load_yaml(text, rel)
     check.problems.extend(doc.problems)
@@ -259,7 +269,7 @@ def _cross_check(check: _Check, doc: YamlDoc, spec: TeamSpec, llm: _Llm | None) 
             check.add(doc, path, message)
 
     for mid, own, member in _resolved_members(spec):
-        explicit = "persona" in own.model_fields_set | spec.member_defaults.model_fields_set
+        explicit = "persona" in own.set_keys().keys() | spec.member_defaults.set_keys().keys()
         if explicit and not (check.rtws / member.persona).is_file():
             once(
                 source_path(mid, own, "persona"),

@@ -28,16 +28,29 @@ def dotted(path: KeyPath) -> str:
     return ".".join(str(part) for part in path)
 
 
+def line_for(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
+    """Look `path` up in a line index (as `yaml_lines` builds it), falling back to the
+    nearest ancestor that was written in the file."""
+    for end in range(len(path), -1, -1):
+        line = lines.get(tuple(path[:end]))
+        if line is not None:
+            return line
+    return None
+
+
 class ConfigProblem(BaseModel):
     """One thing wrong with the configuration."""
 
     file: str  # rtws-relative, e.g. ".minds/team.yaml"
     line: int | None = None
+    column: int | None = None  # 1-based, in characters; only where a key path cannot point
     path: str = ""  # dotted key path, e.g. "members.ux.fbr-effort"
     message: str
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
+        if self.line is not None and self.column is not None:
+            where += f":{self.column}"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
@@ -77,30 +90,30 @@ def render_value(value: object) -> str:
 # ---------------------------------------------------------------- model introspection
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def model_in(annotation: Any) -> type[BaseModel] | None:
     """The BaseModel inside `X`, `X | None`, `dict[str, X]` element, etc."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     if get_origin(annotation) is typing.Annotated:
-        return _model_in(get_args(annotation)[0])
+        return model_in(get_args(annotation)[0])
     for arg in get_args(annotation):
-        found = _model_in(arg)
+        found = model_in(arg)
         if found is not None:
             return found
     return None
 
 
-def _container(annotation: Any) -> Any:
+def container_of(annotation: Any) -> Any:
     """`dict`/`list` when the annotation (minus Optional) is one, else None."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         for arg in get_args(annotation):
             if arg is not type(None):
-                return _container(arg)
+                return container_of(arg)
     return origin if origin in (dict, list) else None
 
 
-def _field_keys(model: type[BaseModel]) -> dict[str, str]:
+def field_keys(model: type[BaseModel]) -> dict[str, str]:
     """YAML spelling → python field name, including validation aliases."""
     keys: dict[str, str] = {}
     for name, info in model.model_fields.items():
@@ -124,27 +137,27 @@ def allowed_keys(root: type[BaseModel], parent: KeyPath) -> list[str]:
     container: Any = None  # a dict/list annotation whose next path part is a key/index
     for part in parent:
         if container is not None:
-            model, container = _model_in(container), None
+            model, container = model_in(container), None
             continue
         if model is None:
             return []
-        name = _field_keys(model).get(str(part))
+        name = field_keys(model).get(str(part))
         if name is None:
             return []
         annotation = model.model_fields[name].annotation
-        if _container(annotation) is not None:
+        if container_of(annotation) is not None:
             container = annotation
         else:
-            model = _model_in(annotation)
+            model = model_in(annotation)
     if container is not None or model is None:
         return []
     dashed = _dash_spelled(model)
-    return [k for k in _field_keys(model) if "-" in k or k not in dashed]
+    return [k for k in field_keys(model) if "-" in k or k not in dashed]
 
 
 def _dash_spelled(model: type[BaseModel]) -> set[str]:
     """Field names that users should write with a dash (their dashed alias exists)."""
-    keys = _field_keys(model)
+    keys = field_keys(model)
     return {name for key, name in keys.items() if "-" in key}
 
 
@@ -253,8 +266,6 @@ def problems_from_validation(
 ) -> list[ConfigProblem]:
     """Translate a pydantic ValidationError on `model` validating `data`, which sits at
     `prefix` inside `file`, into located, reworded problems."""
-    from mindloop.config.yaml_lines import line_for
-
     found: list[tuple[KeyPath, str, bool]] = []
     union_at: dict[KeyPath, int] = {}  # path → index in `found` of its union error
     for e in err.errors():

@@ -142,8 +142,9 @@ class MemberSpec(BaseModel):
         return None if path is None else check_dir_entry(path, grants=False)
 
     def set_keys(self) -> dict[str, Any]:
-        """The keys this mapping sets, by field name."""
-        return {k: getattr(self, k) for k in self.model_fields_set}
+        """The keys this mapping sets, by field name. A key written as null sets nothing
+        (it is reported as an error; it must not also erase what member_defaults set)."""
+        return {k: v for k in self.model_fields_set if (v := getattr(self, k)) is not None}
 
 
 class MemberConfig(BaseModel):
@@ -230,10 +231,9 @@ def merged_member(member_id: str, defaults: MemberSpec, own: MemberSpec) -> dict
     data = defaults.set_keys()
     for key, value in own.set_keys().items():
         base = data.get(key)
-        if key in ("model_params", "fbr_model_params") and base is not None and value is not None:
+        if key in ("model_params", "fbr_model_params") and base is not None:
             value = merge_model_params(base, value)
         data[key] = value
-    data = {k: v for k, v in data.items() if v is not None}
     data["id"] = member_id
     return data
 
@@ -241,7 +241,7 @@ def merged_member(member_id: str, defaults: MemberSpec, own: MemberSpec) -> dict
 def source_path(member_id: str, own: MemberSpec, key: str, spelled: str | None = None) -> KeyPath:
     """Where a resolved key came from: the member itself or member_defaults."""
     yaml_key = spelled or key
-    if key in own.model_fields_set:
+    if key in own.set_keys():
         return ("members", member_id, yaml_key)
     return ("member_defaults", yaml_key)
 

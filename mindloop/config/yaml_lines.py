@@ -8,7 +8,6 @@ silently resolves to the last one, are reported as problems here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from mindloop.config.problems import ConfigProblem, KeyPath, dotted
+from mindloop.config.problems import ConfigProblem, KeyPath, dotted, line_for
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 # Aliases can make a small file expand enormously ("billion laughs"); config files are
@@ -45,15 +44,6 @@ class YamlDoc:
     def line_for(self, path: KeyPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that was written in the file."""
         return line_for(self.lines, path)
-
-
-def line_for(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
-    """Look `path` up in a line index, falling back to the nearest existing ancestor."""
-    for end in range(len(path), -1, -1):
-        line = lines.get(tuple(path[:end]))
-        if line is not None:
-            return line
-    return None
 
 
 def _line(node: Node) -> int:
@@ -151,6 +141,29 @@ class _Walker:
                 continue
             pairs.extend(src.value)
         return pairs
+
+
+def decode_text(raw: bytes, file: str) -> str | ConfigProblem:
+    """The text of a config file, or a problem at the line and column of its first byte
+    that is not UTF-8 (the position an editor shows, so the user can find it).
+
+    Lines are counted at `\n`; the column counts the characters before the bad byte on
+    its line, plus one."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        good = raw[: err.start].decode("utf-8")  # everything before `start` decoded
+        line_start = good.rfind("\n") + 1
+        if err.reason == "unexpected end of data":
+            why = "the file ends inside a multi-byte character"
+        else:
+            why = f"byte 0x{raw[err.start]:02x} does not begin a valid UTF-8 character"
+        return ConfigProblem(
+            file=file,
+            line=good.count("\n") + 1,
+            column=len(good) - line_start + 1,
+            message=f"is not UTF-8 text ({why}): save it as UTF-8",
+        )
 
 
 def load_yaml(text: str, file: str) -> YamlDoc:

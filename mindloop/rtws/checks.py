@@ -12,6 +12,7 @@ from pathlib import Path
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
+from mindloop.taskdoc.audit import audit_warnings
 from mindloop.taskdoc.effective import layout_problems
 
 
@@ -66,12 +67,13 @@ def check_rtws(rtws: Path) -> list[str]:
 
 
 def rtws_warnings(rtws: Path) -> list[str]:
-    """Things that will fail at run time in this shell but may be fine elsewhere."""
+    """Things that will fail at run time in this shell but may be fine elsewhere, and
+    Taskdoc sections whose file disagrees with their last audit record."""
+    warnings = audit_warnings(rtws)
     try:
         config = load_config(Path(rtws))
     except ConfigError:
-        return []
-    warnings: list[str] = []
+        return warnings
     for prov in config.llm.providers.values():
         users = [m.id for m in config.team.members.values() if m.provider == prov.name]
         if prov.api_key_env and users and not os.environ.get(prov.api_key_env):

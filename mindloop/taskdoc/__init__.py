@@ -1,5 +1,6 @@
 """Encapsulated Taskdocs (`*.tsk/` packages): rules, package, effective Taskdoc, tools, audit."""
 
+from mindloop.taskdoc.audit import Mismatch, mismatches, reconcile
 from mindloop.taskdoc.copy import encapsulation_rules, tool_description
 from mindloop.taskdoc.discovery import discover_packages
 from mindloop.taskdoc.effective import layout_problems, render_effective_taskdoc
@@ -9,7 +10,6 @@ from mindloop.taskdoc.mind import (
     SectionStatus,
     change_mind,
     recall_taskdoc,
-    reconcile,
     section_status,
 )
 from mindloop.taskdoc.package import (
@@ -34,6 +34,7 @@ __all__ = [
     "ExtraSectionsIndex",
     "InvalidTaskdocPath",
     "MigrationError",
+    "Mismatch",
     "SectionError",
     "SectionStatus",
     "TaskPackage",
@@ -43,6 +44,7 @@ __all__ = [
     "encapsulation_rules",
     "layout_problems",
     "migrate_single_file",
+    "mismatches",
     "recall_taskdoc",
     "reconcile",
     "render_effective_taskdoc",

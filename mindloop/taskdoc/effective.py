@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mindloop.taskdoc.audit import reconcile_before_read
 from mindloop.taskdoc.discovery import discover_packages
 from mindloop.taskdoc.package import LAYOUT_SCAN_LIMIT, TaskPackage, Violation, _is_runtime_entry
 from mindloop.taskdoc.sections import (
@@ -412,7 +413,12 @@ def render_effective_taskdoc(
 
 def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> str:
     """A rendering of `pkg`, re-rendered only when a file or directory of the package
-    changed (a few `lstat`s instead of reading every section on every generation)."""
+    changed (a few `lstat`s instead of reading every section on every generation).
+
+    Every rendering a dialog sees comes through here, so this is where a read reconciles
+    the package first: a change a kill left recorded but not applied is applied, and a
+    stray temp file removed (`taskdoc.audit`)."""
+    reconcile_before_read(pkg)
     key = (str(pkg.path), variant)
     with _lock:
         entry = _cache.get(key)

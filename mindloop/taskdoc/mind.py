@@ -1,30 +1,13 @@
 """`change_mind`, `recall_taskdoc` and per-section status: the only ways agents touch a Taskdoc.
 
-Crash consistency of `change_mind` (audit record vs. section file)
------------------------------------------------------------------
-The audit record is the intent log. Order of a change:
-
-1. the new content is written to a fsynced temp file inside the package;
-2. the audit record (`hash_before`, `hash_after`, both contents) is committed (durable);
-3. the temp file is `os.replace`d over the section and the directory fsynced.
-
-A crash before 2 leaves a stray hidden temp file and no record: nothing happened. A crash
-between 2 and 3 leaves a record whose `hash_after` the file does not have, while the file
-still has the record's `hash_before` and an mtime older than the record. `reconcile`
-recognises exactly that state and rolls the change forward from `content_after`;
-`section_status` and `change_mind` both reconcile first, so the file and the audit never
-disagree for long and a recorded change is never lost. Any other mismatch means the file
-was edited outside mindloop (a human): it is reported as such, never overwritten.
-
-If the caller runs `change_mind` inside an outer `store.tx()`, step 2 commits with that
-transaction, after step 3; a crash in between then looks like an outside edit (reported,
-not lost).
+Every change is audited (actor, time, hashes, both contents) and written so that after a
+kill at any instant the section file equals its last audit record once the package is
+read again: the order of the write and the reconciliation are in `taskdoc.audit`, with
+the argument for them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from pathlib import Path
 
@@ -32,6 +15,15 @@ from pydantic import BaseModel
 
 from mindloop.store import Store, TaskdocChange
 from mindloop.taskdoc import fsio
+from mindloop.taskdoc.audit import (
+    commit_change,
+    file_hash,
+    last_changes,
+    package_lock,
+    reconcile,
+    reconcile_locked,
+    safe_parent,
+)
 from mindloop.taskdoc.effective import INLINE_LIMIT_BYTES, render_body
 from mindloop.taskdoc.package import TaskPackage, normalize_content
 from mindloop.taskdoc.sections import (
@@ -163,70 +155,6 @@ class SectionStatus(BaseModel):
     recorded: bool = False  # the audit has at least one change of this section
 
 
-def _current(pkg: TaskPackage, rel: str) -> tuple[str | None, str | None, int | None]:
-    """(content, hash, mtime_ns) of a section file; Nones when missing."""
-    st = pkg.section_stat(rel)
-    if st is None:
-        return None, None, None
-    text = pkg.read_section_or_none(rel)
-    if text is None:
-        return None, None, None
-    return text, fsio.sha256_text(text), st.st_mtime_ns
-
-
-def _last_changes(store: Store, task_path: str) -> dict[str, TaskdocChange]:
-    last: dict[str, TaskdocChange] = {}
-    for change in store.taskdoc_history(task_path):
-        last[change.section] = change
-    return last
-
-
-def _ensure_parent(pkg: TaskPackage, rel: str) -> Path | None:
-    """Create the section's directory inside the package; None if it would leave it."""
-    pkg.path.mkdir(parents=True, exist_ok=True)
-    parent = (pkg.path / rel).parent
-    if parent != pkg.path:
-        if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
-            return None
-        parent.mkdir(exist_ok=True)
-    # `pkg.path` is canonical (resolved when the package was opened): a package or
-    # category swapped for a symlink since then resolves elsewhere and is refused.
-    if Path(os.path.realpath(parent)) != pkg.path / Path(rel).parent:
-        return None
-    return parent
-
-
-def _apply(pkg: TaskPackage, rel: str, text: str) -> None:
-    tmp = fsio.write_temp(pkg.path, text)
-    try:
-        fsio.replace_into(tmp, pkg.path / rel)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _is_interrupted(change: TaskdocChange, file_hash: str | None, mtime_ns: int | None) -> bool:
-    """The record was committed but its file replace never happened (see module doc)."""
-    if file_hash == change.hash_after or file_hash != change.hash_before:
-        return False
-    return mtime_ns is None or mtime_ns <= int(change.ts * 1e9)
-
-
-def reconcile(pkg: TaskPackage, store: Store) -> list[str]:
-    """Roll forward changes recorded but not applied (crash between audit and replace).
-
-    Returns the sections repaired.
-    """
-    repaired: list[str] = []
-    for rel, change in _last_changes(store, pkg.rel_path).items():
-        _, file_hash, mtime_ns = _current(pkg, rel)
-        if _is_interrupted(change, file_hash, mtime_ns) and _ensure_parent(pkg, rel) is not None:
-            _apply(pkg, rel, change.content_after)
-            repaired.append(rel)
-    return repaired
-
-
 def _size_error(pkg: TaskPackage, rel: str, body: str, lang: Lang) -> str | None:
     """Refuse content that one section cannot hold, or that would push the injected body
     over the inline limit (a change that does not grow an already-too-large body passes)."""
@@ -287,35 +215,31 @@ def change_mind(
     too_large = _size_error(pkg, rel, body, lang)
     if too_large is not None:
         return ChangeResult(ok=False, text=too_large)
-    parent = _ensure_parent(pkg, rel)
+    parent = safe_parent(pkg, rel)
     if parent is None:
         where = str(Path(rel).parent)
         return ChangeResult(
             ok=False,
             text=t["not_a_dir"].format(rel=rel, parent=pkg.rel_path if where == "." else where),
         )
-    reconcile(pkg, store)
-    before, hash_before, _ = _current(pkg, rel)
-    tmp = fsio.write_temp(pkg.path, body)
-    try:
-        change = store.record_taskdoc_change(
+    with package_lock(pkg):
+        reconcile_locked(pkg, store)
+        before = pkg.read_section_or_none(rel)
+        change = commit_change(
+            pkg,
             TaskdocChange(
                 task_path=pkg.rel_path,
                 section=rel,
                 actor_member=actor_member,
                 actor_dialog=actor_dialog,
                 ts=time.time(),
-                hash_before=hash_before,
+                hash_before=None if before is None else fsio.sha256_text(before),
                 hash_after=fsio.sha256_text(body),
                 content_before=before,
                 content_after=body,
-            )
+            ),
+            store,
         )
-        fsio.replace_into(tmp, pkg.path / rel)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
     n = len(body.encode("utf-8"))
     return ChangeResult(ok=True, text=t["changed"].format(rel=rel, n=n), section=rel, change=change)
 
@@ -373,13 +297,13 @@ def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]
     last: dict[str, TaskdocChange] = {}
     if store is not None:
         reconcile(pkg, store)
-        last = _last_changes(store, pkg.rel_path)
+        last = last_changes(store, pkg.rel_path)
     rels = known_sections(pkg)
     rels += sorted(r for r in last if r not in rels)
     out: list[SectionStatus] = []
     for rel in rels:
         st = pkg.section_stat(rel)
-        _, file_hash, _ = _current(pkg, rel)
+        now = file_hash(pkg, rel) if st is not None else None
         change = last.get(rel)
         status = SectionStatus(
             section=rel,
@@ -387,7 +311,7 @@ def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]
             size=st.st_size if st else 0,
             recorded=change is not None,
         )
-        if change is not None and file_hash == change.hash_after:
+        if change is not None and now == change.hash_after:
             status.updated_at = change.ts
             status.actor_member = change.actor_member
             status.actor_dialog = change.actor_dialog

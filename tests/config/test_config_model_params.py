@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -85,6 +85,7 @@ _params = st.fixed_dictionaries(
 ).map(ModelParams.model_validate)
 
 
+@settings(deadline=None)  # a shared, loaded machine: no per-example time limit
 @given(_params, _params)
 def test_merge_is_leafwise_override(base: ModelParams, over: ModelParams) -> None:
     merged = merge_model_params(base, over)

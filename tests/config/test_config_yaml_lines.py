@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.config import load_yaml
-from mindloop.config.yaml_lines import line_for
+from mindloop.config.problems import line_for
 
 
 def test_index_and_values() -> None:

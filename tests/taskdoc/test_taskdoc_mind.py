@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +14,13 @@ from mindloop.taskdoc import (
     SectionError,
     TaskPackage,
     change_mind,
+    mismatches,
     recall_taskdoc,
     reconcile,
     render_effective_taskdoc,
     section_status,
 )
-from mindloop.taskdoc.fsio import sha256_text
+from mindloop.taskdoc.fsio import sha256_text, write_temp
 
 PAT = r"^[a-zA-Z][a-zA-Z0-9_-]*(\.[a-zA-Z0-9_-]+)*$"
 
@@ -185,27 +186,55 @@ def test_section_status_actor_and_outside_changes(tmp_path: Path, store: Store) 
     assert (pkg.path / "progress.md").read_text() == "edited by hand\n"  # never overwritten
 
 
-def test_crash_between_audit_and_replace_is_rolled_forward(tmp_path: Path, store: Store) -> None:
-    pkg = make_package(tmp_path, progress="old\n")
-    old_mtime = os.stat(pkg.path / "progress.md").st_mtime_ns
-    # State after a crash: the record committed, the file never replaced.
+def _record(store: Store, pkg: TaskPackage, before: str, after: str) -> None:
     store.record_taskdoc_change(
         TaskdocChange(
             task_path=pkg.rel_path,
             section="progress.md",
             actor_member="alice",
             actor_dialog="d1",
-            ts=old_mtime / 1e9 + 1,
-            hash_before=sha256_text("old\n"),
-            hash_after=sha256_text("new\n"),
-            content_before="old\n",
-            content_after="new\n",
+            ts=time.time(),
+            hash_before=sha256_text(before),
+            hash_after=sha256_text(after),
+            content_before=before,
+            content_after=after,
         )
     )
+
+
+def test_crash_between_audit_and_replace_is_rolled_forward(tmp_path: Path, store: Store) -> None:
+    pkg = make_package(tmp_path, progress="old\n")
+    # The state a kill leaves between the commit and the replace: the record, and the
+    # temp file holding its content (the crash tests make it with a real process).
+    write_temp(pkg.path, "new\n")
+    _record(store, pkg, "old\n", "new\n")
+    assert [m.kind for m in mismatches(pkg, store)] == ["interrupted"]
     status = {s.section: s for s in section_status(pkg, store)}["progress.md"]
     assert (pkg.path / "progress.md").read_text() == "new\n"
     assert status.actor_member == "alice" and not status.changed_outside
+    assert sorted(p.name for p in pkg.path.iterdir()) == ["progress.md"]  # temp consumed
     assert reconcile(pkg, store) == []  # idempotent
+    assert mismatches(pkg, store) == []
+
+
+def test_record_without_its_temp_is_an_outside_edit(tmp_path: Path, store: Store) -> None:
+    """Only the temp file proves a replace is pending: without it the file was changed
+    by someone else after the change, and is reported, never overwritten."""
+    pkg = make_package(tmp_path, progress="old\n")
+    _record(store, pkg, "old\n", "new\n")
+    assert reconcile(pkg, store) == []
+    assert section_status(pkg, store)[2].changed_outside
+    assert (pkg.path / "progress.md").read_text() == "old\n"
+    [m] = mismatches(pkg, store)
+    assert m.kind == "changed_outside" and "changed outside mindloop" in m.describe("tasks/t.tsk")
+
+
+def test_stray_temp_without_record_is_removed_on_read(tmp_path: Path, store: Store) -> None:
+    pkg = make_package(tmp_path, progress="old\n")
+    write_temp(pkg.path, "never committed\n")
+    assert reconcile(pkg, store) == []
+    assert sorted(p.name for p in pkg.path.iterdir()) == ["progress.md"]
+    assert (pkg.path / "progress.md").read_text() == "old\n"
 
 
 def test_human_revert_after_change_is_not_rolled_forward(tmp_path: Path, store: Store) -> None:
@@ -213,10 +242,9 @@ def test_human_revert_after_change_is_not_rolled_forward(tmp_path: Path, store: 
     cm(pkg, store, selector="progress", content="new")
     target = pkg.path / "progress.md"
     target.write_text("old\n")
-    future = (store.taskdoc_history(pkg.rel_path)[-1].ts + 5) * 1e9
-    os.utime(target, ns=(int(future), int(future)))
     assert reconcile(pkg, store) == []
     assert target.read_text() == "old\n"
+    assert [m.kind for m in mismatches(pkg, store)] == ["changed_outside"]
 
 
 # Acceptance 32 (read part), 37, 56.
