@@ -29,6 +29,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -191,6 +192,7 @@ class AnthropicProvider:
             timeout=timeout,
             max_retries=0,
         )
+        self.host = wire_errors.host_of(str(self._client.base_url))
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The keyword arguments for `messages.create` (minus `stream`)."""
@@ -241,7 +243,7 @@ class AnthropicProvider:
                 self.name, "the stream held no message_start event", secret=self._secret
             )
         if not state.stopped:
-            raise wire_errors.dropped_stream(self.name, "no message_stop was received")
+            raise wire_errors.dropped_stream(self.name, self.host, "no message_stop was received")
         yield Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
         reason = STOP_REASONS.get(state.stop_reason or "", "stop")
         if state.emitted_calls and reason == "stop":
@@ -278,6 +280,7 @@ class AnthropicProvider:
                     )
                 state.tool_blocks[index] = ToolCall(id=_get(block, "id") or "", name=name)
                 state.tool_json[index] = []
+                return [ToolCallDelta(index=index, name=name)]
             return []
         if kind == "content_block_delta":
             return self._on_delta(event, state)
@@ -325,7 +328,9 @@ class AnthropicProvider:
                 raise wire_errors.malformed(
                     self.name, "input_json_delta outside a tool_use block", secret=self._secret
                 )
-            state.tool_json[index].append(_get(delta, "partial_json") or "")
+            piece = _get(delta, "partial_json") or ""
+            state.tool_json[index].append(piece)
+            return [ToolCallDelta(index=index, arguments=piece)] if piece else []
         return []
 
     def _map_error(self, exc: Exception) -> ProviderError:
@@ -337,14 +342,19 @@ class AnthropicProvider:
                 return wire_errors.stream_error(self.name, exc.body, secret=self._secret)
             text = wire_errors.redact(getattr(exc.response, "text", "") or "", self._secret)
             return wire_errors.status_error(
-                self.name, exc.status_code, exc.body, secret=self._secret, fallback=text
+                self.name,
+                exc.status_code,
+                exc.body,
+                secret=self._secret,
+                fallback=text,
+                headers=exc.response.headers,
             )
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return wire_errors.transport_error(self.name, "request timed out", exc)
+            return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, anthropic.APIConnectionError):
-            return wire_errors.connection_error(self.name, exc)
+            return wire_errors.connection_error(self.name, self.host, exc)
         if isinstance(exc, httpx2.TransportError):
-            return wire_errors.dropped_stream(self.name, type(exc).__name__)
+            return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):
             return wire_errors.malformed(
                 self.name, "a stream event is not valid JSON", secret=self._secret

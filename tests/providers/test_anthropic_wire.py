@@ -32,6 +32,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -210,6 +211,11 @@ async def test_thinking_and_tool_use_with_split_json() -> None:
         ThinkingDelta(text="need the "),
         ThinkingDelta(text="file"),
         TextDelta(text="Reading."),
+        # The call's progress as it streams (the empty fragment adds nothing), then the call.
+        ToolCallDelta(index=2, name="read_file"),
+        ToolCallDelta(index=2, arguments='{"pa'),
+        ToolCallDelta(index=2, arguments='th": "REA'),
+        ToolCallDelta(index=2, arguments='DME.md"}'),
         ToolCallEvent(
             call=ToolCall(id="toolu_9", name="read_file", arguments='{"path": "README.md"}')
         ),
