@@ -417,7 +417,7 @@ async def test_keepalives_forever_give_up_naming_the_deadline(
     )
     assert srv.hits == ATTEMPTS
     assert out.error is not None and out.error.retriable
-    assert str(out.error).startswith(f"p: no content within {FIRST_CONTENT} s")
+    assert str(out.error).startswith(f"p: no content within {FIRST_CONTENT:g} s")
     assert "first_content_deadline" in str(out.error)
 
 
@@ -430,7 +430,7 @@ async def test_a_stream_that_never_finishes_hits_the_overall_deadline(
     out, srv = await run(tmp_path, monkeypatch, wire, [trickle])
     assert srv.hits == ATTEMPTS
     assert out.error is not None and out.error.retriable
-    assert f"did not finish within {DEADLINE} s" in str(out.error)
+    assert f"did not finish within {DEADLINE:g} s" in str(out.error)
     assert out.error.partial == PartialOutput(text="Once upon")
 
 
