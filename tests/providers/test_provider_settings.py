@@ -79,3 +79,18 @@ def test_first_content_deadline_longer_than_the_whole_is_refused(tmp_path: Path)
         "than generation_deadline (60): the first content must come within the whole "
         "attempt's deadline"
     ]
+
+
+def test_the_readme_llm_yaml_example_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    after = readme.split("`.minds/llm.yaml` — providers:", 1)[1]
+    block = after.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "first_content_deadline" in block and "retry_after_cap" in block
+    minds = tmp_path / ".minds"
+    minds.mkdir()
+    (minds / "llm.yaml").write_text(block, encoding="utf-8")
+    (minds / "team.yaml").write_text(
+        "member_defaults:\n  provider: mock\n  model: mock-model\nmembers:\n  dev: {}\n",
+        encoding="utf-8",
+    )
+    assert [str(p) for p in check_config(tmp_path)] == []
