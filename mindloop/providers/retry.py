@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from mindloop.config.llm import DEFAULT_RETRY_AFTER_CAP
 from mindloop.providers.base import (
@@ -47,6 +47,12 @@ def backoff_delay(
     """Full jitter: a uniformly random delay in `[0, backoff_cap(retry)]`, so many dialogs
     hitting the same rate limit do not retry in lock-step."""
     return uniform(0.0, backoff_cap(retry, base_delay, max_delay))
+
+
+async def _close(stream: AsyncIterator[StreamEvent]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def retry_delay(
@@ -92,18 +98,21 @@ async def stream_with_retry(
     while True:
         dirty = False  # events yielded by this attempt that a retry would invalidate
         guard = AttemptGuard(provider.name, deadlines)
-        watched: AsyncGenerator[StreamEvent, None] | None = None
+        stream = provider.stream(request)
+        guard.begin()
         try:
-            watched = guard.watch(provider.stream(request))
-            async for event in watched:
+            while True:
+                try:
+                    event = await guard.next(stream)
+                except StopAsyncIteration:
+                    return
                 dirty = True
                 yield event
-            return
         except ProviderError as err:
-            failure = err
+            failure = guard.failed(err)
         finally:
-            if watched is not None:
-                await watched.aclose()
+            guard.end()
+            await _close(stream)
         if not failure.retriable:
             raise failure
         if attempt >= attempts:

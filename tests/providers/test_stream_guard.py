@@ -10,6 +10,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mindloop.providers.base import (
     Finish,
@@ -164,6 +166,17 @@ async def test_slow_consumer_is_not_cancelled_by_the_deadline() -> None:
     assert texts(seen) == "ok"
 
 
+async def test_deadline_passing_while_the_consumer_works_fails_the_next_blocking_wait() -> None:
+    prov = Scripted([TextDelta(text="a"), TextDelta(text="b"), ("hang",)])
+    seen: list[StreamEvent] = []
+    with pytest.raises(ProviderError, match=r"did not finish within 0\.6 s"):
+        async for event in stream_with_retry(prov, REQUEST, max_attempts=1, deadlines=FAST):
+            seen.append(event)
+            if len(seen) == 1:
+                await asyncio.sleep(0.7)  # the deadline passes here, outside any wait
+    assert texts(seen) == "ab"  # "b" was already there: still delivered
+
+
 async def test_without_deadlines_a_slow_stream_is_left_alone() -> None:
     prov = Scripted([("wait", 0.3), *answer("late")])
     assert texts(await collect(stream_with_retry(prov, REQUEST))) == "late"
@@ -267,3 +280,57 @@ async def test_deadline_after_output_carries_the_partial_output() -> None:
     with pytest.raises(ProviderError) as info:
         await collect(stream_with_retry(prov, REQUEST, max_attempts=1, deadlines=FAST))
     assert info.value.partial == PartialOutput(text="half an ans")
+
+
+_OUTPUT = st.one_of(
+    st.builds(TextDelta, text=st.text(max_size=5)),
+    st.builds(ThinkingDelta, text=st.text(max_size=5)),
+    st.builds(
+        ToolCallEvent,
+        call=st.builds(ToolCall, id=st.just("c"), name=st.just("f"), arguments=st.just("{}")),
+    ),
+    st.just(Usage(input_tokens=1, output_tokens=1)),
+)
+_ATTEMPT = st.tuples(st.lists(_OUTPUT, max_size=6), st.sampled_from(["ok", "retry", "fatal"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_ATTEMPT, min_size=1, max_size=4))
+def test_partial_is_what_the_consumer_saw_since_the_last_restart(
+    attempts: list[tuple[list[StreamEvent], str]],
+) -> None:
+    script: list[list[Step]] = []
+    for events, end in attempts:
+        steps: list[Step] = list(events)
+        if end == "ok":
+            steps.append(Finish(reason="stop"))
+        else:
+            steps.append(ProviderError("p: broke", retriable=end == "retry"))
+        script.append(steps)
+    prov = Scripted(*script)
+
+    async def consume() -> tuple[list[StreamEvent], ProviderError | None]:
+        seen: list[StreamEvent] = []
+        try:
+            async for event in stream_with_retry(
+                prov, REQUEST, max_attempts=len(script), sleep=no_sleep
+            ):
+                seen.append(event)
+        except ProviderError as err:
+            return seen, err
+        return seen, None
+
+    seen, err = asyncio.run(consume())
+    restarts = [i for i, e in enumerate(seen) if isinstance(e, StreamRestart)]
+    tail = seen[restarts[-1] + 1 :] if restarts else seen
+    text = "".join(e.text for e in tail if isinstance(e, TextDelta))
+    thinking = "".join(e.text for e in tail if isinstance(e, ThinkingDelta))
+    calls = [e.call for e in tail if isinstance(e, ToolCallEvent)]
+    if err is None:  # success: an answer, never an empty one
+        assert tail[-1] == Finish(reason="stop")
+        assert text.strip() or calls
+        return
+    expected = PartialOutput(text=text, thinking=thinking, tool_calls=calls)
+    assert err.partial == (expected if (text or thinking or calls) else None)
+    if "empty response" in str(err):
+        assert not (text.strip() or calls)
