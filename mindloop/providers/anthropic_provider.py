@@ -240,7 +240,7 @@ class AnthropicProvider:
                 yield out
         if not state.started:
             raise wire_errors.malformed(
-                self.name, "the stream held no message_start event", secret=self._secret
+                self.name, self.host, "the stream held no message_start event", secret=self._secret
             )
         if not state.stopped:
             raise wire_errors.dropped_stream(self.name, self.host, "no message_stop was received")
@@ -267,7 +267,7 @@ class AnthropicProvider:
             return []
         if not state.started:
             raise wire_errors.malformed(
-                self.name, f"event {kind!r} before message_start", secret=self._secret
+                self.name, self.host, f"event {kind!r} before message_start", secret=self._secret
             )
         if kind == "content_block_start":
             block = _get(event, "content_block")
@@ -276,7 +276,7 @@ class AnthropicProvider:
                 name = _get(block, "name")
                 if not name:
                     raise wire_errors.malformed(
-                        self.name, "a tool_use block has no name", secret=self._secret
+                        self.name, self.host, "a tool_use block has no name", secret=self._secret
                     )
                 state.tool_blocks[index] = ToolCall(id=_get(block, "id") or "", name=name)
                 state.tool_json[index] = []
@@ -326,7 +326,10 @@ class AnthropicProvider:
             index = _int(_get(event, "index"))
             if index not in state.tool_json:
                 raise wire_errors.malformed(
-                    self.name, "input_json_delta outside a tool_use block", secret=self._secret
+                    self.name,
+                    self.host,
+                    "input_json_delta outside a tool_use block",
+                    secret=self._secret,
                 )
             piece = _get(delta, "partial_json") or ""
             state.tool_json[index].append(piece)
@@ -357,11 +360,11 @@ class AnthropicProvider:
             return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):
             return wire_errors.malformed(
-                self.name, "a stream event is not valid JSON", secret=self._secret
+                self.name, self.host, "a stream event is not valid JSON", secret=self._secret
             )
         if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):
             detail = f"unexpected response shape ({type(exc).__name__})"
-            return wire_errors.malformed(self.name, detail, secret=self._secret)
+            return wire_errors.malformed(self.name, self.host, detail, secret=self._secret)
         raise exc
 
     async def aclose(self) -> None:

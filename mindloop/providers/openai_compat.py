@@ -239,7 +239,10 @@ class OpenAICompatProvider:
             choices = getattr(chunk, "choices", None)
             if not isinstance(choices, list):
                 raise wire_errors.malformed(
-                    self.name, "a stream chunk has no `choices` list", secret=self._secret
+                    self.name,
+                    self.host,
+                    "a stream chunk has no `choices` list",
+                    secret=self._secret,
                 )
             raw_usage = getattr(chunk, "usage", None)
             if raw_usage is not None:
@@ -267,7 +270,7 @@ class OpenAICompatProvider:
                         yield event
         if chunks == 0:
             raise wire_errors.malformed(
-                self.name, "the response held no stream events", secret=self._secret
+                self.name, self.host, "the response held no stream events", secret=self._secret
             )
         if finish is None:
             raise wire_errors.dropped_stream(self.name, self.host, "no finish_reason was received")
@@ -286,7 +289,10 @@ class OpenAICompatProvider:
         for part in calls.take():
             if not part.name:
                 raise wire_errors.malformed(
-                    self.name, "a streamed tool call has no function name", secret=self._secret
+                    self.name,
+                    self.host,
+                    "a streamed tool call has no function name",
+                    secret=self._secret,
                 )
             call_id = part.id or f"call_{uuid.uuid4().hex[:12]}"
             events.append(
@@ -323,11 +329,11 @@ class OpenAICompatProvider:
             return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):
             return wire_errors.malformed(
-                self.name, "a stream event is not valid JSON", secret=self._secret
+                self.name, self.host, "a stream event is not valid JSON", secret=self._secret
             )
         if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):
             detail = f"unexpected response shape ({type(exc).__name__})"
-            return wire_errors.malformed(self.name, detail, secret=self._secret)
+            return wire_errors.malformed(self.name, self.host, detail, secret=self._secret)
         raise exc
 
     async def aclose(self) -> None:

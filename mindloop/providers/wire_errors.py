@@ -199,8 +199,9 @@ def dropped_stream(provider: str, host: str, detail: str) -> ProviderError:
     )
 
 
-def malformed(provider: str, detail: str, *, secret: str | None) -> ProviderError:
+def malformed(provider: str, host: str, detail: str, *, secret: str | None) -> ProviderError:
     """The server answered, but not in the protocol it claims to speak: not retried, since
-    asking again would get the same garbage."""
-    text = redact(_clip(f"{provider}: provider returned malformed data: {detail}"), secret)
+    asking again would get the same garbage. "openai: 127.0.0.1:8000 returned malformed
+    data: a stream event is not valid JSON"."""
+    text = redact(_clip(f"{provider}: {host} returned malformed data: {detail}"), secret)
     return ProviderError(text, retriable=False)

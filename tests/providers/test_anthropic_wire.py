@@ -331,7 +331,7 @@ async def test_malformed_body_is_not_retried(reply: Reply) -> None:
         await prov.aclose()
     assert srv.hits == 1
     assert not info.value.retriable
-    assert "claude: provider returned malformed data" in str(info.value)
+    assert f"claude: {srv.url[7:]} returned malformed data" in str(info.value)
 
 
 async def test_timeout_is_retriable() -> None:

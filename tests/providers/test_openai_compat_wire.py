@@ -337,7 +337,7 @@ async def test_malformed_body_is_not_retried(reply: Reply) -> None:
         await prov.aclose()
     assert srv.hits == 1
     assert not info.value.retriable
-    assert "openai: provider returned malformed data" in str(info.value)
+    assert f"openai: {srv.url[7:]} returned malformed data" in str(info.value)
 
 
 async def test_error_object_inside_the_stream_is_retriable_when_transient() -> None:

@@ -235,7 +235,7 @@ async def test_a_tool_call_alone_is_an_answer() -> None:
 
 
 async def test_non_retriable_failure_after_output_carries_the_partial_output() -> None:
-    bad = ProviderError("p: provider returned malformed data: x", retriable=False)
+    bad = ProviderError("p: 127.0.0.1:9 returned malformed data: x", retriable=False)
     prov = Scripted(
         [ThinkingDelta(text="plan "), TextDelta(text="PARTIAL "), TextDelta(text="one "), bad]
     )

@@ -455,7 +455,7 @@ async def test_malformed_event_fails_at_once(
     out, srv = await run(tmp_path, monkeypatch, wire, [Reply(chunks=wire.malformed)])
     assert srv.hits == 1
     assert out.error is not None and not out.error.retriable
-    assert str(out.error).startswith("p: provider returned malformed data")
+    assert str(out.error).startswith(f"p: {host(srv)} returned malformed data")
 
 
 @WIRE
