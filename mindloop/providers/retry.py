@@ -98,9 +98,10 @@ async def stream_with_retry(
     while True:
         dirty = False  # events yielded by this attempt that a retry would invalidate
         guard = AttemptGuard(provider.name, deadlines)
-        stream = provider.stream(request)
+        stream: AsyncIterator[StreamEvent] | None = None
         guard.begin()
         try:
+            stream = provider.stream(request)
             while True:
                 try:
                     event = await guard.next(stream)
@@ -112,7 +113,8 @@ async def stream_with_retry(
             failure = guard.failed(err)
         finally:
             guard.end()
-            await _close(stream)
+            if stream is not None:
+                await _close(stream)
         if not failure.retriable:
             raise failure
         if attempt >= attempts:
