@@ -20,6 +20,14 @@ ProviderKind = Literal["openai-compatible", "anthropic", "mock"]
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LLM_CONFIG = ConfigDict(extra="forbid", strict=True)
 
+# How long one attempt of a generation may take, in seconds. `timeout` bounds only the gap
+# between bytes, which keep-alives reset; these bound the attempt itself. Reasoning models
+# can think for minutes before their first token, hence the generous defaults.
+DEFAULT_FIRST_CONTENT_DEADLINE = 300.0
+DEFAULT_GENERATION_DEADLINE = 1800.0
+# The longest wait a server's `Retry-After` can impose before a retry.
+DEFAULT_RETRY_AFTER_CAP = 60.0
+
 
 class ModelInfo(BaseModel):
     """One model offered by a provider."""
@@ -43,6 +51,9 @@ class ProviderConfig(BaseModel):
     models: dict[str, ModelInfo] = Field(default_factory=dict)
     max_retries: int = Field(default=5, ge=1)
     timeout: float = Field(default=120.0, gt=0)
+    first_content_deadline: float = Field(default=DEFAULT_FIRST_CONTENT_DEADLINE, gt=0)
+    generation_deadline: float = Field(default=DEFAULT_GENERATION_DEADLINE, gt=0)
+    retry_after_cap: float = Field(default=DEFAULT_RETRY_AFTER_CAP, ge=0)
     concurrency: int = Field(default=8, ge=1)
     script_dir: str | None = None
 
@@ -80,6 +91,17 @@ class ProviderConfig(BaseModel):
         if self.script_dir is not None and self.kind != "mock":
             raise PydanticCustomError(
                 "config", "script_dir applies only to kind: mock", {"key": "script_dir"}
+            )
+        if self.first_content_deadline > self.generation_deadline:
+            raise PydanticCustomError(
+                "config",
+                "first_content_deadline ({first}) is longer than generation_deadline "
+                "({total}): the first content must come within the whole attempt's deadline",
+                {
+                    "key": "first_content_deadline",
+                    "first": f"{self.first_content_deadline:g}",
+                    "total": f"{self.generation_deadline:g}",
+                },
             )
         if self.kind == "mock" and self.script_dir is None:
             self.script_dir = ".minds/mock"

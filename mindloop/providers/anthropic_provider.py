@@ -29,6 +29,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -191,6 +192,7 @@ class AnthropicProvider:
             timeout=timeout,
             max_retries=0,
         )
+        self.host = wire_errors.host_of(str(self._client.base_url))
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The keyword arguments for `messages.create` (minus `stream`)."""
@@ -238,10 +240,10 @@ class AnthropicProvider:
                 yield out
         if not state.started:
             raise wire_errors.malformed(
-                self.name, "the stream held no message_start event", secret=self._secret
+                self.name, self.host, "the stream held no message_start event", secret=self._secret
             )
         if not state.stopped:
-            raise wire_errors.dropped_stream(self.name, "no message_stop was received")
+            raise wire_errors.dropped_stream(self.name, self.host, "no message_stop was received")
         yield Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
         reason = STOP_REASONS.get(state.stop_reason or "", "stop")
         if state.emitted_calls and reason == "stop":
@@ -265,7 +267,7 @@ class AnthropicProvider:
             return []
         if not state.started:
             raise wire_errors.malformed(
-                self.name, f"event {kind!r} before message_start", secret=self._secret
+                self.name, self.host, f"event {kind!r} before message_start", secret=self._secret
             )
         if kind == "content_block_start":
             block = _get(event, "content_block")
@@ -274,10 +276,11 @@ class AnthropicProvider:
                 name = _get(block, "name")
                 if not name:
                     raise wire_errors.malformed(
-                        self.name, "a tool_use block has no name", secret=self._secret
+                        self.name, self.host, "a tool_use block has no name", secret=self._secret
                     )
                 state.tool_blocks[index] = ToolCall(id=_get(block, "id") or "", name=name)
                 state.tool_json[index] = []
+                return [ToolCallDelta(index=index, name=name)]
             return []
         if kind == "content_block_delta":
             return self._on_delta(event, state)
@@ -323,9 +326,14 @@ class AnthropicProvider:
             index = _int(_get(event, "index"))
             if index not in state.tool_json:
                 raise wire_errors.malformed(
-                    self.name, "input_json_delta outside a tool_use block", secret=self._secret
+                    self.name,
+                    self.host,
+                    "input_json_delta outside a tool_use block",
+                    secret=self._secret,
                 )
-            state.tool_json[index].append(_get(delta, "partial_json") or "")
+            piece = _get(delta, "partial_json") or ""
+            state.tool_json[index].append(piece)
+            return [ToolCallDelta(index=index, arguments=piece)] if piece else []
         return []
 
     def _map_error(self, exc: Exception) -> ProviderError:
@@ -337,21 +345,26 @@ class AnthropicProvider:
                 return wire_errors.stream_error(self.name, exc.body, secret=self._secret)
             text = wire_errors.redact(getattr(exc.response, "text", "") or "", self._secret)
             return wire_errors.status_error(
-                self.name, exc.status_code, exc.body, secret=self._secret, fallback=text
+                self.name,
+                exc.status_code,
+                exc.body,
+                secret=self._secret,
+                fallback=text,
+                headers=exc.response.headers,
             )
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return wire_errors.transport_error(self.name, "request timed out", exc)
+            return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, anthropic.APIConnectionError):
-            return wire_errors.connection_error(self.name, exc)
+            return wire_errors.connection_error(self.name, self.host, exc)
         if isinstance(exc, httpx2.TransportError):
-            return wire_errors.dropped_stream(self.name, type(exc).__name__)
+            return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):
             return wire_errors.malformed(
-                self.name, "a stream event is not valid JSON", secret=self._secret
+                self.name, self.host, "a stream event is not valid JSON", secret=self._secret
             )
         if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):
             detail = f"unexpected response shape ({type(exc).__name__})"
-            return wire_errors.malformed(self.name, detail, secret=self._secret)
+            return wire_errors.malformed(self.name, self.host, detail, secret=self._secret)
         raise exc
 
     async def aclose(self) -> None:

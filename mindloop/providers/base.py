@@ -82,6 +82,18 @@ class ThinkingDelta(BaseModel):
     text: str
 
 
+class ToolCallDelta(BaseModel):
+    """A piece of a function call still being streamed: its name when it first appears,
+    then fragments of its argument text. Informational (the complete call follows as a
+    `ToolCallEvent`); it shows the model is producing output, which the first-content
+    deadline watches, since a long call may stream for minutes before it completes."""
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int
+    name: str = ""
+    arguments: str = ""
+
+
 class ToolCallEvent(BaseModel):
     """A complete function call (adapters assemble streamed argument fragments)."""
 
@@ -109,20 +121,47 @@ class StreamRestart(BaseModel):
     reason: str
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallEvent | Usage | Finish | StreamRestart
+StreamEvent = (
+    TextDelta | ThinkingDelta | ToolCallDelta | ToolCallEvent | Usage | Finish | StreamRestart
+)
 
 
 # ---------------------------------------------------------------- errors
 
 
-class ProviderError(MindloopError):
-    """A model call failed. `retriable` drives the retry layer; `status` is the HTTP
-    status where there is one. The message never contains an API key."""
+class PartialOutput(BaseModel):
+    """What a failed attempt had streamed before it failed: a record of the failure,
+    never an answer (the generation did not complete)."""
 
-    def __init__(self, message: str, *, retriable: bool = False, status: int | None = None) -> None:
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ProviderError(MindloopError):
+    """A model call failed. The message never contains an API key.
+
+    - `retriable` drives the retry layer; `status` is the HTTP status where there is one.
+    - `retry_after`: seconds the server asked to wait before trying again (`Retry-After`).
+    - `partial`: set by the retry layer when the failing attempt had already streamed
+      output (a mid-stream failure). The events of that attempt reached the consumer; this
+      is exactly what they added up to since the last `StreamRestart`. `None` when the
+      attempt failed before any output.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retriable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.retriable = retriable
         self.status = status
+        self.retry_after = retry_after
+        self.partial: PartialOutput | None = None
 
 
 class Provider(Protocol):

@@ -205,6 +205,7 @@ class MockProvider:
             f"{path}:{entry.line} responses[{entry.index}])",
             retriable=error.retriable,
             status=error.http_status,
+            retry_after=error.retry_after,
         )
 
     # ------------------------------------------------------------ loud failures

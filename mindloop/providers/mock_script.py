@@ -125,11 +125,13 @@ class UsageScript(_Strict):
 
 class ErrorScript(_Strict):
     """An injected failure. 429, 5xx and `timeout` are retriable (the retry layer retries
-    them); other 4xx are not."""
+    them); other 4xx are not. `retry_after` (seconds) is what a real 429/5xx sends as
+    `Retry-After`."""
 
     status: Any
     message: str = "injected mock error"
     times: int | None = Field(default=None, ge=1)
+    retry_after: float | None = Field(default=None, ge=0)
 
     @field_validator("status")
     @classmethod
@@ -139,6 +141,15 @@ class ErrorScript(_Strict):
         ):
             return value
         raise ValueError(f"must be an HTTP status 400..599 or 'timeout', got {value!r}")
+
+    @model_validator(mode="after")
+    def _retry_after_with_a_retried_status(self) -> ErrorScript:
+        if self.retry_after is not None and (self.status == "timeout" or not self.retriable):
+            raise ValueError(
+                "retry_after applies only to a status that is retried (429, 5xx), "
+                f"got {self.status!r}"
+            )
+        return self
 
     @property
     def retriable(self) -> bool:

@@ -30,6 +30,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -137,7 +138,8 @@ class _ToolCallAssembler:
     def __init__(self) -> None:
         self._calls: dict[int, _PartialCall] = {}
 
-    def add(self, fragment: Any) -> None:
+    def add(self, fragment: Any) -> ToolCallDelta:
+        """Take one fragment; returns it as a `ToolCallDelta` (the call's progress)."""
         index = getattr(fragment, "index", None)
         call_id = getattr(fragment, "id", None)
         if index is None:  # some servers omit it: match by id, else a new call
@@ -148,14 +150,17 @@ class _ToolCallAssembler:
         part = self._calls.setdefault(index, _PartialCall(id="", name="", arguments=""))
         if call_id:
             part.id = call_id
+        progress = ToolCallDelta(index=index)
         function = getattr(fragment, "function", None)
         if function is not None:
             name = getattr(function, "name", None)
             if name:
-                part.name = name
+                part.name = progress.name = name
             arguments = getattr(function, "arguments", None)
             if arguments:
                 part.arguments += arguments
+                progress.arguments = arguments
+        return progress
 
     def take(self) -> list[_PartialCall]:
         calls = [self._calls[i] for i in sorted(self._calls)]
@@ -183,6 +188,7 @@ class OpenAICompatProvider:
             timeout=timeout,
             max_retries=0,
         )
+        self.host = wire_errors.host_of(str(self._client.base_url))
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The keyword arguments for `chat.completions.create` (minus `stream`)."""
@@ -233,7 +239,10 @@ class OpenAICompatProvider:
             choices = getattr(chunk, "choices", None)
             if not isinstance(choices, list):
                 raise wire_errors.malformed(
-                    self.name, "a stream chunk has no `choices` list", secret=self._secret
+                    self.name,
+                    self.host,
+                    "a stream chunk has no `choices` list",
+                    secret=self._secret,
                 )
             raw_usage = getattr(chunk, "usage", None)
             if raw_usage is not None:
@@ -252,7 +261,7 @@ class OpenAICompatProvider:
                     if isinstance(text, str) and text:
                         yield TextDelta(text=text)
                     for fragment in getattr(delta, "tool_calls", None) or []:
-                        calls.add(fragment)
+                        yield calls.add(fragment)
                 reason = getattr(choice, "finish_reason", None)
                 if reason:
                     finish = reason
@@ -261,10 +270,10 @@ class OpenAICompatProvider:
                         yield event
         if chunks == 0:
             raise wire_errors.malformed(
-                self.name, "the response held no stream events", secret=self._secret
+                self.name, self.host, "the response held no stream events", secret=self._secret
             )
         if finish is None:
-            raise wire_errors.dropped_stream(self.name, "no finish_reason was received")
+            raise wire_errors.dropped_stream(self.name, self.host, "no finish_reason was received")
         for event in self._complete_calls(calls):
             emitted_calls += 1
             yield event
@@ -280,7 +289,10 @@ class OpenAICompatProvider:
         for part in calls.take():
             if not part.name:
                 raise wire_errors.malformed(
-                    self.name, "a streamed tool call has no function name", secret=self._secret
+                    self.name,
+                    self.host,
+                    "a streamed tool call has no function name",
+                    secret=self._secret,
                 )
             call_id = part.id or f"call_{uuid.uuid4().hex[:12]}"
             events.append(
@@ -298,25 +310,30 @@ class OpenAICompatProvider:
         if isinstance(exc, openai.APIStatusError):
             text = wire_errors.redact(getattr(exc.response, "text", "") or "", self._secret)
             return wire_errors.status_error(
-                self.name, exc.status_code, exc.body, secret=self._secret, fallback=text
+                self.name,
+                exc.status_code,
+                exc.body,
+                secret=self._secret,
+                fallback=text,
+                headers=exc.response.headers,
             )
         if isinstance(exc, openai.APITimeoutError):
-            return wire_errors.transport_error(self.name, "request timed out", exc)
+            return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, openai.APIConnectionError):
-            return wire_errors.connection_error(self.name, exc)
+            return wire_errors.connection_error(self.name, self.host, exc)
         if isinstance(exc, openai.APIError):  # an error object inside a 200 stream
             return wire_errors.stream_error(self.name, {"error": exc.body}, secret=self._secret)
         if isinstance(exc, httpx2.TimeoutException):
-            return wire_errors.transport_error(self.name, "request timed out", exc)
+            return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, httpx2.TransportError):
-            return wire_errors.dropped_stream(self.name, type(exc).__name__)
+            return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):
             return wire_errors.malformed(
-                self.name, "a stream event is not valid JSON", secret=self._secret
+                self.name, self.host, "a stream event is not valid JSON", secret=self._secret
             )
         if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):
             detail = f"unexpected response shape ({type(exc).__name__})"
-            return wire_errors.malformed(self.name, detail, secret=self._secret)
+            return wire_errors.malformed(self.name, self.host, detail, secret=self._secret)
         raise exc
 
     async def aclose(self) -> None:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from mindloop.errors import MindloopError
 from mindloop.providers.base import GenerationRequest, Provider, StreamEvent
-from mindloop.providers.retry import stream_with_retry
+from mindloop.providers.guard import Deadlines
+from mindloop.providers.retry import Sleep, stream_with_retry
 
 if TYPE_CHECKING:
     from mindloop.config import LlmConfig, ProviderConfig
@@ -65,9 +66,12 @@ def _api_key(cfg: ProviderConfig) -> str | None:
 
 
 class ProviderPool:
-    def __init__(self, llm: LlmConfig, rtws: Path) -> None:
+    """`sleep` is how the pool waits between attempts (tests pass one that records)."""
+
+    def __init__(self, llm: LlmConfig, rtws: Path, *, sleep: Sleep = asyncio.sleep) -> None:
         self._llm = llm
         self._rtws = rtws
+        self._sleep = sleep
         self._providers: dict[str, Provider] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
 
@@ -84,11 +88,22 @@ class ProviderPool:
     async def stream(
         self, provider_name: str, request: GenerationRequest
     ) -> AsyncIterator[StreamEvent]:
-        """Stream one generation with retries, holding a concurrency slot throughout."""
+        """Stream one generation with retries, deadlines and `Retry-After` as the provider's
+        llm.yaml entry sets them, holding a concurrency slot throughout."""
         provider = self.get(provider_name)
         cfg = self._llm.providers[provider_name]
+        deadlines = Deadlines(
+            first_content=cfg.first_content_deadline, total=cfg.generation_deadline
+        )
         async with self._limits[provider_name]:
-            async for ev in stream_with_retry(provider, request, max_attempts=cfg.max_retries):
+            async for ev in stream_with_retry(
+                provider,
+                request,
+                max_attempts=cfg.max_retries,
+                retry_after_cap=cfg.retry_after_cap,
+                deadlines=deadlines,
+                sleep=self._sleep,
+            ):
                 yield ev
 
     async def aclose(self) -> None:

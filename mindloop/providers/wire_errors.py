@@ -4,13 +4,18 @@ Both SDK adapters fail in the same few ways (an HTTP status, a transport failure
 stream that stops early, a body that is not what the protocol promises), so the rules
 for "is this worth retrying" and the one-line message live here once. Every message
 passes through `redact` so an API key echoed back by a server never reaches a log, a
-traceback or the store.
+traceback or the store. Failures of the connection name the host, so a wrong port or a
+server that is down is recognisable from the one line.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
 
 import httpx2
 
@@ -37,6 +42,47 @@ RETRIABLE_ERROR_TYPES: frozenset[str] = frozenset(
 MAX_MESSAGE_CHARS = 500
 REDACTED = "***"
 _MIN_KEY_PREFIX = 8  # a token starting with this many characters of the key is a key fragment
+
+
+def host_of(url: str) -> str:
+    """`host:port` of a base URL, for messages ("api.openai.com", "127.0.0.1:8000")."""
+    return urlsplit(url).netloc or url
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """The wait a response asks for before a retry, in seconds, or None.
+
+    `retry-after-ms` (OpenAI's, milliseconds) wins when valid; then `Retry-After` as
+    delay-seconds ("3", also "1.5") or as an HTTP-date (a date already past asks for no
+    wait). Anything else, negative or not finite, is ignored."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    millis = _seconds(lowered.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, as HTTP-dates are
+        when = when.replace(tzinfo=UTC)
+    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, delta)
+
+
+def _seconds(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def status_is_retriable(status: int) -> bool:
@@ -92,12 +138,24 @@ def body_error_type(body: object) -> str | None:
 
 
 def status_error(
-    provider: str, status: int, body: object, *, secret: str | None, fallback: str = ""
+    provider: str,
+    status: int,
+    body: object,
+    *,
+    secret: str | None,
+    fallback: str = "",
+    headers: Mapping[str, str] | None = None,
 ) -> ProviderError:
-    """An HTTP error status: "openai: 401 Incorrect API key provided"."""
+    """An HTTP error status: "openai: 401 Incorrect API key provided". The response's
+    `Retry-After` travels on the error for the retry layer."""
     message = body_message(body) or fallback or "no error message"
     text = redact(_clip(f"{provider}: {status} {message}"), secret)
-    return ProviderError(text, retriable=status_is_retriable(status), status=status)
+    return ProviderError(
+        text,
+        retriable=status_is_retriable(status),
+        status=status,
+        retry_after=retry_after_seconds(headers) if headers is not None else None,
+    )
 
 
 def stream_error(provider: str, body: object, *, secret: str | None) -> ProviderError:
@@ -109,12 +167,13 @@ def stream_error(provider: str, body: object, *, secret: str | None) -> Provider
     return ProviderError(text, retriable=kind in RETRIABLE_ERROR_TYPES)
 
 
-def transport_error(provider: str, what: str, exc: BaseException) -> ProviderError:
-    """Timeouts, refused or reset connections: always worth another attempt."""
-    return ProviderError(f"{provider}: {what} ({type(exc).__name__})", retriable=True)
+def transport_error(provider: str, host: str, what: str, exc: BaseException) -> ProviderError:
+    """Timeouts, refused or reset connections: always worth another attempt.
+    "openai: request timed out at 127.0.0.1:8000 (ReadTimeout)"."""
+    return ProviderError(f"{provider}: {what} at {host} ({type(exc).__name__})", retriable=True)
 
 
-def connection_error(provider: str, exc: BaseException) -> ProviderError:
+def connection_error(provider: str, host: str, exc: BaseException) -> ProviderError:
     """An SDK connection error, judged by the transport error underneath it: a request
     that could not even be formed (bad URL scheme, illegal header) will fail again the
     same way; a read that broke off is a dropped stream; anything else (refused, reset,
@@ -127,17 +186,22 @@ def connection_error(provider: str, exc: BaseException) -> ProviderError:
             retriable=False,
         )
     if isinstance(cause, httpx2.RemoteProtocolError | httpx2.ReadError):
-        return dropped_stream(provider, type(cause).__name__)
-    return transport_error(provider, "connection failed", exc)
+        return dropped_stream(provider, host, type(cause).__name__)
+    if isinstance(cause, httpx2.TimeoutException):
+        return transport_error(provider, host, "request timed out", cause)
+    return transport_error(provider, host, "connection failed", exc)
 
 
-def dropped_stream(provider: str, detail: str) -> ProviderError:
+def dropped_stream(provider: str, host: str, detail: str) -> ProviderError:
     """The stream ended before the protocol's end marker (connection dropped mid-way)."""
-    return ProviderError(f"{provider}: stream dropped before completion: {detail}", retriable=True)
+    return ProviderError(
+        f"{provider}: stream from {host} dropped before completion: {detail}", retriable=True
+    )
 
 
-def malformed(provider: str, detail: str, *, secret: str | None) -> ProviderError:
+def malformed(provider: str, host: str, detail: str, *, secret: str | None) -> ProviderError:
     """The server answered, but not in the protocol it claims to speak: not retried, since
-    asking again would get the same garbage."""
-    text = redact(_clip(f"{provider}: provider returned malformed data: {detail}"), secret)
+    asking again would get the same garbage. "openai: 127.0.0.1:8000 returned malformed
+    data: a stream event is not valid JSON"."""
+    text = redact(_clip(f"{provider}: {host} returned malformed data: {detail}"), secret)
     return ProviderError(text, retriable=False)

@@ -32,6 +32,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -210,6 +211,11 @@ async def test_thinking_and_tool_use_with_split_json() -> None:
         ThinkingDelta(text="need the "),
         ThinkingDelta(text="file"),
         TextDelta(text="Reading."),
+        # The call's progress as it streams (the empty fragment adds nothing), then the call.
+        ToolCallDelta(index=2, name="read_file"),
+        ToolCallDelta(index=2, arguments='{"pa'),
+        ToolCallDelta(index=2, arguments='th": "REA'),
+        ToolCallDelta(index=2, arguments='DME.md"}'),
         ToolCallEvent(
             call=ToolCall(id="toolu_9", name="read_file", arguments='{"path": "README.md"}')
         ),
@@ -325,7 +331,7 @@ async def test_malformed_body_is_not_retried(reply: Reply) -> None:
         await prov.aclose()
     assert srv.hits == 1
     assert not info.value.retriable
-    assert "claude: provider returned malformed data" in str(info.value)
+    assert f"claude: {srv.url[7:]} returned malformed data" in str(info.value)
 
 
 async def test_timeout_is_retriable() -> None:

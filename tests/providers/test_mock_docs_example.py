@@ -13,6 +13,7 @@ from mindloop.providers.base import (
     ChatMessage,
     Finish,
     GenerationRequest,
+    PartialOutput,
     ProviderError,
     StreamEvent,
     TextDelta,
@@ -23,6 +24,7 @@ from mindloop.providers.base import (
 )
 from mindloop.providers.mock import MockProvider
 from mindloop.providers.mock_script import validate_script
+from mindloop.providers.retry import stream_with_retry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mock-provider.md"
 
@@ -83,6 +85,20 @@ async def test_rate_limited_once_example(tmp_path: Path) -> None:
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
         "README.md describes the project."
     )
+
+
+async def test_failing_mid_answer_example(tmp_path: Path) -> None:
+    provider = script_from_doc(tmp_path, "after_chunks: 2")
+    received: list[StreamEvent] = []
+    req = GenerationRequest(
+        model="mock-model", system="sys", messages=[UserMessage(text="write the summary")]
+    )
+    with pytest.raises(ProviderError) as info:
+        async for event in stream_with_retry(provider, req):
+            received.append(event)
+    assert [e.text for e in received if isinstance(e, TextDelta)] == ["PARTIAL ", "one "]
+    assert info.value.status == 400 and not info.value.retriable
+    assert info.value.partial == PartialOutput(text="PARTIAL one ")
 
 
 def test_every_script_block_in_the_doc_is_valid(tmp_path: Path) -> None:

@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 
 from mindloop.providers.base import (
     GenerationRequest,
+    PartialOutput,
     ProviderError,
     StreamEvent,
+    StreamRestart,
     TextDelta,
     ToolResultMessage,
     UserMessage,
 )
 from mindloop.providers.mock import MockProvider
+from mindloop.providers.retry import stream_with_retry
 
 SNIPPET_INTRO = "Append this entry under `responses:` in that file:\n\n"
 
@@ -131,6 +134,77 @@ async def test_after_chunks_emits_partial_text_then_drops(tmp_path: Path) -> Non
     assert all(isinstance(e, TextDelta) for e in received)  # no usage/finish before the drop
     assert info.value.retriable and info.value.status == 502
     assert text_of(await collect(provider, request("go"))) == "one two three four"
+
+
+PARTIAL_SCRIPT = """responses:
+  - match: go
+    response: "PARTIAL one two three four"
+    error: {{status: {status}, message: broke mid-way}}
+    after_chunks: 2
+"""
+
+
+class Waits:
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+async def test_non_retriable_error_after_chunks_reports_the_partial_text(tmp_path: Path) -> None:
+    # Issue 10 item 2's reproduction: the partial text reaches the consumer, then the
+    # error, which says the generation failed mid-stream and what it had produced.
+    provider = write_script(tmp_path, PARTIAL_SCRIPT.format(status=400))
+    received: list[StreamEvent] = []
+    with pytest.raises(ProviderError) as info:
+        async for event in stream_with_retry(provider, request("go"), sleep=Waits()):
+            received.append(event)
+    assert text_of(received) == "PARTIAL one "
+    err = info.value
+    assert (err.status, err.retriable) == (400, False)
+    assert err.partial == PartialOutput(text="PARTIAL one ")
+
+
+async def test_retriable_error_after_chunks_restarts_until_attempts_run_out(
+    tmp_path: Path,
+) -> None:
+    provider = write_script(tmp_path, PARTIAL_SCRIPT.format(status=503))
+    received: list[StreamEvent] = []
+    with pytest.raises(ProviderError) as info:
+        async for event in stream_with_retry(
+            provider, request("go"), max_attempts=3, sleep=Waits()
+        ):
+            received.append(event)
+    assert [e.attempt for e in received if isinstance(e, StreamRestart)] == [2, 3]
+    assert text_of(received) == "PARTIAL one " * 3
+    err = info.value
+    assert err.status == 503 and str(err).endswith("(after 3 attempts)")
+    assert err.partial == PartialOutput(text="PARTIAL one ")
+
+
+async def test_retry_after_travels_on_the_injected_error(tmp_path: Path) -> None:
+    provider = write_script(
+        tmp_path,
+        """responses:
+  - match: go
+    error: {status: 429, message: slow down, retry_after: 2.5, times: 1}
+  - match: go
+    response: fine
+""",
+    )
+    assert (await failure(provider, request("go"))).retry_after == 2.5
+    waits = Waits()
+    events = [e async for e in stream_with_retry(provider, request("go"), sleep=waits)]
+    assert text_of(events) == "fine" and waits.delays == []  # `times: 1` was used above
+    provider = write_script(
+        tmp_path,
+        "responses:\n  - match: go\n    error: {status: 503, retry_after: 4}\n",
+    )
+    waits = Waits()
+    with pytest.raises(ProviderError):
+        [e async for e in stream_with_retry(provider, request("go"), max_attempts=2, sleep=waits)]
+    assert len(waits.delays) == 1 and waits.delays[0] >= 4
 
 
 async def test_unmatched_request_is_loud_and_not_retriable(tmp_path: Path) -> None:

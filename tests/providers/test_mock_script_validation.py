@@ -132,6 +132,14 @@ def test_entry_level_rules_point_at_the_entry(tmp_path: Path, entry: str, messag
          "6: responses[1].error.status: must be an HTTP status 400..599 or 'timeout', got 302"),
         ("match: a\n    error: {status: 500, times: 0}",
          "6: responses[1].error.times: Input should be greater than or equal to 1"),
+        ("match: a\n    error: {status: 400, retry_after: 3}",
+         "6: responses[1].error: retry_after applies only to a status that is retried "
+         "(429, 5xx), got 400"),
+        ("match: a\n    error: {status: timeout, retry_after: 3}",
+         "6: responses[1].error: retry_after applies only to a status that is retried "
+         "(429, 5xx), got 'timeout'"),
+        ("match: a\n    error: {status: 429, retry_after: -1}",
+         "6: responses[1].error.retry_after: Input should be greater than or equal to 0"),
         ("match: a\n    tool_calls: [{name: f, arguments: [1, 2]}]",
          "6: responses[1].tool_calls[0].arguments: must be a mapping (sent as JSON) or a string"),
         ("contains: []\n    response: x", "5: responses[1].contains: must not be empty"),

@@ -30,6 +30,7 @@ from mindloop.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallEvent,
     ToolResultMessage,
     ToolSpec,
@@ -204,6 +205,16 @@ async def test_two_parallel_calls_with_split_arguments() -> None:
         ToolCall(id="call_b", name="list_dir", arguments='{"path": "."}'),
     ]
     assert json.loads(calls[0].arguments) == {"path": "README.md"}
+    progress = [(e.index, e.name, e.arguments) for e in events if isinstance(e, ToolCallDelta)]
+    assert progress == [
+        (0, "read_file", ""),
+        (0, "", '{"pa'),
+        (1, "list_dir", ""),
+        (1, "", '{"path"'),
+        (0, "", 'th": "REA'),
+        (1, "", ': "."}'),
+        (0, "", 'DME.md"}'),
+    ]
     assert Usage(input_tokens=20, output_tokens=12) in events
     assert events[-1] == Finish(reason="tool_calls")
 
@@ -326,7 +337,7 @@ async def test_malformed_body_is_not_retried(reply: Reply) -> None:
         await prov.aclose()
     assert srv.hits == 1
     assert not info.value.retriable
-    assert "openai: provider returned malformed data" in str(info.value)
+    assert f"openai: {srv.url[7:]} returned malformed data" in str(info.value)
 
 
 async def test_error_object_inside_the_stream_is_retriable_when_transient() -> None:

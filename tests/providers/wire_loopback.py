@@ -1,30 +1,45 @@
-"""A loopback HTTP server speaking the real OpenAI / Anthropic streaming wire protocols.
+"""A loopback fault server speaking the real OpenAI / Anthropic streaming wire protocols.
 
 The SDK adapters are tested with the real vendor SDKs against this server, started on
-127.0.0.1 port 0 in a thread. Each test scripts the replies (status, SSE body pieces, a
-dropped connection, a held-open request) and asserts on the recorded request JSON.
+127.0.0.1 port 0 in a thread. Each test scripts the replies, including the faults real
+endpoints produce (a status with `Retry-After`, a dropped connection, a request held open
+before or during the stream, keep-alives that never end) and asserts on the recorded
+requests (JSON body, headers, arrival time).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# Keep-alives as the two protocols send them: an SSE comment (OpenAI and most
+# OpenAI-compatible servers) and Anthropic's `ping` event. The SDKs swallow both.
+OPENAI_KEEPALIVE = b": keep-alive\n\n"
+ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+
 
 @dataclass
 class Reply:
-    """One scripted HTTP response. `chunks` are written as separate HTTP chunks; `drop`
-    closes the connection after them without ending the body; `hold` keeps the request
-    open (no response) until the server stops."""
+    """One scripted HTTP response. `chunks` are written as separate HTTP chunks, after
+    `headers`. Then, by default, the body ends. Instead: `drop` closes the connection
+    without ending the body (a cut stream); `hold_after` keeps the connection open,
+    silent, until the server stops (a hang during the stream); `keepalive` is written
+    every `keepalive_every` seconds until the server stops or the client goes away.
+    `hold` keeps the request open with no response at all (a hang before the stream)."""
 
     status: int = 200
     chunks: list[bytes] = field(default_factory=list)
     content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
     hold: bool = False
+    hold_after: bool = False
+    keepalive: bytes | None = None
+    keepalive_every: float = 0.05
 
 
 @dataclass
@@ -32,6 +47,7 @@ class Recorded:
     path: str
     body: Any
     headers: dict[str, str]
+    at: float  # time.monotonic() when the request arrived
 
 
 class LoopbackServer:
@@ -65,14 +81,29 @@ class LoopbackServer:
                     return
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for piece in reply.chunks:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                try:
+                    for piece in reply.chunks:
+                        self._piece(piece)
+                    if reply.keepalive is not None:
+                        while not server._released.wait(reply.keepalive_every):
+                            self._piece(reply.keepalive)
+                        return
+                    if reply.hold_after:
+                        server._released.wait(timeout=30)
+                        return
+                    if not reply.drop:
+                        self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
-                if not reply.drop:
-                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client gave up on the stream: what the test expects
+
+            def _piece(self, piece: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -84,7 +115,9 @@ class LoopbackServer:
 
     def _record(self, path: str, body: Any, headers: dict[str, str]) -> Reply:
         with self._lock:
-            self.requests.append(Recorded(path=path, body=body, headers=headers))
+            self.requests.append(
+                Recorded(path=path, body=body, headers=headers, at=time.monotonic())
+            )
             index = min(len(self.requests), len(self._replies)) - 1
             return self._replies[index]
 
@@ -111,8 +144,13 @@ class LoopbackServer:
 # ---------------------------------------------------------------- wire encodings
 
 
-def json_reply(status: int, body: Any) -> Reply:
-    return Reply(status=status, chunks=[json.dumps(body).encode()], content_type="application/json")
+def json_reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(
+        status=status,
+        chunks=[json.dumps(body).encode()],
+        content_type="application/json",
+        headers=dict(headers or {}),
+    )
 
 
 def openai_sse(chunks: list[Any], *, done: bool = True) -> list[bytes]:

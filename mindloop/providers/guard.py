@@ -1,0 +1,184 @@
+"""What every attempt of a generation must satisfy, whichever provider streams it.
+
+The rules hold for the OpenAI, Anthropic and mock streams alike, so they live here once,
+applied by the retry layer to each attempt, instead of in each adapter:
+
+- **Deadlines.** An SDK `timeout` bounds only the gap between bytes, and keep-alives (SSE
+  comments, Anthropic `ping` events, both swallowed inside the SDKs) reset it: a server
+  sending only those would hold a generation for ever. So an attempt must produce content
+  (text, thinking, or a piece of a function call) within `first_content` seconds of its
+  start, and end within `total` seconds. Missing either is a retriable failure. The
+  deadlines bound only the waits on the provider; the consumer's own work between events
+  is never interrupted.
+- **No empty answers.** A stream that completes with no text and no function call answers
+  nothing (thinking alone is not an answer). It is a retriable failure: asked again, a
+  model usually answers.
+- **Partial output is reported, not lost.** When an attempt fails after streaming output,
+  the error carries what it streamed (`ProviderError.partial`), so the caller can keep it
+  as a record of the failure without mistaking it for an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from mindloop.providers.base import (
+    PartialOutput,
+    ProviderError,
+    StreamEvent,
+    ToolCall,
+)
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds from the start of an attempt: to its first content, and to its end."""
+
+    first_content: float
+    total: float
+
+
+class AttemptGuard:
+    """Enforces the rules above on one attempt, driven by the retry loop: `begin`, then
+    `next(stream)` for each event, `failed(err)` on a failure, `end` in any case.
+    `partial` is what the attempt streamed so far.
+
+    The deadlines cost one timer per attempt, not one per event: the timer cancels the
+    task only while the guard is waiting on the provider (`_waiting`). If it fires while
+    the consumer is busy, the next wait gets a zero timeout instead, so an event that is
+    already there is still delivered and only a wait that would block fails."""
+
+    def __init__(self, provider: str, deadlines: Deadlines | None = None) -> None:
+        self.provider = provider
+        self.deadlines = deadlines
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._content = False
+        self._answered = False
+        self._waiting = False
+        self._fired = False  # the timer cancelled the task
+        self._overdue = False  # the timer went off while the consumer had the event
+        self._timer: asyncio.TimerHandle | None = None
+        self._start = 0.0
+        self._task: asyncio.Task[object] | None = None
+        self._cancelling = 0
+
+    @property
+    def partial(self) -> PartialOutput | None:
+        text, thinking = "".join(self._text), "".join(self._thinking)
+        if not (text or thinking or self._calls):
+            return None
+        return PartialOutput(text=text, thinking=thinking, tool_calls=list(self._calls))
+
+    def begin(self) -> None:
+        """Start the attempt's clock (call in the task that will iterate the stream)."""
+        if self.deadlines is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._cancelling = self._task.cancelling() if self._task is not None else 0
+        self._start = loop.time()
+        first = min(self.deadlines.first_content, self.deadlines.total)
+        self._timer = loop.call_at(self._start + first, self._on_deadline)
+
+    async def next(self, stream: AsyncIterator[StreamEvent]) -> StreamEvent:
+        """The stream's next event, within the deadlines; raises `StopAsyncIteration` at
+        the end, and a retriable `ProviderError` for a deadline missed or an empty answer
+        finishing. (Called per event: kept to one coroutine frame on purpose.)"""
+        if self._timer is None:
+            event = await stream.__anext__()
+        elif self._overdue:
+            event = await self._next_overdue(stream)
+        else:
+            self._waiting = True
+            try:
+                event = await stream.__anext__()
+            except asyncio.CancelledError:
+                if self._fired and self._task is not None:
+                    self._fired = False
+                    if self._task.uncancel() <= self._cancelling:
+                        raise self._late() from None
+                raise
+            finally:
+                self._waiting = False
+        # Dispatch on the literal `type` tag: far cheaper per event than isinstance.
+        if event.type == "text":
+            self._text.append(event.text)
+            if not self._answered and event.text.strip():
+                self._answered = True
+        elif event.type == "thinking":
+            self._thinking.append(event.text)
+        elif event.type == "tool_call":
+            self._calls.append(event.call)
+            self._answered = True
+        elif event.type != "tool_call_delta":  # usage, finish, restart: not content
+            if event.type == "finish" and not self._answered:
+                raise self._empty(event.reason)
+            return event
+        if not self._content:
+            self._content = True
+            self._on_first_content()
+        return event
+
+    def failed(self, err: ProviderError) -> ProviderError:
+        """`err`, carrying what this attempt streamed before it."""
+        err.partial = self.partial
+        return err
+
+    def end(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _next_overdue(self, stream: AsyncIterator[StreamEvent]) -> StreamEvent:
+        """The deadline passed while the consumer held the last event: an event already
+        there is still delivered; a wait that would block fails at once."""
+        timeout = asyncio.timeout(0)
+        try:
+            async with timeout:
+                return await stream.__anext__()
+        except TimeoutError:
+            if timeout.expired():
+                raise self._late() from None
+            raise
+
+    def _on_deadline(self) -> None:
+        if self._waiting and self._task is not None:
+            self._fired = True
+            self._task.cancel()
+        else:
+            self._overdue = True
+
+    def _on_first_content(self) -> None:
+        """From now on only the overall deadline applies."""
+        if self._timer is None or self.deadlines is None:
+            return
+        self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(self._start + self.deadlines.total, self._on_deadline)
+        self._overdue = False
+
+    def _late(self) -> ProviderError:
+        assert self.deadlines is not None
+        if self._content:
+            return ProviderError(
+                f"{self.provider}: the response did not finish within "
+                f"{self.deadlines.total:g} s (generation_deadline in .minds/llm.yaml)",
+                retriable=True,
+            )
+        return ProviderError(
+            f"{self.provider}: no content within {self.deadlines.first_content:g} s "
+            "(first_content_deadline in .minds/llm.yaml): the server sent nothing, or only "
+            "keep-alives",
+            retriable=True,
+        )
+
+    def _empty(self, reason: str) -> ProviderError:
+        return ProviderError(
+            f"{self.provider}: the model returned an empty response (no text and no "
+            f"function call; finish reason {reason!r})",
+            retriable=True,
+        )
