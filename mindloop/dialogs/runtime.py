@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from mindloop.i18n import Lang
 from mindloop.providers.base import (
     AssistantMessage,
     GenerationRequest,
+    Provider,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
@@ -105,6 +107,7 @@ class DialogRuntime:
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
+        providers: Mapping[str, Provider] | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
@@ -118,9 +121,11 @@ class DialogRuntime:
         )
         if problems:
             raise ConfigError(problems)
+        # `providers` (name -> Provider) replace the llm.yaml entries of those names, e.g. a
+        # `mindloop.testing` scripted model; checked before the store is opened too.
+        self.providers = ProviderPool(self.config.llm, self.rtws, providers)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
-        self.providers = ProviderPool(self.config.llm, self.rtws)
         self.tree = DialogTree(self.store, self.bus, self.lang)
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
@@ -174,6 +179,23 @@ class DialogRuntime:
             live.history.add(stored)
         self.wake.set()
         return stored
+
+    def start_root_dialog(
+        self,
+        task_path: str | Path,
+        text: str,
+        member: str | None = None,
+        title: str | None = None,
+    ) -> tuple[DialogRecord, MessageRecord]:
+        """Open a root dialog and post its first message in ONE transaction: a crash
+        between the two would leave a root without the user's message, which nothing
+        drives (the message is lost)."""
+        if not text.strip():
+            raise MindloopError("the message is empty")
+        with self.store.tx():
+            rec = self.create_root_dialog(task_path, member, title)
+            message = self.post_user_message(rec.id, text)
+        return rec, message
 
     def answer_question(self, question_id: str, answer: str) -> str:
         """Record the human's answer; the asking dialog becomes drivable. Returns its id."""

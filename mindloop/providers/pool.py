@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,11 +65,25 @@ def _api_key(cfg: ProviderConfig) -> str | None:
 
 
 class ProviderPool:
-    def __init__(self, llm: LlmConfig, rtws: Path) -> None:
+    """`injected` providers (name -> Provider) stand in for the llm.yaml entries of those
+    names (which still give their models, retries and concurrency); the caller owns and
+    closes them."""
+
+    def __init__(
+        self, llm: LlmConfig, rtws: Path, injected: Mapping[str, Provider] | None = None
+    ) -> None:
         self._llm = llm
         self._rtws = rtws
         self._providers: dict[str, Provider] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
+        self._injected = dict(injected or {})
+        unknown = sorted(set(self._injected) - set(llm.providers))
+        if unknown:
+            raise ProviderSetupError(
+                f"injected provider(s) {', '.join(map(repr, unknown))} not in .minds/llm.yaml "
+                f"(providers: {', '.join(llm.providers) or '(none)'}); an injected provider "
+                "replaces the entry of its name"
+            )
 
     def get(self, name: str) -> Provider:
         prov = self._providers.get(name)
@@ -77,7 +91,9 @@ class ProviderPool:
             cfg = self._llm.providers.get(name)
             if cfg is None:
                 raise ProviderSetupError(f"no provider {name!r} in .minds/llm.yaml")
-            prov = self._providers[name] = build_provider(cfg, self._rtws)
+            injected = self._injected.get(name)
+            prov = build_provider(cfg, self._rtws) if injected is None else injected
+            self._providers[name] = prov
             self._limits[name] = asyncio.Semaphore(max(1, cfg.concurrency))
         return prov
 
@@ -92,6 +108,7 @@ class ProviderPool:
                 yield ev
 
     async def aclose(self) -> None:
-        for prov in self._providers.values():
-            await prov.aclose()
+        for name, prov in self._providers.items():
+            if name not in self._injected:
+                await prov.aclose()
         self._providers.clear()
