@@ -89,7 +89,9 @@ def test_message_sources_are_exclusive_and_checked_before_anything_is_written(
         out = ml("chat", "-C", str(proj), *args, cwd=tmp_path)
         assert out.returncode in (1, 2), (args, out.stderr)
         assert says in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
-    empty = _ml_stdin("chat", "-C", str(proj), "-t", "tasks/example.tsk", "-", data="", cwd=tmp_path)
+    empty = _ml_stdin(
+        "chat", "-C", str(proj), "-t", "tasks/example.tsk", "-", data="", cwd=tmp_path
+    )
     assert empty.returncode == 1 and "the message is empty" in empty.stderr
     assert not (proj / ".mindloop").exists()
 

@@ -21,8 +21,9 @@ def test_a_side_dialog_at_the_step_limit_makes_chat_exit_3(tmp_path: Path) -> No
     assert ml("init", str(proj), cwd=tmp_path).returncode == 0
     write_team(proj, {"lead": {"toolsets": ["fs"]}, "worker": {"toolsets": ["fs"]}})
     write_script(proj, SCRIPT)
-    out = ml("chat", "-C", str(proj), "-t", "tasks/example.tsk", "--max-steps", "2", "go",
-             cwd=tmp_path)
+    out = ml(
+        "chat", "-C", str(proj), "-t", "tasks/example.tsk", "--max-steps", "2", "go", cwd=tmp_path
+    )
     assert out.returncode == 3, out.stdout + out.stderr
     dialogs = json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout)
     [side] = [d for d in dialogs if d["member"] == "worker"]

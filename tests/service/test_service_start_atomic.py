@@ -39,8 +39,17 @@ def test_a_kill_between_creating_a_root_and_posting_leaves_no_empty_root(tmp_pat
     proj = tmp_path / "p"
     assert ml("init", str(proj), cwd=tmp_path).returncode == 0
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_AT_POST, "chat", "-C", str(proj), "-t", "tasks/example.tsk",
-         "list the files and summarise README.md"],
+        [
+            sys.executable,
+            "-c",
+            _KILLED_AT_POST,
+            "chat",
+            "-C",
+            str(proj),
+            "-t",
+            "tasks/example.tsk",
+            "list the files and summarise README.md",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,8 +64,15 @@ def test_a_kill_between_creating_a_root_and_posting_leaves_no_empty_root(tmp_pat
     finally:
         store.close()
     # The user simply says it again; nothing half-made is in the way.
-    again = ml("chat", "-C", str(proj), "-t", "tasks/example.tsk",
-               "list the files and summarise README.md", cwd=tmp_path)
+    again = ml(
+        "chat",
+        "-C",
+        str(proj),
+        "-t",
+        "tasks/example.tsk",
+        "list the files and summarise README.md",
+        cwd=tmp_path,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     [dialog] = json.loads(ml("dialogs", "list", "--json", "-C", str(proj), cwd=tmp_path).stdout)
     assert dialog["messages"] > 1
