@@ -4,7 +4,7 @@ The public Python API (everything in `__all__`):
 
 - `open_project(rtws)` and the use cases on it, the same ones the CLI runs:
   `start_chat`, `post`, `answer`, `retry`, `run` (the scheduler, once or `watch=True`),
-  `list_dialogs`, `show_dialog`, `list_questions`; results are typed (`Posted`,
+  `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`; results are typed (`Posted`,
   `DriveReport` with its `Outcome`, `Transcript` …). See `mindloop.service`.
 - The engine underneath: `DialogRuntime` (create, post, drive dialogs) and `Scheduler`.
 - Configuration: `load_config`, `check_config`, `init_rtws` (scaffold an rtws).
@@ -35,7 +35,9 @@ _EXPORTS = {
         "Posted",
         "Project",
         "Transcript",
+        "TreeNode",
         "answer",
+        "dialog_trees",
         "list_dialogs",
         "list_questions",
         "open_project",
@@ -74,8 +76,10 @@ __all__ = [
     "ProviderError",
     "Scheduler",
     "Transcript",
+    "TreeNode",
     "answer",
     "check_config",
+    "dialog_trees",
     "init_rtws",
     "list_dialogs",
     "list_questions",
@@ -104,7 +108,9 @@ if TYPE_CHECKING:
         Posted,
         Project,
         Transcript,
+        TreeNode,
         answer,
+        dialog_trees,
         list_dialogs,
         list_questions,
         open_project,

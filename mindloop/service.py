@@ -84,7 +84,7 @@ class DriveReport(BaseModel):
 
     root_id: str | None = None
     max_steps: int
-    resumed: list[str] = []  # dialogs a crash left running, driven again by this run
+    resumed: list[str] = []  # dialogs a crash left running, resumed by this run
     drives: list[DriveResult] = []
     crashed: list[str] = []  # drives that raised instead of ending (e.g. a broken store)
     tree: list[DialogRecord] = []  # the root's tree after the run
@@ -125,6 +125,15 @@ class DialogSummary(DialogRecord):
     messages: int | None = None  # how many messages it holds (when asked for)
 
 
+class TreeNode(BaseModel):
+    """One dialog of a tree, depth-first: the root at depth 0, its side dialogs below."""
+
+    dialog: DialogRecord
+    depth: int
+    asks_human: bool  # it has an open question
+    waiting_on: int  # its tellasks not answered yet
+
+
 class Transcript(BaseModel):
     dialog: DialogRecord
     messages: list[MessageRecord]
@@ -159,7 +168,7 @@ class Project:
         self._built: dict[str, Provider] = {}  # built here to check them; closed here
         self._listeners: list[Listener] = []
         self._runtime: DialogRuntime | None = None
-        self._resumed: list[str] | None = None
+        self._recovered = False
 
     @property
     def state_file(self) -> Path:
@@ -217,10 +226,12 @@ class Project:
         return provider
 
     def recover(self) -> list[str]:
-        """Once per project: dialogs a crash left running are marked to drive again."""
-        if self._resumed is None:
-            self._resumed = self.runtime.tree.recover()
-        return self._resumed
+        """Dialogs a crash left running are marked to drive again; done once per project
+        (by `run` if not before). Returns what this call resumed."""
+        if self._recovered:
+            return []
+        self._recovered = True
+        return self.runtime.tree.recover()
 
     async def aclose(self) -> None:
         if self._runtime is not None:
@@ -408,6 +419,49 @@ def list_questions(source: Source, *, task: str | None = None) -> list[QuestionR
             key = task_key(_rtws_of(source), task)
             roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
         return store.open_questions(root_ids=roots)
+
+
+def dialog_trees(source: Source, target: str) -> list[list[TreeNode]]:
+    """The dialog trees of a task (`target` a package path as users type it), or the tree
+    containing the dialog `target` (an id or an unambiguous prefix)."""
+    with _reading(source) as store:
+        if store is None:
+            raise NotFoundError(f"no dialogs yet, so no tree for {target!r}")
+        task = task_key(_rtws_of(source), target)
+        roots = [d.id for d in store.list_dialogs(task_path=task) if d.kind == "root"]
+        if not roots:
+            try:
+                did = store.resolve_dialog_id(target)
+            except NotFoundError as exc:
+                if "ambiguous" in str(exc):
+                    raise
+                raise NotFoundError(
+                    f"{target!r} is neither a task with dialogs nor a dialog id "
+                    "(see `mindloop tasks` and `mindloop dialogs list`)"
+                ) from None
+            roots = [store.get_dialog(did).root_id]
+        return [_tree(store, rid) for rid in roots]
+
+
+def _tree(store: Store, root_id: str) -> list[TreeNode]:
+    rows = store.list_dialogs(root_id=root_id)
+    children: dict[str | None, list[DialogRecord]] = {}
+    for r in rows:
+        children.setdefault(r.parent_id if r.id != root_id else None, []).append(r)
+    asking = {q.dialog_id for q in store.open_questions(root_ids=[root_id])}
+    nodes: list[TreeNode] = []
+
+    def walk(rec: DialogRecord, depth: int) -> None:
+        waits = len(store.pending_for(rec.id))
+        nodes.append(
+            TreeNode(dialog=rec, depth=depth, asks_human=rec.id in asking, waiting_on=waits)
+        )
+        for child in children.get(rec.id, []):
+            walk(child, depth + 1)
+
+    for root in children.get(None, []):
+        walk(root, 0)
+    return nodes
 
 
 def open_state(rtws: Path) -> Store | None:

@@ -12,9 +12,7 @@ from rich.table import Table
 
 from mindloop import service
 from mindloop.cli.common import console, get_rtws
-from mindloop.errors import NotFoundError
-from mindloop.service import open_state, task_key
-from mindloop.store import DialogRecord, MessageRecord, Store
+from mindloop.store import MessageRecord
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -111,34 +109,21 @@ def show(
         console.print(_render_cut(event))
 
 
-def _tree_lines(store: Store, root_id: str) -> list[str]:
-    rows = store.list_dialogs(root_id=root_id)
-    children: dict[str | None, list[DialogRecord]] = {}
-    for r in rows:
-        children.setdefault(r.parent_id if r.id != root_id else None, []).append(r)
-    open_q = {q.dialog_id for q in store.open_questions(root_ids=[root_id])}
-    lines: list[str] = []
+_KIND_LABEL = {"root": "root", "side": "side", "fbr": "FBR side (tool-less)"}
 
-    def walk(rec: DialogRecord, depth: int) -> None:
-        label = {"root": "root", "side": "side", "fbr": "FBR side (tool-less)"}[rec.kind]
-        extra = []
-        if rec.session_key:
-            extra.append(f"session {rec.session_key}")
-        if rec.id in open_q:
-            extra.append("waiting for the human")
-        waits = store.pending_for(rec.id)
-        if waits:
-            extra.append(f"waiting on {len(waits)}")
-        tail = f" ({', '.join(extra)})" if extra else ""
-        lines.append(
-            f"{'  ' * depth}{'└─ ' if depth else ''}{rec.id} {label} @{rec.member} [{rec.status}]{tail}"
-        )
-        for child in children.get(rec.id, []):
-            walk(child, depth + 1)
 
-    for root in children.get(None, []):
-        walk(root, 0)
-    return lines
+def _tree_line(node: service.TreeNode) -> str:
+    rec = node.dialog
+    extra = []
+    if rec.session_key:
+        extra.append(f"session {rec.session_key}")
+    if node.asks_human:
+        extra.append("waiting for the human")
+    if node.waiting_on:
+        extra.append(f"waiting on {node.waiting_on}")
+    tail = f" ({', '.join(extra)})" if extra else ""
+    lead = "  " * node.depth + ("└─ " if node.depth else "")
+    return f"{lead}{rec.id} {_KIND_LABEL[rec.kind]} @{rec.member} [{rec.status}]{tail}"
 
 
 @app.command()
@@ -147,26 +132,6 @@ def tree(
     target: Annotated[str, typer.Argument(help="A task package path or a dialog id (prefix).")],
 ) -> None:
     """Print the dialog tree(s) of a task, or the tree containing a dialog."""
-    rtws = get_rtws(ctx)
-    store = open_state(rtws)
-    if store is None:
-        raise NotFoundError(f"no dialogs yet, so no tree for {target!r}")
-    try:
-        task = task_key(rtws, target)
-        roots = [d.id for d in store.list_dialogs(task_path=task) if d.kind == "root"]
-        if not roots:
-            try:
-                did = store.resolve_dialog_id(target)
-            except NotFoundError as exc:
-                if "ambiguous" in str(exc):
-                    raise
-                raise NotFoundError(
-                    f"{target!r} is neither a task with dialogs nor a dialog id "
-                    "(see `mindloop tasks` and `mindloop dialogs list`)"
-                ) from None
-            roots = [store.get_dialog(did).root_id]
-        for rid in roots:
-            for line in _tree_lines(store, rid):
-                console.print(escape(line))
-    finally:
-        store.close()
+    for nodes in service.dialog_trees(get_rtws(ctx), target):
+        for node in nodes:
+            console.print(escape(_tree_line(node)))
