@@ -89,6 +89,7 @@ class DriveReport(BaseModel):
     crashed: list[str] = []  # drives that raised instead of ending (e.g. a broken store)
     tree: list[DialogRecord] = []  # the root's tree after the run
     questions: list[QuestionRecord] = []  # open questions (of the tree, with `root_id`)
+    members: dict[str, str] = {}  # dialog id -> member, for the tree and every failed drive
 
     def _in_scope(self, r: DriveResult) -> bool:
         return self.root_id is None or any(d.id == r.dialog_id for d in self.tree)
@@ -118,7 +119,7 @@ class DriveReport(BaseModel):
         return Outcome.DONE
 
     def member_of(self, dialog_id: str) -> str | None:
-        return next((d.member for d in self.tree if d.id == dialog_id), None)
+        return self.members.get(dialog_id)
 
 
 class DialogSummary(DialogRecord):
@@ -364,6 +365,10 @@ async def run(
     sched = Scheduler(rt)
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
+    members = {d.id: d.member for d in tree}
+    for r in results:
+        if r.reason in ("error", "step_limit") and r.dialog_id not in members:
+            members[r.dialog_id] = rt.store.get_dialog(r.dialog_id).member
     return DriveReport(
         root_id=root_id,
         max_steps=project.max_steps,
@@ -371,6 +376,7 @@ async def run(
         drives=list(results),
         crashed=[f"{type(e).__name__}: {e}" for e in sched.errors],
         tree=tree,
+        members=members,
         questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
     )
 

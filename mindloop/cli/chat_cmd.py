@@ -109,16 +109,22 @@ def _who(report: service.DriveReport, dialog_id: str) -> str:
     return f"dialog {dialog_id}" + (f" (@{member})" if member else "")
 
 
-def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
-    """Print what a drive of one tree came to; return the command's exit code."""
-    root_id = report.root_id or ""
-    for r in report.failed:  # one line each on stderr, naming where it happened
+def print_failures(report: service.DriveReport) -> None:
+    """One line on stderr per dialog that stopped on an error (the whole error was in the
+    live transcript) and per drive that raised."""
+    for r in report.failed:
         err_console.print(
             f"error: {_who(report, r.dialog_id)} stopped on error: {_summary(r.error)}",
             markup=False,
         )
     for crash in report.crashed:
         err_console.print(f"error: a drive failed: {_summary(crash)}", markup=False)
+
+
+def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
+    """Print what a drive of one tree came to; return the command's exit code."""
+    root_id = report.root_id or ""
+    print_failures(report)
     last = report.last
     if (last is not None and last.reason == "error") or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
@@ -179,6 +185,7 @@ async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = Fal
     console.print(
         f"[dim]{len(report.drives)} drive(s) · {len(report.questions)} open question(s)[/]"
     )
+    print_failures(report)
     if report.failed or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
         return 1

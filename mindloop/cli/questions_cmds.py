@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mindloop import service
+from mindloop.cli.chat_cmd import print_failures
 from mindloop.cli.common import FILE_OPTION_HELP, console, get_rtws, read_message, run_async
 from mindloop.cli.render import TranscriptRenderer
 
@@ -73,4 +74,5 @@ async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
         await project.aclose()
     for q in report.questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
+    print_failures(report)
     return 1 if report.failed or report.crashed else 0
