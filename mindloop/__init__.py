@@ -1,1 +1,135 @@
-"""mindloop: a local-first runtime for teams of LLM agents."""
+"""mindloop: a local-first runtime for teams of LLM agents.
+
+The public Python API (everything in `__all__`):
+
+- `open_project(rtws)` and the use cases on it, the same ones the CLI runs:
+  `start_chat`, `post`, `answer`, `retry`, `run` (the scheduler, once or `watch=True`),
+  `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`; results are typed (`Posted`,
+  `DriveReport` with its `Outcome`, `Transcript` …). See `mindloop.service`.
+- The engine underneath: `DialogRuntime` (create, post, drive dialogs) and `Scheduler`.
+- Configuration: `load_config`, `check_config`, `init_rtws` (scaffold an rtws).
+- For your tests: scripted models that replace a provider without any YAML script, in
+  `mindloop.testing` (`ScriptedModel`, `FunctionModel`, `Turn`, `call`, `Failure`):
+
+      from mindloop import open_project, run, start_chat
+      from mindloop.testing import ScriptedModel
+
+      async with open_project(rtws, providers={"mock": ScriptedModel(["hi"])}) as p:
+          posted = start_chat(p, "hello", task="tasks/example.tsk")
+          report = await run(p, root_id=posted.dialog.id)
+
+Names are imported on first use, so `import mindloop` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "mindloop.service": (
+        "Answered",
+        "DialogSummary",
+        "DriveReport",
+        "Outcome",
+        "Posted",
+        "Project",
+        "Transcript",
+        "TreeNode",
+        "answer",
+        "dialog_trees",
+        "list_dialogs",
+        "list_questions",
+        "open_project",
+        "post",
+        "retry",
+        "run",
+        "show_dialog",
+        "start_chat",
+    ),
+    "mindloop.dialogs.runtime": ("DialogRuntime", "DriveResult"),
+    "mindloop.dialogs.scheduler": ("Scheduler",),
+    "mindloop.config": ("Config", "ConfigError", "check_config", "load_config"),
+    "mindloop.rtws": ("init_rtws",),
+    "mindloop.errors": ("MindloopError",),
+    "mindloop.events.bus": ("Event", "EventBus"),
+    "mindloop.providers.base": ("GenerationRequest", "Provider", "ProviderError"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = [
+    "Answered",
+    "Config",
+    "ConfigError",
+    "DialogRuntime",
+    "DialogSummary",
+    "DriveReport",
+    "DriveResult",
+    "Event",
+    "EventBus",
+    "GenerationRequest",
+    "MindloopError",
+    "Outcome",
+    "Posted",
+    "Project",
+    "Provider",
+    "ProviderError",
+    "Scheduler",
+    "Transcript",
+    "TreeNode",
+    "answer",
+    "check_config",
+    "dialog_trees",
+    "init_rtws",
+    "list_dialogs",
+    "list_questions",
+    "load_config",
+    "open_project",
+    "post",
+    "retry",
+    "run",
+    "show_dialog",
+    "start_chat",
+]
+
+if TYPE_CHECKING:
+    from mindloop.config import Config, ConfigError, check_config, load_config
+    from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+    from mindloop.dialogs.scheduler import Scheduler
+    from mindloop.errors import MindloopError
+    from mindloop.events.bus import Event, EventBus
+    from mindloop.providers.base import GenerationRequest, Provider, ProviderError
+    from mindloop.rtws import init_rtws
+    from mindloop.service import (
+        Answered,
+        DialogSummary,
+        DriveReport,
+        Outcome,
+        Posted,
+        Project,
+        Transcript,
+        TreeNode,
+        answer,
+        dialog_trees,
+        list_dialogs,
+        list_questions,
+        open_project,
+        post,
+        retry,
+        run,
+        show_dialog,
+        start_chat,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mindloop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

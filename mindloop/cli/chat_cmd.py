@@ -1,33 +1,47 @@
-"""`mindloop chat` and `mindloop run`: drive dialogs with the transcript streamed live."""
+"""`mindloop chat` and `mindloop run`: drive dialogs with the transcript streamed live.
+
+Both are thin: the use cases (and every check of the input) are `mindloop.service`'s; here
+the arguments are read, the transcript rendered and the outcome turned into an exit code.
+"""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from mindloop.cli.common import INTERRUPTED_EXIT, console, get_rtws, run_async
+from mindloop import service
+from mindloop.cli.common import (
+    FILE_OPTION_HELP,
+    console,
+    err_console,
+    get_rtws,
+    read_message,
+    run_async,
+)
 from mindloop.cli.render import TranscriptRenderer
-from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
-from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError
 
+# Waiting on the human is still a success for `chat` (the question is printed with how
+# to answer it); DESIGN §8.6's exit 4 comes with the work loop.
 EXIT_CODES = {
-    "done": 0,
-    "idle": 0,
-    "waiting": 0,
-    "error": 1,
-    "step_limit": 3,
-    "cancelled": INTERRUPTED_EXIT,
+    service.Outcome.DONE: 0,
+    service.Outcome.WAITING: 0,
+    service.Outcome.ERROR: 1,
+    service.Outcome.STEP_LIMIT: 3,
 }
+
+RETRY_HINT = "fix the cause, then drive it again with: mindloop run --retry-errors -C {rtws}"
 
 
 def chat(
     ctx: typer.Context,
-    message: Annotated[str, typer.Argument(help="What to say.")],
+    message: Annotated[
+        str | None, typer.Argument(help="What to say; `-` reads it from stdin.", show_default=False)
+    ] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help=FILE_OPTION_HELP)] = None,
     task: Annotated[
         str | None, typer.Option("--task", "-t", help="Task package (tasks/<slug>.tsk).")
     ] = None,
@@ -40,7 +54,12 @@ def chat(
 ) -> None:
     """Send a message to a root dialog and drive its whole tree until it answers."""
     rtws = get_rtws(ctx)
-    code = run_async(_chat(rtws, message, task, member, dialog, max_steps, thinking), rtws)
+    if task is not None and not task.strip():
+        raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
+    if dialog and (task or member):
+        raise MindloopError("--dialog continues an existing dialog; drop --task/--member")
+    text = read_message(message, file)
+    code = run_async(_chat(rtws, text, task, member, dialog, max_steps, thinking), rtws)
     raise typer.Exit(code)
 
 
@@ -53,102 +72,75 @@ async def _chat(
     max_steps: int,
     thinking: bool,
 ) -> int:
-    if not message.strip():
-        raise MindloopError("the message is empty: say something (nothing was created)")
-    if task is not None and not task.strip():
-        raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
-    rt = DialogRuntime(rtws, max_steps=max_steps)
+    project = service.open_project(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console, show_thinking=thinking)
-    renderer.attach(rt.bus)
+    project.subscribe(renderer.handle)
     try:
-        rt.tree.recover()
         if dialog:
-            if task or member:
-                raise MindloopError("--dialog continues an existing dialog; drop --task/--member")
-            rec = rt.store.get_dialog(rt.store.resolve_dialog_id(dialog))
-            if rec.kind != "root":
-                raise MindloopError(
-                    f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}"
-                )
+            posted = service.post(project, dialog, message)
         else:
-            rec = rt.create_root_dialog(task or _default_task(rt, message), member)
-        renderer.know_dialogs(rt.store.list_dialogs(root_id=rec.root_id))
+            posted = service.start_chat(project, message, task=task, member=member)
+        if posted.created_task is not None:
+            console.print(f"[dim]created {posted.created_task} for this dialog[/]")
+        rec = posted.dialog
+        renderer.know_dialogs(posted.tree)
         console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
-        rt.post_user_message(rec.id, message)
         console.print(f"[bold]you:[/] {escape(message)}", highlight=False)
-        sched = Scheduler(rt)
-        results = await sched.run()
+        report = await service.run(project, root_id=rec.root_id)
     finally:
         renderer.close()
-        await rt.aclose()
-    return _report(rt, rec.id, results, max_steps, crashed=len(sched.errors))
+        await project.aclose()
+    return report_tree(report, project.rtws, project.state_file)
 
 
-def _first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else "unknown error"
+def _summary(error: str | None) -> str:
+    """An error on one line: its first line, and the next when the first only introduces
+    it (`invalid mock script:`); the whole error was rendered live already."""
+    lines = [line.strip() for line in (error or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
-def _report(
-    rt: DialogRuntime,
-    root_id: str,
-    results: list[DriveResult],
-    max_steps: int,
-    *,
-    crashed: int = 0,
-) -> int:
-    from mindloop.store import Store
+def _who(report: service.DriveReport, dialog_id: str) -> str:
+    member = report.member_of(dialog_id)
+    return f"dialog {dialog_id}" + (f" (@{member})" if member else "")
 
-    store = Store(rt.store.path)
-    try:
-        mine = [r for r in results if r.dialog_id == root_id]
-        last = mine[-1] if mine else DriveResult(root_id, DriveEnd.WAITING)
-        tree_ids = [d.id for d in store.list_dialogs(root_id=root_id)]
-        questions = store.open_questions(root_ids=[root_id])
-    finally:
-        store.close()
-    failed = [r for r in results if r.reason == "error" and r.dialog_id in tree_ids]
-    for r in failed:  # the full error was rendered live; name where it happened
-        console.print(
-            f"[red]dialog {r.dialog_id} stopped on error:[/] {escape(_first_line(r.error))}"
+
+def print_failures(report: service.DriveReport) -> None:
+    """One line on stderr per dialog that stopped on an error (the whole error was in the
+    live transcript) and per drive that raised."""
+    for r in report.failed:
+        err_console.print(
+            f"error: {_who(report, r.dialog_id)} stopped on error: {_summary(r.error)}",
+            markup=False,
         )
-    if last.reason == "error" or crashed:
-        console.print(_RETRY_HINT.format(rtws=rt.rtws))
-    for q in questions:
+    for crash in report.crashed:
+        err_console.print(f"error: a drive failed: {_summary(crash)}", markup=False)
+
+
+def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
+    """Print what a drive of one tree came to; return the command's exit code."""
+    root_id = report.root_id or ""
+    print_failures(report)
+    last = report.last
+    if (last is not None and last.reason == "error") or report.crashed:
+        console.print(RETRY_HINT.format(rtws=rtws))
+    for q in report.questions:
         console.print(
-            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {q.headline}\n  {q.body}\n"
-            f'  answer with: mindloop answer -C {rt.rtws} {q.id} "…"'
+            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
+            f"  {escape(q.body)}\n"
+            f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
         )
-    if last.reason == "step_limit":
+    for r in report.step_limited:
         console.print(
-            f"[yellow]stopped at the step limit ({max_steps}); continue with --dialog {root_id}[/]"
+            f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
+            f"({report.max_steps}); continue with --dialog {root_id}[/]"
         )
-    console.print(f"[dim]state in {rt.store.path} · continue with --dialog {root_id}[/]")
-    if failed or crashed:  # `crashed`: drives that raised (e.g. a provider without its key)
-        return 1
-    return EXIT_CODES.get(last.reason, 1)
-
-
-def _default_task(rt: DialogRuntime, message: str) -> str:
-    """The task of a new dialog started without --task: the rtws's only package, or a new
-    `tasks/<slug>.tsk/` named after the message when there is none (every dialog has a
-    Taskdoc). With several packages the user must choose."""
-    from mindloop.taskdoc import TaskPackage, discover_packages
-
-    found = discover_packages(rt.rtws)
-    if len(found) == 1:
-        return found[0]
-    if found:
-        raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
-    pkg = TaskPackage.create(rt.rtws, task_slug(message), goal=message, exist_ok=True)
-    console.print(f"[dim]created {pkg.rel_path} for this dialog[/]")
-    return pkg.rel_path
-
-
-def task_slug(message: str, max_words: int = 5) -> str:
-    """`Fix the login page!` -> `fix-the-login-page`; `task` when nothing is left."""
-    words = re.findall(r"[a-z0-9]+", message.lower())[:max_words]
-    return "-".join(words)[:48].strip("-") or "task"
+    console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
+    return EXIT_CODES[report.outcome]
 
 
 def run(
@@ -173,33 +165,28 @@ def run(
 
 
 async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = False) -> int:
-    rt = DialogRuntime(rtws, max_steps=max_steps)
+    project = service.open_project(rtws, max_steps=max_steps)
     renderer = TranscriptRenderer(console)
-    renderer.attach(rt.bus)
+    project.subscribe(renderer.handle)
     try:
-        renderer.know_dialogs(rt.store.list_dialogs())
-        resumed = rt.tree.recover()
+        resumed = project.recover()  # opens the runtime (and the state)
+        renderer.know_dialogs(service.list_dialogs(project))
         if resumed:
             console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")
         if retry_errors:
-            retried = rt.retry_stopped()
-            console.print(
-                f"[dim]retrying {len(retried)} dialog(s) that stopped on an error "
-                "or at the step limit[/]"
-            )
-        sched = Scheduler(rt)
-        results = await sched.run(watch=watch)
-        questions = rt.store.open_questions()
+            retried = service.retry(project)
+            console.print(f"[dim]retrying {len(retried)} dialog(s) that stopped on an error[/]")
+        report = await service.run(project, watch=watch)
     finally:
         renderer.close()
-        await rt.aclose()
-    for q in questions:
-        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
-    console.print(f"[dim]{len(results)} drive(s) · {len(questions)} open question(s)[/]")
-    failed = any(r.reason == "error" for r in results) or sched.errors
-    if failed:
-        console.print(_RETRY_HINT.format(rtws=rtws))
-    return 1 if failed else 0
-
-
-_RETRY_HINT = "fix the cause, then drive it again with: mindloop run --retry-errors -C {rtws}"
+        await project.aclose()
+    for q in report.questions:
+        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
+    console.print(
+        f"[dim]{len(report.drives)} drive(s) · {len(report.questions)} open question(s)[/]"
+    )
+    print_failures(report)
+    if report.failed or report.crashed:
+        console.print(RETRY_HINT.format(rtws=rtws))
+        return 1
+    return 0

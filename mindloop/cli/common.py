@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -11,9 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from mindloop.errors import NotFoundError, RtwsError
-from mindloop.store import Store
-from mindloop.store.store import STATE_DIR, STATE_FILE
+from mindloop.errors import MindloopError, RtwsError
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -46,32 +44,28 @@ def get_rtws(ctx: typer.Context, *, must_exist: bool = True) -> Path:
     return path
 
 
-def open_state(rtws: Path) -> Store | None:
-    """The rtws's store for commands that only read it, or None when nothing was run yet.
-
-    Reading never creates state: a directory that is no rtws at all is an error (and stays
-    untouched), an initialised rtws without state simply has no dialogs and questions."""
-    if (rtws / STATE_DIR / STATE_FILE).is_file():
-        return Store.for_rtws(rtws)
-    if not (rtws / ".minds").is_dir():
-        raise RtwsError(
-            f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
-            f"create one with `mindloop init` or choose one with -C DIR"
-        )
-    return None
+FILE_OPTION_HELP = "Read the text from this file (UTF-8), e.g. one too long for an argument."
 
 
-def no_dialog(ref: str) -> NotFoundError:
-    return NotFoundError(f"no dialog with id {ref!r} (see `mindloop dialogs list`)")
-
-
-def task_key(rtws: Path, raw: str) -> str:
-    """A task path as the store records it (rtws-relative, posix): users also type
-    `./tasks/x.tsk/`, `tasks\\x.tsk` or an absolute path inside the rtws."""
-    path = Path(raw.replace("\\", "/"))
-    if path.is_absolute():
+def read_message(arg: str | None, file: Path | None, what: str = "message") -> str:
+    """The text of a `chat` message or an `answer`: the argument itself, `-` for stdin, or
+    `--file PATH`, so text longer than the OS argument limit can be given too."""
+    if arg is not None and file is not None:
+        raise MindloopError(f"give the {what} once: as an argument, `-` (stdin) or --file")
+    if file is not None:
         try:
-            path = path.resolve().relative_to(rtws)
-        except ValueError:
-            return raw
-    return os.path.normpath(path.as_posix()).replace(os.sep, "/")
+            data = file.read_bytes()
+        except OSError as exc:
+            raise MindloopError(f"--file {file}: cannot read it ({exc.strerror})") from None
+        source = f"--file {file}"
+    elif arg == "-":
+        data = sys.stdin.buffer.read()
+        source = "stdin"
+    elif arg is None:
+        raise MindloopError(f"no {what}: give it as an argument, `-` to read stdin, or --file PATH")
+    else:
+        return arg
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MindloopError(f"{source}: not UTF-8 text (byte {exc.start})") from None

@@ -10,20 +10,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from mindloop.cli.common import console, get_rtws, no_dialog, open_state, task_key
-from mindloop.errors import NotFoundError
-from mindloop.store import DialogRecord, MessageRecord, Store
+from mindloop import service
+from mindloop.cli.common import console, get_rtws
+from mindloop.store import MessageRecord
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def _ts(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _open(ctx: typer.Context) -> Store | None:
-    """The store to read, or None when the rtws has run nothing yet (nothing is created)."""
-    return open_state(get_rtws(ctx))
 
 
 @app.command("list")
@@ -33,25 +28,20 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List dialogs, oldest first."""
-    rtws = get_rtws(ctx)
-    store = open_state(rtws)
-    if store is None:
-        typer.echo("[]") if as_json else console.print("no dialogs yet")
+    rows = service.list_dialogs(get_rtws(ctx), task=task, counts=True)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in rows], indent=2, ensure_ascii=False))
         return
-    try:
-        rows = store.list_dialogs(task_path=task_key(rtws, task) if task else None)
-        if as_json:
-            data = [r.model_dump() | {"messages": store.count_messages(r.id)} for r in rows]
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-            return
-        table = Table("kind", "member", "task", "status", "msgs", "created")
-        table.add_column("id", no_wrap=True, min_width=14)
-        for r in rows:
-            msgs = str(store.count_messages(r.id))
-            table.add_row(r.kind, r.member, r.task_path, r.status, msgs, _ts(r.created_at), r.id)
-        console.print(table if rows else "no dialogs yet")
-    finally:
-        store.close()
+    if not rows:
+        console.print("no dialogs yet")
+        return
+    table = Table("kind", "member", "task", "status", "msgs", "created")
+    table.add_column("id", no_wrap=True, min_width=14)
+    for r in rows:
+        table.add_row(
+            r.kind, r.member, r.task_path, r.status, str(r.messages), _ts(r.created_at), r.id
+        )
+    console.print(table)
 
 
 def _render_message(m: MessageRecord) -> str:
@@ -85,80 +75,55 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show one dialog's full transcript."""
-    store = _open(ctx)
-    if store is None:
-        raise no_dialog(dialog_id)
-    try:
-        did = store.resolve_dialog_id(dialog_id)
-        rec = store.get_dialog(did)
-        msgs = store.load_history(did)
-        gens = store.generations(did)
-        # What a model said before Ctrl-C or a crash cut it off: kept, but not part of the
-        # history (the generation is re-run on resume), so shown apart.
-        cut = [e for e in store.events(did) if e["type"] == "generation_cancelled"]
-        if as_json:
-            data = {
-                "dialog": rec.model_dump(),
-                "messages": [m.model_dump() for m in msgs],
-                "generations": [g.model_dump() for g in gens],
-                "interrupted_generations": [
-                    {"at": e["ts"], "text": e["data"].get("text", ""), **e["data"]} for e in cut
-                ],
-            }
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-            return
-        console.print(
-            f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}"
-        )
-        tokens_in = sum(g.input_tokens or 0 for g in gens)
-        tokens_out = sum(g.output_tokens or 0 for g in gens)
-        console.print(
-            f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]"
-        )
-        course = None
-        for m in msgs:
-            while cut and cut[0]["ts"] <= m.created_at:
-                console.print(_render_cut(cut.pop(0)))
-            if m.course != course:
-                course = m.course
-                console.print(f"[dim]── course {course} ──[/]")
-            if m.kind == "assistant" and not m.data.get("text"):
-                continue  # a turn of tool calls only: the calls follow
-            console.print(_render_message(m))
-        for event in cut:
-            console.print(_render_cut(event))
-    finally:
-        store.close()
+    shown = service.show_dialog(get_rtws(ctx), dialog_id)
+    rec, msgs, gens = shown.dialog, shown.messages, shown.generations
+    cut = list(shown.interrupted)
+    if as_json:
+        data = {
+            "dialog": rec.model_dump(),
+            "messages": [m.model_dump() for m in msgs],
+            "generations": [g.model_dump() for g in gens],
+            "interrupted_generations": [
+                {"at": e["ts"], "text": e["data"].get("text", ""), **e["data"]} for e in cut
+            ],
+        }
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console.print(
+        f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}"
+    )
+    tokens_in = sum(g.input_tokens or 0 for g in gens)
+    tokens_out = sum(g.output_tokens or 0 for g in gens)
+    console.print(f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]")
+    course = None
+    for m in msgs:
+        while cut and cut[0]["ts"] <= m.created_at:
+            console.print(_render_cut(cut.pop(0)))
+        if m.course != course:
+            course = m.course
+            console.print(f"[dim]── course {course} ──[/]")
+        if m.kind == "assistant" and not m.data.get("text"):
+            continue  # a turn of tool calls only: the calls follow
+        console.print(_render_message(m))
+    for event in cut:
+        console.print(_render_cut(event))
 
 
-def _tree_lines(store: Store, root_id: str) -> list[str]:
-    rows = store.list_dialogs(root_id=root_id)
-    children: dict[str | None, list[DialogRecord]] = {}
-    for r in rows:
-        children.setdefault(r.parent_id if r.id != root_id else None, []).append(r)
-    open_q = {q.dialog_id for q in store.open_questions(root_ids=[root_id])}
-    lines: list[str] = []
+_KIND_LABEL = {"root": "root", "side": "side", "fbr": "FBR side (tool-less)"}
 
-    def walk(rec: DialogRecord, depth: int) -> None:
-        label = {"root": "root", "side": "side", "fbr": "FBR side (tool-less)"}[rec.kind]
-        extra = []
-        if rec.session_key:
-            extra.append(f"session {rec.session_key}")
-        if rec.id in open_q:
-            extra.append("waiting for the human")
-        waits = store.pending_for(rec.id)
-        if waits:
-            extra.append(f"waiting on {len(waits)}")
-        tail = f" ({', '.join(extra)})" if extra else ""
-        lines.append(
-            f"{'  ' * depth}{'└─ ' if depth else ''}{rec.id} {label} @{rec.member} [{rec.status}]{tail}"
-        )
-        for child in children.get(rec.id, []):
-            walk(child, depth + 1)
 
-    for root in children.get(None, []):
-        walk(root, 0)
-    return lines
+def _tree_line(node: service.TreeNode) -> str:
+    rec = node.dialog
+    extra = []
+    if rec.session_key:
+        extra.append(f"session {rec.session_key}")
+    if node.asks_human:
+        extra.append("waiting for the human")
+    if node.waiting_on:
+        extra.append(f"waiting on {node.waiting_on}")
+    tail = f" ({', '.join(extra)})" if extra else ""
+    lead = "  " * node.depth + ("└─ " if node.depth else "")
+    return f"{lead}{rec.id} {_KIND_LABEL[rec.kind]} @{rec.member} [{rec.status}]{tail}"
 
 
 @app.command()
@@ -167,26 +132,6 @@ def tree(
     target: Annotated[str, typer.Argument(help="A task package path or a dialog id (prefix).")],
 ) -> None:
     """Print the dialog tree(s) of a task, or the tree containing a dialog."""
-    rtws = get_rtws(ctx)
-    store = open_state(rtws)
-    if store is None:
-        raise NotFoundError(f"no dialogs yet, so no tree for {target!r}")
-    try:
-        task = task_key(rtws, target)
-        roots = [d.id for d in store.list_dialogs(task_path=task) if d.kind == "root"]
-        if not roots:
-            try:
-                did = store.resolve_dialog_id(target)
-            except NotFoundError as exc:
-                if "ambiguous" in str(exc):
-                    raise
-                raise NotFoundError(
-                    f"{target!r} is neither a task with dialogs nor a dialog id "
-                    "(see `mindloop tasks` and `mindloop dialogs list`)"
-                ) from None
-            roots = [store.get_dialog(did).root_id]
-        for rid in roots:
-            for line in _tree_lines(store, rid):
-                console.print(escape(line))
-    finally:
-        store.close()
+    for nodes in service.dialog_trees(get_rtws(ctx), target):
+        for node in nodes:
+            console.print(escape(_tree_line(node)))

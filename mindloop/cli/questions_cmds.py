@@ -8,17 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from mindloop.cli.common import (
-    console,
-    get_rtws,
-    open_state,
-    run_async,
-    task_key,
-)
+from mindloop import service
+from mindloop.cli.chat_cmd import print_failures
+from mindloop.cli.common import FILE_OPTION_HELP, console, get_rtws, read_message, run_async
 from mindloop.cli.render import TranscriptRenderer
-from mindloop.dialogs.scheduler import Scheduler
 
 
 def questions(
@@ -27,38 +23,29 @@ def questions(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List open questions for the human, across all dialogs."""
-    rtws = get_rtws(ctx)
-    store = open_state(rtws)
-    if store is None:
-        typer.echo("[]") if as_json else console.print("no open questions")
+    qs = service.list_questions(get_rtws(ctx), task=task)
+    if as_json:
+        typer.echo(json.dumps([q.model_dump() for q in qs], indent=2, ensure_ascii=False))
         return
-    try:
-        roots = None
-        if task is not None:
-            roots = [
-                d.id for d in store.list_dialogs(task_path=task_key(rtws, task)) if d.kind == "root"
-            ]
-        qs = store.open_questions(root_ids=roots)
-        if as_json:
-            typer.echo(json.dumps([q.model_dump() for q in qs], indent=2, ensure_ascii=False))
-            return
-        if not qs:
-            console.print("no open questions")
-            return
-        table = Table("id", "dialog", "asked", "question")
-        for q in qs:
-            asked = datetime.fromtimestamp(q.asked_at).strftime("%Y-%m-%d %H:%M")
-            text = q.headline + (f"\n{q.body}" if q.body else "")
-            table.add_row(q.id, q.dialog_id, asked, text)
-        console.print(table)
-    finally:
-        store.close()
+    if not qs:
+        console.print("no open questions")
+        return
+    table = Table("id", "dialog", "asked", "question")
+    for q in qs:
+        asked = datetime.fromtimestamp(q.asked_at).strftime("%Y-%m-%d %H:%M")
+        text = q.headline + (f"\n{q.body}" if q.body else "")
+        table.add_row(q.id, q.dialog_id, asked, escape(text))
+    console.print(table)
 
 
 def answer(
     ctx: typer.Context,
     question_id: Annotated[str, typer.Argument(help="The question id (q4h-…).")],
-    text: Annotated[str, typer.Argument(help="Your answer.")],
+    text: Annotated[
+        str | None,
+        typer.Argument(help="Your answer; `-` reads it from stdin.", show_default=False),
+    ] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help=FILE_OPTION_HELP)] = None,
     no_drive: Annotated[
         bool,
         typer.Option("--no-drive", help="Record the answer only; `mindloop run` drives later."),
@@ -66,28 +53,26 @@ def answer(
 ) -> None:
     """Answer a question; the asking dialog (and its tree) is driven on."""
     rtws = get_rtws(ctx)
-    code = run_async(_answer(rtws, question_id, text, no_drive), rtws)
+    reply = read_message(text, file, what="answer")
+    code = run_async(_answer(rtws, question_id, reply, no_drive), rtws)
     raise typer.Exit(code)
 
 
 async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
-    from mindloop.dialogs.runtime import DialogRuntime  # only answering drives dialogs
-
-    rt = DialogRuntime(rtws)
+    project = service.open_project(rtws)
     renderer = TranscriptRenderer(console)
-    renderer.attach(rt.bus)
+    project.subscribe(renderer.handle)
     try:
-        renderer.know_dialogs(rt.store.list_dialogs())
-        did = rt.answer_question(qid, text)
-        console.print(f"answered {qid} (dialog {did})")
+        renderer.know_dialogs(service.list_dialogs(project))
+        answered = service.answer(project, qid, text)
+        console.print(f"answered {qid} (dialog {answered.dialog_id})")
         if no_drive:
             return 0
-        sched = Scheduler(rt)
-        results = await sched.run()
-        pending = rt.store.open_questions()
+        report = await service.run(project)
     finally:
         renderer.close()
-        await rt.aclose()
-    for q in pending:
-        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {q.headline}")
-    return 1 if any(r.reason == "error" for r in results) or sched.errors else 0
+        await project.aclose()
+    for q in report.questions:
+        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
+    print_failures(report)
+    return 1 if report.failed or report.crashed else 0

@@ -17,6 +17,7 @@ answer a question, drive a dialog. The work is done by modules with one job each
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.i18n import Lang
+from mindloop.providers.base import Provider
 from mindloop.providers.pool import ProviderPool
 from mindloop.store import DialogRecord, DialogStatus, MessageRecord, Store, new_id
 from mindloop.tools.base import Acl, ToolContext
@@ -59,6 +61,7 @@ class DialogRuntime:
         bus: EventBus | None = None,
         tools: ToolRegistry | None = None,
         policies: PolicyResolver | None = None,
+        providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
@@ -75,9 +78,11 @@ class DialogRuntime:
         )
         if problems:
             raise ConfigError(problems)
+        # Also before the store: an injected provider with no llm.yaml entry is refused
+        # with nothing written.
+        self.providers = ProviderPool(self.config.llm, self.rtws, providers)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
-        self.providers = ProviderPool(self.config.llm, self.rtws)
         self.tree = DialogTree(self.store, self.bus, self.lang)
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
@@ -135,6 +140,22 @@ class DialogRuntime:
         rec = self.store.create_dialog(rec)
         self.bus.publish("dialog_created", did, member=member_id, task=pkg.rel_path, kind="root")
         return rec
+
+    def start_root_dialog(
+        self,
+        task_path: str | Path,
+        text: str,
+        member: str | None = None,
+        title: str | None = None,
+    ) -> tuple[DialogRecord, MessageRecord]:
+        """Open a root dialog and post its first message in one transaction: a crash
+        leaves both or neither (never a root without its message)."""
+        if not text.strip():
+            raise MindloopError("the message is empty")
+        with self.store.tx():
+            rec = self.create_root_dialog(task_path, member, title)
+            message = self.post_user_message(rec.id, text)
+        return rec, message
 
     def post_user_message(self, dialog_id: str, text: str) -> MessageRecord:
         """Append a user message and mark the dialog to be driven (one transaction)."""

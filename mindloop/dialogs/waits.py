@@ -113,7 +113,9 @@ class Waits:
             dialog = self.store.get_dialog(rec.dialog_id)
             if note:
                 self.store.append_message(
-                    dialog.id, "note", {"text": wait_note(rec), "wait_id": rec.id},
+                    dialog.id,
+                    "note",
+                    {"text": wait_note(rec), "wait_id": rec.id},
                     course=dialog.course,
                 )
             if rec.blocks:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,14 +66,32 @@ def _api_key(cfg: ProviderConfig) -> str | None:
 
 
 class ProviderPool:
-    """`sleep` is how the pool waits between attempts (tests pass one that records)."""
+    """`injected` providers (name -> Provider) stand in for the llm.yaml entries of those
+    names (which still give their models, retries and concurrency); the caller owns and
+    closes them. `sleep` is how the pool waits between attempts (tests pass one that
+    records)."""
 
-    def __init__(self, llm: LlmConfig, rtws: Path, *, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        llm: LlmConfig,
+        rtws: Path,
+        injected: Mapping[str, Provider] | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
         self._llm = llm
         self._rtws = rtws
         self._sleep = sleep
         self._providers: dict[str, Provider] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
+        self._injected = dict(injected or {})
+        unknown = sorted(set(self._injected) - set(llm.providers))
+        if unknown:
+            raise ProviderSetupError(
+                f"injected provider(s) {', '.join(map(repr, unknown))} not in .minds/llm.yaml "
+                f"(providers: {', '.join(llm.providers) or '(none)'}); an injected provider "
+                "replaces the entry of its name"
+            )
 
     def get(self, name: str) -> Provider:
         prov = self._providers.get(name)
@@ -81,7 +99,9 @@ class ProviderPool:
             cfg = self._llm.providers.get(name)
             if cfg is None:
                 raise ProviderSetupError(f"no provider {name!r} in .minds/llm.yaml")
-            prov = self._providers[name] = build_provider(cfg, self._rtws)
+            injected = self._injected.get(name)
+            prov = build_provider(cfg, self._rtws) if injected is None else injected
+            self._providers[name] = prov
             self._limits[name] = asyncio.Semaphore(max(1, cfg.concurrency))
         return prov
 
@@ -107,6 +127,7 @@ class ProviderPool:
                 yield ev
 
     async def aclose(self) -> None:
-        for prov in self._providers.values():
-            await prov.aclose()
+        for name, prov in self._providers.items():
+            if name not in self._injected:
+                await prov.aclose()
         self._providers.clear()

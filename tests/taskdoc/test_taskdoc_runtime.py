@@ -241,7 +241,7 @@ async def test_demo_change_mind_is_seen_in_later_generations(
 ) -> None:
     from rich.console import Console
 
-    from mindloop.demo import run_demo
+    from mindloop.cli.demo_cmd import run_demo
     from mindloop.demo.script import PROGRESS_TEXT
 
     console = Console(record=True, width=200)

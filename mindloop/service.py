@@ -1,0 +1,551 @@
+"""The use cases every face calls: open a project, start a chat, post, answer a question,
+retry a dialog that stopped on an error, run (or watch), and list and show what is stored.
+
+The CLI, the demo command and the web UI must do each of these the same way, so the way
+lives here, once:
+
+- What the user gave is checked completely before the state database is opened: the
+  configuration (`open_project`), then the task package, the member, the member's provider
+  (built, so a missing API key is refused) and its mock script, the dialog or question
+  named. A refusal raises a `MindloopError` and changes nothing on disk.
+- A new root dialog and its first message commit in one transaction
+  (`DialogRuntime.start_root_dialog`): a crash never leaves a root without its message.
+- What a run came to is a typed value (`DriveReport`, with its `Outcome`) that the faces
+  render; they map outcomes to exit codes or HTTP statuses and decide nothing themselves.
+
+Commands that only read (`list_dialogs`, `show_dialog`, `list_questions`) never create
+state and need no valid configuration: an rtws that has run nothing simply has nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
+from mindloop.dialogs.scheduler import Scheduler
+from mindloop.errors import MindloopError, NotFoundError, RtwsError
+from mindloop.events.bus import Event
+from mindloop.providers.base import Provider
+from mindloop.providers.mock import MockProvider
+from mindloop.providers.mock_script import MockScriptError, validate_script
+from mindloop.providers.pool import build_provider
+from mindloop.store import (
+    STATE_DIR,
+    STATE_FILE,
+    DialogRecord,
+    GenerationRecord,
+    MessageRecord,
+    QuestionRecord,
+    Store,
+)
+from mindloop.taskdoc import TaskPackage, discover_packages
+from mindloop.tools.toolsets import standard_registry
+
+Listener = Callable[[Event], None]
+
+# ---------------------------------------------------------------------------- results
+
+
+class Outcome(StrEnum):
+    """What a run came to, seen from one dialog tree (or from the whole rtws)."""
+
+    DONE = "done"  # answered, or nothing was left to do
+    WAITING = "waiting"  # waits on the human (an open question)
+    STEP_LIMIT = "step_limit"  # a drive stopped at the per-drive step limit
+    ERROR = "error"  # a drive stopped on an error (or raised)
+
+
+class Posted(BaseModel):
+    """A message posted to a root dialog (new or continued)."""
+
+    dialog: DialogRecord
+    message: MessageRecord
+    tree: list[DialogRecord]  # the root's dialog tree as it was when the message went in
+    created_task: str | None = None  # the package made for a chat started without a task
+
+
+class Answered(BaseModel):
+    question_id: str
+    dialog_id: str  # the dialog that asked, now driven on
+
+
+class DriveReport(BaseModel):
+    """What one run of the scheduler came to. With `root_id` it is seen from that tree:
+    failures, step limits and questions elsewhere in the rtws do not count."""
+
+    root_id: str | None = None
+    max_steps: int
+    resumed: list[str] = []  # dialogs a crash left running, resumed by this run
+    drives: list[DriveResult] = []
+    crashed: list[str] = []  # drives that raised instead of ending (e.g. a broken store)
+    tree: list[DialogRecord] = []  # the root's tree after the run
+    questions: list[QuestionRecord] = []  # open questions (of the tree, with `root_id`)
+    members: dict[str, str] = {}  # dialog id -> member, for the tree and every failed drive
+
+    def _in_scope(self, r: DriveResult) -> bool:
+        return self.root_id is None or any(d.id == r.dialog_id for d in self.tree)
+
+    @property
+    def failed(self) -> list[DriveResult]:
+        return [r for r in self.drives if r.reason is DriveEnd.ERROR and self._in_scope(r)]
+
+    @property
+    def step_limited(self) -> list[DriveResult]:
+        return [r for r in self.drives if r.reason is DriveEnd.STEP_LIMIT and self._in_scope(r)]
+
+    @property
+    def last(self) -> DriveResult | None:
+        """The root's last drive of this run (None when it was not driven)."""
+        mine = [r for r in self.drives if r.dialog_id == self.root_id]
+        return mine[-1] if mine else None
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.failed or self.crashed:
+            return Outcome.ERROR
+        if self.step_limited:
+            return Outcome.STEP_LIMIT
+        if self.questions:
+            return Outcome.WAITING
+        return Outcome.DONE
+
+    def member_of(self, dialog_id: str) -> str | None:
+        return self.members.get(dialog_id)
+
+
+class DialogSummary(DialogRecord):
+    messages: int | None = None  # how many messages it holds (when asked for)
+
+
+class TreeNode(BaseModel):
+    """One dialog of a tree, depth-first: the root at depth 0, its side dialogs below."""
+
+    dialog: DialogRecord
+    depth: int
+    asks_human: bool  # it has an open question
+    waiting_on: int  # its tellasks not answered yet
+
+
+class Transcript(BaseModel):
+    dialog: DialogRecord
+    messages: list[MessageRecord]
+    generations: list[GenerationRecord]
+    # What a model said before Ctrl-C or a crash cut it off: kept, but not part of the
+    # history (the generation is re-run on resume). Store events: {"ts", "data": {...}}.
+    interrupted: list[dict[str, Any]]
+
+
+# ---------------------------------------------------------------------------- the project
+
+
+class Project:
+    """An rtws opened for use: its configuration loaded and checked. The runtime, and so
+    the state database, is opened only when a use case needs it, after that use case has
+    checked its input. Close it with `aclose()` (or `async with`)."""
+
+    def __init__(
+        self,
+        rtws: Path,
+        config: Config,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        providers: Mapping[str, Provider] | None = None,
+        durable: bool = True,
+    ) -> None:
+        self.rtws = rtws
+        self.config = config
+        self.max_steps = max_steps
+        self.durable = durable
+        self._injected = dict(providers or {})
+        self._built: dict[str, Provider] = {}  # built here to check them; closed here
+        self._listeners: list[Listener] = []
+        self._runtime: DialogRuntime | None = None
+        self._recovered = False
+
+    @property
+    def state_file(self) -> Path:
+        return self.rtws / STATE_DIR / STATE_FILE
+
+    def has_state(self) -> bool:
+        return self.state_file.is_file()
+
+    def subscribe(self, listener: Listener) -> None:
+        """Hear the runtime's events (a renderer, a web socket …) from now on."""
+        self._listeners.append(listener)
+        if self._runtime is not None:
+            self._runtime.bus.subscribe(listener)
+
+    @property
+    def runtime(self) -> DialogRuntime:
+        """The engine; opening it creates the state database when there is none."""
+        if self._runtime is None:
+            rt = DialogRuntime(
+                self.rtws,
+                config=self.config,
+                max_steps=self.max_steps,
+                durable=self.durable,
+                providers={**self._built, **self._injected},
+            )
+            for listener in self._listeners:
+                rt.bus.subscribe(listener)
+            self._runtime = rt
+        return self._runtime
+
+    def check_member(self, member_id: str) -> None:
+        """Refuse now what would fail the member's first generation: an unknown member, a
+        provider that cannot be built (a missing API key), a broken mock script."""
+        member = self.config.member(member_id)
+        provider = self._provider(member_id)
+        if isinstance(provider, MockProvider):
+            model = self.config.model_info(member_id)
+            script = provider.script_path(model.name or member.model)
+            # A missing script is the mock's own loud failure, with an entry to paste.
+            problems = validate_script(script) if script.exists() else []
+            if problems:
+                raise MockScriptError([_rtws_relative(self.rtws, p) for p in problems])
+
+    def _provider(self, member_id: str) -> Provider:
+        """The member's provider, built now if nobody has yet (the runtime then uses it)."""
+        cfg = self.config.provider_for(member_id)
+        provider = self._injected.get(cfg.name)
+        if provider is not None:
+            return provider
+        if self._runtime is not None:
+            return self._runtime.providers.get(cfg.name)
+        provider = self._built.get(cfg.name)
+        if provider is None:
+            provider = self._built[cfg.name] = build_provider(cfg, self.rtws)
+        return provider
+
+    def recover(self) -> list[str]:
+        """Dialogs a crash left running are marked to drive again; done once per project
+        (by `run` if not before). Returns what this call resumed."""
+        if self._recovered:
+            return []
+        self._recovered = True
+        return self.runtime.tree.recover()
+
+    async def aclose(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.aclose()
+            self._runtime = None
+        for provider in self._built.values():
+            await provider.aclose()
+        self._built.clear()
+
+    async def __aenter__(self) -> Project:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def open_project(
+    rtws: Path | str,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    providers: Mapping[str, Provider] | None = None,
+    durable: bool = True,
+) -> Project:
+    """Load and check an rtws's configuration (team, providers, tool names); nothing is
+    written. `providers` replace the llm.yaml entries of their names (e.g. a
+    `mindloop.testing.ScriptedModel` under the name the team's members use)."""
+    path = Path(rtws).resolve()
+    if not path.is_dir():
+        raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {rtws}`)")
+    config = load_config(path)
+    registry = standard_registry(config.team.work_language)
+    problems = tool_selection_problems(path, registry.toolset_names, registry.tool_names)
+    if problems:
+        raise ConfigError(problems)
+    return Project(path, config, max_steps=max_steps, providers=providers, durable=durable)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def start_chat(
+    project: Project,
+    message: str,
+    *,
+    task: str | None = None,
+    member: str | None = None,
+    title: str | None = None,
+) -> Posted:
+    """A new root dialog on `task` (default: the rtws's only package, or a new one named
+    after the message) with `message` as its first message. Everything is checked before
+    anything is written; the dialog and its message commit together."""
+    _check_text(message, "the message is empty: say something (nothing was created)")
+    if task is not None:
+        if not task.strip():
+            raise MindloopError("the task is empty: name a task package, e.g. tasks/example.tsk")
+        pkg = TaskPackage(project.rtws, task)  # refuses paths outside, files, non-.tsk
+        if not pkg.exists():
+            raise MindloopError(
+                f"task package {pkg.rel_path} does not exist "
+                f"(create it with `mindloop task new <slug>`)"
+            )
+    member_id = member or project.config.team.default_responder
+    project.check_member(member_id)
+    created = None
+    if task is None:
+        task, created = _default_task(project.rtws, message)
+    rec, msg = project.runtime.start_root_dialog(task, message, member_id, title)
+    return Posted(dialog=rec, message=msg, tree=[rec], created_task=created)
+
+
+def post(project: Project, dialog: str, message: str) -> Posted:
+    """Post `message` to the root dialog `dialog` (an id or an unambiguous prefix)."""
+    _check_text(message, "the message is empty: say something (nothing was created)")
+    if not project.has_state():
+        raise _no_dialog(dialog)
+    store = project.runtime.store
+    rec = store.get_dialog(store.resolve_dialog_id(dialog))
+    if rec.kind != "root":
+        raise MindloopError(f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}")
+    project.check_member(rec.member)
+    msg = project.runtime.post_user_message(rec.id, message)
+    return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
+
+
+def answer(project: Project, question_id: str, text: str) -> Answered:
+    """Record the human's answer to an open question; the asking dialog becomes drivable."""
+    _check_text(text, "the answer is empty")
+    if not project.has_state():
+        raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
+    return Answered(
+        question_id=question_id, dialog_id=project.runtime.answer_question(question_id, text)
+    )
+
+
+def retry(project: Project, dialog: str | None = None) -> list[str]:
+    """Mark to drive again what stopped short of an answer, once its cause is fixed
+    (`DialogRuntime.retry_stopped`): roots that stopped on an error and any dialog that
+    stopped at the step limit — of the tree of `dialog` (a root), or all."""
+    rt = project.runtime
+    root_id = None
+    if dialog is not None:
+        rec = rt.store.get_dialog(rt.store.resolve_dialog_id(dialog))
+        if rec.kind != "root":
+            raise MindloopError(
+                f"dialog {rec.id} is a {rec.kind} dialog; retry its root {rec.root_id}"
+            )
+        root_id = rec.id
+    ids = rt.retry_stopped(root_id)
+    if dialog is not None and not ids:
+        raise MindloopError(
+            f"nothing to retry in dialog {root_id}'s tree: no root stopped on an error and "
+            "no dialog stopped at the step limit"
+        )
+    return ids
+
+
+async def run(
+    project: Project,
+    *,
+    root_id: str | None = None,
+    watch: bool = False,
+    poll_interval: float = 0.5,
+    stop: Callable[[], bool] | None = None,
+) -> DriveReport:
+    """Drive everything drivable until nothing is (or forever with `watch`, picking up
+    work other processes write), after resuming what a crash left running. The report is
+    seen from `root_id`'s tree when given."""
+    rt = project.runtime
+    resumed = project.recover()
+    sched = Scheduler(rt)
+    results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+    tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
+    members = {d.id: d.member for d in tree}
+    for r in results:
+        if r.reason in (DriveEnd.ERROR, DriveEnd.STEP_LIMIT) and r.dialog_id not in members:
+            members[r.dialog_id] = rt.store.get_dialog(r.dialog_id).member
+    return DriveReport(
+        root_id=root_id,
+        max_steps=project.max_steps,
+        resumed=resumed,
+        drives=list(results),
+        crashed=[f"{type(e).__name__}: {e}" for e in sched.errors],
+        tree=tree,
+        members=members,
+        questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
+    )
+
+
+# ---------------------------------------------------------------------------- reading
+
+Source = Path | Project
+
+
+def list_dialogs(
+    source: Source, *, task: str | None = None, root_id: str | None = None, counts: bool = False
+) -> list[DialogSummary]:
+    """Dialogs, oldest first; of one task or one tree; with message counts when asked."""
+    with _reading(source) as store:
+        if store is None:
+            return []
+        rtws = _rtws_of(source)
+        rows = store.list_dialogs(task_path=task_key(rtws, task) if task else None, root_id=root_id)
+        return [
+            DialogSummary(**r.model_dump(), messages=store.count_messages(r.id) if counts else None)
+            for r in rows
+        ]
+
+
+def show_dialog(source: Source, dialog: str) -> Transcript:
+    """One dialog's whole transcript (every course), its generations and cut-off output."""
+    with _reading(source) as store:
+        if store is None:
+            raise _no_dialog(dialog)
+        did = store.resolve_dialog_id(dialog)
+        return Transcript(
+            dialog=store.get_dialog(did),
+            messages=store.load_history(did),
+            generations=store.generations(did),
+            interrupted=[e for e in store.events(did) if e["type"] == "generation_cancelled"],
+        )
+
+
+def list_questions(source: Source, *, task: str | None = None) -> list[QuestionRecord]:
+    """Open questions for the human, across dialogs (or of one task's root dialogs)."""
+    with _reading(source) as store:
+        if store is None:
+            return []
+        roots = None
+        if task is not None:
+            key = task_key(_rtws_of(source), task)
+            roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
+        return store.open_questions(root_ids=roots)
+
+
+def dialog_trees(source: Source, target: str) -> list[list[TreeNode]]:
+    """The dialog trees of a task (`target` a package path as users type it), or the tree
+    containing the dialog `target` (an id or an unambiguous prefix)."""
+    with _reading(source) as store:
+        if store is None:
+            raise NotFoundError(f"no dialogs yet, so no tree for {target!r}")
+        task = task_key(_rtws_of(source), target)
+        roots = [d.id for d in store.list_dialogs(task_path=task) if d.kind == "root"]
+        if not roots:
+            try:
+                did = store.resolve_dialog_id(target)
+            except NotFoundError as exc:
+                if "ambiguous" in str(exc):
+                    raise
+                raise NotFoundError(
+                    f"{target!r} is neither a task with dialogs nor a dialog id "
+                    "(see `mindloop tasks` and `mindloop dialogs list`)"
+                ) from None
+            roots = [store.get_dialog(did).root_id]
+        return [_tree(store, rid) for rid in roots]
+
+
+def _tree(store: Store, root_id: str) -> list[TreeNode]:
+    rows = store.list_dialogs(root_id=root_id)
+    children: dict[str | None, list[DialogRecord]] = {}
+    for r in rows:
+        children.setdefault(r.parent_id if r.id != root_id else None, []).append(r)
+    asking = {q.dialog_id for q in store.open_questions(root_ids=[root_id])}
+    nodes: list[TreeNode] = []
+
+    def walk(rec: DialogRecord, depth: int) -> None:
+        waits = len(store.pending_for(rec.id))
+        nodes.append(
+            TreeNode(dialog=rec, depth=depth, asks_human=rec.id in asking, waiting_on=waits)
+        )
+        for child in children.get(rec.id, []):
+            walk(child, depth + 1)
+
+    for root in children.get(None, []):
+        walk(root, 0)
+    return nodes
+
+
+def open_state(rtws: Path) -> Store | None:
+    """The rtws's store for reading, or None when nothing was run yet.
+
+    Reading never creates state: a directory that is no rtws at all is an error (and stays
+    untouched), an initialised rtws without state simply has no dialogs and questions."""
+    if (rtws / STATE_DIR / STATE_FILE).is_file():
+        return Store.for_rtws(rtws)
+    if not (rtws / ".minds").is_dir():
+        raise RtwsError(
+            f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
+            f"create one with `mindloop init` or choose one with -C DIR"
+        )
+    return None
+
+
+def task_key(rtws: Path, raw: str) -> str:
+    """A task path as the store records it (rtws-relative, posix): users also type
+    `./tasks/x.tsk/`, `tasks\\x.tsk` or an absolute path inside the rtws."""
+    path = Path(raw.replace("\\", "/"))
+    if path.is_absolute():
+        try:
+            path = path.resolve().relative_to(rtws)
+        except ValueError:
+            return raw
+    return os.path.normpath(path.as_posix()).replace(os.sep, "/")
+
+
+def task_slug(message: str, max_words: int = 5) -> str:
+    """`Fix the login page!` -> `fix-the-login-page`; `task` when nothing is left."""
+    words = re.findall(r"[a-z0-9]+", message.lower())[:max_words]
+    return "-".join(words)[:48].strip("-") or "task"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _check_text(text: str, why: str) -> None:
+    if not text.strip():
+        raise MindloopError(why)
+
+
+def _no_dialog(ref: str) -> NotFoundError:
+    return NotFoundError(f"no dialog with id {ref!r} (see `mindloop dialogs list`)")
+
+
+def _default_task(rtws: Path, message: str) -> tuple[str, str | None]:
+    """The task of a new dialog started without one: the rtws's only package, or a new
+    `tasks/<slug>.tsk/` named after the message when there is none (every dialog has a
+    Taskdoc). With several packages the user must choose. Returns (task, created)."""
+    found = discover_packages(rtws)
+    if len(found) == 1:
+        return found[0], None
+    if found:
+        raise MindloopError("several tasks exist; choose one with --task: " + ", ".join(found))
+    pkg = TaskPackage.create(rtws, task_slug(message), goal=message, exist_ok=True)
+    return pkg.rel_path, pkg.rel_path
+
+
+def _rtws_relative(rtws: Path, line: str) -> str:
+    prefix = str(rtws) + os.sep
+    return line.replace(prefix, "", 1) if line.startswith(prefix) else line
+
+
+def _rtws_of(source: Source) -> Path:
+    return source.rtws if isinstance(source, Project) else Path(source).resolve()
+
+
+@contextmanager
+def _reading(source: Source) -> Iterator[Store | None]:
+    """An open project's store, or the rtws's store opened (and closed) for this read."""
+    if isinstance(source, Project) and source._runtime is not None:
+        yield source._runtime.store
+        return
+    store = open_state(_rtws_of(source))
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
