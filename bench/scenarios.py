@@ -35,7 +35,7 @@ from bench.common import (
 )
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
-from mindloop.events.bus import Event
+from mindloop.events.types import Event
 from mindloop.rtws import init_rtws
 from mindloop.store import MessageRecord, Store
 from mindloop.store.store import StoreStats

@@ -47,12 +47,16 @@ _EXPORTS = {
         "show_dialog",
         "start_chat",
     ),
-    "mindloop.dialogs.runtime": ("DialogRuntime", "DriveResult"),
+    "mindloop.dialogs.runtime": ("DialogRuntime",),
+    "mindloop.dialogs.outcomes": ("DriveEnd", "DriveResult"),
+    "mindloop.dialogs.policy": ("DefaultPolicy", "PolicyResolver", "Refusal", "TurnPolicy"),
+    "mindloop.store": ("DialogStatus",),
     "mindloop.dialogs.scheduler": ("Scheduler",),
     "mindloop.config": ("Config", "ConfigError", "check_config", "load_config"),
     "mindloop.rtws": ("init_rtws",),
     "mindloop.errors": ("MindloopError",),
-    "mindloop.events.bus": ("Event", "EventBus"),
+    "mindloop.events.bus": ("EventBus",),
+    "mindloop.events.types": ("Event", "EventType"),
     "mindloop.providers.base": ("GenerationRequest", "Provider", "ProviderError"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -61,22 +65,29 @@ __all__ = [
     "Answered",
     "Config",
     "ConfigError",
+    "DefaultPolicy",
     "DialogRuntime",
+    "DialogStatus",
     "DialogSummary",
+    "DriveEnd",
     "DriveReport",
     "DriveResult",
     "Event",
     "EventBus",
+    "EventType",
     "GenerationRequest",
     "MindloopError",
     "Outcome",
+    "PolicyResolver",
     "Posted",
     "Project",
     "Provider",
     "ProviderError",
+    "Refusal",
     "Scheduler",
     "Transcript",
     "TreeNode",
+    "TurnPolicy",
     "answer",
     "check_config",
     "dialog_trees",
@@ -94,10 +105,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     from mindloop.config import Config, ConfigError, check_config, load_config
-    from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+    from mindloop.dialogs.outcomes import DriveEnd, DriveResult
+    from mindloop.dialogs.policy import DefaultPolicy, PolicyResolver, Refusal, TurnPolicy
+    from mindloop.dialogs.runtime import DialogRuntime
     from mindloop.dialogs.scheduler import Scheduler
     from mindloop.errors import MindloopError
-    from mindloop.events.bus import Event, EventBus
+    from mindloop.events.bus import EventBus
+    from mindloop.events.types import Event, EventType
     from mindloop.providers.base import GenerationRequest, Provider, ProviderError
     from mindloop.rtws import init_rtws
     from mindloop.service import (
@@ -120,6 +134,7 @@ if TYPE_CHECKING:
         show_dialog,
         start_chat,
     )
+    from mindloop.store import DialogStatus
 
 
 def __getattr__(name: str) -> Any:

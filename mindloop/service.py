@@ -33,7 +33,7 @@ from mindloop.config import Config, ConfigError, load_config, tool_selection_pro
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
-from mindloop.events.bus import Event
+from mindloop.events.types import Event
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
 from mindloop.providers.mock_script import MockScriptError, validate_script

@@ -9,7 +9,22 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from mindloop.events.bus import Event, EventBus
+from mindloop.events.bus import EventBus
+from mindloop.events.types import (
+    DialogCreated,
+    ErrorRaised,
+    Event,
+    GenerationRestarted,
+    NoteAdded,
+    QuestionAnswered,
+    QuestionAsked,
+    TaskdocChanged,
+    TellaskResponded,
+    TextChunk,
+    ThinkingChunk,
+    ToolCalled,
+    ToolResulted,
+)
 from mindloop.store import DialogRecord
 
 _PREVIEW = 160
@@ -84,60 +99,52 @@ class TranscriptRenderer:
 
     def handle(self, ev: Event) -> None:
         did = ev.dialog_id
-        d = ev.data
         ind = self._indent(did)
-        if ev.type == "text_chunk":
+        if isinstance(ev, TextChunk):
             if self._in_text != did:
                 self._end_text()
                 who = self._names.get(did or "", "assistant")
                 self.out.write(f"{ind}@{who}: ")
                 self._in_text = did
                 self._line_start = False
-            self._write_text(ind, d["text"])
+            self._write_text(ind, ev.text)
             self.out.flush()
             return
-        if ev.type == "thinking_chunk" and not self.show_thinking:
+        if isinstance(ev, ThinkingChunk) and not self.show_thinking:
             return
         self._end_text()
         p = self.console.print
-        if ev.type == "dialog_created":
-            parent = d.get("parent_id")
-            depth = self._depth.get(parent, -1) + 1 if parent else 0
-            self.set_dialog(did or "", d.get("member", "?"), depth)
-            if parent:
-                kind = "FBR side dialog (tool-less)" if d.get("kind") == "fbr" else "side dialog"
-                session = f" session {d['session']}" if d.get("session") else ""
-                p(
-                    f"{self._indent(did)}[cyan]↳ {kind} {did} @{escape(d.get('member', '?'))}{escape(session)}[/]"
-                )
-        elif ev.type == "tool_call":
-            p(
-                f"{ind}[yellow]⚙ {escape(d['name'])}[/] {escape(_one_line(d.get('arguments', ''), 100))}"
-            )
-        elif ev.type == "tool_result":
-            mark = "[red]✗[/]" if d.get("is_error") else "[green]✓[/]"
-            p(f"{ind}  {mark} {escape(_one_line(d.get('text', '')))}")
-        elif ev.type == "error":
-            p(f"{ind}[red]error:[/] {escape(str(d.get('message', '')))}")
-        elif ev.type == "note":
-            p(f"{ind}[magenta]{escape(str(d.get('text', '')))}[/]")
-        elif ev.type == "generation_restart":
-            p(
-                f"{ind}[dim]… retrying generation (attempt {d.get('attempt')}): {escape(str(d.get('reason')))}[/]"
-            )
-        elif ev.type == "taskdoc_changed":
-            p(f"{ind}[blue]✎ Taskdoc section {escape(str(d.get('section')))} changed[/]")
-        elif ev.type == "tellask_response":
-            side = str(d.get("side_id"))
-            what = "answer" if d.get("call_type") == "tellask_back" else "reply"
-            who = escape(self._names.get(side, "?"))
-            p(f"{ind}[cyan]← {what} from @{who} ({side}) delivered[/]")
-        elif ev.type == "question_asked":
-            p(
-                f"{ind}[cyan]? question {d.get('question_id')} for the human:[/] {escape(_one_line(d.get('headline', '')))}"
-            )
-        elif ev.type == "question_answered":
-            p(f"{ind}[cyan]✓ question {d.get('question_id')} answered[/]")
+        match ev:
+            case DialogCreated(parent_id=parent, member=member, kind=kind, session=session):
+                depth = self._depth.get(parent, -1) + 1 if parent else 0
+                self.set_dialog(did or "", member, depth)
+                if parent:
+                    what = "FBR side dialog (tool-less)" if kind == "fbr" else "side dialog"
+                    sess = f" session {session}" if session else ""
+                    p(f"{self._indent(did)}[cyan]↳ {what} {did} @{escape(member)}{escape(sess)}[/]")
+            case ToolCalled(name=name, arguments=arguments):
+                p(f"{ind}[yellow]⚙ {escape(name)}[/] {escape(_one_line(arguments, 100))}")
+            case ToolResulted(text=text, is_error=is_error):
+                mark = "[red]✗[/]" if is_error else "[green]✓[/]"
+                p(f"{ind}  {mark} {escape(_one_line(text))}")
+            case ErrorRaised(message=message):
+                p(f"{ind}[red]error:[/] {escape(message)}")
+            case NoteAdded(text=text):
+                p(f"{ind}[magenta]{escape(text)}[/]")
+            case GenerationRestarted(attempt=attempt, reason=reason):
+                p(f"{ind}[dim]… retrying generation (attempt {attempt}): {escape(reason)}[/]")
+            case TaskdocChanged(section=section):
+                p(f"{ind}[blue]✎ Taskdoc section {escape(section)} changed[/]")
+            case TellaskResponded(side_id=side, call_type=call_type):
+                what = "answer" if call_type == "tellask_back" else "reply"
+                who = escape(self._names.get(side, "?"))
+                p(f"{ind}[cyan]← {what} from @{who} ({side}) delivered[/]")
+            case QuestionAsked(question_id=qid, headline=headline):
+                p(f"{ind}[cyan]? question {qid} for the human:[/] {escape(_one_line(headline))}")
+            case QuestionAnswered(question_id=qid):
+                p(f"{ind}[cyan]✓ question {qid} answered[/]")
+            case _:
+                pass
 
     def close(self) -> None:
         self._end_text()

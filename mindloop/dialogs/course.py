@@ -12,6 +12,7 @@ from mindloop.dialogs.formats import NEW_COURSE_PROMPT
 from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
 from mindloop.events.bus import EventBus
+from mindloop.events.types import NoteAdded
 from mindloop.store import Store
 
 
@@ -38,4 +39,4 @@ def start_new_course(store: Store, bus: EventBus, live: LiveDialog) -> None:
         stored = store.append_message(rec.id, "user", {"text": prompt}, course=course)
     rec.course = course
     live.history = History([stored])
-    bus.publish("note", rec.id, text=f"new course #{course} started (clear_mind)")
+    bus.publish(NoteAdded(dialog_id=rec.id, text=f"new course #{course} started (clear_mind)"))

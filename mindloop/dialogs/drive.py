@@ -32,6 +32,14 @@ from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, WaitState
 from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
 from mindloop.events.bus import EventBus
+from mindloop.events.types import (
+    DriveEnded,
+    DriveStarted,
+    ErrorRaised,
+    GenerationEnded,
+    GenerationStarted,
+    NoteAdded,
+)
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool
 from mindloop.store import DialogStatus, MessageRecord, Store
@@ -83,7 +91,7 @@ class Driver:
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
-        self.bus.publish("drive_start", did, member=live.member.id)
+        self.bus.publish(DriveStarted(dialog_id=did, member=live.member.id))
         end = DriveEnd.STEP_LIMIT
         try:
             for step in range(1, max_steps + 1):
@@ -111,14 +119,14 @@ class Driver:
                     did, "note", {"text": note}, course=live.record.course
                 )
                 live.history.add(stored)
-                self.bus.publish("note", did, text=note)
+                self.bus.publish(NoteAdded(dialog_id=did, text=note))
         except asyncio.CancelledError:
             result.reason = DriveEnd.CANCELLED
             self._settle(live, result, DriveEnd.CANCELLED, resume=True)
             raise
         except Exception as exc:  # a bug must not leave the dialog marked running
             result.error = f"{type(exc).__name__}: {exc}"
-            self.bus.publish("error", did, message=result.error)
+            self.bus.publish(ErrorRaised(dialog_id=did, message=result.error))
             self._settle(live, result, DriveEnd.ERROR)
             raise
         self._settle(live, result, end)
@@ -132,11 +140,11 @@ class Driver:
         try:
             req = policy.compile_request(live, self.parts, offered)
         except PolicyError as exc:
-            self.bus.publish("error", did, code=exc.code, message=str(exc))
+            self.bus.publish(ErrorRaised(dialog_id=did, code=exc.code, message=str(exc)))
             self.store.record_event("error", did, {"code": exc.code, "message": str(exc)})
             return Failed(str(exc)), state
         out = GenerationOutcome()
-        self.bus.publish("generation_start", did, member=live.member.id, model=req.model)
+        self.bus.publish(GenerationStarted(dialog_id=did, member=live.member.id, model=req.model))
         try:
             await run_generation(
                 self.providers.stream(live.member.provider, req), self.bus, did, out
@@ -155,18 +163,21 @@ class Driver:
         decision = decide_turn(live, self.parts, out, req.model)
         commit_turn(self.store, self.tree, live, decision)
         if out.error is not None:
-            self.bus.publish("error", did, message=str(out.error))
+            self.bus.publish(ErrorRaised(dialog_id=did, message=str(out.error)))
         if decision.violation is not None:
             self.bus.publish(
-                "error", did, code=decision.violation.code, message=decision.violation.message
+                ErrorRaised(
+                    dialog_id=did, code=decision.violation.code, message=decision.violation.message
+                )
             )
         self.bus.publish(
-            "generation_end",
-            did,
-            finish_reason=out.finish_reason,
-            input_tokens=out.input_tokens,
-            output_tokens=out.output_tokens,
-            tool_calls=len(decision.calls),
+            GenerationEnded(
+                dialog_id=did,
+                finish_reason=out.finish_reason,
+                input_tokens=out.input_tokens,
+                output_tokens=out.output_tokens,
+                tool_calls=len(decision.calls),
+            )
         )
         if decision.routes or decision.final:
             self.wake.set()
@@ -218,7 +229,7 @@ class Driver:
             )
         live.record.status = status
         self.bus.publish(
-            "drive_end", live.id, reason=str(end), steps=result.steps, error=result.error
+            DriveEnded(dialog_id=live.id, reason=str(end), steps=result.steps, error=result.error)
         )
 
     def _take_inbox(self, live: LiveDialog) -> None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from mindloop.events.bus import EventBus
+from mindloop.events.types import GenerationRestarted, TextChunk, ThinkingChunk
 from mindloop.providers.base import GenerationRequest, ProviderError, StreamEvent, ToolCall
 
 
@@ -38,10 +39,10 @@ async def run_generation(
         async for ev in stream:
             if ev.type == "text":
                 text.append(ev.text)
-                bus.publish("text_chunk", dialog_id, text=ev.text)
+                bus.publish(TextChunk(dialog_id=dialog_id, text=ev.text))
             elif ev.type == "thinking":
                 thinking.append(ev.text)
-                bus.publish("thinking_chunk", dialog_id, text=ev.text)
+                bus.publish(ThinkingChunk(dialog_id=dialog_id, text=ev.text))
             elif ev.type == "tool_call":
                 out.calls.append(ev.call)
             elif ev.type == "usage":
@@ -54,7 +55,9 @@ async def run_generation(
                 thinking.clear()
                 out.calls.clear()
                 out.input_tokens = out.output_tokens = None
-                bus.publish("generation_restart", dialog_id, attempt=ev.attempt, reason=ev.reason)
+                bus.publish(
+                    GenerationRestarted(dialog_id=dialog_id, attempt=ev.attempt, reason=ev.reason)
+                )
     except ProviderError as exc:
         out.error = exc
         out.finish_reason = "error"

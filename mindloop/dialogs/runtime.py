@@ -33,6 +33,7 @@ from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
+from mindloop.events.types import DialogCreated, TaskdocChanged
 from mindloop.i18n import Lang
 from mindloop.providers.base import Provider
 from mindloop.providers.pool import ProviderPool
@@ -138,7 +139,9 @@ class DialogRuntime:
             id=did, root_id=did, member=member_id, task_path=pkg.rel_path, kind="root", title=title
         )
         rec = self.store.create_dialog(rec)
-        self.bus.publish("dialog_created", did, member=member_id, task=pkg.rel_path, kind="root")
+        self.bus.publish(
+            DialogCreated(dialog_id=did, member=member_id, task=pkg.rel_path, kind="root")
+        )
         return rec
 
     def start_root_dialog(
@@ -240,7 +243,7 @@ class DialogRuntime:
             "runtime": self,
             "work_language": self.lang,
             "on_taskdoc_changed": lambda result: self.bus.publish(
-                "taskdoc_changed", live.id, section=getattr(result, "section", str(result))
+                TaskdocChanged(dialog_id=live.id, section=getattr(result, "section", str(result)))
             ),
         }
         return ToolContext(

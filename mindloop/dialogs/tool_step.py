@@ -18,6 +18,7 @@ from mindloop.dialogs.control_tools import REMINDER_TOOLS
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.events.bus import EventBus
+from mindloop.events.types import ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
 from mindloop.store import MessageRecord, Store
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
@@ -46,7 +47,7 @@ class ToolStep:
 
         async def one(call: ToolCall) -> ToolOutput:
             self.bus.publish(
-                "tool_call", did, call_id=call.id, name=call.name, arguments=call.arguments
+                ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
             refusal = None
             if registry.get(call.name) is not None:
@@ -61,12 +62,13 @@ class ToolStep:
                     allowed=None if registry.get(call.name) else offered_names,
                 )
             self.bus.publish(
-                "tool_result",
-                did,
-                call_id=call.id,
-                name=call.name,
-                text=out.text,
-                is_error=out.is_error,
+                ToolResulted(
+                    dialog_id=did,
+                    call_id=call.id,
+                    name=call.name,
+                    text=out.text,
+                    is_error=out.is_error,
+                )
             )
             return out
 

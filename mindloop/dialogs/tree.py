@@ -20,6 +20,14 @@ from mindloop.dialogs import formats
 from mindloop.dialogs.fbr import fbr_request_message
 from mindloop.dialogs.routing import Route, RouteKind
 from mindloop.events.bus import EventBus
+from mindloop.events.types import (
+    DialogCreated,
+    ErrorRaised,
+    QuestionAnswered,
+    QuestionAsked,
+    TellaskCalled,
+    TellaskResponded,
+)
 from mindloop.i18n import Lang
 from mindloop.store import (
     DialogRecord,
@@ -115,7 +123,9 @@ class DialogTree:
                         call_id=call.call_id,
                     )
                 )
-                self.bus.publish("error", caller.id, code=route.code, message=route.message)
+                self.bus.publish(
+                    ErrorRaised(dialog_id=caller.id, code=route.code, message=route.message)
+                )
                 continue
             if route.message:
                 out.notes.append(self._note(caller, "note", route.message, call_id=call.call_id))
@@ -150,7 +160,7 @@ class DialogTree:
         )
         q = self.store.add_question(q)
         self.bus.publish(
-            "question_asked", caller.id, question_id=q.id, headline=q.headline, body=q.body
+            QuestionAsked(dialog_id=caller.id, question_id=q.id, headline=q.headline, body=q.body)
         )
         return q
 
@@ -180,12 +190,9 @@ class DialogTree:
         if session_key:
             self.store.register_session(caller.root_id, session_key, sid)
         self.bus.publish(
-            "dialog_created",
-            sid,
-            member=member,
-            kind=kind,
-            parent_id=caller.id,
-            session=session_key,
+            DialogCreated(
+                dialog_id=sid, member=member, kind=kind, parent_id=caller.id, session=session_key
+            )
         )
         return rec
 
@@ -200,11 +207,12 @@ class DialogTree:
             )
         )
         self.bus.publish(
-            "tellask_call",
-            caller.id,
-            side_id=side_id,
-            call_type=call_type,
-            headline=call.headline.strip(),
+            TellaskCalled(
+                dialog_id=caller.id,
+                side_id=side_id,
+                call_type=call_type,
+                headline=call.headline.strip(),
+            )
         )
 
     def _assignment(self, caller: DialogRecord, call: Any, targets: list[str]) -> dict[str, Any]:
@@ -350,7 +358,7 @@ class DialogTree:
                 )
             )
             self.bus.publish(
-                "tellask_response", p.caller_id, side_id=dialog.id, call_type=p.call_type
+                TellaskResponded(dialog_id=p.caller_id, side_id=dialog.id, call_type=p.call_type)
             )
             caller = self.wait_state(p.caller_id)
             if not caller.waiting or caller.asked_back:
@@ -432,7 +440,7 @@ class DialogTree:
         )
         if self.can_drive(dialog.id):
             self.store.update_dialog(dialog.id, needs_drive=True)
-        self.bus.publish("question_answered", dialog.id, question_id=q.id)
+        self.bus.publish(QuestionAnswered(dialog_id=dialog.id, question_id=q.id))
         return q
 
     # ------------------------------------------------------------------ recovery

@@ -1,57 +1,27 @@
-"""In-process event bus: the engine publishes, the CLI (and later the web UI) renders.
+"""In-process event bus: the engine publishes typed events, the faces render them.
 
-Publishing never blocks the engine: subscribers get a bounded asyncio queue per
-subscription; a slow subscriber loses the oldest *chunk* events, never lifecycle ones.
+Publishing never blocks the engine: listeners run inline and must be cheap; an async
+consumer subscribes with a bounded queue, and a slow one loses the oldest *chunk*
+events, never lifecycle ones. The event kinds are in `events.types`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
-from typing import Any
 
-from pydantic import BaseModel, Field
-
-
-class Event(BaseModel):
-    """One runtime event. `type` is one of EVENT_TYPES; `data` depends on it."""
-
-    type: str
-    dialog_id: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-    ts: float = Field(default_factory=time.time)
-
-
-EVENT_TYPES = frozenset(
-    {
-        "generation_start",
-        "text_chunk",
-        "thinking_chunk",
-        "generation_end",
-        "generation_restart",
-        "tool_call",
-        "tool_result",
-        "error",
-        "note",
-        "drive_start",
-        "drive_end",
-        "dialog_created",
-        "tellask_call",
-        "tellask_response",
-        "question_asked",
-        "question_answered",
-        "taskdoc_changed",
-    }
-)
-
-CHUNK_TYPES = frozenset({"text_chunk", "thinking_chunk"})
+from mindloop.events.types import CHUNK_TYPES, Event
 
 
 class EventBus:
     def __init__(self) -> None:
         self._listeners: list[Callable[[Event], None]] = []
+
+    @property
+    def listening(self) -> bool:
+        """Whether anyone listens (a publisher may skip building a costly event)."""
+        return bool(self._listeners)
 
     def subscribe(self, listener: Callable[[Event], None]) -> Callable[[], None]:
         """Register a synchronous listener; returns an unsubscribe function.
@@ -74,10 +44,7 @@ class EventBus:
 
         return q, self.subscribe(put)
 
-    def publish(self, type: str, dialog_id: str | None = None, **data: Any) -> None:
-        if not self._listeners:
-            return
-        ev = Event(type=type, dialog_id=dialog_id, data=data)
+    def publish(self, event: Event) -> None:
         for listener in list(self._listeners):
             with contextlib.suppress(Exception):  # a renderer must never stop the runtime
-                listener(ev)
+                listener(event)

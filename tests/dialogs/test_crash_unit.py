@@ -247,7 +247,7 @@ async def test_interrupted_side_generation_is_rerun_after_restart(
 
     def watch(ev: Any) -> None:
         if ev.type == "text_chunk" and ev.dialog_id != root.id:
-            streamed[ev.dialog_id] = streamed.get(ev.dialog_id, "") + ev.data["text"]
+            streamed[ev.dialog_id] = streamed.get(ev.dialog_id, "") + ev.payload()["text"]
             if cut_after in streamed[ev.dialog_id]:
                 cut.set()
 

@@ -426,7 +426,7 @@ async def test_21_22_a_question_stops_generation_and_the_loop_never_drives_its_d
     )
     rt = DialogRuntime(rtws)
     asked: list[dict[str, object]] = []
-    rt.bus.subscribe(lambda ev: asked.append(ev.data) if ev.type == "question_asked" else None)
+    rt.bus.subscribe(lambda ev: asked.append(ev.payload()) if ev.type == "question_asked" else None)
     rec = rt.create_root_dialog("tasks/example.tsk", "dev")
     rt.post_user_message(rec.id, "go")
     await Scheduler(rt).run()

@@ -16,7 +16,7 @@ import yaml
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
-from mindloop.events.bus import Event
+from mindloop.events.types import Event
 from mindloop.providers.base import GenerationRequest, StreamEvent
 from mindloop.providers.mock import MockProvider
 from mindloop.taskdoc import InvalidTaskdocPath, encapsulation_rules, tool_description
@@ -139,7 +139,9 @@ async def test_change_mind_reaches_every_dialog_of_the_tree_next_generation(
     assert [MARK in r.system for r in pangu] == [False, True]
 
     # Observers are told which section changed, by which dialog.
-    changed = [(e.dialog_id, e.data["section"]) for e in observed if e.type == "taskdoc_changed"]
+    changed = [
+        (e.dialog_id, e.payload()["section"]) for e in observed if e.type == "taskdoc_changed"
+    ]
     assert changed == [(root.id, "constraints.md")]
 
     # Exactly one file changed, trimmed; the audit names the root member and dialog.
