@@ -27,12 +27,17 @@ def write_script(rtws: Path, responses: list[dict[str, Any]], model: str = "mock
 
 
 def ml(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env)."""
+    """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env).
+    `user`: as that uid and gid, from root (`setpriv`, which starts the interpreter even
+    where only root can reach it, then runs it without any privilege)."""
     home = str(cwd or Path.cwd())
+    as_user = (
+        [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+    )
     return subprocess.run(
-        [sys.executable, "-m", "mindloop.cli.app", *args],
+        [*as_user, sys.executable, "-m", "mindloop.cli.app", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -178,6 +178,8 @@ class SqliteDialect(StoreDialect):
 
     @contextmanager
     def write_transaction(self, *, durable: bool) -> Iterator[None]:
+        if self.read_only is not None:  # opened read-only: SQLite would fail at a write
+            raise StoreError(f"cannot write {self.path}: {self.read_only}")
         db = self.dbapi
         lazy = self.durable and not durable
         if lazy:  # the safety level cannot change inside a transaction
