@@ -31,6 +31,7 @@ with one line naming what is read-only.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
@@ -252,7 +253,10 @@ class SqliteDialect(StoreDialect):
 
 
 def _not_writable(path: Path, exc: OSError) -> str:
-    """`exc` as what is read-only: the nearest existing directory above `path`."""
+    """Why `path` could not be created: for a permission error, which directory is
+    read-only (the nearest one above it that exists)."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return str(exc.strerror or exc)
     above = next((p for p in path.parents if p.exists()), path.parent)
     return f"{above} is read-only ({exc.strerror})"
 

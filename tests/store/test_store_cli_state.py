@@ -5,18 +5,14 @@ reading commands keep working on a read-only project that has state."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.scenario_util import ml, write_script, write_team
+from tests.store.readonly import make_read_only
 
-NOBODY = 65534
 QUESTION = "Which database should we use?"
 
 
@@ -79,40 +75,12 @@ def test_an_unusable_state_file_is_one_line_and_left_alone(tmp_path: Path, kind:
 # ---------------------------------------------------------------------- read-only
 
 
-@pytest.fixture
-def readonly_base(tmp_path: Path) -> Iterator[tuple[Path, int | None]]:
-    """A directory for a project that is then made read-only for the CLI's user: by file
-    modes when tests run unprivileged; as root (whom modes do not stop) the CLI runs as
-    `nobody`, so the project lives where `nobody` can reach it."""
-    if os.geteuid() != 0:
-        yield tmp_path, None
-        for p in [tmp_path, *tmp_path.rglob("*")]:  # let pytest clean up
-            if p.is_dir() and not p.is_symlink():
-                p.chmod(0o755)
-        return
-    probe = ml("--help", cwd=Path("/"), user=NOBODY) if shutil.which("setpriv") else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip("running as root, and the CLI cannot be run as `nobody` (needs setpriv)")
-    base = Path(tempfile.mkdtemp(prefix="mindloop-ro-"))
-    base.chmod(0o755)
-    try:
-        yield base, NOBODY
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _make_read_only(root: Path) -> None:
-    for p in [root, *root.rglob("*")]:
-        if not p.is_symlink():
-            p.chmod(0o555 if p.is_dir() else 0o444)
-
-
 def test_a_write_in_a_read_only_project_without_state_is_one_line(
     readonly_base: tuple[Path, int | None],
 ) -> None:
     base, user = readonly_base
     proj = _init(base)
-    _make_read_only(proj)
+    make_read_only(proj)
     out = ml("chat", "-C", str(proj), "hi", cwd=base, user=user)
     _one_line_error(out, f"cannot create {proj / '.mindloop'}", f"{proj} is read-only")
     assert not (proj / ".mindloop").exists()
@@ -129,7 +97,7 @@ def test_a_read_only_project_with_state_reads_and_refuses_writes_in_one_line(
     write_script(proj, [{"member": "dev", "match": "go", "response": f"!?@human {QUESTION}\n"}])
     asked = ml("chat", "-C", str(proj), "go", cwd=base)
     assert asked.returncode in (0, 4), asked.stderr  # 4: waiting on the human (DESIGN §8.6)
-    _make_read_only(proj)
+    make_read_only(proj)
     before = _files(proj)
 
     listed = ml("dialogs", "list", "--json", "-C", str(proj), cwd=base, user=user)
