@@ -11,7 +11,7 @@ A PostgreSQL dialect implements the abstract methods below:
 - `connect`: an engine on psycopg; a database that cannot be reached is one error line;
 - `made_for_store`: an empty database (or schema) that was created for mindloop;
 - `configure`: nothing to set;
-- `write_transaction`: `BEGIN`, and for a lazy one `SET LOCAL synchronous_commit = off`
+- `begin`/`commit`/`rollback`: `BEGIN`, and for a lazy transaction `SET LOCAL synchronous_commit = off`
   (the promise SQLite's synchronous=NORMAL gives: a commit may be lost with the server's
   power, never half-applied); the store's conditional updates (claims) lock the row they
   change, so they are atomic without a table lock;
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
@@ -67,11 +66,18 @@ class StoreDialect(ABC):
         """Settings that may change the target. Run only once it is known to be a store."""
 
     @abstractmethod
-    def write_transaction(self, *, durable: bool) -> AbstractContextManager[None]:
-        """One transaction that holds the write lock from its start (so a conditional
-        update decides on what no one else can change meanwhile); commits at the end of
-        the block, rolls back on an exception. `durable=False` may skip the flush to disk
-        (see `Store.tx`)."""
+    def begin(self, *, durable: bool) -> None:
+        """Start a transaction that holds the write lock from its start (so a conditional
+        update decides on what no one else can change meanwhile). `durable=False` may
+        skip the flush to disk at its commit (see `Store.tx`)."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Commit the transaction `begin` started (on failure it is rolled back)."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Roll back the transaction `begin` started."""
 
     @abstractmethod
     def unusable(self, exc: BaseException) -> StoreError | None:

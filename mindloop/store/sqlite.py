@@ -37,8 +37,6 @@ import sqlite3
 import stat
 import urllib.parse
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +63,7 @@ class SqliteDialect(StoreDialect):
         self.path = path
         self.dbapi: Any = None
         self._configured = False
+        self._lazy = False  # the open transaction commits without a flush of its own
         self._compiled: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
 
     # ------------------------------------------------------------------ the file
@@ -177,37 +176,45 @@ class SqliteDialect(StoreDialect):
 
     # ------------------------------------------------------------------ transactions
 
-    @contextmanager
-    def write_transaction(self, *, durable: bool) -> Iterator[None]:
+    def begin(self, *, durable: bool) -> None:
         if self.read_only is not None:  # opened read-only: SQLite would fail at a write
             raise StoreError(f"cannot write {self.path}: {self.read_only}")
-        db = self.dbapi
-        lazy = self.durable and not durable
-        if lazy:  # the safety level cannot change inside a transaction
-            db.execute("PRAGMA synchronous=NORMAL")
+        self._lazy = self.durable and not durable
+        if self._lazy:  # the safety level cannot change inside a transaction
+            self.dbapi.execute("PRAGMA synchronous=NORMAL")
+        # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when
+        # another process writes concurrently, and a conditional update (a claim) decides
+        # on rows no one else changes until the commit.
         try:
-            # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when
-            # another process writes concurrently, and a conditional update (a claim)
-            # decides on rows no one else changes until the commit.
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise self.unusable(exc) or exc from exc
-            self.in_transaction = True
-            try:
-                yield
-                db.commit()
-                if self.conn.in_transaction():  # statements that went through SQLAlchemy
-                    self.conn.commit()
-            except BaseException:
-                db.rollback()
-                if self.conn.in_transaction():
-                    self.conn.rollback()
-                raise
+            self.dbapi.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            self._end()
+            raise self.unusable(exc) or exc from exc
+        self.in_transaction = True
+
+    def commit(self) -> None:
+        try:
+            self.dbapi.commit()
+            if self.conn.in_transaction():  # statements that went through SQLAlchemy
+                self.conn.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        self._end()
+
+    def rollback(self) -> None:
+        try:
+            self.dbapi.rollback()
+            if self.conn.in_transaction():
+                self.conn.rollback()
         finally:
-            self.in_transaction = False
-            if lazy:
-                db.execute("PRAGMA synchronous=FULL")
+            self._end()
+
+    def _end(self) -> None:
+        self.in_transaction = False
+        if self._lazy:
+            self._lazy = False
+            self.dbapi.execute("PRAGMA synchronous=FULL")
 
     def unusable(self, exc: BaseException) -> StoreError | None:
         orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
@@ -241,13 +248,16 @@ class SqliteDialect(StoreDialect):
         return self.dbapi.execute(comp.sql, comp.params(params)).lastrowid
 
     def _direct(self, stmt: sa.Executable, params: Any) -> direct.Compiled | None:
-        """The DBAPI form of a prebuilt statement for these parameter keys, if it has one."""
-        if id(stmt) not in q.PREBUILT or isinstance(params, list):
+        """The DBAPI form of a prebuilt statement for these parameter keys, if it has one
+        (statements built per call have none: their ids are reused by others)."""
+        if isinstance(params, list):  # several parameter sets
             return None
         key = (id(stmt), tuple(params) if params else ())
         try:
             return self._compiled[key]
         except KeyError:
+            if id(stmt) not in q.PREBUILT:
+                return None
             found = self._compiled[key] = direct.compile_for(stmt, self.engine.dialect, key[1])
             return found
 

@@ -141,13 +141,17 @@ class Store:
             finally:
                 self._depth -= 1
             return
-        with self._dialect.write_transaction(durable=durable):
-            self._depth = 1
-            self._changed = False
-            try:
-                yield self._conn
-            finally:
-                self._depth = 0
+        self._dialect.begin(durable=durable)
+        self._depth = 1
+        self._changed = False
+        try:
+            yield self._conn
+        except BaseException:
+            self._depth = 0
+            self._dialect.rollback()
+            raise
+        self._depth = 0
+        self._dialect.commit()
         if self._changed:
             self.stats.count_commit(durable=self.durable and durable)
 
