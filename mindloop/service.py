@@ -474,8 +474,10 @@ def open_state(rtws: Path) -> Store | None:
     """The rtws's store for reading, or None when nothing was run yet.
 
     Reading never creates state: a directory that is no rtws at all is an error (and stays
-    untouched), an initialised rtws without state simply has no dialogs and questions."""
-    if (rtws / STATE_DIR / STATE_FILE).is_file():
+    untouched), an initialised rtws without state simply has no dialogs and questions.
+    Whatever else is at the state path (a directory, a damaged file) is the store's to
+    refuse."""
+    if (rtws / STATE_DIR / STATE_FILE).exists():
         return Store.for_rtws(rtws)
     if not (rtws / ".minds").is_dir():
         raise RtwsError(

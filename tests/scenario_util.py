@@ -26,13 +26,22 @@ def write_script(rtws: Path, responses: list[dict[str, Any]], model: str = "mock
     )
 
 
+def as_user(user: int | None) -> list[str]:
+    """The prefix that runs a command as uid = gid = `user` from root (`setpriv` starts the
+    interpreter even where only root can reach it, then runs it with no privilege)."""
+    if user is None:
+        return []
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+
+
 def ml(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env)."""
+    """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env);
+    as another user if `user` is given (see `as_user`)."""
     home = str(cwd or Path.cwd())
     return subprocess.run(
-        [sys.executable, "-m", "mindloop.cli.app", *args],
+        [*as_user(user), sys.executable, "-m", "mindloop.cli.app", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -53,6 +53,9 @@ class DialogRecord(BaseModel):
     title: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    # The process driving it, and until when its claim holds (see `Store.claim_dialog`).
+    claim_owner: str | None = None
+    claim_expires: float | None = None
 
 
 class MessageRecord(BaseModel):

@@ -34,6 +34,9 @@ dialogs = sa.Table(
     sa.Column("title", sa.String, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # v2: who drives the dialog (a process's owner id) and until when (epoch seconds)
+    sa.Column("claim_owner", sa.String, nullable=True),
+    sa.Column("claim_expires", sa.Float, nullable=True),
 )
 
 messages = sa.Table(
@@ -164,10 +167,31 @@ _V1_TABLES = [
 ]
 
 
+# The tables every mindloop database has had since v1: a database with a schema_version
+# table but without these is someone else's.
+BASE_TABLES = frozenset(table.name for table in _V1_TABLES)
+
+
 def _v0_to_v1(conn: sa.Connection) -> None:
     """Initial schema. Lists its tables explicitly so later tables never leak into it."""
     metadata.create_all(conn, tables=_V1_TABLES)
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1]
+def _add_columns(conn: sa.Connection, table: sa.Table, names: list[str]) -> None:
+    """`ALTER TABLE … ADD COLUMN` for those of `names` the table lacks (a fresh database
+    gets today's columns from v1's `create_all` already). Portable: the column's DDL is
+    compiled by the connection's dialect."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+    for name in names:
+        if name not in have:
+            ddl = sa.schema.CreateColumn(table.c[name]).compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
+
+
+def _v1_to_v2(conn: sa.Connection) -> None:
+    """Claims: one driver per dialog across processes."""
+    _add_columns(conn, dialogs, ["claim_owner", "claim_expires"])
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -56,6 +56,37 @@ DISCARD_QUESTIONS = (
 )
 DELETE_REMINDERS = sa.delete(t.reminders).where(_by(t.reminders.c.dialog_id, "dialog_id"))
 
+# Claims: one driver per dialog across processes. A claim may be taken when the dialog has
+# none, when the taker already holds it, or when it expired (its owner died); taking it
+# marks the dialog running in the same conditional update. Plain SQL that PostgreSQL runs
+# alike (there the update locks the row; SQLite holds the write lock since BEGIN IMMEDIATE).
+_claimable = sa.or_(
+    _d.claim_owner.is_(None),
+    _d.claim_owner == sa.bindparam("_owner"),
+    _d.claim_expires < sa.bindparam("_now"),
+)
+CLAIM_DIALOG = (
+    sa.update(t.dialogs)
+    .where(_by(_d.id, "_id"), _claimable)
+    .values(
+        status="running",
+        needs_drive=False,
+        claim_owner=sa.bindparam("_owner"),
+        claim_expires=sa.bindparam("_expires"),
+        updated_at=sa.bindparam("_now"),
+    )
+)
+RENEW_CLAIM = (
+    sa.update(t.dialogs)
+    .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
+    .values(claim_expires=sa.bindparam("_expires"))
+)
+RELEASE_CLAIM = (
+    sa.update(t.dialogs)
+    .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
+    .values(claim_owner=None, claim_expires=None)
+)
+
 # ---------------------------------------------------------------------- reads
 
 SCHEMA_VERSION = sa.select(t.schema_version.c.version)
@@ -134,9 +165,16 @@ WAIT_STATE = sa.select(
 _no_open_question = ~_exists(t.questions, _q.dialog_id == _d.id, _q.status == "open")
 _nothing_pending = ~_exists(t.pending_tellasks, _p.caller_id == _d.id)
 _asked_back = _exists(t.pending_tellasks, _p.side_id == _d.id, _p.call_type == "tellask_back")
+# A dialog another live process holds (an unexpired claim of another owner) is neither
+# drivable here nor parked from here.
 DRIVABLE = (
     sa.select(_d.id)
-    .where(_d.needs_drive.is_(True), _no_open_question, sa.or_(_nothing_pending, _asked_back))
+    .where(
+        _d.needs_drive.is_(True),
+        _claimable,
+        _no_open_question,
+        sa.or_(_nothing_pending, _asked_back),
+    )
     .order_by(_d.updated_at, _d.id)
 )
 # Marked to drive but waiting on others: they are parked until what they wait on resolves.
@@ -144,9 +182,20 @@ PARK_WAITING = (
     sa.update(t.dialogs)
     .where(
         _d.needs_drive.is_(True),
+        _claimable,
         sa.or_(~_no_open_question, sa.and_(~_nothing_pending, ~_asked_back)),
     )
-    .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("ts"))
+    .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("_now"))
+)
+# Recovery: dialogs left running by a process that is gone (no claim, or an expired one),
+# never one a live process holds.
+EXPIRED_RUNNING = (
+    sa.select(_d.id)
+    .where(
+        _d.status == "running",
+        sa.or_(_d.claim_expires.is_(None), _d.claim_expires < sa.bindparam("_now")),
+    )
+    .order_by(_d.updated_at, _d.id)
 )
 
 

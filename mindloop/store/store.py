@@ -1,9 +1,12 @@
-"""The transactional store: the only module that writes SQL.
+"""The transactional store: the only module that writes SQL, written against SQLAlchemy Core.
 
-One SQLite database per rtws (`.mindloop/state.sqlite`, WAL). Every public method is a
-transaction of its own unless it runs inside `with store.tx():`, in which case it joins
-the outer transaction — that is how changes that belong together (a reply recorded, its
-pending record removed, the caller marked to drive) commit atomically.
+One database per rtws (`.mindloop/state.sqlite` by default). What differs between
+databases (which file may be used, settings, how a write transaction starts, the fast
+path) is the dialect's (`dialect.py`, `sqlite.py`); nothing below is specific to one.
+Every public method is a transaction of its own unless it runs inside `with store.tx():`,
+in which case it joins the outer transaction — that is how changes that belong together
+(a reply recorded, its pending record removed, the caller marked to drive) commit
+atomically.
 
 The engine appends; it never re-reads whole dialogs per step. `load_history` is for
 (re)starting a drive, not for every generation.
@@ -22,10 +25,11 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from mindloop.errors import MindloopError, NotFoundError
-from mindloop.store import direct
+from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
 from mindloop.store import statements as q
+from mindloop.store.dialect import Rows, StoreDialect
+from mindloop.store.errors import StoreError
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -37,9 +41,12 @@ from mindloop.store.records import (
     ResponseRecord,
     TaskdocChange,
 )
+from mindloop.store.sqlite import SqliteDialect
 
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
+
+__all__ = ["STATE_DIR", "STATE_FILE", "Store", "StoreError", "StoreStats", "new_id"]
 
 
 def new_id(prefix: str = "") -> str:
@@ -50,14 +57,11 @@ def new_id(prefix: str = "") -> str:
 _R = TypeVar("_R", bound=BaseModel)
 
 
-class StoreError(MindloopError):
-    pass
-
-
 @dataclass
 class StoreStats:
     """What this store did, for benchmarks and diagnostics: commits that changed rows
-    (durable ones fsync the WAL; lazy ones ride on the next fsync) and statements run."""
+    (durable ones flush to disk — one fsync of the WAL on SQLite; lazy ones ride on the
+    next durable one) and statements run."""
 
     durable_commits: int = 0
     lazy_commits: int = 0
@@ -71,63 +75,50 @@ class StoreStats:
 
 
 class Store:
-    """Durable runtime state. `durable=True` fsyncs every commit (synchronous=FULL)."""
+    """Durable runtime state. `durable=True` flushes every commit to disk unless a
+    transaction asks otherwise (`tx(durable=False)`); `durable=False` never waits for it."""
 
     def __init__(self, path: Path | str, *, durable: bool = True) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._engine = sa.create_engine(
-            f"sqlite:///{self.path}", poolclass=sa.pool.StaticPool, future=True
-        )
-        sync = "FULL" if durable else "NORMAL"
-
-        @sa.event.listens_for(self._engine, "connect")
-        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
-            cur = dbapi_conn.cursor()
-            # New databases only: a step's durable commit then fsyncs ~1 KiB per page it
-            # touched instead of 4 KiB (a step touches a handful of table and index pages).
-            cur.execute("PRAGMA page_size=1024")
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA synchronous={sync}")
-            cur.execute("PRAGMA busy_timeout=10000")
-            # A WAL that is checkpointed often wraps early: commits then overwrite blocks
-            # the file already has, and an fsync need not also commit a file-size change
-            # (measured: about half the cost per durable commit). Also bounds the WAL.
-            cur.execute("PRAGMA wal_autocheckpoint=256")
-            cur.close()
-            # We issue BEGIN ourselves (below); reads outside tx() run in autocommit.
-            dbapi_conn.isolation_level = None
-
         self.durable = durable
         self.stats = StoreStats()
-        try:
-            self._conn = self._engine.connect()
-        except sa.exc.DatabaseError as exc:
-            self._engine.dispose()
-            raise self._unusable(exc) from exc
-        self._dbapi: Any = self._conn.connection.dbapi_connection
         self._depth = 0
-        # Prebuilt statements run on the DBAPI connection (see `direct`): SQLite only.
-        self._direct_ok = self._engine.dialect.name == "sqlite"
-        self._compiled: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
+        self._changed = False  # the current transaction changed rows
+        self._dialect: StoreDialect = SqliteDialect(self.path, durable=durable)
+        opened = False
         try:
-            self._migrate()  # a failure here is rolled back: nothing written
-        except sa.exc.DatabaseError as exc:
-            self.close()
-            raise self._unusable(exc) from exc
-
-    def _unusable(self, exc: sa.exc.DatabaseError) -> StoreError:
-        """A damaged or foreign state file: one clear error naming it (the CLI prints it
-        as is), instead of SQLAlchemy's multi-line text. The file is left as it was."""
-        return StoreError(f"{self.path}: not a usable mindloop state database ({exc.orig})")
+            self._conn = self._dialect.connect()
+            opened = True
+            current = self._check_schema()  # reads only: a refusal changes nothing
+            self._dialect.configure()
+            if current != t.SCHEMA_VERSION:
+                if self._dialect.read_only is not None:
+                    raise StoreError(
+                        f"{self._dialect.location}: schema v{current} needs an upgrade to "
+                        f"v{t.SCHEMA_VERSION}, but {self._dialect.read_only}"
+                    )
+                self._migrate()  # a failure here is rolled back: nothing written
+        except Exception as exc:
+            if opened:
+                self._dialect.close()
+            if isinstance(exc, StoreError):
+                raise
+            err = self._dialect.unusable(exc)
+            if err is None:
+                raise
+            raise err from exc
 
     @classmethod
     def for_rtws(cls, rtws: Path, *, durable: bool = True) -> Store:
         return cls(Path(rtws) / STATE_DIR / STATE_FILE, durable=durable)
 
+    @property
+    def dialect(self) -> StoreDialect:
+        """The database under this store (its name, location, whether it is read-only)."""
+        return self._dialect
+
     def close(self) -> None:
-        self._conn.close()
-        self._engine.dispose()
+        self._dialect.close()
 
     # ------------------------------------------------------------------ transactions
 
@@ -135,10 +126,14 @@ class Store:
     def tx(self, *, durable: bool = True) -> Iterator[sa.Connection]:
         """Run the block in one transaction; nested blocks join the outermost one.
 
-        `durable=False` commits without an fsync of its own (WAL, synchronous=NORMAL):
-        the commit survives a killed process at once, and a power failure from the next
-        durable commit on, because the WAL is replayed as an ordered prefix. Use it only
-        for writes whose loss would leave an earlier state that recovery treats alike."""
+        The transaction holds the write lock from its start (`BEGIN IMMEDIATE` on
+        SQLite), so a conditional update in it decides on rows nobody else changes.
+
+        `durable=False` commits without a flush of its own (SQLite: WAL with
+        synchronous=NORMAL): the commit survives a killed process at once, and a power
+        failure from the next durable commit on, because the WAL is replayed as an ordered
+        prefix. Use it only for writes whose loss would leave an earlier state that
+        recovery treats alike."""
         if self._depth:
             self._depth += 1
             try:
@@ -146,57 +141,24 @@ class Store:
             finally:
                 self._depth -= 1
             return
-        lazy = self.durable and not durable
-        if lazy:  # the safety level cannot change inside a transaction
-            self._dbapi.execute("PRAGMA synchronous=NORMAL")
-        changes = self._dbapi.total_changes
-        # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when another
-        # process (e.g. `mindloop answer`) writes concurrently.
-        self._dbapi.execute("BEGIN IMMEDIATE")
+        self._dialect.begin(durable=durable)
         self._depth = 1
+        self._changed = False
         try:
             yield self._conn
         except BaseException:
-            self._dbapi.rollback()
-            if self._conn.in_transaction():
-                self._conn.rollback()
-            raise
-        else:
-            self._dbapi.commit()
-            if self._conn.in_transaction():  # statements that went through SQLAlchemy
-                self._conn.commit()
-            if self._dbapi.total_changes != changes:
-                self.stats.count_commit(durable=self.durable and not lazy)
-        finally:
             self._depth = 0
-            if lazy:
-                self._dbapi.execute("PRAGMA synchronous=FULL")
+            self._dialect.rollback()
+            raise
+        self._depth = 0
+        self._dialect.commit()
+        if self._changed:
+            self.stats.count_commit(durable=self.durable and durable)
 
-    def _direct(self, stmt: sa.Executable, params: Any) -> direct.Compiled | None:
-        """The DBAPI form of a prebuilt statement for these parameter keys, if it has one."""
-        if not self._direct_ok or id(stmt) not in q.PREBUILT or isinstance(params, list):
-            return None
-        keys = tuple(params) if params else ()
-        key = (id(stmt), keys)
-        try:
-            return self._compiled[key]
-        except KeyError:
-            found = self._compiled[key] = direct.compile_for(stmt, self._engine.dialect, keys)
-            return found
-
-    def _execute(self, stmt: sa.Executable, params: Any) -> tuple[list[str], list[Any]]:
+    def _execute(self, stmt: sa.Executable, params: Any) -> Rows:
         """Run a read: (column names, rows)."""
         self.stats.statements += 1
-        comp = self._direct(stmt, params)
-        if comp is not None:
-            cur = self._dbapi.execute(comp.sql, comp.params(params))
-            return [d[0] for d in cur.description], comp.rows(cur.fetchall())
-        res = self._conn.execute(stmt, params)
-        keys = list(res.keys())
-        rows = list(res.all())
-        if not self._depth:  # end the implicit transaction: hold no stale snapshot
-            self._conn.commit()
-        return keys, rows
+        return self._dialect.read(stmt, params)
 
     def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[Any]:
         """Run a read. Outside a `tx()` block nothing holds a snapshot afterwards (other
@@ -213,38 +175,79 @@ class Store:
         validate = model.model_validate
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
-    def _write(self, stmt: sa.Executable, params: Any = None) -> Any:
+    def _write(self, stmt: sa.Executable, params: Any = None) -> int:
         """Run one write, joining the current transaction or committing by itself.
-        Returns a cursor-like result (`lastrowid`, `rowcount`)."""
+        Returns the number of rows it changed."""
         if not self._depth:
             with self.tx():
                 return self._write(stmt, params)
         self.stats.statements += 1
-        comp = self._direct(stmt, params)
-        if comp is not None:
-            return self._dbapi.execute(comp.sql, comp.params(params))
-        return self._conn.execute(stmt, params)
+        changed = self._dialect.write(stmt, params)
+        if changed:
+            self._changed = True
+        return changed
+
+    def _insert(self, stmt: sa.Executable, params: dict[str, Any]) -> int:
+        """Insert one row (joining the current transaction or committing by itself) and
+        return its generated id."""
+        if not self._depth:
+            with self.tx():
+                return self._insert(stmt, params)
+        self.stats.statements += 1
+        self._changed = True
+        return int(self._dialect.insert(stmt, params))
 
     def _scalar(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> Any:
         rows = self._rows(stmt, params)
         return rows[0][0] if rows else None
 
+    def _check_schema(self) -> int:
+        """The schema version of what was opened (0: a new, empty store), read without
+        writing anything. Anything but a mindloop database or a new one is refused."""
+        where = self._dialect.location
+        tables = self._dialect.table_names()
+        if t.schema_version.name in tables:
+            missing = t.BASE_TABLES - tables
+            if missing:
+                raise StoreError(
+                    f"{where}: not a mindloop state database (it has a schema_version table "
+                    f"but no {', '.join(sorted(missing))}); nothing was changed"
+                )
+            current = int(self._scalar(q.SCHEMA_VERSION) or 0)
+            if current > t.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{where}: database schema v{current} is newer than this mindloop "
+                    f"(v{t.SCHEMA_VERSION}); upgrade mindloop"
+                )
+            return current
+        if not tables and self._dialect.made_for_store():
+            return 0
+        what = (
+            f"its tables are {', '.join(sorted(tables))}, and no schema_version"
+            if tables
+            else "an empty database that mindloop did not create"
+        )
+        raise StoreError(
+            f"{where}: not a mindloop state database ({what}); refusing to use it, "
+            f"nothing was changed"
+        )
+
     def _migrate(self) -> None:
         with self.tx() as c:
-            insp = sa.inspect(c)
-            current = 0
-            if insp.has_table("schema_version"):
+            current = 0  # read again under the write lock: another process may have won
+            if t.schema_version.name in self._dialect.table_names():
                 current = self._scalar(q.SCHEMA_VERSION) or 0
             if current > t.SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path}: database schema v{current} is newer than this mindloop "
-                    f"(v{t.SCHEMA_VERSION}); upgrade mindloop"
+                    f"{self._dialect.location}: database schema v{current} is newer than "
+                    f"this mindloop (v{t.SCHEMA_VERSION}); upgrade mindloop"
                 )
             for step in t.MIGRATIONS[current:]:
                 step(c)
             if current != t.SCHEMA_VERSION:
                 c.execute(sa.delete(t.schema_version))
                 c.execute(sa.insert(t.schema_version).values(version=t.SCHEMA_VERSION))
+                self._changed = True
 
     def schema_version(self) -> int:
         return int(self._scalar(q.SCHEMA_VERSION) or 0)
@@ -288,15 +291,59 @@ class Store:
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
         fields["_id"] = dialog_id
-        if self._write(q.UPDATE_DIALOG, fields).rowcount == 0:
+        if self._write(q.UPDATE_DIALOG, fields) == 0:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
 
-    def drivable_dialogs(self) -> list[str]:
+    def drivable_dialogs(self, owner: str | None = None, *, now: float | None = None) -> list[str]:
         """Dialogs to drive now (oldest mark first); dialogs marked to drive that wait on
-        others are parked as `waiting` (what they wait on marks them again)."""
-        ids = [r[0] for r in self._rows(q.DRIVABLE)]
-        self._write(q.PARK_WAITING, {"ts": time.time()})
+        others are parked as `waiting` (what they wait on marks them again). A dialog
+        with an unexpired claim of another owner than `owner` is left out and left alone
+        (with no owner given, every unexpired claim is another's)."""
+        params = {"_owner": owner, "_now": time.time() if now is None else now}
+        ids = [r[0] for r in self._rows(q.DRIVABLE, params)]
+        self._write(q.PARK_WAITING, params)
         return ids
+
+    # ------------------------------------------------------------------ claims
+
+    def claim_dialog(
+        self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
+    ) -> bool:
+        """Take the dialog's claim for `owner` until `now + ttl` and mark it running (not
+        marked to drive), if nobody else holds an unexpired claim on it; whether it was
+        taken (False too for an unknown dialog).
+
+        One conditional update in a transaction that holds the write lock from its start,
+        so of processes racing for a dialog exactly one wins. It joins the caller's
+        transaction; on its own it commits lazily (a claim lost with the power was held by
+        a process that died with it)."""
+        start = time.time() if now is None else now
+        params = {"_id": dialog_id, "_owner": owner, "_now": start, "_expires": start + ttl}
+        with self.tx(durable=False):
+            return self._write(q.CLAIM_DIALOG, params) == 1
+
+    def renew_claim(
+        self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
+    ) -> bool:
+        """Extend `owner`'s claim to `now + ttl`; False if `owner` no longer holds it (it
+        expired and another process took it). One statement: inside the caller's lazy
+        transaction it adds no flush to disk; on its own it commits lazily."""
+        start = time.time() if now is None else now
+        params = {"_id": dialog_id, "_owner": owner, "_expires": start + ttl}
+        with self.tx(durable=False):
+            return self._write(q.RENEW_CLAIM, params) == 1
+
+    def release_claim(self, dialog_id: str, owner: str) -> bool:
+        """Drop `owner`'s claim (nobody else's); whether it held one. Meant to run in the
+        caller's transaction together with the dialog's final status."""
+        with self.tx(durable=False):
+            return self._write(q.RELEASE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
+
+    def expired_running_dialogs(self, now: float | None = None) -> list[str]:
+        """Dialogs left `running` by a process that is gone: no claim, or an expired one
+        (oldest first). Never one that a live process holds."""
+        params = {"_now": time.time() if now is None else now}
+        return [r[0] for r in self._rows(q.EXPIRED_RUNNING, params)]
 
     def wait_state(self, dialog_id: str) -> tuple[int, int, int]:
         """(tellasks the dialog waits on, tellask-backs asked of it, its open questions)."""
@@ -312,7 +359,7 @@ class Store:
         now = time.time()
         rows = [_message_row(m, now) for m in msgs]
         with self.tx():
-            ids = [self._write(q.INSERT_MESSAGE, row).lastrowid for row in rows]
+            ids = [self._insert(q.INSERT_MESSAGE, row) for row in rows]
         return [
             MessageRecord.model_validate(row | {"id": mid})
             for mid, row in zip(ids, rows, strict=True)
@@ -361,7 +408,7 @@ class Store:
     ) -> tuple[GenerationRecord, list[MessageRecord]]:
         """Persist a finished generation and what it produced, in one transaction."""
         with self.tx():
-            gid = int(self._write(q.INSERT_GENERATION, gen.model_dump(exclude={"id"})).lastrowid)
+            gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
             for m in msgs:
                 m.generation_id = gid
             stored = self.append_messages(msgs)
@@ -381,13 +428,14 @@ class Store:
         stmt = sa.select(t.events)
         if dialog_id is not None:
             stmt = stmt.where(t.events.c.dialog_id == dialog_id)
-        return [r._asdict() for r in self._rows(stmt.order_by(t.events.c.id))]
+        keys, rows = self._execute(stmt.order_by(t.events.c.id), None)
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     # ------------------------------------------------------------------ taskdoc audit
 
     def record_taskdoc_change(self, change: TaskdocChange) -> TaskdocChange:
-        res = self._write(q.INSERT_TASKDOC_CHANGE, change.model_dump(exclude={"id"}))
-        return change.model_copy(update={"id": int(res.lastrowid)})
+        change_id = self._insert(q.INSERT_TASKDOC_CHANGE, change.model_dump(exclude={"id"}))
+        return change.model_copy(update={"id": change_id})
 
     def taskdoc_history(self, task_path: str, section: str | None = None) -> list[TaskdocChange]:
         """Changes of one package (one section if given), oldest first."""
@@ -400,7 +448,7 @@ class Store:
 
     def add_pending(self, p: PendingTellask) -> PendingTellask:
         values = p.model_dump(exclude={"id"}) | {"created_at": time.time()}
-        return p.model_copy(update={"id": int(self._write(q.INSERT_PENDING, values).lastrowid)})
+        return p.model_copy(update={"id": self._insert(q.INSERT_PENDING, values)})
 
     def pending_for(self, caller_id: str) -> list[PendingTellask]:
         return self._records(PendingTellask, q.PENDING_FOR, {"id": caller_id})
@@ -412,11 +460,11 @@ class Store:
         return self._records(PendingTellask, q.ALL_PENDING)
 
     def remove_pending(self, pending_id: int) -> bool:
-        return bool(self._write(q.DELETE_PENDING, {"_id": pending_id}).rowcount)
+        return bool(self._write(q.DELETE_PENDING, {"_id": pending_id}))
 
     def add_response(self, r: ResponseRecord) -> ResponseRecord:
         values = r.model_dump(exclude={"id"}) | {"created_at": time.time()}
-        return r.model_copy(update={"id": int(self._write(q.INSERT_RESPONSE, values).lastrowid)})
+        return r.model_copy(update={"id": self._insert(q.INSERT_RESPONSE, values)})
 
     def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
         return self._records(ResponseRecord, q.UNDELIVERED, {"id": caller_id})
@@ -454,12 +502,11 @@ class Store:
 
     def close_question(self, question_id: str, *, answer: str | None, status: str) -> None:
         params = {"_id": question_id, "_status": status, "_answer": answer, "ts": time.time()}
-        if self._write(q.CLOSE_QUESTION, params).rowcount == 0:
+        if self._write(q.CLOSE_QUESTION, params) == 0:
             raise NotFoundError(f"question {question_id!r} is not open")
 
     def discard_questions(self, dialog_id: str) -> int:
-        res = self._write(q.DISCARD_QUESTIONS, {"_dialog": dialog_id, "ts": time.time()})
-        return int(res.rowcount)
+        return self._write(q.DISCARD_QUESTIONS, {"_dialog": dialog_id, "ts": time.time()})
 
     def lookup_session(self, root_id: str, key: str) -> str | None:
         return self._scalar(q.SESSION, {"root_id": root_id, "key": key})  # type: ignore[no-any-return]

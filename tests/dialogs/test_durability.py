@@ -122,7 +122,7 @@ def test_a_lazy_transaction_restores_full_sync_and_commits(tmp_path: Path) -> No
     db = tmp_path / ".mindloop" / "state.sqlite"
 
     def level() -> int:
-        return int(store._dbapi.execute("PRAGMA synchronous").fetchone()[0])
+        return int(store.dialect.dbapi.execute("PRAGMA synchronous").fetchone()[0])
 
     assert level() == 2  # FULL
     durable0 = store.stats.durable_commits  # creating the schema committed durably

@@ -1,4 +1,4 @@
-"""Running the store's prebuilt statements on the DBAPI connection.
+"""Running the store's prebuilt statements on SQLite's DBAPI connection (the fast path).
 
 SQLAlchemy writes the SQL: each statement is compiled once per set of parameter keys for
 the engine's dialect. What is skipped is SQLAlchemy's per-call execution machinery
@@ -6,7 +6,7 @@ the engine's dialect. What is skipped is SQLAlchemy's per-call execution machine
 SQLite work of a one-row insert, and the runtime makes a handful of such calls per step.
 Type handling that SQLAlchemy would do is done here for the two types that need it in
 SQLite: JSON (serialised on the way in, parsed on the way out) and Boolean (read back as
-bool). Only `mindloop.store.store` uses this module, and only for SQLite; other dialects
+bool). Only the SQLite dialect (`mindloop.store.sqlite`) uses this module; other dialects
 run every statement through SQLAlchemy.
 """
 

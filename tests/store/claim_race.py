@@ -1,0 +1,29 @@
+"""A process racing others for dialogs' claims (run by `multiprocessing` from the claim
+tests; a module of its own so that spawned processes can import it)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from mindloop.store import Store
+
+
+def race(db: str, owner: str, ids: list[str], seed: int, start: Any, results: Any) -> None:
+    """Wait for the start, try to claim every dialog (in an order of its own), then try
+    all again; report (owner, taken in the first pass, taken in the second)."""
+    store = Store(db)
+    order = list(ids)
+    random.Random(seed).shuffle(order)
+    start.wait()
+    first = [d for d in order if store.claim_dialog(d, owner, 300.0)]
+    second = [d for d in order if store.claim_dialog(d, owner, 300.0)]
+    store.close()
+    results.put((owner, first, second))
+
+
+def renew(db: str, owner: str, ids: list[str], results: Any) -> None:
+    """Report which of `owner`'s claims it can still renew."""
+    store = Store(db)
+    results.put([d for d in ids if store.renew_claim(d, owner, 300.0)])
+    store.close()

@@ -1,0 +1,214 @@
+"""Claims: one driver per dialog across processes (an owner id and an expiry, taken in one
+conditional update that also marks the dialog running, renewed per step, released when
+the drive settles), and the queries that respect them (drivable, recovery)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from mindloop.store import DialogRecord, QuestionRecord, Store
+from mindloop.store import schema as t
+from mindloop.store import statements as q
+from tests.store import claim_race
+
+T0 = 1_000_000.0  # a fixed "now" for the single-process tests
+TTL = 30.0
+
+
+def _dialog(store: Store, did: str) -> None:
+    store.create_dialog(DialogRecord(id=did, root_id=did, member="dev", task_path="t"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store.for_rtws(tmp_path)
+    for did in ("a", "b"):
+        _dialog(s, did)
+    yield s
+    s.close()
+
+
+def test_a_claim_marks_the_dialog_running_and_is_exclusive_until_it_expires(
+    store: Store,
+) -> None:
+    store.update_dialog("a", needs_drive=True)
+    assert store.claim_dialog("a", "p1", TTL, now=T0)
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.needs_drive) == ("running", False)
+    assert (rec.claim_owner, rec.claim_expires) == ("p1", T0 + TTL)
+    assert not store.claim_dialog("a", "p2", TTL, now=T0 + TTL - 1)  # still held
+    assert store.claim_dialog("a", "p1", TTL, now=T0 + 1)  # the holder may take it again
+    assert store.claim_dialog("a", "p2", TTL, now=T0 + 1 + TTL + 0.5)  # expired: taken over
+    assert store.get_dialog("a").claim_owner == "p2"
+    assert not store.claim_dialog("nope", "p1", TTL, now=T0)
+
+
+def test_renew_extends_the_holders_claim_and_fails_once_it_was_taken_over(store: Store) -> None:
+    assert store.claim_dialog("a", "p1", TTL, now=T0)
+    assert store.renew_claim("a", "p1", TTL, now=T0 + 20)
+    assert store.get_dialog("a").claim_expires == T0 + 20 + TTL
+    assert not store.claim_dialog("a", "p2", TTL, now=T0 + TTL + 1)  # renewed: still held
+    assert store.claim_dialog("a", "p2", TTL, now=T0 + 20 + TTL + 1)
+    assert not store.renew_claim("a", "p1", TTL)
+    assert store.get_dialog("a").claim_owner == "p2"
+
+
+def test_only_the_owner_releases_a_claim(store: Store) -> None:
+    assert store.claim_dialog("a", "p1", TTL, now=T0)
+    assert not store.release_claim("a", "p2")
+    assert store.get_dialog("a").claim_owner == "p1"
+    assert store.release_claim("a", "p1")
+    rec = store.get_dialog("a")
+    assert (rec.claim_owner, rec.claim_expires) == (None, None)
+    assert not store.release_claim("a", "p1")
+    assert store.claim_dialog("a", "p2", TTL, now=T0)  # free again at once
+
+
+def test_release_commits_with_the_callers_final_status_or_not_at_all(store: Store) -> None:
+    assert store.claim_dialog("a", "p1", TTL, now=T0)
+    with pytest.raises(RuntimeError), store.tx(durable=False):
+        store.update_dialog("a", status="idle")
+        assert store.release_claim("a", "p1")
+        raise RuntimeError("the process dies before the commit")
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.claim_owner) == ("running", "p1")
+    with store.tx(durable=False):
+        store.update_dialog("a", status="idle")
+        store.release_claim("a", "p1")
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.claim_owner) == ("idle", None)
+
+
+def test_a_claim_is_one_statement_and_renewing_adds_no_flush(store: Store) -> None:
+    stats = store.stats
+    before = (stats.statements, stats.durable_commits, stats.lazy_commits)
+    assert store.claim_dialog("a", "p1", TTL)
+    assert (stats.statements, stats.durable_commits, stats.lazy_commits) == (
+        before[0] + 1,
+        before[1],
+        before[2] + 1,
+    )
+    # the engine renews at every step inside the step's lazy commit: no fsync of its own
+    durable = stats.durable_commits
+    for _ in range(5):
+        with store.tx(durable=False):
+            store.append_message("a", "note", {"text": "step"})
+            assert store.renew_claim("a", "p1", TTL)
+    assert stats.durable_commits == durable
+    assert store.renew_claim("a", "p1", TTL)  # on its own: lazy too
+    assert stats.durable_commits == durable
+
+
+def test_drivable_leaves_out_and_alone_what_another_live_process_holds(store: Store) -> None:
+    assert store.claim_dialog("a", "p1", TTL, now=T0)
+    store.update_dialog("a", needs_drive=True)  # e.g. a reply arrived while p1 drives it
+    store.update_dialog("b", needs_drive=True)
+    assert store.drivable_dialogs("p2", now=T0 + 1) == ["b"]
+    assert store.drivable_dialogs(now=T0 + 1) == ["b"]  # no owner: every claim is another's
+    assert sorted(store.drivable_dialogs("p1", now=T0 + 1)) == ["a", "b"]
+    assert sorted(store.drivable_dialogs("p2", now=T0 + TTL + 1)) == ["a", "b"]  # p1 died
+
+    # a held dialog that waits (an open question) is not parked by another process either
+    store.add_question(
+        QuestionRecord(
+            id="q4h-1", dialog_id="a", root_id="a", headline="h", body="b", call_id="c", course=1
+        )
+    )
+    assert store.drivable_dialogs("p2", now=T0 + 1) == ["b"]
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.needs_drive) == ("running", True)
+    assert store.drivable_dialogs("p1", now=T0 + 1) == ["b"]
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.needs_drive) == ("waiting", False)
+
+
+def test_recovery_takes_running_dialogs_without_a_live_claim_only(tmp_path: Path) -> None:
+    s = Store.for_rtws(tmp_path)
+    for did in ("unclaimed", "held", "expired", "idle"):
+        _dialog(s, did)
+    s.update_dialog("unclaimed", status="running")  # left by a mindloop without claims
+    assert s.claim_dialog("held", "p1", TTL, now=T0 + 100)
+    assert s.claim_dialog("expired", "p2", TTL, now=T0)
+    assert sorted(s.expired_running_dialogs(now=T0 + TTL + 1)) == ["expired", "unclaimed"]
+    late = T0 + 100 + TTL + 1
+    assert sorted(s.expired_running_dialogs(now=late)) == ["expired", "held", "unclaimed"]
+    s.close()
+
+
+def test_each_dialog_is_claimed_exactly_once_by_processes_racing_for_it(tmp_path: Path) -> None:
+    """Real processes on one database file, started together, each trying every dialog
+    twice in its own order: every dialog has exactly one owner, and nobody takes another's
+    unexpired claim. Then the claims expire: a late process takes them all over, and the
+    former owners can no longer renew them."""
+    db = tmp_path / "state.sqlite"
+    s = Store(db)
+    ids = [f"d{i:02d}" for i in range(40)]
+    for did in ids:
+        _dialog(s, did)
+    ctx = multiprocessing.get_context("spawn")
+    owners = [f"p{i}" for i in range(4)]
+    start, results = ctx.Barrier(len(owners)), ctx.Queue()
+    procs = [
+        ctx.Process(target=claim_race.race, args=(str(db), o, ids, i, start, results))
+        for i, o in enumerate(owners)
+    ]
+    for p in procs:
+        p.start()
+    outcome = {
+        owner: (first, second) for owner, first, second in (results.get(timeout=120) for _ in procs)
+    }
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    taken = [d for first, _ in outcome.values() for d in first]
+    assert sorted(taken) == ids  # each exactly once
+    for owner, (first, second) in outcome.items():
+        assert sorted(second) == sorted(first), owner  # own claims again, nobody else's
+        assert all(s.get_dialog(d).claim_owner == owner for d in first)
+
+    later = max(s.get_dialog(d).claim_expires or 0 for d in ids) + 1
+    assert all(s.claim_dialog(d, "late", TTL, now=later) for d in ids)
+    renewer = ctx.Process(target=claim_race.renew, args=(str(db), owners[0], ids, results))
+    renewer.start()
+    assert results.get(timeout=120) == []
+    renewer.join(timeout=60)
+    s.close()
+
+
+def test_an_older_database_gets_the_claim_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    db = tmp_path / ".mindloop" / "state.sqlite"
+    s = Store(db)
+    _dialog(s, "old")
+    s.close()
+    con = sqlite3.connect(db)  # back to schema v1, as the previous mindloop left it
+    con.execute("ALTER TABLE dialogs DROP COLUMN claim_owner")
+    con.execute("ALTER TABLE dialogs DROP COLUMN claim_expires")
+    con.execute("UPDATE schema_version SET version = 1")
+    con.commit()
+    con.close()
+    s = Store(db)
+    assert s.schema_version() == t.SCHEMA_VERSION == 2
+    assert s.get_dialog("old").claim_owner is None
+    assert s.claim_dialog("old", "p1", TTL)
+    s.close()
+
+
+def test_every_statement_and_migration_compiles_for_postgresql() -> None:
+    """Nothing the store body runs is SQLite-only SQL (the PostgreSQL dialect is to come)."""
+    pg = postgresql.dialect()
+    statements = [v for v in vars(q).values() if isinstance(v, sa.Executable)]
+    assert len(statements) > 30 and q.CLAIM_DIALOG in statements
+    for stmt in statements:
+        stmt.compile(dialect=pg)
+    claim = str(q.CLAIM_DIALOG.compile(dialect=pg))
+    assert claim.startswith("UPDATE dialogs SET") and claim.count("claim_owner") == 3
+    for table in t.metadata.sorted_tables:
+        sa.schema.CreateTable(table).compile(dialect=pg)
+    ddl = sa.schema.CreateColumn(t.dialogs.c.claim_expires).compile(dialect=pg)
+    assert str(ddl) == "claim_expires FLOAT"
