@@ -232,7 +232,7 @@ class Project:
         if self._recovered:
             return []
         self._recovered = True
-        return self.runtime.tree.recover()
+        return self.runtime.recover()
 
     async def aclose(self) -> None:
         if self._runtime is not None:
@@ -364,6 +364,7 @@ async def run(
     resumed = project.recover()
     sched = Scheduler(rt)
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+    resumed += sched.resumed
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
     members = {d.id: d.member for d in tree}
     for r in results:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.course import start_new_course
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT
 from mindloop.dialogs.generation import GenerationOutcome, run_generation
@@ -62,6 +63,7 @@ class Driver:
         providers: ProviderPool,
         parts: RequestBuilder,
         tools: ToolStep,
+        claims: Claims,
         wake: asyncio.Event,
     ) -> None:
         self.store = store
@@ -70,56 +72,44 @@ class Driver:
         self.providers = providers
         self.parts = parts
         self.tools = tools
+        self.claims = claims
         self.wake = wake
 
     async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
-        """Drive a dialog whose lock the caller holds."""
+        """Drive a dialog whose in-process lock the caller holds."""
         did = live.id
         result = DriveResult(dialog_id=did, reason=DriveEnd.DONE)
-        state = self.tree.wait_state(did)
-        if not state.drivable:
-            self.store.update_dialog(did, needs_drive=False, status=DialogStatus.WAITING)
-            result.reason = DriveEnd.WAITING
-            return result
         # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
         # failure leaves an earlier state that recovery handles the same way; the next
         # durable commit makes them durable too (the WAL is replayed in order).
         with self.store.tx(durable=False):
-            self.store.update_dialog(did, status=DialogStatus.RUNNING, needs_drive=False)
+            if not self.claims.take(did):  # another live process drives it: skip it
+                result.reason = DriveEnd.CLAIMED
+                return result
+            # Under the claim (and the write lock), the view is made current: nobody but
+            # this drive appends turns now, and what others appended is seen.
+            self._sync(live)
+            state = self.tree.wait_state(did)
+            if not state.drivable:
+                self.store.update_dialog(did, status=DialogStatus.WAITING)
+                self.claims.release(did)
+                result.reason = DriveEnd.WAITING
+                return result
             self._take_inbox(live)
         if _nothing_to_answer(live):
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
         self.bus.publish(DriveStarted(dialog_id=did, member=live.member.id))
-        end = DriveEnd.STEP_LIMIT
         try:
-            for step in range(1, max_steps + 1):
-                result.steps = step
-                if step > 1 and state.pending:  # replies only come while tellasks are out
-                    with self.store.tx(durable=False):
-                        self._take_inbox(live)
-                outcome, state = await self._step(live, state)
-                if isinstance(outcome, Failed):
-                    end, result.error = DriveEnd.ERROR, outcome.error
-                    self._report_failure(live, outcome.error)
-                    break
-                if isinstance(outcome, Waiting):
-                    end = DriveEnd.WAITING
-                    break
-                if isinstance(outcome, Final):
-                    end, result.final_text = DriveEnd.DONE, outcome.text
-                    break
-                if not live.policy.goes_on(live, self.parts, outcome):
-                    end = DriveEnd.STOPPED
-                    break
-            else:
-                note = text_for(STEP_LIMIT_NOTE, self.parts.lang).format(n=max_steps)
-                stored = self.store.append_message(
-                    did, "note", {"text": note}, course=live.record.course
-                )
-                live.history.add(stored)
-                self.bus.publish(NoteAdded(dialog_id=did, text=note))
+            async with self.claims.heartbeat(did):
+                end = await self._steps(live, state, max_steps, result)
+        except ClaimLost as exc:
+            # Another process drives it now (this one stalled past the claim's expiry): the
+            # turn in hand was rolled back; nothing more is written here.
+            result.reason, result.error = DriveEnd.CLAIMED, str(exc)
+            self.bus.publish(ErrorRaised(dialog_id=did, message=str(exc)))
+            return result
         except asyncio.CancelledError:
             result.reason = DriveEnd.CANCELLED
             self._settle(live, result, DriveEnd.CANCELLED, resume=True)
@@ -131,6 +121,34 @@ class Driver:
             raise
         self._settle(live, result, end)
         return result
+
+    async def _steps(
+        self, live: LiveDialog, state: WaitState, max_steps: int, result: DriveResult
+    ) -> DriveEnd:
+        """The step loop; how it ended."""
+        did = live.id
+        for step in range(1, max_steps + 1):
+            result.steps = step
+            if step > 1 and state.pending:  # replies only come while tellasks are out
+                with self.store.tx(durable=False):
+                    self._take_inbox(live)
+            outcome, state = await self._step(live, state)
+            if isinstance(outcome, Failed):
+                result.error = outcome.error
+                self._report_failure(live, outcome.error)
+                return DriveEnd.ERROR
+            if isinstance(outcome, Waiting):
+                return DriveEnd.WAITING
+            if isinstance(outcome, Final):
+                result.final_text = outcome.text
+                return DriveEnd.DONE
+            if not live.policy.goes_on(live, self.parts, outcome):
+                return DriveEnd.STOPPED
+        note = text_for(STEP_LIMIT_NOTE, self.parts.lang).format(n=max_steps)
+        stored = self.store.append_message(did, "note", {"text": note}, course=live.record.course)
+        live.history.add(stored)
+        self.bus.publish(NoteAdded(dialog_id=did, text=note))
+        return DriveEnd.STEP_LIMIT
 
     async def _step(self, live: LiveDialog, state: WaitState) -> tuple[StepOutcome, WaitState]:
         """One generation and its tools."""
@@ -161,7 +179,7 @@ class Driver:
                 )
             raise
         decision = decide_turn(live, self.parts, out, req.model)
-        commit_turn(self.store, self.tree, live, decision)
+        commit_turn(self.store, self.tree, live, decision, self.claims)
         if out.error is not None:
             self.bus.publish(ErrorRaised(dialog_id=did, message=str(out.error)))
         if decision.violation is not None:
@@ -227,10 +245,23 @@ class Driver:
                 live.id,
                 {"reason": str(end), "steps": result.steps, "error": result.error},
             )
+            self.claims.release(live.id)
         live.record.status = status
         self.bus.publish(
             DriveEnded(dialog_id=live.id, reason=str(end), steps=result.steps, error=result.error)
         )
+
+    def _sync(self, live: LiveDialog) -> None:
+        """Inside the claim's tx: the record as stored; the history loaded (a new view),
+        reloaded (another drive changed the course) or caught up with what others
+        appended since an earlier drive of this process (replies, answers, posts)."""
+        fresh = self.store.get_dialog(live.id)
+        if not live.loaded or fresh.course != live.record.course:
+            live.record = fresh
+            live.reload_history(self.store)
+            return
+        live.record = fresh
+        live.history.extend(self.store.messages_after(live.id, fresh.course, live.history.last_id))
 
     def _take_inbox(self, live: LiveDialog) -> None:
         """Inside a tx: queued replies into history; dangling tool calls (a crash between

@@ -23,9 +23,11 @@ from mindloop.store import DialogRecord, Reminder, Store
 class LiveDialog:
     record: DialogRecord
     member: MemberConfig
-    history: History
     policy: TurnPolicy
     root_member: str  # the member of the dialog's root: the Taskdoc's maintainer
+    # Loaded by a drive under its claim (`Driver._sync`), then appended to.
+    history: History = field(default_factory=History)
+    loaded: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
@@ -45,6 +47,7 @@ class LiveDialog:
 
     def reload_history(self, store: Store) -> None:
         self.history = History.from_rows(store.history_view(self.record.id, self.record.course))
+        self.loaded = True
 
 
 class LiveCache:
@@ -76,7 +79,6 @@ class LiveCache:
         live = self._live[dialog_id] = LiveDialog(
             record=rec,
             member=self._config.member(rec.member),
-            history=History.from_rows(self._store.history_view(dialog_id, rec.course)),
             policy=self._policy_for(rec),
             root_member=root_member,
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.dialogs.claims import Claims, claim_ttl_from_env
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.dialogs.drive import Driver
 from mindloop.dialogs.fbr import FbrPolicy
@@ -62,6 +63,7 @@ class DialogRuntime:
         bus: EventBus | None = None,
         tools: ToolRegistry | None = None,
         policies: PolicyResolver | None = None,
+        claim_ttl: float | None = None,
         providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
@@ -91,13 +93,15 @@ class DialogRuntime:
         self._policies = policies
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
+        self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
         self._driver = Driver(
             self.store,
             self.tree,
             self.bus,
             self.providers,
             self.parts,
-            ToolStep(self.store, self.bus, self.parts, self._tool_context),
+            ToolStep(self.store, self.bus, self.parts, self.claims, self._tool_context),
+            self.claims,
             self.wake,
         )
 
@@ -206,26 +210,24 @@ class DialogRuntime:
     # ------------------------------------------------------------------ driving
 
     async def drive(self, dialog_id: str, *, max_steps: int | None = None) -> DriveResult:
-        """Drive one dialog (one drive at a time per dialog)."""
-        fresh = self.live.get(dialog_id) is None
+        """Drive one dialog: one drive at a time per dialog in this process (the view's
+        lock) and across processes (its claim: a dialog another live process drives is
+        skipped, `DriveEnd.CLAIMED`)."""
         live = self.live.acquire(dialog_id)
         try:
             async with live.lock:
-                if not fresh:  # a view another drive used: catch up with the store
-                    self._catch_up(live)
                 return await self._driver.drive(live, max_steps or self.max_steps)
         finally:
             self.live.release(live)
 
-    def _catch_up(self, live: LiveDialog) -> None:
-        fresh = self.store.get_dialog(live.id)
-        if fresh.course != live.record.course:
-            live.record = fresh
-            live.reload_history(self.store)
-            return
-        # what others appended meanwhile (replies, tellask-backs, answers)
-        live.history.extend(self.store.messages_after(live.id, fresh.course, live.history.last_id))
-        live.record = fresh
+    def recover(self) -> list[str]:
+        """Mark to drive again the dialogs left running by a process that is gone (its
+        claim expired, or it was a process of this host that no longer exists); never one
+        a live process drives. Returns their ids."""
+        found = self.claims.recover()
+        if found:
+            self.wake.set()
+        return found
 
     def request_new_course(self, dialog_id: str, reminder: str | None) -> None:
         """Called by the clear_mind tool: the course switches after the current tools."""

@@ -1,17 +1,21 @@
 """The backend loop: drives every dialog that needs a drive, many concurrently.
 
-One drive at a time per dialog (the runtime's per-dialog lock, and the scheduler never
-starts a second task for a dialog it is driving); a dialog waiting on side dialogs or on
-the human is not driven. Provider concurrency is limited by the provider pool.
+One drive at a time per dialog: in this process the scheduler never starts a second task
+for a dialog it is driving, and across processes a dialog another live process holds the
+claim of is neither selected nor waited for. A dialog waiting on side dialogs, the human
+or a wait record is not driven. Starting a run first recovers what a dead process left
+running (and `watch` keeps recovering, as claims of dead processes expire). Provider
+concurrency is limited by the provider pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Collection
 
-from mindloop.dialogs.runtime import DialogRuntime, DriveResult
+from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
 
 
 class Scheduler:
@@ -20,10 +24,13 @@ class Scheduler:
         self.max_concurrent = max_concurrent_drives
         self.results: list[DriveResult] = []
         self.errors: list[BaseException] = []
+        self.resumed: list[str] = []  # dialogs recovery marked to drive again
 
     def drivable(self, exclude: Collection[str]) -> list[str]:
-        """Dialogs to start driving now (the store parks those that wait on others)."""
-        return [did for did in self.rt.store.drivable_dialogs() if did not in exclude]
+        """Dialogs to start driving now (the store parks those that wait on others and
+        leaves out those another live process holds)."""
+        ids = self.rt.store.drivable_dialogs(self.rt.claims.owner)
+        return [did for did in ids if did not in exclude]
 
     async def run(
         self,
@@ -36,9 +43,14 @@ class Scheduler:
         polling the store for work written by other processes, e.g. `mindloop answer`)."""
         running: dict[str, asyncio.Task[DriveResult]] = {}
         broken: set[str] = set()  # dialogs whose drive raised (a bug, or a dead store)
+        self.resumed += self.rt.recover()
+        recovery_due = time.monotonic() + self.rt.claims.ttl / 2
         try:
             while True:
                 self.rt.wake.clear()
+                if watch and time.monotonic() >= recovery_due:  # owners may have died
+                    self.resumed += self.rt.recover()
+                    recovery_due = time.monotonic() + self.rt.claims.ttl / 2
                 room = self.max_concurrent - len(running)
                 for did in self.drivable(running.keys() | broken)[: max(0, room)]:
                     running[did] = asyncio.create_task(self.rt.drive(did), name=f"drive:{did}")
@@ -62,7 +74,7 @@ class Scheduler:
                         if exc is not None:
                             self.errors.append(exc)
                             broken.add(did)  # not again in this run: it would fail alike
-                        else:
+                        elif task.result().reason is not DriveEnd.CLAIMED:
                             self.results.append(task.result())
         finally:
             for task in running.values():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from mindloop.dialogs.claims import Claims
 from mindloop.dialogs.control_tools import REMINDER_TOOLS
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
@@ -30,11 +31,13 @@ class ToolStep:
         store: Store,
         bus: EventBus,
         parts: RequestBuilder,
+        claims: Claims,
         context_for: Callable[[LiveDialog], ToolContext],
     ) -> None:
         self.store = store
         self.bus = bus
         self.parts = parts
+        self.claims = claims
         self.context_for = context_for
 
     async def run(
@@ -86,6 +89,9 @@ class ToolStep:
             for c, r in zip(calls, results, strict=True)
         ]
         with self.store.tx(durable=False):
+            # A drive that lost its claim while the tools ran records nothing: the new
+            # driver answers these calls as interrupted (tools are at-least-once).
+            self.claims.renew(did)
             live.history.extend(self.store.append_messages(msgs))
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)

@@ -31,7 +31,6 @@ from mindloop.events.types import (
 from mindloop.i18n import Lang
 from mindloop.store import (
     DialogRecord,
-    DialogStatus,
     MessageKind,
     MessageRecord,
     PendingTellask,
@@ -442,12 +441,3 @@ class DialogTree:
             self.store.update_dialog(dialog.id, needs_drive=True)
         self.bus.publish(QuestionAnswered(dialog_id=dialog.id, question_id=q.id))
         return q
-
-    # ------------------------------------------------------------------ recovery
-
-    def recover(self) -> list[str]:
-        """After a crash: every dialog that was being driven is driven again."""
-        interrupted = [d.id for d in self.store.list_dialogs() if d.status == DialogStatus.RUNNING]
-        for did in interrupted:
-            self.store.update_dialog(did, status=DialogStatus.INTERRUPTED, needs_drive=True)
-        return interrupted

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mindloop.dialogs.claims import Claims
 from mindloop.dialogs.generation import GenerationOutcome
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.policy import Refusal
@@ -120,11 +121,15 @@ def decide_turn(
     )
 
 
-def commit_turn(store: Store, tree: DialogTree, live: LiveDialog, d: TurnDecision) -> Dispatch:
-    """Persist the decided turn and carry it out, in one transaction."""
+def commit_turn(
+    store: Store, tree: DialogTree, live: LiveDialog, d: TurnDecision, claims: Claims
+) -> Dispatch:
+    """Persist the decided turn and carry it out, in one transaction — which also renews
+    the drive's claim, and rolls back if the claim was lost (`ClaimLost`)."""
     rec = live.record
     dispatched = Dispatch()
     with store.tx(durable=d.durable):
+        claims.renew(rec.id)
         _, stored = store.record_generation(d.generation, d.messages)
         live.history.extend(stored)
         for type_, data in d.events:

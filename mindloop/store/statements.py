@@ -86,6 +86,14 @@ RELEASE_CLAIM = (
     .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
     .values(claim_owner=None, claim_expires=None)
 )
+# A claim whose owner is known to be dead (a process of this host that is gone) expires
+# at once, so recovery need not wait out its time.
+EXPIRE_CLAIM = (
+    sa.update(t.dialogs)
+    .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
+    .values(claim_expires=0.0)
+)
+RUNNING_CLAIMS = sa.select(_d.id, _d.claim_owner).where(_d.status == "running")
 
 # ---------------------------------------------------------------------- reads
 

@@ -339,6 +339,15 @@ class Store:
         with self.tx(durable=False):
             return self._write(q.RELEASE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
 
+    def expire_claim(self, dialog_id: str, owner: str) -> bool:
+        """End `owner`'s claim now (its owner is known to be dead); whether it held one."""
+        with self.tx(durable=False):
+            return self._write(q.EXPIRE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
+
+    def running_claims(self) -> list[tuple[str, str | None]]:
+        """(dialog id, claim owner) of every dialog marked running."""
+        return [(r[0], r[1]) for r in self._rows(q.RUNNING_CLAIMS)]
+
     def expired_running_dialogs(self, now: float | None = None) -> list[str]:
         """Dialogs left `running` by a process that is gone: no claim, or an expired one
         (oldest first). Never one that a live process holds."""

@@ -61,10 +61,20 @@ class CrashingStore(Store):
                     raise Crash  # inside the transaction: it rolls back
 
 
+def _process_died(rt: DialogRuntime) -> None:
+    """These crashes are simulated in this process, so the dead runtime's claims cannot
+    be told dead by their pid: end them as the death of a process would (its claims
+    expire; `test_claims_processes.py` kills real processes)."""
+    for did, owner in rt.store.running_claims():
+        if owner:
+            rt.store.expire_claim(did, owner)
+
+
 async def _restart(rtws: Path) -> DialogRuntime:
     """A new process: recover, then drive until quiescent."""
     rt = DialogRuntime(rtws, durable=False)
-    rt.tree.recover()
+    _process_died(rt)
+    rt.recover()
     await Scheduler(rt).run()
     return rt
 
@@ -107,7 +117,8 @@ async def _recover_and_finish(rtws: Path) -> list[str]:
             root = rt.create_root_dialog(cs.TASK)
         if not any(m.kind == "user" for m in snap.messages.get(root.id, [])):
             rt.post_user_message(root.id, "go")
-        rt.tree.recover()
+        _process_died(rt)
+        rt.recover()
         await Scheduler(rt).run()
         snap = cs.Snapshot.read(rtws)
         if not any(q.status == "answered" for q in snap.questions):  # died before the answer
@@ -260,7 +271,7 @@ async def test_interrupted_side_generation_is_rerun_after_restart(
     await rt.aclose()
 
     rt = DialogRuntime(rtws, durable=False)
-    rt.tree.recover()
+    rt.recover()  # Ctrl-C settled the drives: nothing is left claimed
     await Scheduler(rt).run()
     dialogs = rt.store.list_dialogs(root_id=root.id)
     root_hist = rt.store.load_history(root.id)
