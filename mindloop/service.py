@@ -83,6 +83,8 @@ class DriveReport(BaseModel):
     failures, step limits and questions elsewhere in the rtws do not count."""
 
     root_id: str | None = None
+    # The root's latest answer when another process drove it (not streamed here).
+    answer: str | None = None
     max_steps: int
     resumed: list[str] = []  # dialogs a crash left running, resumed by this run
     drives: list[DriveResult] = []
@@ -363,6 +365,10 @@ async def run(
     rt = project.runtime
     resumed = project.recover()
     sched = Scheduler(rt)
+    if root_id is not None and not watch and stop is None:
+        # Follow the tree until it settles: a dialog of it that another live process
+        # drives (a `run --watch`, the web UI) is not driven here, but waited for.
+        watch, stop = True, lambda: not rt.store.tree_busy(root_id)
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     resumed += sched.resumed
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
@@ -370,8 +376,14 @@ async def run(
     for r in results:
         if r.reason in (DriveEnd.ERROR, DriveEnd.STEP_LIMIT) and r.dialog_id not in members:
             members[r.dialog_id] = rt.store.get_dialog(r.dialog_id).member
+    answer = None
+    if root_id is not None and not any(r.dialog_id == root_id for r in results):
+        hist = rt.store.load_history(root_id)
+        if hist and hist[-1].kind == "assistant" and not rt.store.open_questions(dialog_id=root_id):
+            answer = hist[-1].data.get("text")
     return DriveReport(
         root_id=root_id,
+        answer=answer,
         max_steps=project.max_steps,
         resumed=resumed,
         drives=list(results),

@@ -125,6 +125,11 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
     """Print what a drive of one tree came to; return the command's exit code."""
     root_id = report.root_id or ""
     print_failures(report)
+    if report.answer is not None:
+        who = report.member_of(root_id)
+        console.print(
+            f"[dim](answered by another mindloop process)[/]\n@{who}: {escape(report.answer)}"
+        )
     last = report.last
     if (last is not None and last.reason == "error") or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))

@@ -197,6 +197,13 @@ PARK_WAITING = (
 )
 # Recovery: dialogs left running by a process that is gone (no claim, or an expired one),
 # never one a live process holds.
+# Whether a dialog tree has work going on or due: a dialog running (here or in another
+# process) or marked to drive.
+TREE_BUSY = sa.select(
+    sa.exists().where(
+        _by(_d.root_id, "root_id"), sa.or_(_d.status == "running", _d.needs_drive.is_(True))
+    )
+)
 EXPIRED_RUNNING = (
     sa.select(_d.id)
     .where(

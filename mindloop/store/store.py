@@ -339,6 +339,10 @@ class Store:
         with self.tx(durable=False):
             return self._write(q.RELEASE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
 
+    def tree_busy(self, root_id: str) -> bool:
+        """Whether a dialog of the tree is running (in any process) or marked to drive."""
+        return bool(self._scalar(q.TREE_BUSY, {"root_id": root_id}))
+
     def expire_claim(self, dialog_id: str, owner: str) -> bool:
         """End `owner`'s claim now (its owner is known to be dead); whether it held one."""
         with self.tx(durable=False):
