@@ -104,3 +104,9 @@ NEW_COURSE_PROMPT = (
     "[mindloop] This is course #{course} of this dialog: the previous conversation was "
     "cleared by clear_mind. Your reminders and the Taskdoc are kept. Continue the task."
 )
+
+
+def detached_reply_message(*, responder: str, side_id: str, status: str, text: str) -> str:
+    """The note a detached side dialog's final reply leaves in its caller's history."""
+    outcome = "finished" if status == "completed" else "failed"
+    return f"[detached] @{responder} ({side_id}) {outcome}:\n\n> " + text.replace("\n", "\n> ")

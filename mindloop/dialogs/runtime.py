@@ -31,14 +31,23 @@ from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.policy import DefaultPolicy, PolicyResolver, TurnPolicy
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
-from mindloop.dialogs.tree import DialogTree
+from mindloop.dialogs.tree import DialogTree, Sink
+from mindloop.dialogs.waits import WaitKind
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
 from mindloop.i18n import Lang
 from mindloop.providers.base import Provider
 from mindloop.providers.pool import ProviderPool
-from mindloop.store import DialogRecord, DialogStatus, MessageRecord, Store, new_id
+from mindloop.store import (
+    DialogRecord,
+    DialogStatus,
+    MessageRecord,
+    Store,
+    WaitRecord,
+    WaitStatus,
+    new_id,
+)
 from mindloop.tools.base import Acl, ToolContext
 from mindloop.tools.registry import ToolRegistry
 from mindloop.tools.toolsets import standard_registry
@@ -64,6 +73,7 @@ class DialogRuntime:
         tools: ToolRegistry | None = None,
         policies: PolicyResolver | None = None,
         claim_ttl: float | None = None,
+        sinks: Mapping[str, Sink] | None = None,
         providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
@@ -86,7 +96,8 @@ class DialogRuntime:
         self.providers = ProviderPool(self.config.llm, self.rtws, providers)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
-        self.tree = DialogTree(self.store, self.bus, self.lang)
+        self.tree = DialogTree(self.store, self.bus, self.lang, sinks)
+        self.waits = self.tree.waits
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
@@ -206,6 +217,58 @@ class DialogRuntime:
         if chosen:
             self.wake.set()
         return chosen
+
+    # ------------------------------------------------------------------ waits
+
+    def open_wait(
+        self,
+        dialog_id: str,
+        kind: WaitKind,
+        key: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        due_at: float | None = None,
+    ) -> WaitRecord:
+        """Make a dialog wait on something (a timer, an approval, an external event): it
+        is not driven while a blocking wait is open. Tools do this through their store
+        effects, in the step's transaction."""
+        with self.store.tx():
+            rec = self.waits.open(dialog_id, kind, key, payload, due_at=due_at)
+        self.wake.set()
+        return rec
+
+    def resolve_wait(
+        self,
+        wait_id: str,
+        resolution: dict[str, Any] | None = None,
+        *,
+        status: WaitStatus = WaitStatus.RESOLVED,
+    ) -> WaitRecord | None:
+        """Resolve an open wait (once: None if it was not open); its dialog gets a note
+        and is driven on."""
+        rec = self.waits.resolve(wait_id, resolution, status=status)
+        if rec is not None:
+            self.wake.set()
+        return rec
+
+    def start_detached(
+        self,
+        caller_id: str,
+        member: str,
+        message: str,
+        *,
+        sink: str,
+        payload: dict[str, Any] | None = None,
+    ) -> DialogRecord:
+        """Open a detached side dialog of `caller_id` with `member`: the caller does not
+        wait; the final reply goes to the registered sink `sink` (in the reply's
+        transaction, exactly once) and leaves a note in the caller's history."""
+        self.config.member(member)  # a clear error for an unknown member
+        with self.store.tx():
+            caller = self.store.get_dialog(caller_id)
+            side = self.tree.start_detached(caller, member, message, sink=sink, payload=payload)
+        self.wake.set()
+        return side
 
     # ------------------------------------------------------------------ driving
 

@@ -40,31 +40,50 @@ class Scheduler:
         stop: Callable[[], bool] | None = None,
     ) -> list[DriveResult]:
         """Drive until nothing is drivable and nothing runs (or forever with `watch`,
-        polling the store for work written by other processes, e.g. `mindloop answer`)."""
+        polling the store for work written by other processes, e.g. `mindloop answer`).
+
+        Timer waits fire here: the run keeps the next due time and sleeps until it (or
+        until woken), rereading it only when a wait was opened in this process or at the
+        poll interval (waits other processes opened), never on every loop. Without
+        `watch`, a run fires what is due but does not stay for later timers."""
         running: dict[str, asyncio.Task[DriveResult]] = {}
         broken: set[str] = set()  # dialogs whose drive raised (a bug, or a dead store)
+        waits = self.rt.waits
         self.resumed += self.rt.recover()
         recovery_due = time.monotonic() + self.rt.claims.ttl / 2
+        next_due = waits.next_due()
+        reread_due = time.monotonic() + poll_interval
         try:
             while True:
                 self.rt.wake.clear()
                 if watch and time.monotonic() >= recovery_due:  # owners may have died
                     self.resumed += self.rt.recover()
                     recovery_due = time.monotonic() + self.rt.claims.ttl / 2
+                if waits.changed or time.monotonic() >= reread_due:
+                    waits.changed = False
+                    next_due = waits.next_due()
+                    reread_due = time.monotonic() + poll_interval
+                if next_due is not None and next_due <= time.time():
+                    waits.fire_due()
+                    next_due = waits.next_due()
                 room = self.max_concurrent - len(running)
                 for did in self.drivable(running.keys() | broken)[: max(0, room)]:
                     running[did] = asyncio.create_task(self.rt.drive(did), name=f"drive:{did}")
                 if stop is not None and stop():
                     break
+                until_due = None if next_due is None else max(0.0, next_due - time.time())
                 if not running:
                     if not watch:
                         break
+                    timeout = poll_interval if until_due is None else min(poll_interval, until_due)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.rt.wake.wait(), poll_interval)
+                        await asyncio.wait_for(self.rt.wake.wait(), timeout)
                     continue
                 waker = asyncio.ensure_future(self.rt.wake.wait())
                 done, _ = await asyncio.wait(
-                    [*running.values(), waker], return_when=asyncio.FIRST_COMPLETED
+                    [*running.values(), waker],
+                    timeout=until_due,
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
                 waker.cancel()
                 for did, task in list(running.items()):

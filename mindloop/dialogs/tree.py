@@ -13,12 +13,15 @@ waiting on it; a tellask-back (side → its caller) is answered first and only t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mindloop.dialogs import formats
 from mindloop.dialogs.fbr import fbr_request_message
 from mindloop.dialogs.routing import Route, RouteKind
+from mindloop.dialogs.waits import NOTE, WaitKind, Waits
+from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
     DialogCreated,
@@ -42,27 +45,47 @@ from mindloop.store import (
 
 # The inbox item kind of a resumed session's new assignment (see `DialogTree._resume`).
 ASSIGNMENT = "assignment"
+# Inbox items that are not replies, and the history record each becomes.
+INBOX_KINDS: dict[str, MessageKind] = {ASSIGNMENT: "user", NOTE: "note"}
 # Pending kinds whose side dialog can be given a further assignment while it works.
 RESUMABLE = frozenset({"session", "fbr"})
 
 
 @dataclass(frozen=True)
+class DetachedReply:
+    """What a detached side dialog's sink receives (in the reply's transaction)."""
+
+    side_id: str
+    caller_id: str
+    member: str
+    status: str  # completed | failed
+    text: str
+    payload: dict[str, Any]
+
+
+# A reply sink: called with the store inside the reply's transaction (so what it writes
+# commits with the delivery, exactly once).
+Sink = Callable[[Store, DetachedReply], None]
+
+
+@dataclass(frozen=True)
 class WaitState:
     """What a dialog waits on: tellasks it made that are unanswered, tellask-backs its
-    side dialogs ask it, and its open questions for the human."""
+    side dialogs ask it, its open questions for the human, and its open blocking wait
+    records (`waits.py`). The drive rule is `statements._blocked` as a query."""
 
     pending: int = 0
     asked_back: int = 0
     questions: int = 0
+    waits: int = 0
 
     @property
     def waiting(self) -> bool:
-        return bool(self.pending or self.questions)
+        return bool(self.pending or self.questions or self.waits)
 
     @property
     def drivable(self) -> bool:
-        """The drive rule (`statements.DRIVABLE` is the same rule as a query)."""
-        return not self.questions and (not self.pending or self.asked_back > 0)
+        return not self.questions and not self.waits and (not self.pending or self.asked_back > 0)
 
 
 @dataclass
@@ -77,9 +100,17 @@ class Dispatch:
 
 
 class DialogTree:
-    def __init__(self, store: Store, bus: EventBus, lang: Lang = "en") -> None:
+    def __init__(
+        self,
+        store: Store,
+        bus: EventBus,
+        lang: Lang = "en",
+        sinks: Mapping[str, Sink] | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
+        self.waits = Waits(store, bus)
+        self.sinks: dict[str, Sink] = dict(sinks or {})
         # The work language of the texts the tree writes into a new dialog (the FBR
         # request header); what it writes is persisted, so it stays as dispatched.
         self.lang: Lang = lang
@@ -171,8 +202,10 @@ class DialogTree:
         first_message: str,
         assignment: dict[str, Any],
         session_key: str | None = None,
+        *,
+        side_id: str | None = None,
     ) -> DialogRecord:
-        sid = new_id("s" if kind == "side" else "f")
+        sid = side_id or new_id("s" if kind == "side" else "f")
         rec = DialogRecord(
             id=sid,
             root_id=caller.root_id,
@@ -194,6 +227,66 @@ class DialogTree:
             )
         )
         return rec
+
+    def start_detached(
+        self,
+        caller: DialogRecord,
+        member: str,
+        message: str,
+        *,
+        sink: str,
+        payload: dict[str, Any] | None = None,
+        headline: str = "",
+    ) -> DialogRecord:
+        """Open a detached side dialog (inside the caller's transaction): the caller does
+        not wait for it; its final reply goes to the sink `sink` (called in the reply's
+        transaction) and leaves a note in the caller's history. A non-blocking wait record
+        on the caller binds them, so the reply is delivered exactly once."""
+        if sink not in self.sinks:
+            known = ", ".join(sorted(self.sinks)) or "(none)"
+            raise MindloopError(f"no reply sink {sink!r} is registered (sinks: {known})")
+        side_id = new_id("s")
+        wait = self.waits.open(
+            caller.id, WaitKind.DETACHED, side_id, {"sink": sink, "member": member}
+        )
+        assignment = {
+            "headline": headline or message.strip().splitlines()[0][:200],
+            "body": "",
+            "caller_id": caller.id,
+            "call_id": wait.id,
+            "from_member": caller.member,
+            "collective": None,
+            "detached": {"sink": sink, "payload": payload or {}, "wait_id": wait.id},
+        }
+        return self._create_side(caller, member, "side", message, assignment, side_id=side_id)
+
+    def _deliver_detached(
+        self, dialog: DialogRecord, binding: dict[str, Any], text: str, status: str
+    ) -> None:
+        reply = DetachedReply(
+            side_id=dialog.id,
+            caller_id=(dialog.assignment or {}).get("caller_id", ""),
+            member=dialog.member,
+            status=status,
+            text=text,
+            payload=binding.get("payload", {}),
+        )
+        note = formats.detached_reply_message(
+            responder=dialog.member, side_id=dialog.id, status=status, text=text
+        )
+        with self.store.tx():
+            done = self.waits.resolve(
+                binding["wait_id"], {"status": status, "side_id": dialog.id}, note=note
+            )
+            if done is None:  # delivered before (a later answer of the same dialog)
+                return
+            sink = self.sinks.get(binding["sink"])
+            if sink is None:
+                raise MindloopError(
+                    f"dialog {dialog.id}: its reply sink {binding['sink']!r} is not registered "
+                    "in this process"
+                )
+            sink(self.store, reply)
 
     def _wait_for(self, caller: DialogRecord, side_id: str, call: Any, call_type: str) -> None:
         self.store.add_pending(
@@ -330,6 +423,10 @@ class DialogTree:
         else pending)."""
         inbound = self.store.pending_by_side(dialog.id)
         backs = [p for p in inbound if p.call_type == "tellask_back"]
+        detached = (dialog.assignment or {}).get("detached")
+        if detached and not backs:
+            self._deliver_detached(dialog, detached, text, status)
+            return []
         targets = backs or inbound
         if not backs and any(p.call_type in RESUMABLE for p in targets):
             # An assignment still in the inbox was not seen by the answer being delivered.
@@ -373,12 +470,12 @@ class DialogTree:
         msgs = []
         for r in queued:
             d = r.data
-            if d.get("kind") == ASSIGNMENT:  # a resumed session's new assignment
+            if d.get("kind") in INBOX_KINDS:  # a new assignment, or a runtime note
                 msgs.append(
                     MessageRecord(
                         dialog_id=dialog.id,
                         course=dialog.course,
-                        kind="user",
+                        kind=INBOX_KINDS[d["kind"]],
                         data={"text": d["text"], "call_id": r.call_id, "response_id": r.id},
                     )
                 )

@@ -28,7 +28,10 @@ from typing import Any
 
 from mindloop.events.bus import EventBus
 from mindloop.events.types import WaitOpened, WaitResolved
-from mindloop.store import Store, WaitRecord, WaitStatus, new_id
+from mindloop.store import ResponseRecord, Store, WaitRecord, WaitStatus, new_id
+
+# The inbox item kind of a runtime note (a resolved wait's outcome).
+NOTE = "note"
 
 
 class WaitKind(StrEnum):
@@ -69,6 +72,7 @@ class Waits:
     def __init__(self, store: Store, bus: EventBus) -> None:
         self.store = store
         self.bus = bus
+        self.changed = False  # a wait was opened here since the scheduler last looked
 
     def open(
         self,
@@ -93,6 +97,7 @@ class Waits:
             created_at=time.time(),
         )
         self.store.add_wait(rec)
+        self.changed = True
         self.bus.publish(WaitOpened(dialog_id=dialog_id, wait_id=rec.id, kind=kind, key=key))
         return rec
 
@@ -102,28 +107,32 @@ class Waits:
         resolution: dict[str, Any] | None = None,
         *,
         status: WaitStatus = WaitStatus.RESOLVED,
-        note: bool = True,
+        note: str | None = None,
     ) -> WaitRecord | None:
-        """Resolve an open wait once: returns it resolved, or None if it was not open
-        (already resolved by someone else: nothing happens twice)."""
+        """Resolve an open wait once: returns it closed, or None if it was not open
+        (someone else closed it first: nothing happens twice). Its dialog gets a note (in
+        its inbox: it enters the history at the next step boundary, never in the middle
+        of a generation) and is marked to drive."""
         with self.store.tx():
             rec = self.store.resolve_wait(wait_id, status, resolution or {})
             if rec is None:
                 return None
-            dialog = self.store.get_dialog(rec.dialog_id)
-            if note:
-                self.store.append_message(
-                    dialog.id,
-                    "note",
-                    {"text": wait_note(rec), "wait_id": rec.id},
-                    course=dialog.course,
+            self.store.add_response(
+                ResponseRecord(
+                    caller_id=rec.dialog_id,
+                    side_id=rec.dialog_id,
+                    call_id=rec.id,
+                    data={"kind": NOTE, "text": note or wait_note(rec), "wait_id": rec.id},
                 )
-            if rec.blocks:
-                self.store.update_dialog(dialog.id, needs_drive=True)
+            )
+            self.store.update_dialog(rec.dialog_id, needs_drive=True)
         self.bus.publish(
             WaitResolved(dialog_id=rec.dialog_id, wait_id=rec.id, kind=rec.kind, status=status)
         )
         return rec
+
+    def next_due(self) -> float | None:
+        return self.store.next_due()
 
     def fire_due(self, now: float | None = None) -> list[WaitRecord]:
         """Every open wait whose due time passed: timers fire, others expire."""

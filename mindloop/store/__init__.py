@@ -12,6 +12,8 @@ from mindloop.store.records import (
     Reminder,
     ResponseRecord,
     TaskdocChange,
+    WaitRecord,
+    WaitStatus,
 )
 from mindloop.store.store import STATE_DIR, STATE_FILE, Store, StoreError, new_id
 
@@ -31,5 +33,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TaskdocChange",
+    "WaitRecord",
+    "WaitStatus",
     "new_id",
 ]

@@ -140,3 +140,26 @@ class Reminder(BaseModel):
     position: int
     content: str
     created_at: float = 0.0
+
+
+class WaitStatus(StrEnum):
+    OPEN = "open"
+    RESOLVED = "resolved"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+class WaitRecord(BaseModel):
+    """Something a dialog waits on besides tellasks and questions (`dialogs.waits`)."""
+
+    id: str
+    dialog_id: str
+    kind: str
+    key: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    blocks: bool = True
+    created_at: float = 0.0
+    due_at: float | None = None
+    status: WaitStatus = WaitStatus.OPEN
+    resolution: dict[str, Any] | None = None
+    resolved_at: float | None = None

@@ -152,6 +152,25 @@ taskdoc_changes = sa.Table(
 )
 
 
+waits = sa.Table(
+    "waits",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("dialog_id", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("blocks", sa.Boolean, nullable=False),  # the dialog is not driven meanwhile
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("due_at", sa.Float, nullable=True),
+    sa.Column("status", sa.String, nullable=False),  # open | resolved | cancelled | expired
+    sa.Column("resolution", sa.JSON, nullable=True),
+    sa.Column("resolved_at", sa.Float, nullable=True),
+    sa.Index("ix_waits_dialog_status", "dialog_id", "status"),
+    sa.Index("ix_waits_status_due", "status", "due_at"),
+    sa.Index("ix_waits_kind_key", "kind", "key"),
+)
+
 _V1_TABLES = [
     schema_version,
     dialogs,
@@ -193,5 +212,10 @@ def _v1_to_v2(conn: sa.Connection) -> None:
     _add_columns(conn, dialogs, ["claim_owner", "claim_expires"])
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2]
+def _v2_to_v3(conn: sa.Connection) -> None:
+    """Waits as records (timers, approvals, external events, detached replies)."""
+    metadata.create_all(conn, tables=[waits])
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2, _v2_to_v3]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -155,8 +155,19 @@ def _exists(table: sa.Table, *where: sa.ColumnElement[bool]) -> sa.Exists:
     return sa.exists().where(*where).select_from(table)
 
 
-# What a dialog waits on, in one round trip: (pending tellasks it made, tellask-backs
-# its side dialogs ask it, open questions it asked).
+# The drive rule, written once: a dialog is blocked while it has an open question, an
+# open blocking wait record, or a tellask pending — unless one of its own side dialogs
+# asks it back (answered in-line). `WAIT_STATE` counts the same sources for one dialog
+# (`tree.WaitState`), `DRIVABLE` selects the unblocked, `PARK_WAITING` parks the blocked.
+_w = t.waits.c
+_open_question = _exists(t.questions, _q.dialog_id == _d.id, _q.status == "open")
+_open_wait = _exists(t.waits, _w.dialog_id == _d.id, _w.status == "open", _w.blocks.is_(True))
+_pending = _exists(t.pending_tellasks, _p.caller_id == _d.id)
+_asked_back = _exists(t.pending_tellasks, _p.side_id == _d.id, _p.call_type == "tellask_back")
+_blocked = sa.or_(_open_question, _open_wait, sa.and_(_pending, ~_asked_back))
+
+# (pending tellasks it made, tellask-backs its side dialogs ask it, open questions it
+# asked, open blocking waits), in one round trip.
 WAIT_STATE = sa.select(
     sa.select(sa.func.count()).where(_p.caller_id == sa.bindparam("id")).scalar_subquery(),
     sa.select(sa.func.count())
@@ -165,36 +176,48 @@ WAIT_STATE = sa.select(
     sa.select(sa.func.count())
     .where(_q.dialog_id == sa.bindparam("id"), _q.status == "open")
     .scalar_subquery(),
+    sa.select(sa.func.count())
+    .where(_w.dialog_id == sa.bindparam("id"), _w.status == "open", _w.blocks.is_(True))
+    .scalar_subquery(),
 )
-
-# The drivable rule as one query: marked to drive, no open question, and either nothing
-# pending or a tellask-back to answer in-line. (`DialogTree.can_drive` is the same rule
-# for one dialog.)
-_no_open_question = ~_exists(t.questions, _q.dialog_id == _d.id, _q.status == "open")
-_nothing_pending = ~_exists(t.pending_tellasks, _p.caller_id == _d.id)
-_asked_back = _exists(t.pending_tellasks, _p.side_id == _d.id, _p.call_type == "tellask_back")
 # A dialog another live process holds (an unexpired claim of another owner) is neither
 # drivable here nor parked from here.
 DRIVABLE = (
     sa.select(_d.id)
-    .where(
-        _d.needs_drive.is_(True),
-        _claimable,
-        _no_open_question,
-        sa.or_(_nothing_pending, _asked_back),
-    )
+    .where(_d.needs_drive.is_(True), _claimable, ~_blocked)
     .order_by(_d.updated_at, _d.id)
 )
 # Marked to drive but waiting on others: they are parked until what they wait on resolves.
 PARK_WAITING = (
     sa.update(t.dialogs)
-    .where(
-        _d.needs_drive.is_(True),
-        _claimable,
-        sa.or_(~_no_open_question, sa.and_(~_nothing_pending, ~_asked_back)),
-    )
+    .where(_d.needs_drive.is_(True), _claimable, _blocked)
     .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("_now"))
 )
+
+# Wait records.
+INSERT_WAIT = sa.insert(t.waits)
+WAIT = sa.select(t.waits).where(_by(_w.id, "id"))
+RESOLVE_WAIT = (
+    sa.update(t.waits)
+    .where(_by(_w.id, "_id"), _w.status == "open")
+    .values(
+        status=sa.bindparam("_status"),
+        resolution=sa.bindparam("_resolution"),
+        resolved_at=sa.bindparam("_now"),
+    )
+)
+OPEN_WAITS_OF = (
+    sa.select(t.waits)
+    .where(_by(_w.dialog_id, "dialog_id"), _w.status == "open")
+    .order_by(_w.created_at, _w.id)
+)
+DUE_WAITS = (
+    sa.select(t.waits)
+    .where(_w.status == "open", _w.due_at <= sa.bindparam("now"))
+    .order_by(_w.due_at, _w.id)
+)
+NEXT_DUE = sa.select(sa.func.min(_w.due_at)).where(_w.status == "open", _w.due_at.is_not(None))
+
 # Recovery: dialogs left running by a process that is gone (no claim, or an expired one),
 # never one a live process holds.
 # Whether a dialog tree has work going on or due: a dialog running (here or in another

@@ -40,6 +40,8 @@ from mindloop.store.records import (
     Reminder,
     ResponseRecord,
     TaskdocChange,
+    WaitRecord,
+    WaitStatus,
 )
 from mindloop.store.sqlite import SqliteDialect
 
@@ -358,10 +360,46 @@ class Store:
         params = {"_now": time.time() if now is None else now}
         return [r[0] for r in self._rows(q.EXPIRED_RUNNING, params)]
 
-    def wait_state(self, dialog_id: str) -> tuple[int, int, int]:
-        """(tellasks the dialog waits on, tellask-backs asked of it, its open questions)."""
+    def wait_state(self, dialog_id: str) -> tuple[int, int, int, int]:
+        """(tellasks the dialog waits on, tellask-backs asked of it, its open questions,
+        its open blocking wait records)."""
         row: tuple[Any, ...] = tuple(self._rows(q.WAIT_STATE, {"id": dialog_id})[0])
-        return int(row[0]), int(row[1]), int(row[2])
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    # ------------------------------------------------------------------ waits
+
+    def add_wait(self, rec: WaitRecord) -> WaitRecord:
+        self._write(q.INSERT_WAIT, rec.model_dump())
+        return rec
+
+    def get_wait(self, wait_id: str) -> WaitRecord:
+        found = self._records(WaitRecord, q.WAIT, {"id": wait_id})
+        if not found:
+            raise NotFoundError(f"no wait with id {wait_id!r}")
+        return found[0]
+
+    def resolve_wait(
+        self, wait_id: str, status: WaitStatus, resolution: dict[str, Any]
+    ) -> WaitRecord | None:
+        """Close an open wait once (a conditional update): the closed record, or None if
+        it was not open (someone else closed it first)."""
+        params = {"_id": wait_id, "_status": status, "_resolution": resolution, "_now": time.time()}
+        with self.tx():
+            if self._write(q.RESOLVE_WAIT, params) != 1:
+                return None
+            return self.get_wait(wait_id)
+
+    def open_waits(self, dialog_id: str) -> list[WaitRecord]:
+        return self._records(WaitRecord, q.OPEN_WAITS_OF, {"dialog_id": dialog_id})
+
+    def due_waits(self, now: float) -> list[WaitRecord]:
+        """Open waits whose due time is not later than `now`, earliest first."""
+        return self._records(WaitRecord, q.DUE_WAITS, {"now": now})
+
+    def next_due(self) -> float | None:
+        """The earliest due time of any open wait (None: nothing is due ever)."""
+        value = self._scalar(q.NEXT_DUE)
+        return None if value is None else float(value)
 
     # ------------------------------------------------------------------ messages
 
