@@ -25,7 +25,6 @@ from mindloop.config import (
 )
 from mindloop.dialogs import fbr
 from mindloop.dialogs.context import ContextBuilder
-from mindloop.dialogs.control_tools import REMINDER_TOOLS
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT, NEW_COURSE_PROMPT
 from mindloop.dialogs.generation import GenerationOutcome, run_generation
 from mindloop.dialogs.history import History
@@ -52,10 +51,17 @@ from mindloop.store import (
     Store,
     new_id,
 )
-from mindloop.taskdoc import ROOT_ONLY_TOOLS
-from mindloop.tools.base import Acl, Tool, ToolContext, ToolOutput
+from mindloop.tools.base import Acl, Tool, ToolContext, ToolOutput, call_key
 from mindloop.tools.registry import ToolRegistry
-from mindloop.tools.toolsets import standard_registry
+from mindloop.toolsets import (
+    REMINDER_TOOLS,
+    ROOT_ONLY_TOOLS,
+    CourseSwitch,
+    StoreReminders,
+    StoreTaskdocAudit,
+    llm_secret_env_names,
+    standard_registry,
+)
 
 DEFAULT_MAX_STEPS = 50
 
@@ -79,7 +85,7 @@ class _Live:
     tools: list[Tool]
     tool_specs: list[ToolSpec]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
+    course: CourseSwitch = field(default_factory=CourseSwitch)  # clear_mind's request
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
     # Tool names a call may reach: the offered tools, plus (side dialogs) the member's
     # root-only tools, kept off the tool list but answered by the tool's own
@@ -271,7 +277,7 @@ class DialogRuntime:
                     break
                 if outcome.calls:
                     await self._step_tools(live, outcome)
-                    if live.new_course is not None:
+                    if live.course.pending is not None:
                         self._start_new_course(live)
                 # Only this dialog's own tellasks make it wait; others only resolve waits.
                 if outcome.dispatched or state.pending:
@@ -504,7 +510,8 @@ class DialogRuntime:
             )
         gen = _generation_record(live, out, model)
         with self.store.tx(durable=_has_outside_effect(rec, out, routes)):
-            _, stored = self.store.record_generation(gen, msgs)
+            saved, stored = self.store.record_generation(gen, msgs)
+            out.generation_id = saved.id
             live.history.extend(stored)
             if out.error is not None:
                 self.store.record_event("error", did, {"message": str(out.error)})
@@ -536,9 +543,9 @@ class DialogRuntime:
     async def _step_tools(self, live: _Live, outcome: _Outcome) -> None:
         did = live.record.id
         offered = live.callable
-        ctx = self._tool_context(live)
 
-        async def one(call_id: str, name: str, arguments: str) -> ToolOutput:
+        async def one(index: int, call_id: str, name: str, arguments: str) -> ToolOutput:
+            ctx = self._tool_context(live, call_key(did, outcome.generation_id, index))
             self.bus.publish("tool_call", did, call_id=call_id, name=name, arguments=arguments)
             out = await self.tools.execute(name, arguments, ctx, allowed=offered)
             self.bus.publish(
@@ -548,9 +555,13 @@ class DialogRuntime:
 
         calls = outcome.calls
         if len(calls) == 1:  # the common case: no task to schedule
-            results = [await one(calls[0].id, calls[0].name, calls[0].arguments)]
+            results = [await one(0, calls[0].id, calls[0].name, calls[0].arguments)]
         else:  # independent calls run concurrently
-            results = list(await asyncio.gather(*(one(c.id, c.name, c.arguments) for c in calls)))
+            results = list(
+                await asyncio.gather(
+                    *(one(i, c.id, c.name, c.arguments) for i, c in enumerate(calls))
+                )
+            )
         msgs = [
             MessageRecord(
                 dialog_id=did,
@@ -572,8 +583,7 @@ class DialogRuntime:
         """clear_mind: a new course with an empty history; reminders and sessions stay,
         open questions of this dialog are discarded."""
         rec = live.record
-        reminder = live.new_course
-        live.new_course = None
+        reminder = live.course.take()
         course = rec.course + 1
         prompt = NEW_COURSE_PROMPT.format(course=course)
         if rec.assignment and rec.kind != "root":
@@ -595,11 +605,6 @@ class DialogRuntime:
         live.history = History([stored])
         self.bus.publish("note", rec.id, text=f"new course #{course} started (clear_mind)")
 
-    def request_new_course(self, dialog_id: str, reminder: str | None) -> None:
-        """Called by the clear_mind tool: the course switches after the current tools."""
-        live = self._live[dialog_id]
-        live.new_course = reminder or ""
-
     def _request_params(self, member: MemberConfig, *, fbr: bool) -> dict[str, Any]:
         """A member's merged model params as requests carry them (config is immutable for
         the runtime's life; shared: providers only read them)."""
@@ -618,23 +623,17 @@ class DialogRuntime:
             member = self._root_members[rec.root_id] = self.store.get_dialog(rec.root_id).member
         return member
 
-    def _tool_context(self, live: _Live) -> ToolContext:
+    def _tool_context(self, live: _Live, key: str) -> ToolContext:
+        """What one tool call sees: typed facts and the narrow services bound to this
+        dialog (never the engine itself)."""
         m = live.member
-        root_member = self._root_member(live.record)
-        services: dict[str, Any] = {
-            "store": self.store,
-            "task_path": live.record.task_path,
-            "root_member": root_member,
-            "runtime": self,
-            "work_language": self.lang,
-            "on_taskdoc_changed": lambda result: self.bus.publish(
-                "taskdoc_changed", live.record.id, section=getattr(result, "section", str(result))
-            ),
-        }
+        did = live.record.id
+        publish = self.bus.publish  # the hook reaches the bus, never the engine
         return ToolContext(
             rtws=self.rtws,
             member=m.id,
-            dialog_id=live.record.id,
+            dialog_id=did,
+            call_key=key,
             acl=Acl(
                 read_dirs=tuple(m.read_dirs),
                 write_dirs=tuple(m.write_dirs),
@@ -642,7 +641,14 @@ class DialogRuntime:
                 no_write_dirs=tuple(m.no_write_dirs),
             ),
             is_root=live.record.kind == "root",
-            services=services,
+            task_path=live.record.task_path,
+            root_member=self._root_member(live.record),
+            work_language=self.lang,
+            secret_env_names=llm_secret_env_names(self.config.llm),
+            reminders=StoreReminders(self.store, did),
+            course=live.course,
+            taskdoc_audit=StoreTaskdocAudit(self.store),
+            on_taskdoc_changed=lambda section: publish("taskdoc_changed", did, section=section),
         )
 
 
@@ -687,6 +693,7 @@ def _unanswered_calls(msgs: list[Any]) -> list[Any]:
 
 @dataclass
 class _Outcome(GenerationOutcome):
+    generation_id: int = 0  # the stored generation (part of each tool call's key)
     final: bool = False
     violation: bool = False
     dispatched: bool = False  # its tellasks were carried out (the dialog may now wait)

@@ -286,3 +286,49 @@ def resolve_agent_path(
     if not lexical_rel.startswith("..") and _matches(deny, lexical_rel):
         raise _acl_denial(raw, acl, mode)
     return resolved
+
+
+# ---------------------------------------------------------------------------------------
+# Errors the model sees
+
+
+def _root_forms(rtws: Path | str) -> tuple[str, ...]:
+    """Every spelling of the rtws an OS message may carry (symlink-free and as given)."""
+    forms = {os.path.realpath(rtws), os.path.abspath(rtws)}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def shown_path(name: str | bytes | int | None, rtws: Path | str) -> str:
+    """A file name from an OS error as the model may see it: rtws-relative, shortened;
+    never a host path outside the rtws."""
+    if name is None or isinstance(name, int):
+        return ""
+    text = os.fsdecode(name)
+    for form in _root_forms(rtws):
+        if text == form:
+            text = "."
+            break
+        if text.startswith(form.rstrip(os.sep) + os.sep):
+            text = text[len(form.rstrip(os.sep)) + 1 :]
+            break
+    else:
+        if os.path.isabs(text):
+            return "(a path outside the rtws)"
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def os_error_text(err: OSError, rtws: Path | str) -> str:
+    """The one rendering of a file-system error for a tool result: the reason and the
+    rtws-relative names involved (`File name too long: \\`a/…\\``), never the host path."""
+    reason = err.strerror or scrub_rtws(str(err), rtws) or type(err).__name__
+    names = [shown_path(n, rtws) for n in (err.filename, err.filename2)]
+    names = [f"`{n}`" for n in names if n]
+    return f"{reason}: {' -> '.join(names)}" if names else reason
+
+
+def scrub_rtws(text: str, rtws: Path | str) -> str:
+    """`text` with every spelling of the rtws path replaced by rtws-relative names."""
+    for form in _root_forms(rtws):
+        text = text.replace(form.rstrip(os.sep) + os.sep, "").replace(form, ".")
+    return text

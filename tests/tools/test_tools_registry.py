@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import Field
@@ -16,8 +19,8 @@ from mindloop.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
-    default_registry,
 )
+from mindloop.toolsets import standard_registry
 
 
 class EchoArgs(ToolArgs):
@@ -37,8 +40,10 @@ async def _denied(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
     raise AccessDenied("ACCESS_DENIED: `x`: nope. Use something else.")
 
 
-def _tool(name: str, fn: object = _echo) -> Tool:
-    return Tool(name, f"{name} tool", EchoArgs, fn)  # type: ignore[arg-type]
+def _tool(
+    name: str, fn: Callable[[EchoArgs, ToolContext], Awaitable[ToolOutput]] = _echo
+) -> Tool[Any]:
+    return Tool(name, f"{name} tool", EchoArgs, fn)
 
 
 @pytest.fixture
@@ -51,10 +56,10 @@ def registry() -> ToolRegistry:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(rtws=tmp_path, member="m", dialog_id="d")
+    return ToolContext.for_test(tmp_path, member="m", dialog_id="d")
 
 
-def _names(tools: list[Tool]) -> list[str]:
+def _names(tools: list[Tool[Any]]) -> list[str]:
     return [t.name for t in tools]
 
 
@@ -178,8 +183,7 @@ async def test_execute_access_denied_is_passed_through(
 
 
 async def test_execute_caps_output_with_a_note(registry: ToolRegistry, ctx: ToolContext) -> None:
-    ctx.services["output_cap"] = 10
-    out = await registry.execute("a1", '{"text": "x", "times": 100}', ctx)
+    out = await registry.execute("a1", '{"text": "x", "times": 100}', replace(ctx, output_cap=10))
     assert out.text == "x" * 10 + "\n[output truncated: 10 of 100 characters shown]"
 
 
@@ -191,9 +195,9 @@ async def test_execute_default_cap(registry: ToolRegistry, ctx: ToolContext) -> 
     assert exact.text == "y" * DEFAULT_OUTPUT_CAP
 
 
-def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
-    one, two = default_registry(), default_registry()
-    assert one.toolset_names == ["fs", "shell"]
+def test_standard_registry_is_fresh_and_has_clean_schemas() -> None:
+    one, two = standard_registry(), standard_registry()
+    assert one.toolset_names == ["fs", "shell", "control"]
     assert _names(one.select(["fs"])) == [
         "read_file",
         "write_file",
@@ -203,7 +207,7 @@ def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
         "delete",
     ]
     assert _names(one.select(["shell"])) == ["run_shell"]
-    one.add_toolset("control", [_tool("c1")])
+    one.add_toolset("extra", [_tool("c1")])
     assert two.get("c1") is None
     for tool in one.select(["*"]):
         schema = tool.schema()

@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
-from mindloop.tools.shell import filtered_env
+from mindloop.toolsets.shell import filtered_env
 
 Call = Callable[..., Any]
 
@@ -68,7 +68,7 @@ async def test_background_child_holding_output_counts_as_running(rtws: Path, cal
 
 async def test_output_cap_keeps_head_and_tail(rtws: Path, call: Call) -> None:
     command = "echo FIRST; head -c 300000 /dev/zero | tr '\\0' a; echo; echo LAST"
-    out = await call("run_shell", services={"output_cap": 5000}, command=command)
+    out = await call("run_shell", ctx_fields={"output_cap": 5000}, command=command)
     assert not out.is_error
     assert len(out.text) <= 5000
     assert out.text.startswith("exit code 0\nFIRST\n")
@@ -84,7 +84,7 @@ async def test_secret_env_is_not_passed(
 ) -> None:
     monkeypatch.setenv(secret, "s3cr3t-value")
     monkeypatch.setenv("PLAIN_SETTING", "visible-value")
-    out = await call("run_shell", services={"secret_env_names": ["CUSTOM_CRED"]}, command="env")
+    out = await call("run_shell", ctx_fields={"secret_env_names": ("CUSTOM_CRED",)}, command="env")
     assert "s3cr3t-value" not in out.text
     assert "PLAIN_SETTING=visible-value" in out.text
 

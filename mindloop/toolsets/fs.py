@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pathspec
 from pydantic import Field
@@ -30,7 +30,7 @@ from mindloop.tools.pathguard import (
     resolve_agent_path,
     rtws_root,
 )
-from mindloop.tools.registry import ToolArgs, output_cap
+from mindloop.tools.registry import ToolArgs
 
 READ_CAP_CHARS = 100_000
 LIST_CAP_ENTRIES = 1000
@@ -106,7 +106,7 @@ async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
     if args.start_line and args.end_line and args.end_line < args.start_line:
         return _err(f"end_line ({args.end_line}) is before start_line ({args.start_line})")
     # Stay under the registry's output cap so our own "how to read the rest" note survives.
-    cap = max(1_000, min(READ_CAP_CHARS, output_cap(ctx) - 500))
+    cap = max(1_000, min(READ_CAP_CHARS, ctx.output_cap - 500))
     return await asyncio.to_thread(_read_range, path, args, cap)
 
 
@@ -458,7 +458,7 @@ async def delete(args: DeleteArgs, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(f"deleted directory `{args.path}` and its contents")
 
 
-def fs_tools() -> list[Tool]:
+def fs_tools() -> list[Tool[Any]]:
     """Fresh Tool objects for the `fs` toolset."""
     return [
         Tool(
@@ -466,39 +466,39 @@ def fs_tools() -> list[Tool]:
             "Read a text file in the rtws, optionally a 1-based inclusive line range. "
             f"Output is capped at {READ_CAP_CHARS} characters. {_ENCAPSULATION_NOTE}",
             ReadFileArgs,
-            read_file,  # type: ignore[arg-type]
+            read_file,
         ),
         Tool(
             "write_file",
             "Write a text file in the rtws (overwrite, create or append); creates parent "
             f"directories. {_ENCAPSULATION_NOTE}",
             WriteFileArgs,
-            write_file,  # type: ignore[arg-type]
+            write_file,
         ),
         Tool(
             "list_dir",
             "List a directory of the rtws (sorted; directories end with /), up to 5 levels "
             f"deep. Taskdoc packages are shown but not entered. {_ENCAPSULATION_NOTE}",
             ListDirArgs,
-            list_dir,  # type: ignore[arg-type]
+            list_dir,
         ),
         Tool(
             "search",
             "Search text files of the rtws with a regular expression; honours .gitignore, "
             f"skips binary files and .git. Results are `path:line: text`. {_ENCAPSULATION_NOTE}",
             SearchArgs,
-            search,  # type: ignore[arg-type]
+            search,
         ),
         Tool(
             "move",
             f"Move or rename a file or directory inside the rtws. {_ENCAPSULATION_NOTE}",
             MoveArgs,
-            move,  # type: ignore[arg-type]
+            move,
         ),
         Tool(
             "delete",
             "Delete a file, or a directory with recursive=true. " + _ENCAPSULATION_NOTE,
             DeleteArgs,
-            delete,  # type: ignore[arg-type]
+            delete,
         ),
     ]

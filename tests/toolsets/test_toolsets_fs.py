@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mindloop.tools import DEFAULT_OUTPUT_CAP, Acl
-from mindloop.tools.fs import LIST_CAP_ENTRIES, READ_CAP_CHARS
+from mindloop.toolsets.fs import LIST_CAP_ENTRIES, READ_CAP_CHARS
 
 Call = Callable[..., Any]
 
@@ -69,14 +69,14 @@ async def test_read_truncates_at_cap_and_says_how_to_continue(
     shown = effective // 100
     lines = shown + 50
     (rtws / "big.txt").write_text(line * lines)
-    services = {"output_cap": output_cap} if output_cap else None
-    out = await call("read_file", services=services, path="big.txt")
+    fields = {"output_cap": output_cap} if output_cap else None
+    out = await call("read_file", ctx_fields=fields, path="big.txt")
     assert out.text.startswith(f"big.txt (lines 1-{shown} of {lines})\n")
     assert out.text.endswith(
         f"[truncated at {effective} characters: call read_file with start_line={shown + 1} "
         "to read the rest]"
     )
-    rest = await call("read_file", services=services, path="big.txt", start_line=shown + 1)
+    rest = await call("read_file", ctx_fields=fields, path="big.txt", start_line=shown + 1)
     assert rest.text == f"big.txt (lines {shown + 1}-{lines} of {lines})\n" + line * 50
 
 
