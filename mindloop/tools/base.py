@@ -170,6 +170,18 @@ class ToolOutput:
     is_error: bool = False
 
 
+def printable(text: str) -> str:
+    """`text` safe to store and show: NUL and lone surrogates (a file name that is not
+    UTF-8, say) spelled as escapes; any other text unchanged."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 

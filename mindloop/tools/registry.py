@@ -1,9 +1,11 @@
 """Toolsets by name, member tool selection, and the one place tool calls are executed.
 
 `execute` is the boundary between a model's raw function call and a tool: whatever goes
-wrong there (unknown tool, malformed JSON, bad arguments, a refused path, a crashing
-tool, an enormous output) becomes a `ToolOutput(is_error=True)` the model can read and
-correct, so a bad call never breaks the dialog.
+wrong there (unknown tool, malformed JSON, bad arguments, a refused path, a file-system
+error, a crashing tool, an enormous output) becomes a `ToolOutput(is_error=True)` the model
+can read and correct, so a bad call never breaks the dialog. Every result leaves here as
+storable text (no lone surrogates) and every error names rtws-relative paths only
+(`pathguard.os_error_text` is the one rendering of a file-system error).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mindloop.errors import MindloopError
-from mindloop.tools.base import Tool, ToolContext, ToolOutput
+from mindloop.tools.base import Tool, ToolContext, ToolOutput, printable
 from mindloop.tools.pathguard import AccessDenied, os_error_text, scrub_rtws
 
 
@@ -152,7 +154,7 @@ class ToolRegistry:
         try:
             result = await tool.run(args, ctx)
         except AccessDenied as err:
-            return ToolOutput(cap_text(str(err), cap), is_error=True)
+            return ToolOutput(cap_text(printable(str(err)), cap), is_error=True)
         except OSError as err:  # what the file system refused, named rtws-relative
             return ToolOutput(
                 cap_text(f"{tool_name} failed: {os_error_text(err, ctx.rtws)}", cap),
@@ -160,8 +162,8 @@ class ToolRegistry:
             )
         except Exception as err:  # a tool bug must not end the dialog; the model sees it
             text = scrub_rtws(f"{tool_name} failed: {type(err).__name__}: {err}", ctx.rtws)
-            return ToolOutput(cap_text(text, cap), is_error=True)
-        return ToolOutput(cap_text(result.text, cap), is_error=result.is_error)
+            return ToolOutput(cap_text(printable(text), cap), is_error=True)
+        return ToolOutput(cap_text(printable(result.text), cap), is_error=result.is_error)
 
 
 def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:

@@ -1,86 +1,63 @@
 """Toolset `fs`: read, write, list, search, move and delete files inside the rtws.
 
-Every path goes through `pathguard.resolve_agent_path` with the mode the operation needs,
-so the rtws boundary, the member's ACLs and the encapsulation of `.minds/`, `.mindloop/`
-and `*.tsk` packages hold for every tool. Listings and search additionally filter what
-they walk, so a directory walk never reveals encapsulated content either.
+Every path goes through the path guard (`resolve_agent_path`, or `resolve_entry` for the
+entry a move or delete acts on) with the mode the operation needs, so the rtws boundary,
+the member's ACLs and the encapsulation of `.minds/`, `.mindloop/` and `*.tsk` packages
+hold for every tool; acting on a directory as a whole is refused when anything beneath it
+would be refused on its own (`guard_subtree`). Listings and search additionally filter
+what they walk, so a directory walk never reveals encapsulated content either. File
+contents are read and written through `files` (no blocking on special files, reads under
+a deadline, crash-atomic writes).
 """
 
 from __future__ import annotations
 
-import asyncio
+import io
 import os
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
-import pathspec
 from pydantic import Field
 
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.pathguard import (
-    AccessDenied,
     acl_allows,
+    guard_subtree,
     is_encapsulated,
-    is_visible,
     relative_to_rtws,
     resolve_agent_path,
+    resolve_entry,
     rtws_root,
+    scrub_rtws,
+    shown_path,
 )
 from mindloop.tools.registry import ToolArgs
+from mindloop.toolsets import files
+from mindloop.toolsets.search import BINARY_SNIFF_BYTES, SearchArgs, search
 
 READ_CAP_CHARS = 100_000
 LIST_CAP_ENTRIES = 1000
-SEARCH_LINE_CAP = 300
-BINARY_SNIFF_BYTES = 8192
-SKIPPED_DIRS = frozenset({".git"})
 
-_ENCAPSULATION_NOTE = (
+ENCAPSULATION_NOTE = (
     "Paths under `.minds/`, `.mindloop/` and any `*.tsk` Taskdoc package are refused: the "
     "Taskdoc (goals, constraints, bear-in-mind, progress) is already injected into your "
     "context on every generation; change a section with `change_mind`, read an extra "
     "section with `recall_taskdoc`."
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _err(text: str) -> ToolOutput:
     return ToolOutput(text, is_error=True)
 
 
-def _is_binary(path: Path) -> bool:
-    with path.open("rb") as fh:
-        return b"\x00" in fh.read(BINARY_SNIFF_BYTES)
-
-
-def _operand_path(ctx: ToolContext, raw: str, resolved: Path) -> Path:
-    """The path to move/delete itself: a symlink is acted on, never its target."""
-    root = rtws_root(ctx)
-    literal = Path(raw) if os.path.isabs(raw) else root / raw
-    if literal.name in ("", ".", ".."):
-        return resolved
-    parent = Path(os.path.realpath(literal.parent))
-    candidate = parent / literal.name
-    if candidate.is_symlink() and (parent == root or root in parent.parents):
-        return candidate
-    return resolved
-
-
-def _refuse_encapsulated_inside(ctx: ToolContext, raw: str, directory: Path) -> None:
-    """Moving or deleting a directory must not carry encapsulated state with it."""
-    root = rtws_root(ctx)
-    for dirpath, dirnames, filenames in os.walk(directory, followlinks=False):
-        for name in [*dirnames, *filenames]:
-            rel = relative_to_rtws(root, Path(dirpath) / name)
-            if is_encapsulated(name):
-                raise AccessDenied(
-                    f"ACCESS_DENIED: `{raw}` contains encapsulated state (`{rel}`), which "
-                    "general file tools may not move or delete. Use `change_mind` / "
-                    "`recall_taskdoc` for Taskdoc packages; leave `.minds/` and `.mindloop/` "
-                    "to humans and the runtime."
-                )
+def _shown(ctx: ToolContext, raw: str) -> str:
+    """An agent path as tool texts repeat it: an absolute path inside the rtws comes back
+    rtws-relative."""
+    return scrub_rtws(raw, ctx.rtws) or "."
 
 
 # ---------------------------------------------------------------------------------------
@@ -99,20 +76,31 @@ class ReadFileArgs(ToolArgs):
 
 async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve_agent_path(ctx, args.path, ctx.acl, "read")
+    shown = _shown(ctx, args.path)
     if not path.exists():
-        return _err(f"not found: `{args.path}`")
+        return _err(f"not found: `{shown}`")
     if path.is_dir():
-        return _err(f"`{args.path}` is a directory; use list_dir to see its entries")
+        return _err(f"`{shown}` is a directory; use list_dir to see its entries")
     if args.start_line and args.end_line and args.end_line < args.start_line:
         return _err(f"end_line ({args.end_line}) is before start_line ({args.start_line})")
     # Stay under the registry's output cap so our own "how to read the rest" note survives.
     cap = max(1_000, min(READ_CAP_CHARS, ctx.output_cap - 500))
-    return await asyncio.to_thread(_read_range, path, args, cap)
+
+    def read() -> ToolOutput:
+        return files.read_text_file(path, lambda fh: _read_range(fh, shown, args, cap))
+
+    try:
+        return await files.off_loop(read, deadline=files.READ_DEADLINE_S)
+    except files.NotRegularFile as err:
+        return files.not_regular_output(shown, err.kind)
+    except TimeoutError:
+        return files.too_slow_output(shown)
 
 
-def _read_range(path: Path, args: ReadFileArgs, cap: int) -> ToolOutput:
-    if _is_binary(path):
-        return _err(f"`{args.path}` is a binary file; read_file shows text files only")
+def _read_range(fh: BinaryIO, shown: str, args: ReadFileArgs, cap: int) -> ToolOutput:
+    if b"\x00" in fh.read(BINARY_SNIFF_BYTES):
+        return _err(f"`{shown}` is a binary file; read_file shows text files only")
+    fh.seek(0)
     start = args.start_line or 1
     end = args.end_line
     chunks: list[str] = []
@@ -120,34 +108,35 @@ def _read_range(path: Path, args: ReadFileArgs, cap: int) -> ToolOutput:
     total = 0
     last_shown = start - 1
     truncated = False
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
-        for total, line in enumerate(fh, start=1):
-            if total < start or (end is not None and total > end) or truncated:
-                continue
-            if size + len(line) > cap and chunks:
-                truncated = True
-                continue
-            chunks.append(line)
-            size += len(line)
-            last_shown = total
+    text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+    for total, line in enumerate(text, start=1):
+        if total < start or (end is not None and total > end) or truncated:
+            continue
+        if size + len(line) > cap and chunks:
+            truncated = True
+            continue
+        chunks.append(line)
+        size += len(line)
+        last_shown = total
+    text.detach()
     if total == 0:
-        return ToolOutput(f"{args.path} (empty file)")
+        return ToolOutput(f"{shown} (empty file)")
     if start > total:
-        return _err(f"start_line {start} is past the end of `{args.path}` ({total} lines)")
+        return _err(f"start_line {start} is past the end of `{shown}` ({total} lines)")
     body = "".join(chunks)
-    header = f"{args.path} (lines {start}-{last_shown} of {total})"
+    header = f"{shown} (lines {start}-{last_shown} of {total})"
     if len(body) > cap:  # a single line longer than the cap
         return ToolOutput(
             f"{header}\n{body[:cap]}\n[truncated: line {last_shown} alone is {len(body)} "
             f"characters; only its first {cap} are shown]"
         )
-    text = f"{header}\n{body}"
+    out = f"{header}\n{body}"
     if truncated:
-        text += (
+        out += (
             f"\n[truncated at {cap} characters: call read_file with "
             f"start_line={last_shown + 1} to read the rest]"
         )
-    return ToolOutput(text)
+    return ToolOutput(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -166,22 +155,32 @@ class WriteFileArgs(ToolArgs):
 
 async def write_file(args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve_agent_path(ctx, args.path, ctx.acl, "write")
+    shown = _shown(ctx, args.path)
+    bad = _SURROGATE.search(args.content)
+    if bad is not None:
+        return _err(
+            f"content has a lone surrogate (U+{ord(bad.group()):04X}) at character "
+            f"{bad.start()}: it is not valid Unicode text and cannot be stored as UTF-8; "
+            f"nothing was written to `{shown}`"
+        )
     if path.is_dir():
-        return _err(f"`{args.path}` is a directory; give a file path")
-    existed = path.exists()
-    if args.mode == "create" and existed:
-        return _err(f"`{args.path}` already exists; use mode=overwrite or append")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flag = {"overwrite": "w", "create": "x", "append": "a"}[args.mode]
+        return _err(f"`{shown}` is a directory; give a file path")
+    data = args.content.encode("utf-8")
     try:
-        with path.open(flag, encoding="utf-8", newline="") as fh:
-            fh.write(args.content)
-    except FileExistsError:
-        return _err(f"`{args.path}` already exists; use mode=overwrite or append")
+        existed = await files.off_loop(
+            lambda: files.write_atomically(path, data, args.mode), deadline=None
+        )
+    except files.NotRegularFile as err:
+        return files.not_regular_output(shown, err.kind)
+    except (FileExistsError, NotADirectoryError) as err:
+        if err.filename == str(path):
+            return _err(f"`{shown}` already exists; use mode=overwrite or append")
+        blocker = shown_path(err.filename, ctx.rtws)
+        return _err(f"cannot write `{shown}`: `{blocker}` is not a directory")
     verb = {"overwrite": "overwrote" if existed else "created", "create": "created"}.get(
         args.mode, "appended to"
     )
-    return ToolOutput(f"{verb} `{args.path}` ({len(args.content)} characters written)")
+    return ToolOutput(f"{verb} `{shown}` ({len(args.content)} characters written)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -208,13 +207,19 @@ class _Listing:
 
 async def list_dir(args: ListDirArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve_agent_path(ctx, args.path, ctx.acl, "list")
+    shown = _shown(ctx, args.path)
     if not path.exists():
-        return _err(f"not found: `{args.path}`")
+        return _err(f"not found: `{shown}`")
     if not path.is_dir():
-        return _err(f"`{args.path}` is a file, not a directory; use read_file")
+        return _err(f"`{shown}` is a file, not a directory; use read_file")
     listing = _Listing(lines=[], cap=LIST_CAP_ENTRIES)
-    await asyncio.to_thread(_walk_listing, ctx, path, args.depth, 0, listing)
-    shown = args.path if args.path.strip() else "."
+    try:
+        await files.off_loop(
+            lambda: _walk_listing(ctx, path, args.depth, 0, listing),
+            deadline=files.READ_DEADLINE_S,
+        )
+    except TimeoutError:
+        return files.too_slow_output(shown)
     text = "\n".join([f"{shown}/", *listing.lines]) if listing.lines else f"{shown}/ (empty)"
     if listing.more:
         text += (
@@ -261,144 +266,6 @@ def _walk_listing(ctx: ToolContext, directory: Path, depth: int, level: int, out
 
 
 # ---------------------------------------------------------------------------------------
-# search
-
-
-class SearchArgs(ToolArgs):
-    pattern: str = Field(description="Python regular expression matched against each line.")
-    path: str = Field(default=".", description="File or directory to search, rtws-relative.")
-    glob: str | None = Field(
-        default=None,
-        description="Only files whose rtws-relative path matches this gitignore-style glob "
-        "(e.g. `*.py`, `src/**/*.ts`).",
-    )
-    max_results: int = Field(default=200, ge=1, le=2000, description="Stop after this many hits.")
-
-
-@dataclass
-class _IgnoreLayer:
-    base: Path
-    spec: pathspec.GitIgnoreSpec
-
-
-def _load_gitignore(directory: Path) -> _IgnoreLayer | None:
-    gitignore = directory / ".gitignore"
-    if not gitignore.is_file():
-        return None
-    lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    return _IgnoreLayer(directory, pathspec.GitIgnoreSpec.from_lines(lines))
-
-
-def _ignored(layers: list[_IgnoreLayer], path: Path, is_dir: bool) -> bool:
-    """Git semantics: the deepest .gitignore with a matching rule (ignore or `!`) decides."""
-    for layer in reversed(layers):
-        rel = path.relative_to(layer.base).as_posix() + ("/" if is_dir else "")
-        verdict = layer.spec.check_file(rel).include
-        if verdict is not None:
-            return verdict
-    return False
-
-
-def _gitignore_layers_above(root: Path, directory: Path) -> list[_IgnoreLayer]:
-    layers = []
-    for ancestor in [*reversed(directory.parents), directory]:
-        if ancestor == root or root in ancestor.parents:
-            layer = _load_gitignore(ancestor)
-            if layer is not None:
-                layers.append(layer)
-    return layers
-
-
-def _iter_search_files(ctx: ToolContext, start: Path) -> Iterator[Path]:
-    """Text-search candidates under `start`, honouring .gitignore, ACLs and encapsulation."""
-    root = rtws_root(ctx)
-
-    def walk(directory: Path, layers: list[_IgnoreLayer]) -> Iterator[Path]:
-        own = _load_gitignore(directory)
-        if own is not None and own not in layers:
-            layers = [*layers, own]
-        try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            path = Path(entry.path)
-            rel = relative_to_rtws(root, path)
-            if entry.name in SKIPPED_DIRS or not is_visible(rel, ctx.acl):
-                continue
-            if entry.is_symlink():
-                target = _safe_symlink_target(ctx, rel)
-                if target is not None and target.is_file() and not _ignored(layers, path, False):
-                    yield path
-                continue
-            is_dir = entry.is_dir()
-            if _ignored(layers, path, is_dir):
-                continue
-            if is_dir:
-                yield from walk(path, layers)
-            elif acl_allows(rel, ctx.acl, "read"):
-                yield path
-
-    yield from walk(start, _gitignore_layers_above(root, start.parent))
-
-
-def _safe_symlink_target(ctx: ToolContext, rel: str) -> Path | None:
-    try:
-        return resolve_agent_path(ctx, rel, ctx.acl, "read")
-    except AccessDenied:
-        return None
-
-
-async def search(args: SearchArgs, ctx: ToolContext) -> ToolOutput:
-    start = resolve_agent_path(ctx, args.path, ctx.acl, "search")
-    try:
-        regex = re.compile(args.pattern)
-    except re.error as err:
-        return _err(f"invalid regular expression {args.pattern!r}: {err}")
-    if not start.exists():
-        return _err(f"not found: `{args.path}`")
-    glob_spec = pathspec.PathSpec.from_lines("gitignore", [args.glob]) if args.glob else None
-    return await asyncio.to_thread(_run_search, ctx, start, regex, glob_spec, args.max_results)
-
-
-def _run_search(
-    ctx: ToolContext,
-    start: Path,
-    regex: re.Pattern[str],
-    glob_spec: pathspec.PathSpec | None,
-    max_results: int,
-) -> ToolOutput:
-    root = rtws_root(ctx)
-    files = [start] if start.is_file() else _iter_search_files(ctx, start)
-    hits: list[str] = []
-    for path in files:
-        rel = relative_to_rtws(root, path)
-        if glob_spec is not None and not glob_spec.match_file(rel):
-            continue
-        try:
-            if _is_binary(path):
-                continue
-            with path.open("r", encoding="utf-8", errors="replace") as fh:
-                for number, line in enumerate(fh, start=1):
-                    if regex.search(line):
-                        text = line.rstrip("\r\n")
-                        if len(text) > SEARCH_LINE_CAP:
-                            text = text[:SEARCH_LINE_CAP] + "…"
-                        hits.append(f"{rel}:{number}: {text}")
-                        if len(hits) >= max_results:
-                            hits.append(
-                                f"[stopped after {max_results} matches; narrow the pattern, "
-                                "path or glob]"
-                            )
-                            return ToolOutput("\n".join(hits))
-        except OSError:
-            continue
-    if not hits:
-        return ToolOutput(f"no matches for {regex.pattern!r}")
-    return ToolOutput("\n".join(hits))
-
-
-# ---------------------------------------------------------------------------------------
 # move / delete
 
 
@@ -409,29 +276,34 @@ class MoveArgs(ToolArgs):
 
 
 async def move(args: MoveArgs, ctx: ToolContext) -> ToolOutput:
-    src_resolved = resolve_agent_path(ctx, args.src, ctx.acl, "read")
-    resolve_agent_path(ctx, args.src, ctx.acl, "write")
-    dst = resolve_agent_path(ctx, args.dst, ctx.acl, "write")
-    src = _operand_path(ctx, args.src, src_resolved)
+    # The source is read (its content moves on) and written (it disappears from here).
+    resolve_entry(ctx, args.src, ctx.acl, "read")
+    src = resolve_entry(ctx, args.src, ctx.acl, "write")
+    dst = resolve_entry(ctx, args.dst, ctx.acl, "write")
+    src_shown, dst_shown = _shown(ctx, args.src), _shown(ctx, args.dst)
     if not src.exists() and not src.is_symlink():
-        return _err(f"not found: `{args.src}`")
-    root = rtws_root(ctx)
-    if src == root:
+        return _err(f"not found: `{src_shown}`")
+    if src == rtws_root(ctx):
         return _err("cannot move the rtws root")
     if dst == src or src in dst.parents:
-        return _err(f"cannot move `{args.src}` into itself (`{args.dst}`)")
-    if dst.exists():
+        return _err(f"cannot move `{src_shown}` into itself (`{dst_shown}`)")
+    src_is_dir = src.is_dir() and not src.is_symlink()
+    if dst.exists() or dst.is_symlink():
         if not args.overwrite:
-            return _err(f"`{args.dst}` already exists; pass overwrite=true to replace it")
-        if dst.is_dir():
-            return _err(f"`{args.dst}` is an existing directory; delete it first or pick a path")
-        if src.is_dir() and not src.is_symlink():
-            return _err(f"cannot replace file `{args.dst}` with directory `{args.src}`")
-    if src.is_dir() and not src.is_symlink():
-        _refuse_encapsulated_inside(ctx, args.src, src)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(shutil.move, str(src), str(dst))
-    return ToolOutput(f"moved `{args.src}` to `{args.dst}`")
+            return _err(f"`{dst_shown}` already exists; pass overwrite=true to replace it")
+        if dst.is_dir() and not dst.is_symlink():
+            return _err(f"`{dst_shown}` is an existing directory; delete it first or pick a path")
+        if src_is_dir:
+            return _err(f"cannot replace file `{dst_shown}` with directory `{src_shown}`")
+    if src_is_dir:
+        guard_subtree(ctx, args.src, src, ctx.acl, ("read", "write"), action="moved", landing=dst)
+
+    def run() -> None:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(src), str(dst))
+
+    await files.off_loop(run, deadline=None)
+    return ToolOutput(f"moved `{src_shown}` to `{dst_shown}`")
 
 
 class DeleteArgs(ToolArgs):
@@ -442,20 +314,20 @@ class DeleteArgs(ToolArgs):
 
 
 async def delete(args: DeleteArgs, ctx: ToolContext) -> ToolOutput:
-    resolved = resolve_agent_path(ctx, args.path, ctx.acl, "write")
-    path = _operand_path(ctx, args.path, resolved)
+    path = resolve_entry(ctx, args.path, ctx.acl, "write")
+    shown = _shown(ctx, args.path)
     if path == rtws_root(ctx):
         return _err("cannot delete the rtws root")
-    if path.is_symlink() or path.is_file():
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
-        return ToolOutput(f"deleted `{args.path}`")
+        return ToolOutput(f"deleted `{shown}`")
     if not path.exists():
-        return _err(f"not found: `{args.path}`")
+        return _err(f"not found: `{shown}`")
     if not args.recursive:
-        return _err(f"`{args.path}` is a directory; pass recursive=true to delete it")
-    _refuse_encapsulated_inside(ctx, args.path, path)
-    await asyncio.to_thread(shutil.rmtree, path)
-    return ToolOutput(f"deleted directory `{args.path}` and its contents")
+        return _err(f"`{shown}` is a directory; pass recursive=true to delete it")
+    guard_subtree(ctx, args.path, path, ctx.acl, ("write",), action="deleted")
+    await files.off_loop(lambda: shutil.rmtree(path), deadline=None)
+    return ToolOutput(f"deleted directory `{shown}` and its contents")
 
 
 def fs_tools() -> list[Tool[Any]]:
@@ -464,40 +336,40 @@ def fs_tools() -> list[Tool[Any]]:
         Tool(
             "read_file",
             "Read a text file in the rtws, optionally a 1-based inclusive line range. "
-            f"Output is capped at {READ_CAP_CHARS} characters. {_ENCAPSULATION_NOTE}",
+            f"Output is capped at {READ_CAP_CHARS} characters. {ENCAPSULATION_NOTE}",
             ReadFileArgs,
             read_file,
         ),
         Tool(
             "write_file",
             "Write a text file in the rtws (overwrite, create or append); creates parent "
-            f"directories. {_ENCAPSULATION_NOTE}",
+            "directories. The file is replaced whole or not at all. " + ENCAPSULATION_NOTE,
             WriteFileArgs,
             write_file,
         ),
         Tool(
             "list_dir",
             "List a directory of the rtws (sorted; directories end with /), up to 5 levels "
-            f"deep. Taskdoc packages are shown but not entered. {_ENCAPSULATION_NOTE}",
+            f"deep. Taskdoc packages are shown but not entered. {ENCAPSULATION_NOTE}",
             ListDirArgs,
             list_dir,
         ),
         Tool(
             "search",
             "Search text files of the rtws with a regular expression; honours .gitignore, "
-            f"skips binary files and .git. Results are `path:line: text`. {_ENCAPSULATION_NOTE}",
+            f"skips binary files and .git. Results are `path:line: text`. {ENCAPSULATION_NOTE}",
             SearchArgs,
             search,
         ),
         Tool(
             "move",
-            f"Move or rename a file or directory inside the rtws. {_ENCAPSULATION_NOTE}",
+            f"Move or rename a file or directory inside the rtws. {ENCAPSULATION_NOTE}",
             MoveArgs,
             move,
         ),
         Tool(
             "delete",
-            "Delete a file, or a directory with recursive=true. " + _ENCAPSULATION_NOTE,
+            "Delete a file, or a directory with recursive=true. " + ENCAPSULATION_NOTE,
             DeleteArgs,
             delete,
         ),

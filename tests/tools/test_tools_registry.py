@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -215,3 +216,37 @@ def test_standard_registry_is_fresh_and_has_clean_schemas() -> None:
         assert schema["additionalProperties"] is False
         for name, prop in schema["properties"].items():
             assert prop.get("description"), f"{tool.name}.{name} lacks a description"
+
+
+async def test_a_file_system_error_names_rtws_relative_paths_only(tmp_path: Path) -> None:
+    """Whatever spelling of the rtws an OS error carries (as given or symlink-free), the
+    model sees the reason and rtws-relative names, never the host path."""
+    real = tmp_path / "real"
+    real.mkdir()
+    alias = tmp_path / "alias"
+    alias.symlink_to(real)
+
+    async def loop(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(ctx.rtws / "a/b"))
+
+    async def moved(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise OSError(errno.ENOTDIR, "Not a directory", str(real / "x"), None, str(alias / "y"))
+
+    async def bug(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise RuntimeError(f"cannot handle {ctx.rtws}/deep/file")
+
+    reg = ToolRegistry()
+    reg.add_toolset("t", [_tool("loop", loop), _tool("moved", moved), _tool("bug", bug)])
+    ctx = ToolContext.for_test(alias)
+    out = await reg.execute("loop", '{"text": "x"}', ctx)
+    assert out == ToolOutput("loop failed: Too many levels of symbolic links: `a/b`", True)
+    out = await reg.execute("moved", '{"text": "x"}', ctx)
+    assert out == ToolOutput("moved failed: Not a directory: `x` -> `y`", True)
+    out = await reg.execute("bug", '{"text": "x"}', ctx)
+    assert out == ToolOutput("bug failed: RuntimeError: cannot handle deep/file", True)
+
+
+async def test_results_are_storable_text(registry: ToolRegistry, ctx: ToolContext) -> None:
+    """A lone surrogate (a file name that is not UTF-8, say) comes back escaped."""
+    out = await registry.execute("a1", '{"text": "name\\udcff"}', ctx)
+    assert out.text == "name\\udcff" and out.text.encode("utf-8")
