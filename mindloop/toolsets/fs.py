@@ -12,6 +12,7 @@ a deadline, crash-atomic writes).
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -298,12 +299,23 @@ async def move(args: MoveArgs, ctx: ToolContext) -> ToolOutput:
     if src_is_dir:
         guard_subtree(ctx, args.src, src, ctx.acl, ("read", "write"), action="moved", landing=dst)
 
-    def run() -> None:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(src), str(dst))
-
-    await files.off_loop(run, deadline=None)
+    await files.off_loop(lambda: _move_entry(src, dst), deadline=None)
     return ToolOutput(f"moved `{src_shown}` to `{dst_shown}`")
+
+
+def _move_entry(src: Path, dst: Path) -> None:
+    """Rename `src` to exactly `dst` (a file or link at `dst` is replaced; the caller has
+    refused every other existing destination). Never "into" a directory `dst` points to,
+    which `shutil.move` would do: that place was not the one the guard checked."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(src, dst)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        if dst.is_symlink() or dst.exists():  # across file systems: replace, then copy over
+            dst.unlink()
+        shutil.move(str(src), str(dst))
 
 
 class DeleteArgs(ToolArgs):

@@ -276,3 +276,14 @@ async def test_delete_file_dir_and_symlink(rtws: Path, call: Call) -> None:
     assert missing.is_error and "not found: `nope`" in missing.text
     root = await call("delete", path=".", recursive=True)
     assert root.is_error and (rtws / "README.md").exists()
+
+
+async def test_move_over_a_link_replaces_the_link_and_never_lands_in_its_target(
+    rtws: Path, call: Call
+) -> None:
+    (rtws / "b.txt").write_text("b")
+    (rtws / "dirlink").symlink_to("src")
+    out = await call("move", src="b.txt", dst="dirlink", overwrite=True)
+    assert not out.is_error, out.text
+    assert not (rtws / "dirlink").is_symlink() and (rtws / "dirlink").read_text() == "b"
+    assert sorted(p.name for p in (rtws / "src").iterdir()) == ["app.py"]
