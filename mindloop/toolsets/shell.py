@@ -108,6 +108,16 @@ async def _pump(stream: asyncio.StreamReader, sink: _BoundedOutput) -> None:
         sink.feed(chunk)
 
 
+async def _until_done(proc: asyncio.subprocess.Process, sink: _BoundedOutput) -> None:
+    """Read the output to EOF, then reap the shell. One coroutine, not a `gather`: when
+    the call is cancelled (Ctrl-C), `wait_for` cancels it and waits, but never retrieves
+    the CancelledError a cancelled `gather` stores as its exception, which asyncio then
+    reports as "_GatheringFuture exception was never retrieved"."""
+    assert proc.stdout is not None
+    await _pump(proc.stdout, sink)
+    await proc.wait()
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -153,9 +163,7 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
     try:
         # Wait for EOF as well as exit: background children holding the pipe count as
         # still running, and are killed with the group on timeout.
-        await asyncio.wait_for(
-            asyncio.gather(_pump(proc.stdout, sink), proc.wait()), timeout=args.timeout_s
-        )
+        await asyncio.wait_for(_until_done(proc, sink), timeout=args.timeout_s)
     except TimeoutError:
         timed_out = True
         await _kill_and_reap(proc, sink)

@@ -135,3 +135,47 @@ async def test_a_key_named_by_api_key_env_never_reaches_a_command(
     assert "HARMLESS_SETTING=visible" in result.data["content"]
     assert "LLM_ACCESS" not in result.data["content"]
     assert "sk-live-very-secret" not in result.data["content"]
+
+
+_INTERRUPTED_SHELL = """
+import asyncio, json, sys
+from mindloop.tools import ToolContext
+from mindloop.toolsets import standard_registry
+
+async def main():
+    registry = standard_registry()
+    ctx = ToolContext.for_test(sys.argv[1])
+    task = asyncio.create_task(
+        registry.execute("run_shell", json.dumps({"command": "sleep 30"}), ctx)
+    )
+    await asyncio.sleep(0.5)
+    print("running", flush=True)
+    await task
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_during_run_shell_leaves_no_unretrieved_future(rtws: Path) -> None:
+    """Issue 10, item 22: Ctrl-C while a command runs ends it cleanly, without asyncio's
+    `_GatheringFuture exception was never retrieved ... CancelledError` on stderr."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED_SHELL, str(rtws)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "running"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert out.strip() == "interrupted"
+    assert "never retrieved" not in err and "CancelledError" not in err, err
