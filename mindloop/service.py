@@ -48,7 +48,7 @@ from mindloop.store import (
     Store,
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
-from mindloop.tools.toolsets import standard_registry
+from mindloop.toolsets import standard_registry
 
 Listener = Callable[[Event], None]
 

@@ -18,8 +18,7 @@ from mindloop.store import Store
 
 def start_new_course(store: Store, bus: EventBus, live: LiveDialog) -> None:
     rec = live.record
-    reminder = live.new_course
-    live.new_course = None
+    reminder = live.course.take()
     course = rec.course + 1
     prompt = NEW_COURSE_PROMPT.format(course=course)
     if rec.assignment and rec.kind != "root":

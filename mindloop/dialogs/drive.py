@@ -202,8 +202,8 @@ class Driver:
         if out.error is not None:
             return Failed(str(out.error)), state
         if decision.calls:
-            await self.tools.run(live, decision.calls, offered)
-            if live.new_course is not None:
+            await self.tools.run(live, decision.calls, offered, decision.generation.id)
+            if live.course.pending is not None:
                 start_new_course(self.store, self.bus, live)
         # Only this dialog's own tellasks make it wait; others only resolve waits.
         if decision.routes or state.pending:

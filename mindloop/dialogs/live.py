@@ -17,6 +17,7 @@ from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.history import History
 from mindloop.dialogs.policy import TurnPolicy
 from mindloop.store import DialogRecord, Reminder, Store
+from mindloop.toolsets import CourseSwitch
 
 
 @dataclass
@@ -29,7 +30,7 @@ class LiveDialog:
     history: History = field(default_factory=History)
     loaded: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    new_course: str | None = None  # set by clear_mind: the reminder to keep, if any
+    course: CourseSwitch = field(default_factory=CourseSwitch)  # clear_mind's request
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
     users: int = 0  # drives holding (or waiting for) this view
 

@@ -29,8 +29,8 @@ from mindloop.dialogs.outcomes import StepOutcome
 from mindloop.errors import MindloopError
 from mindloop.providers.base import GenerationRequest, ToolCall
 from mindloop.store import DialogRecord
-from mindloop.taskdoc import ROOT_ONLY_TOOLS
 from mindloop.tools.base import Tool
+from mindloop.toolsets import ROOT_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog

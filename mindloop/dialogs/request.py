@@ -16,9 +16,9 @@ from mindloop.dialogs.context import ContextBuilder
 from mindloop.i18n import Lang
 from mindloop.providers.base import ChatMessage, ToolSpec, UserMessage
 from mindloop.store import Reminder
-from mindloop.taskdoc import ROOT_ONLY_TOOLS
 from mindloop.tools.base import Tool
 from mindloop.tools.registry import ToolRegistry
+from mindloop.toolsets import ROOT_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog

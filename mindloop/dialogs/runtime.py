@@ -50,7 +50,12 @@ from mindloop.store import (
 )
 from mindloop.tools.base import Acl, ToolContext
 from mindloop.tools.registry import ToolRegistry
-from mindloop.tools.toolsets import standard_registry
+from mindloop.toolsets import (
+    StoreReminders,
+    StoreTaskdocAudit,
+    llm_secret_env_names,
+    standard_registry,
+)
 
 __all__ = ["DEFAULT_MAX_STEPS", "DialogRuntime", "DriveEnd", "DriveResult"]
 
@@ -102,6 +107,7 @@ class DialogRuntime:
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
+        self._secret_env_names = llm_secret_env_names(self.config.llm)
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
         self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
@@ -292,29 +298,17 @@ class DialogRuntime:
             self.wake.set()
         return found
 
-    def request_new_course(self, dialog_id: str, reminder: str | None) -> None:
-        """Called by the clear_mind tool: the course switches after the current tools."""
-        live = self.live.get(dialog_id)
-        if live is None:
-            raise MindloopError(f"dialog {dialog_id} is not being driven")
-        live.new_course = reminder or ""
-
-    def _tool_context(self, live: LiveDialog) -> ToolContext:
+    def _tool_context(self, live: LiveDialog, key: str) -> ToolContext:
+        """What one tool call sees: typed facts and the narrow services bound to this
+        dialog (never the engine itself)."""
         m = live.member
-        services: dict[str, Any] = {
-            "store": self.store,
-            "task_path": live.record.task_path,
-            "root_member": live.root_member,
-            "runtime": self,
-            "work_language": self.lang,
-            "on_taskdoc_changed": lambda result: self.bus.publish(
-                TaskdocChanged(dialog_id=live.id, section=getattr(result, "section", str(result)))
-            ),
-        }
+        did = live.id
+        publish = self.bus.publish  # the hook reaches the bus, never the engine
         return ToolContext(
             rtws=self.rtws,
             member=m.id,
-            dialog_id=live.id,
+            dialog_id=did,
+            call_key=key,
             acl=Acl(
                 read_dirs=tuple(m.read_dirs),
                 write_dirs=tuple(m.write_dirs),
@@ -322,5 +316,14 @@ class DialogRuntime:
                 no_write_dirs=tuple(m.no_write_dirs),
             ),
             is_root=live.is_root,
-            services=services,
+            task_path=live.record.task_path,
+            root_member=live.root_member,
+            work_language=self.lang,
+            secret_env_names=self._secret_env_names,
+            reminders=StoreReminders(self.store, did),
+            course=live.course,
+            taskdoc_audit=StoreTaskdocAudit(self.store),
+            on_taskdoc_changed=lambda section: publish(
+                TaskdocChanged(dialog_id=did, section=section)
+            ),
         )

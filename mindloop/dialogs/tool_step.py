@@ -15,14 +15,14 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from mindloop.dialogs.claims import Claims
-from mindloop.dialogs.control_tools import REMINDER_TOOLS
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
 from mindloop.store import MessageRecord, Store
-from mindloop.tools.base import Tool, ToolContext, ToolOutput
+from mindloop.tools.base import Tool, ToolContext, ToolOutput, call_key
+from mindloop.toolsets import REMINDER_TOOLS
 
 
 class ToolStep:
@@ -32,7 +32,7 @@ class ToolStep:
         bus: EventBus,
         parts: RequestBuilder,
         claims: Claims,
-        context_for: Callable[[LiveDialog], ToolContext],
+        context_for: Callable[[LiveDialog, str], ToolContext],
     ) -> None:
         self.store = store
         self.bus = bus
@@ -41,14 +41,20 @@ class ToolStep:
         self.context_for = context_for
 
     async def run(
-        self, live: LiveDialog, calls: Sequence[ToolCall], offered: Sequence[Tool]
+        self,
+        live: LiveDialog,
+        calls: Sequence[ToolCall],
+        offered: Sequence[Tool],
+        generation_id: int,
     ) -> None:
+        """Run one generation's calls; each sees its own call key (a hash of the dialog,
+        this generation's stored id and the call's index: stable across a re-run)."""
         did = live.id
-        ctx = self.context_for(live)
         registry = self.parts.tools
         offered_names = [t.name for t in offered]
 
-        async def one(call: ToolCall) -> ToolOutput:
+        async def one(index: int, call: ToolCall) -> ToolOutput:
+            ctx = self.context_for(live, call_key(did, generation_id, index))
             self.bus.publish(
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
@@ -76,9 +82,9 @@ class ToolStep:
             return out
 
         if len(calls) == 1:  # the common case: no task to schedule
-            results = [await one(calls[0])]
+            results = [await one(0, calls[0])]
         else:  # independent calls run concurrently
-            results = list(await asyncio.gather(*(one(c) for c in calls)))
+            results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
         msgs = [
             MessageRecord(
                 dialog_id=did,

@@ -130,7 +130,7 @@ def commit_turn(
     dispatched = Dispatch()
     with store.tx(durable=d.durable):
         claims.renew(rec.id)
-        _, stored = store.record_generation(d.generation, d.messages)
+        d.generation, stored = store.record_generation(d.generation, d.messages)
         live.history.extend(stored)
         for type_, data in d.events:
             store.record_event(type_, rec.id, data)

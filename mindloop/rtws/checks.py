@@ -50,7 +50,7 @@ def _mock_problems(rtws: Path, config: Config) -> list[str]:
 
 def check_rtws(rtws: Path) -> list[str]:
     """Problems outside the team.yaml/llm.yaml schema, one line each, naming the file."""
-    from mindloop.tools.toolsets import standard_registry
+    from mindloop.toolsets import standard_registry
 
     rtws = Path(rtws)
     problems: list[str] = []

@@ -1,4 +1,7 @@
-"""Encapsulated Taskdocs (`*.tsk/` packages): rules, package, effective Taskdoc, tools, audit."""
+"""Encapsulated Taskdocs (`*.tsk/` packages): rules, package, effective Taskdoc, audit.
+
+The agent tools over it (`change_mind`, `recall_taskdoc`) live in `mindloop.toolsets.taskdoc`.
+"""
 
 from mindloop.taskdoc.audit import Mismatch, mismatches, reconcile
 from mindloop.taskdoc.copy import encapsulation_rules, tool_description
@@ -24,11 +27,9 @@ from mindloop.taskdoc.sections import (
     SectionError,
     resolve_section,
 )
-from mindloop.taskdoc.tools import ROOT_ONLY_TOOLS, taskdoc_tools
 
 __all__ = [
     "BEARINMIND",
-    "ROOT_ONLY_TOOLS",
     "TOP_LEVEL",
     "ChangeResult",
     "ExtraSectionsIndex",
@@ -50,6 +51,5 @@ __all__ = [
     "render_effective_taskdoc",
     "resolve_section",
     "section_status",
-    "taskdoc_tools",
     "tool_description",
 ]

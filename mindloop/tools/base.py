@@ -1,22 +1,36 @@
 """What a function tool is, and what it may see when it runs.
 
 A tool declares a pydantic model for its arguments (the JSON schema offered to the model
-is derived from it) and an async `run`. It receives a `ToolContext` that names the rtws,
-the calling member's ACLs and the dialog, and returns text. Failures the model should
-see are returned as `ToolOutput(is_error=True)`, never raised.
+is derived from it) and an async `run` typed over that model. It receives a `ToolContext`
+that names the rtws, the calling member's ACLs, the dialog and the call, plus the few
+narrow services the built-in tools need, each typed by a Protocol below. The context holds
+no engine object and no untyped bag of services: a tool can do exactly what those
+protocols offer, so a tool can never drive, reload or rewrite a dialog behind the engine's
+back. Failures the model should see are returned as `ToolOutput(is_error=True)`, never
+raised.
+
+This module sits at the bottom of the tool layer (it imports nothing of mindloop but
+`i18n`): concrete services live with the toolsets that need them (`mindloop.toolsets`),
+and the engine hands them in.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+import hashlib
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from mindloop.i18n import Lang
+
 DEFAULT_OUTPUT_CAP = 48_000
+
+_CALL_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -29,18 +43,125 @@ class Acl:
     no_write_dirs: tuple[str, ...] = ()
 
 
-@dataclass
+def call_key(dialog_id: str, generation: int | str, index: int) -> str:
+    """The idempotency key of one tool call: sha256 of `dialog|generation|index`, hex.
+
+    Stable across a crash and a resume (all three parts are persisted before the call
+    runs), distinct for every call the runtime ever makes."""
+    return hashlib.sha256(f"{dialog_id}|{generation}|{index}".encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# The services a tool may use. The engine provides implementations bound to the calling
+# dialog; a context built without one (a test, a tool run outside a dialog) has None and
+# the tool says so in its result.
+
+
+class ReminderService(Protocol):
+    """The calling dialog's reminders, in order (numbered 1..n when shown)."""
+
+    def contents(self) -> list[str]: ...
+
+    def replace(self, contents: Sequence[str]) -> list[str]:
+        """Replace every reminder of the dialog with `contents`; returns the new list."""
+        ...
+
+
+class CourseControl(Protocol):
+    """Course control of the calling dialog (`clear_mind`)."""
+
+    def request_new_course(self, reminder: str | None) -> None:
+        """Start a new course once the current step's tool calls have finished, keeping
+        `reminder` (if any) as a reminder in it."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskdocChangeOutcome:
+    """What an audited Taskdoc change did: `section` (package-relative) is set when it
+    changed a file; otherwise `text` says why nothing was written."""
+
+    ok: bool
+    text: str
+    section: str = ""
+
+
+class TaskdocAudit(Protocol):
+    """Audited Taskdoc changes (`change_mind`): the audit record and the section file are
+    written together, or nothing is."""
+
+    def change_section(
+        self,
+        rtws: Path,
+        task_path: str,
+        *,
+        selector: str,
+        content: str,
+        category: str | None,
+        actor_member: str,
+        actor_dialog: str,
+        is_root: bool,
+        maintainer: str,
+        lang: Lang,
+    ) -> TaskdocChangeOutcome: ...
+
+
+# Called with the package-relative section after a successful change_mind (the engine
+# publishes an event).
+TaskdocChangedHook = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolContext:
-    """What a running tool may know: where it is and on whose behalf."""
+    """What a running tool may know and use: where it is, on whose behalf, which call.
+
+    `call_key` identifies the call (see `call_key()`): the engine derives it from the
+    dialog, the generation and the call's index; build contexts for tests with
+    `ToolContext.for_test`.
+    """
 
     rtws: Path
     member: str
     dialog_id: str
+    call_key: str
     acl: Acl = field(default_factory=Acl)
     is_root: bool = True
-    # Services the dialog layer injects (store, taskdoc, dialog controls); tools look up
-    # what they need by name and fail clearly if absent.
-    services: dict[str, Any] = field(default_factory=dict)
+    # The dialog tree's Taskdoc package (rtws-relative) and its maintainer (the root
+    # dialog's member), named in errors a side dialog gets.
+    task_path: str | None = None
+    root_member: str | None = None
+    work_language: Lang = "en"
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    # Environment variables withheld from commands beyond the secret-suffix rule (e.g.
+    # every `api_key_env` of llm.yaml).
+    secret_env_names: tuple[str, ...] = ()
+    reminders: ReminderService | None = None
+    course: CourseControl | None = None
+    taskdoc_audit: TaskdocAudit | None = None
+    on_taskdoc_changed: TaskdocChangedHook | None = None
+
+    def __post_init__(self) -> None:
+        if not _CALL_KEY.fullmatch(self.call_key):
+            raise ValueError(
+                f"call_key must be a sha256 hex digest (see mindloop.tools.base.call_key), "
+                f"got {self.call_key!r}"
+            )
+        if self.output_cap <= 0:
+            raise ValueError(f"output_cap must be positive, got {self.output_cap}")
+
+    @classmethod
+    def for_test(
+        cls, rtws: Path | str, *, member: str = "tester", dialog_id: str = "d-test", **fields: Any
+    ) -> ToolContext:
+        """A context outside any dialog (tests, scripts): a call key derived from the
+        dialog id, every other field as given or its default."""
+        fields.setdefault("call_key", call_key(dialog_id, "test", 0))
+        return cls(rtws=Path(rtws), member=member, dialog_id=dialog_id, **fields)
+
+    @property
+    def maintainer(self) -> str:
+        """Who maintains the Taskdoc (named when a side dialog may not change it)."""
+        return self.root_member or self.member
 
 
 @dataclass
@@ -49,15 +170,29 @@ class ToolOutput:
     is_error: bool = False
 
 
-ToolFn = Callable[[BaseModel, ToolContext], Awaitable[ToolOutput]]
+def printable(text: str) -> str:
+    """`text` safe to store and show: NUL and lone surrogates (a file name that is not
+    UTF-8, say) spelled as escapes; any other text unchanged."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 
 @dataclass
-class Tool:
+class Tool(Generic[ArgsT]):
+    """A function tool: `run` receives the arguments already validated into `args_model`."""
+
     name: str
     description: str
-    args_model: type[BaseModel]
-    run: ToolFn
+    args_model: type[ArgsT]
+    run: Callable[[ArgsT, ToolContext], Awaitable[ToolOutput]]
     toolset: str = ""
 
     def schema(self) -> dict[str, Any]:

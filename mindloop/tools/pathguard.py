@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Literal
 import pathspec
 
 from mindloop.errors import MindloopError
-from mindloop.tools.base import Acl, ToolContext
+from mindloop.tools.base import Acl, ToolContext, printable
 
 Mode = Literal["read", "write", "list", "search"]
 
@@ -82,8 +83,10 @@ ENCAPSULATION_RULES: tuple[_EncapsulationRule, ...] = (
 
 
 def _split_components(path: str) -> list[str]:
-    """Components of a path written with either separator (agents mix them)."""
-    return [c for c in re.split(r"[\\/]+", path) if c]
+    """Components of an rtws-relative path. `/` is the only separator: agent paths with a
+    `\\` are refused, and on disk a `\\` is an ordinary character of a name (as the file
+    system sees it), never a separator."""
+    return [c for c in path.split("/") if c]
 
 
 def _encapsulation_hit(components: list[str]) -> tuple[_EncapsulationRule, str] | None:
@@ -141,7 +144,7 @@ def _matches(patterns: tuple[str, ...], rel: str) -> bool:
 def _literal_prefix(pattern: str) -> str:
     """The directory part of a glob before its first wildcard (`src/a/*.py` → `src/a`)."""
     parts: list[str] = []
-    for part in _split_components(pattern):
+    for part in _split_components(pattern.replace("\\", "/")):  # as `_spec` reads it
         if any(ch in part for ch in "*?["):
             break
         parts.append(part)
@@ -161,7 +164,7 @@ def is_ancestor_of_readable(rel: str, acl: Acl) -> bool:
 
 def acl_allows(rel: str, acl: Acl, mode: Mode) -> bool:
     """Whether the member's ACLs allow `mode` on an rtws-relative path (encapsulation aside)."""
-    rel = rel.replace("\\", "/").strip("/") or "."
+    rel = rel.strip("/") or "."
     if mode == "write":
         if _matches(acl.no_write_dirs, rel):
             return False
@@ -178,24 +181,32 @@ def is_visible(rel: str, acl: Acl) -> bool:
     return not is_encapsulated(rel) and acl_allows(rel, acl, "list")
 
 
+def _scopes(acl: Acl, mode: Mode) -> str:
+    """The member's scopes for `mode`, as shown in refusals."""
+    if mode == "write":
+        allowed, denied, verb = acl.write_dirs, acl.no_write_dirs, "writable"
+    else:
+        allowed, denied, verb = acl.read_dirs, acl.no_read_dirs, "readable"
+    scope = f"{verb}: {', '.join(allowed)}" if allowed else f"{verb}: everything"
+    return scope + (f"; never {verb}: {', '.join(denied)}" if denied else "")
+
+
+def _acl_scope(acl: Acl, mode: Mode) -> str:
+    """Why an ACL refuses `mode` on an entry (`may not be written by you (…)`)."""
+    verb = "written" if mode == "write" else "read"
+    return f"may not be {verb} by you ({_scopes(acl, mode)})"
+
+
 def _acl_denial(raw: str, acl: Acl, mode: Mode) -> AccessDenied:
     if mode == "write":
-        scope = (
-            f"writable: {', '.join(acl.write_dirs)}" if acl.write_dirs else "writable: everything"
-        )
-        if acl.no_write_dirs:
-            scope += f"; never writable: {', '.join(acl.no_write_dirs)}"
         return _deny(
             raw,
-            f"your directory ACLs do not allow writing here ({scope})",
+            f"your directory ACLs do not allow writing here ({_scopes(acl, mode)})",
             "Write inside your writable directories or ask a teammate who may.",
         )
-    scope = f"readable: {', '.join(acl.read_dirs)}" if acl.read_dirs else "readable: everything"
-    if acl.no_read_dirs:
-        scope += f"; never readable: {', '.join(acl.no_read_dirs)}"
     return _deny(
         raw,
-        f"your directory ACLs do not allow reading here ({scope})",
+        f"your directory ACLs do not allow reading here ({_scopes(acl, mode)})",
         "Stay inside your readable directories or ask a teammate who may.",
     )
 
@@ -231,58 +242,239 @@ def _literal_components(raw: str, candidates: tuple[str, ...]) -> list[str] | No
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class _TextRule:
+    """One thing an agent path may not contain, and why."""
+
+    refuses: Callable[[str], bool]
+    why: str
+
+
+_PLAIN_PATH = "Write a plain rtws-relative path, with `/` between names."
+
+# What the text of every component below the rtws must not be. Each refusal closes a gap
+# between what the guard checks and what the file system does: a `\\` is a separator to an
+# ACL glob but a name character to the file system; whitespace around a name names a
+# different entry than it seems (` link` is not `link`); a lone surrogate is no text at all.
+_COMPONENT_RULES: tuple[_TextRule, ...] = (
+    _TextRule(
+        lambda c: "\\" in c,
+        "the path contains a backslash (`\\`): mindloop paths separate names with `/` only, "
+        "and a name may not contain `\\`",
+    ),
+    _TextRule(
+        lambda c: c != c.strip(),
+        "a name in the path has leading or trailing whitespace, which would name a "
+        "different entry than it seems",
+    ),
+    _TextRule(
+        lambda c: _SURROGATE.search(c) is not None,
+        "the path contains a lone surrogate (text that is not valid Unicode)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _Named:
+    """An agent path parsed: the rtws, the components as written, and how to show it."""
+
+    root: Path
+    shown: str
+    literal: list[str]
+
+
+def _parse(ctx_or_rtws: ToolContext | Path | str, raw: str) -> _Named:
+    given = ctx_or_rtws.rtws if isinstance(ctx_or_rtws, ToolContext) else Path(ctx_or_rtws)
+    shown = printable(scrub_rtws(raw, given))
+    if "\x00" in raw:
+        raise _deny(shown, "the path contains a NUL byte", _PLAIN_PATH)
+    raw = raw or "."
+    root = rtws_root(ctx_or_rtws)
+    literal = _literal_components(raw, _root_forms(given))
+    if literal is None:
+        raise _deny(
+            shown, "absolute paths must point inside the rtws", "Use a path relative to the rtws."
+        )
+    # Encapsulation first, with `\\` read as a separator too: the path is refused either
+    # way, and `tasks\\x.tsk\\goals.md` clearly means the package, so say what to use.
+    hit = _encapsulation_hit([p for c in literal for p in c.split("\\") if p])
+    if hit is not None:
+        raise _deny_encapsulated(shown, hit)
+    for rule in _COMPONENT_RULES:
+        if any(rule.refuses(c) for c in literal):
+            raise _deny(shown, rule.why, _PLAIN_PATH)
+    return _Named(root, shown, literal)
+
+
+def _guard(named: _Named, path: Path, acl: Acl, mode: Mode) -> str:
+    """Refuse `path` (absolute, symlink-free up to its last component) unless it is inside
+    the rtws, not encapsulated and allowed by the ACLs; returns it rtws-relative."""
+    root = named.root
+    if path != root and root not in path.parents:
+        raise _deny(
+            named.shown,
+            "the path resolves outside the rtws (through `..`, an absolute path or a symlink)",
+            "Only paths inside the rtws are reachable.",
+        )
+    rel = relative_to_rtws(root, path)
+    hit = _encapsulation_hit(_split_components(rel))
+    if hit is not None:
+        raise _deny_encapsulated(named.shown, hit)
+    if not acl_allows(rel, acl, mode):
+        raise _acl_denial(named.shown, acl, mode)
+    return rel
+
+
+def _resolve(
+    ctx_or_rtws: ToolContext | Path | str, raw: str, acl: Acl, mode: Mode
+) -> tuple[_Named, Path]:
+    named = _parse(ctx_or_rtws, raw)
+    # realpath resolves every existing component (symlinks included) and keeps the
+    # not-yet-existing tail, so a file about to be created is judged by where it would land.
+    resolved = Path(os.path.realpath(os.path.join(named.root, *named.literal)))
+    _guard(named, resolved, acl, mode)
+    # Deny lists also apply to the name as written, so a symlink cannot launder a path
+    # the member was explicitly kept out of.
+    lexical_rel = os.path.normpath("/".join(named.literal)) if named.literal else "."
+    deny = acl.no_write_dirs if mode == "write" else acl.no_read_dirs
+    if not lexical_rel.startswith("..") and _matches(deny, lexical_rel):
+        raise _acl_denial(named.shown, acl, mode)
+    return named, resolved
+
+
 def resolve_agent_path(
     ctx_or_rtws: ToolContext | Path | str, raw: str, acl: Acl, mode: Mode
 ) -> Path:
     """Resolve an agent-supplied path to an absolute, symlink-free path inside the rtws.
 
     Raises AccessDenied (text starting "ACCESS_DENIED:") when the path escapes the rtws,
-    contains a NUL byte, names encapsulated state (checked on the path as written and on
-    the symlink-resolved path, case-insensitively), or is outside the member's ACLs.
+    contains a NUL byte, a backslash, a lone surrogate or a name with surrounding
+    whitespace, names encapsulated state (checked on the path as written and on the
+    symlink-resolved path, case-insensitively), or is outside the member's ACLs.
     """
-    if "\x00" in raw:
-        raise _deny(
-            raw.replace("\x00", "\\0"),
-            "the path contains a NUL byte",
-            "Use a plain path relative to the rtws.",
-        )
-    raw = raw.strip() or "."
+    return _resolve(ctx_or_rtws, raw, acl, mode)[1]
+
+
+def resolve_entry(ctx_or_rtws: ToolContext | Path | str, raw: str, acl: Acl, mode: Mode) -> Path:
+    """The directory entry `raw` names, for acting on the entry itself (move, delete).
+
+    Its parent is resolved and its last component kept, so a final symlink is moved or
+    deleted itself, never followed to its target. Both the entry and what it leads to pass
+    the guard for `mode` (a link may not be removed from a directory the member may not
+    write, nor stand in for a target it may not touch).
+    """
+    named, resolved = _resolve(ctx_or_rtws, raw, acl, mode)
+    if not named.literal or named.literal[-1] in (".", ".."):
+        return resolved
+    parent = Path(os.path.realpath(os.path.join(named.root, *named.literal[:-1])))
+    entry = parent / named.literal[-1]
+    if entry == resolved or not os.path.islink(entry):
+        return resolved
+    _guard(named, entry, acl, mode)
+    return entry
+
+
+def guard_subtree(
+    ctx_or_rtws: ToolContext | Path | str,
+    raw: str,
+    directory: Path,
+    acl: Acl,
+    modes: tuple[Mode, ...],
+    *,
+    action: str,
+    landing: Path | None = None,
+) -> None:
+    """Refuse to act on `directory` as a whole (a move or a delete, named `action`) when
+    anything beneath it is encapsulated state or denied to the member for one of `modes`;
+    with `landing` (a move's destination), also when an entry would land where the member
+    may not write. Acting through a parent must not reach what acting on the entry
+    directly would be refused (issue: `delete notes` removing a never-writable
+    `notes/private`, `move notes` carrying a never-readable file to a readable place).
+    """
     root = rtws_root(ctx_or_rtws)
     given = ctx_or_rtws.rtws if isinstance(ctx_or_rtws, ToolContext) else Path(ctx_or_rtws)
-    candidates = tuple(dict.fromkeys((str(root), os.path.abspath(given))))
+    shown = printable(scrub_rtws(raw, given))
 
-    literal = _literal_components(raw, candidates)
-    if literal is None:
-        raise _deny(
-            raw,
-            "absolute paths must point inside the rtws",
-            "Use a path relative to the rtws root.",
+    def refuse(rel: str, why: str) -> AccessDenied:
+        return _deny(
+            shown,
+            f"`{printable(rel)}` beneath it {why}, so it cannot be {action} as a whole",
+            "Act on the entries you may, one by one; leave the rest to who may.",
         )
-    hit = _encapsulation_hit(literal)
-    if hit is not None:
-        raise _deny_encapsulated(raw, hit)
 
-    joined = raw if os.path.isabs(raw) else os.path.join(root, raw)
-    # realpath resolves every existing component (symlinks included) and keeps the
-    # not-yet-existing tail, so a file about to be created is judged by where it would land.
-    resolved = Path(os.path.realpath(joined))
-    if resolved != root and root not in resolved.parents:
-        raise _deny(
-            raw,
-            "the path resolves outside the rtws (through `..`, an absolute path or a symlink)",
-            "Only paths inside the rtws are reachable.",
-        )
-    rel = relative_to_rtws(root, resolved)
-    hit = _encapsulation_hit(_split_components(rel))
-    if hit is not None:
-        raise _deny_encapsulated(raw, hit)
+    def walk_error(err: OSError) -> None:  # what cannot be checked is not acted on
+        raise err
 
-    if not acl_allows(rel, acl, mode):
-        raise _acl_denial(raw, acl, mode)
-    # Deny lists also apply to the name as written, so a symlink cannot launder a path
-    # the member was explicitly kept out of.
-    lexical_rel = os.path.normpath("/".join(literal)) if literal else "."
-    deny = acl.no_write_dirs if mode == "write" else acl.no_read_dirs
-    if not lexical_rel.startswith("..") and _matches(deny, lexical_rel):
-        raise _acl_denial(raw, acl, mode)
-    return resolved
+    for dirpath, dirnames, filenames in os.walk(directory, onerror=walk_error):
+        for name in sorted([*dirnames, *filenames]):
+            path = Path(dirpath) / name
+            rel = relative_to_rtws(root, path)
+            if is_encapsulated(name):
+                raise _deny(
+                    shown,
+                    f"it contains encapsulated state (`{printable(rel)}`), which general file "
+                    f"tools may not move or delete",
+                    "Use `change_mind` / `recall_taskdoc` for Taskdoc packages; leave "
+                    "`.minds/` and `.mindloop/` to humans and the runtime.",
+                )
+            for mode in modes:
+                if not acl_allows(rel, acl, mode):
+                    raise refuse(rel, _acl_scope(acl, mode))
+            if landing is not None:
+                dest = relative_to_rtws(root, landing / path.relative_to(directory))
+                if not acl_allows(dest, acl, "write"):
+                    raise refuse(
+                        rel, f"would land at `{printable(dest)}`, " + _acl_scope(acl, "write")
+                    )
+
+
+# ---------------------------------------------------------------------------------------
+# Errors the model sees
+
+
+def _root_forms(rtws: Path | str) -> tuple[str, ...]:
+    """Every spelling of the rtws an OS message may carry (symlink-free and as given),
+    longest first."""
+    forms = {os.path.realpath(rtws), os.path.abspath(rtws)}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def shown_path(name: str | bytes | int | None, rtws: Path | str) -> str:
+    """A file name from an OS error as the model may see it: rtws-relative, shortened;
+    never a host path outside the rtws."""
+    if name is None or isinstance(name, int):
+        return ""
+    text = os.fsdecode(name)
+    for form in _root_forms(rtws):
+        if text == form:
+            text = "."
+            break
+        if text.startswith(form.rstrip(os.sep) + os.sep):
+            text = text[len(form.rstrip(os.sep)) + 1 :]
+            break
+    else:
+        if os.path.isabs(text):
+            return "(a path outside the rtws)"
+    text = printable(text)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def os_error_text(err: OSError, rtws: Path | str) -> str:
+    """The one rendering of a file-system error for a tool result: the reason and the
+    rtws-relative names involved (`File name too long: \\`a/…\\``), never the host path."""
+    reason = err.strerror or scrub_rtws(str(err), rtws) or type(err).__name__
+    names = [shown_path(n, rtws) for n in (err.filename, err.filename2)]
+    names = [f"`{n}`" for n in names if n]
+    return f"{reason}: {' -> '.join(names)}" if names else reason
+
+
+def scrub_rtws(text: str, rtws: Path | str) -> str:
+    """`text` with every spelling of the rtws path replaced by rtws-relative names."""
+    for form in _root_forms(rtws):
+        if form == os.sep:  # an rtws at `/` leaves nothing to hide
+            continue
+        text = text.replace(form.rstrip(os.sep) + os.sep, "").replace(form, ".")
+    return text

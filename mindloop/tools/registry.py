@@ -1,9 +1,11 @@
 """Toolsets by name, member tool selection, and the one place tool calls are executed.
 
 `execute` is the boundary between a model's raw function call and a tool: whatever goes
-wrong there (unknown tool, malformed JSON, bad arguments, a refused path, a crashing
-tool, an enormous output) becomes a `ToolOutput(is_error=True)` the model can read and
-correct, so a bad call never breaks the dialog.
+wrong there (unknown tool, malformed JSON, bad arguments, a refused path, a file-system
+error, a crashing tool, an enormous output) becomes a `ToolOutput(is_error=True)` the model
+can read and correct, so a bad call never breaks the dialog. Every result leaves here as
+storable text (no lone surrogates) and every error names rtws-relative paths only
+(`pathguard.os_error_text` is the one rendering of a file-system error).
 """
 
 from __future__ import annotations
@@ -15,20 +17,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mindloop.errors import MindloopError
-from mindloop.tools.base import DEFAULT_OUTPUT_CAP, Tool, ToolContext, ToolOutput
-from mindloop.tools.pathguard import AccessDenied
+from mindloop.tools.base import Tool, ToolContext, ToolOutput, printable
+from mindloop.tools.pathguard import AccessDenied, os_error_text, scrub_rtws
 
 
 class ToolArgs(BaseModel):
     """Base for tool argument models: unknown arguments are errors, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-def output_cap(ctx: ToolContext) -> int:
-    """The character cap for one tool result (a service may override the default)."""
-    cap = ctx.services.get("output_cap")
-    return cap if isinstance(cap, int) and cap > 0 else DEFAULT_OUTPUT_CAP
 
 
 def cap_text(text: str, cap: int) -> str:
@@ -54,10 +50,10 @@ class ToolRegistry:
     """Named toolsets of tools; tool names are unique across toolsets."""
 
     def __init__(self) -> None:
-        self._toolsets: dict[str, list[Tool]] = {}
-        self._tools: dict[str, Tool] = {}
+        self._toolsets: dict[str, list[Tool[Any]]] = {}
+        self._tools: dict[str, Tool[Any]] = {}
 
-    def add_toolset(self, name: str, tools: list[Tool]) -> None:
+    def add_toolset(self, name: str, tools: list[Tool[Any]]) -> None:
         if name in self._toolsets:
             raise MindloopError(f"toolset {name!r} is already registered")
         for tool in tools:
@@ -79,13 +75,13 @@ class ToolRegistry:
     def tool_names(self) -> list[str]:
         return list(self._tools)
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
 
-    def select(self, toolsets: Iterable[str], tools: Iterable[str] = ()) -> list[Tool]:
+    def select(self, toolsets: Iterable[str], tools: Iterable[str] = ()) -> list[Tool[Any]]:
         """Tools of a member: toolsets (`'*'` = all, `'!x'` excludes a toolset or tool) plus
         individual `tools` (`'!x'` there excludes a tool). Unknown names are errors."""
-        included: dict[str, Tool] = {}
+        included: dict[str, Tool[Any]] = {}
         excluded: set[str] = set()
         unknown: list[str] = []
 
@@ -138,7 +134,7 @@ class ToolRegistry:
 
         `allowed` (the caller's selected tool names) refuses tools the member was not given.
         """
-        cap = output_cap(ctx)
+        cap = ctx.output_cap
         tool = self._tools.get(tool_name)
         if tool is None or (allowed is not None and tool_name not in allowed):
             names = sorted(allowed) if allowed is not None else sorted(self._tools)
@@ -158,12 +154,16 @@ class ToolRegistry:
         try:
             result = await tool.run(args, ctx)
         except AccessDenied as err:
-            return ToolOutput(cap_text(str(err), cap), is_error=True)
-        except Exception as err:  # a tool bug must not end the dialog; the model sees it
+            return ToolOutput(cap_text(printable(str(err)), cap), is_error=True)
+        except OSError as err:  # what the file system refused, named rtws-relative
             return ToolOutput(
-                cap_text(f"{tool_name} failed: {type(err).__name__}: {err}", cap), is_error=True
+                cap_text(f"{tool_name} failed: {os_error_text(err, ctx.rtws)}", cap),
+                is_error=True,
             )
-        return ToolOutput(cap_text(result.text, cap), is_error=result.is_error)
+        except Exception as err:  # a tool bug must not end the dialog; the model sees it
+            text = scrub_rtws(f"{tool_name} failed: {type(err).__name__}: {err}", ctx.rtws)
+            return ToolOutput(cap_text(printable(text), cap), is_error=True)
+        return ToolOutput(cap_text(printable(result.text), cap), is_error=result.is_error)
 
 
 def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:
@@ -184,14 +184,3 @@ def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:
             is_error=True,
         )
     return value
-
-
-def default_registry() -> ToolRegistry:
-    """A fresh registry with the built-in toolsets `fs` and `shell`."""
-    from mindloop.tools.fs import fs_tools
-    from mindloop.tools.shell import shell_tools
-
-    registry = ToolRegistry()
-    registry.add_toolset("fs", fs_tools())
-    registry.add_toolset("shell", shell_tools())
-    return registry

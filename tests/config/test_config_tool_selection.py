@@ -8,7 +8,7 @@ from pathlib import Path
 from config_testutil import write_config
 
 from mindloop.config import load_config, tool_selection_problems
-from mindloop.tools.toolsets import standard_registry
+from mindloop.toolsets import standard_registry
 
 TEAM = """\
 member_defaults:

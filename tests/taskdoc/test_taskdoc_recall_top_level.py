@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from taskdoc_testutil import make_package
 
 from mindloop.taskdoc import SectionError, TaskPackage, recall_taskdoc
 from mindloop.tools.base import ToolContext
-from mindloop.tools.toolsets import standard_registry
+from mindloop.toolsets import standard_registry
 
 ALWAYS_INJECTED = "always injected into your context"
 
@@ -36,17 +35,11 @@ def test_other_selector_without_category_asks_for_it(tmp_path: Path) -> None:
     assert err.value.code == "category_required"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tool's args model still requires `category` (RecallTaskdocArgs.category must "
-    "become `str | None = None` in the tool module); remove this mark when it does",
-)
 async def test_engine_call_without_category_says_always_injected(tmp_path: Path) -> None:
     """The call as a model makes it: raw JSON arguments through the engine's registry."""
     make_package(tmp_path)
-    services: dict[str, Any] = {"task_path": "tasks/t.tsk", "root_member": "lead"}
-    ctx = ToolContext(
-        rtws=tmp_path, member="lead", dialog_id="d-1", is_root=True, services=services
+    ctx = ToolContext.for_test(
+        tmp_path, member="lead", dialog_id="d-1", task_path="tasks/t.tsk", root_member="lead"
     )
     out = await standard_registry().execute(
         "recall_taskdoc", json.dumps({"selector": "goals"}), ctx

@@ -170,7 +170,7 @@ def test_not_yet_existing_path_under_symlink_is_judged_by_its_target(tmp_path: P
 def test_absolute_path_inside_rtws_and_context_form(tmp_path: Path) -> None:
     rtws = tmp_path / "rtws"
     (rtws / "src").mkdir(parents=True)
-    ctx = ToolContext(rtws=rtws, member="m", dialog_id="d")
+    ctx = ToolContext.for_test(rtws, member="m", dialog_id="d")
     assert resolve_agent_path(ctx, str(rtws / "src"), Acl(), "list") == Path(
         os.path.realpath(rtws / "src")
     )

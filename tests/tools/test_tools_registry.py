@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import Field
@@ -16,8 +20,8 @@ from mindloop.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
-    default_registry,
 )
+from mindloop.toolsets import standard_registry
 
 
 class EchoArgs(ToolArgs):
@@ -37,8 +41,10 @@ async def _denied(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
     raise AccessDenied("ACCESS_DENIED: `x`: nope. Use something else.")
 
 
-def _tool(name: str, fn: object = _echo) -> Tool:
-    return Tool(name, f"{name} tool", EchoArgs, fn)  # type: ignore[arg-type]
+def _tool(
+    name: str, fn: Callable[[EchoArgs, ToolContext], Awaitable[ToolOutput]] = _echo
+) -> Tool[Any]:
+    return Tool(name, f"{name} tool", EchoArgs, fn)
 
 
 @pytest.fixture
@@ -51,10 +57,10 @@ def registry() -> ToolRegistry:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(rtws=tmp_path, member="m", dialog_id="d")
+    return ToolContext.for_test(tmp_path, member="m", dialog_id="d")
 
 
-def _names(tools: list[Tool]) -> list[str]:
+def _names(tools: list[Tool[Any]]) -> list[str]:
     return [t.name for t in tools]
 
 
@@ -178,8 +184,7 @@ async def test_execute_access_denied_is_passed_through(
 
 
 async def test_execute_caps_output_with_a_note(registry: ToolRegistry, ctx: ToolContext) -> None:
-    ctx.services["output_cap"] = 10
-    out = await registry.execute("a1", '{"text": "x", "times": 100}', ctx)
+    out = await registry.execute("a1", '{"text": "x", "times": 100}', replace(ctx, output_cap=10))
     assert out.text == "x" * 10 + "\n[output truncated: 10 of 100 characters shown]"
 
 
@@ -191,9 +196,9 @@ async def test_execute_default_cap(registry: ToolRegistry, ctx: ToolContext) -> 
     assert exact.text == "y" * DEFAULT_OUTPUT_CAP
 
 
-def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
-    one, two = default_registry(), default_registry()
-    assert one.toolset_names == ["fs", "shell"]
+def test_standard_registry_is_fresh_and_has_clean_schemas() -> None:
+    one, two = standard_registry(), standard_registry()
+    assert one.toolset_names == ["fs", "shell", "control"]
     assert _names(one.select(["fs"])) == [
         "read_file",
         "write_file",
@@ -203,7 +208,7 @@ def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
         "delete",
     ]
     assert _names(one.select(["shell"])) == ["run_shell"]
-    one.add_toolset("control", [_tool("c1")])
+    one.add_toolset("extra", [_tool("c1")])
     assert two.get("c1") is None
     for tool in one.select(["*"]):
         schema = tool.schema()
@@ -211,3 +216,37 @@ def test_default_registry_is_fresh_and_has_clean_schemas() -> None:
         assert schema["additionalProperties"] is False
         for name, prop in schema["properties"].items():
             assert prop.get("description"), f"{tool.name}.{name} lacks a description"
+
+
+async def test_a_file_system_error_names_rtws_relative_paths_only(tmp_path: Path) -> None:
+    """Whatever spelling of the rtws an OS error carries (as given or symlink-free), the
+    model sees the reason and rtws-relative names, never the host path."""
+    real = tmp_path / "real"
+    real.mkdir()
+    alias = tmp_path / "alias"
+    alias.symlink_to(real)
+
+    async def loop(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(ctx.rtws / "a/b"))
+
+    async def moved(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise OSError(errno.ENOTDIR, "Not a directory", str(real / "x"), None, str(alias / "y"))
+
+    async def bug(args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        raise RuntimeError(f"cannot handle {ctx.rtws}/deep/file")
+
+    reg = ToolRegistry()
+    reg.add_toolset("t", [_tool("loop", loop), _tool("moved", moved), _tool("bug", bug)])
+    ctx = ToolContext.for_test(alias)
+    out = await reg.execute("loop", '{"text": "x"}', ctx)
+    assert out == ToolOutput("loop failed: Too many levels of symbolic links: `a/b`", True)
+    out = await reg.execute("moved", '{"text": "x"}', ctx)
+    assert out == ToolOutput("moved failed: Not a directory: `x` -> `y`", True)
+    out = await reg.execute("bug", '{"text": "x"}', ctx)
+    assert out == ToolOutput("bug failed: RuntimeError: cannot handle deep/file", True)
+
+
+async def test_results_are_storable_text(registry: ToolRegistry, ctx: ToolContext) -> None:
+    """A lone surrogate (a file name that is not UTF-8, say) comes back escaped."""
+    out = await registry.execute("a1", '{"text": "name\\udcff"}', ctx)
+    assert out.text == "name\\udcff" and out.text.encode("utf-8")

@@ -20,12 +20,14 @@ import shutil
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field
 
+from mindloop.config import LlmConfig
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.pathguard import resolve_agent_path
-from mindloop.tools.registry import ToolArgs, output_cap
+from mindloop.tools.registry import ToolArgs
 
 MAX_TIMEOUT_S = 600.0
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
@@ -56,17 +58,11 @@ def filtered_env(
     }
 
 
-def configured_secret_names(ctx: ToolContext) -> tuple[str, ...]:
-    """Variables to withhold beyond the suffix rule: the explicit `secret_env_names`
-    service, plus every `api_key_env` of the running team's llm.yaml (a key may live in a
-    variable named anything, e.g. `LLM_KEY`)."""
-    names = list(ctx.services.get("secret_env_names", ()))
-    config = getattr(ctx.services.get("runtime"), "config", None)
-    llm = getattr(config, "llm", None)
-    for provider in getattr(llm, "providers", {}).values():
-        env_name = getattr(provider, "api_key_env", None)
-        if env_name:
-            names.append(env_name)
+def llm_secret_env_names(llm: LlmConfig) -> tuple[str, ...]:
+    """Variables to withhold beyond the suffix rule: every `api_key_env` of llm.yaml (a
+    key may live in a variable named anything, e.g. `LLM_KEY`). The engine passes these
+    as the context's `secret_env_names`."""
+    names = [p.api_key_env for p in llm.providers.values() if p.api_key_env]
     return tuple(dict.fromkeys(names))
 
 
@@ -112,6 +108,16 @@ async def _pump(stream: asyncio.StreamReader, sink: _BoundedOutput) -> None:
         sink.feed(chunk)
 
 
+async def _until_done(proc: asyncio.subprocess.Process, sink: _BoundedOutput) -> None:
+    """Read the output to EOF, then reap the shell. One coroutine, not a `gather`: when
+    the call is cancelled (Ctrl-C), `wait_for` cancels it and waits, but never retrieves
+    the CancelledError a cancelled `gather` stores as its exception, which asyncio then
+    reports as "_GatheringFuture exception was never retrieved"."""
+    assert proc.stdout is not None
+    await _pump(proc.stdout, sink)
+    await proc.wait()
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -141,13 +147,12 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
     cwd = resolve_agent_path(ctx, args.cwd, ctx.acl, "read")
     if not cwd.is_dir():
         return ToolOutput(f"cwd `{args.cwd}` is not an existing directory", is_error=True)
-    secret_names = configured_secret_names(ctx)
     # Leave room in the registry cap for the status line and the truncation note.
-    sink = _BoundedOutput(half=max(1_000, (output_cap(ctx) - 400) // 2))
+    sink = _BoundedOutput(half=max(1_000, (ctx.output_cap - 400) // 2))
     proc = await asyncio.create_subprocess_exec(
         *_shell_argv(args.command),
         cwd=cwd,
-        env=filtered_env(os.environ, secret_names),
+        env=filtered_env(os.environ, ctx.secret_env_names),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -158,9 +163,7 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
     try:
         # Wait for EOF as well as exit: background children holding the pipe count as
         # still running, and are killed with the group on timeout.
-        await asyncio.wait_for(
-            asyncio.gather(_pump(proc.stdout, sink), proc.wait()), timeout=args.timeout_s
-        )
+        await asyncio.wait_for(_until_done(proc, sink), timeout=args.timeout_s)
     except TimeoutError:
         timed_out = True
         await _kill_and_reap(proc, sink)
@@ -178,7 +181,7 @@ async def run_shell(args: RunShellArgs, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(text, is_error=timed_out)
 
 
-def shell_tools() -> list[Tool]:
+def shell_tools() -> list[Tool[Any]]:
     """Fresh Tool objects for the `shell` toolset."""
     return [
         Tool(
@@ -188,6 +191,6 @@ def shell_tools() -> list[Tool]:
             "environment variables are removed. Do not use it to read or change `.minds/`, "
             "`.mindloop/` or `*.tsk` Taskdoc packages; use change_mind / recall_taskdoc.",
             RunShellArgs,
-            run_shell,  # type: ignore[arg-type]
+            run_shell,
         )
     ]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mindloop.tools import DEFAULT_OUTPUT_CAP, Acl
-from mindloop.tools.fs import LIST_CAP_ENTRIES, READ_CAP_CHARS
+from mindloop.toolsets.fs import LIST_CAP_ENTRIES, READ_CAP_CHARS
 
 Call = Callable[..., Any]
 
@@ -69,14 +69,14 @@ async def test_read_truncates_at_cap_and_says_how_to_continue(
     shown = effective // 100
     lines = shown + 50
     (rtws / "big.txt").write_text(line * lines)
-    services = {"output_cap": output_cap} if output_cap else None
-    out = await call("read_file", services=services, path="big.txt")
+    fields = {"output_cap": output_cap} if output_cap else None
+    out = await call("read_file", ctx_fields=fields, path="big.txt")
     assert out.text.startswith(f"big.txt (lines 1-{shown} of {lines})\n")
     assert out.text.endswith(
         f"[truncated at {effective} characters: call read_file with start_line={shown + 1} "
         "to read the rest]"
     )
-    rest = await call("read_file", services=services, path="big.txt", start_line=shown + 1)
+    rest = await call("read_file", ctx_fields=fields, path="big.txt", start_line=shown + 1)
     assert rest.text == f"big.txt (lines {shown + 1}-{lines} of {lines})\n" + line * 50
 
 
@@ -276,3 +276,14 @@ async def test_delete_file_dir_and_symlink(rtws: Path, call: Call) -> None:
     assert missing.is_error and "not found: `nope`" in missing.text
     root = await call("delete", path=".", recursive=True)
     assert root.is_error and (rtws / "README.md").exists()
+
+
+async def test_move_over_a_link_replaces_the_link_and_never_lands_in_its_target(
+    rtws: Path, call: Call
+) -> None:
+    (rtws / "b.txt").write_text("b")
+    (rtws / "dirlink").symlink_to("src")
+    out = await call("move", src="b.txt", dst="dirlink", overwrite=True)
+    assert not out.is_error, out.text
+    assert not (rtws / "dirlink").is_symlink() and (rtws / "dirlink").read_text() == "b"
+    assert sorted(p.name for p in (rtws / "src").iterdir()) == ["app.py"]

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mindloop.tools import Acl, ToolContext, ToolOutput, default_registry
+from mindloop.tools import Acl, ToolContext, ToolOutput
+from mindloop.toolsets import standard_registry
 
 GOAL_MARKER = "GOAL_MARKER_7f3a"
 RISK_MARKER = "RISK_MARKER_91bc"
@@ -74,10 +75,8 @@ def rtws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_ctx(rtws: Path) -> Callable[..., ToolContext]:
-    def make(acl: Acl | None = None, **services: Any) -> ToolContext:
-        return ToolContext(
-            rtws=rtws, member="tester", dialog_id="d1", acl=acl or Acl(), services=services
-        )
+    def make(acl: Acl | None = None, **fields: Any) -> ToolContext:
+        return ToolContext.for_test(rtws, dialog_id="d1", acl=acl or Acl(), **fields)
 
     return make
 
@@ -88,12 +87,13 @@ Call = Callable[..., Awaitable[ToolOutput]]
 @pytest.fixture
 def call(make_ctx: Callable[..., ToolContext]) -> Call:
     """Run a tool through the registry the way the dialog engine does (JSON in, text out)."""
-    registry = default_registry()
+    registry = standard_registry()
 
     async def run(
-        name: str, acl: Acl | None = None, services: dict[str, Any] | None = None, **args: Any
+        name: str, acl: Acl | None = None, ctx_fields: dict[str, Any] | None = None, **args: Any
     ) -> ToolOutput:
-        return await registry.execute(name, json.dumps(args), make_ctx(acl, **(services or {})))
+        """`ctx_fields` sets ToolContext fields (e.g. output_cap) for this call."""
+        return await registry.execute(name, json.dumps(args), make_ctx(acl, **(ctx_fields or {})))
 
     return run
 

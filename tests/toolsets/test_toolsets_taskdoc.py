@@ -7,18 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from taskdoc_testutil import make_package, tree_snapshot
 
 from mindloop.store import Store
 from mindloop.store.records import DialogRecord, QuestionRecord
-from mindloop.taskdoc import (
-    ROOT_ONLY_TOOLS,
-    ChangeResult,
-    encapsulation_rules,
-    taskdoc_tools,
-    tool_description,
-)
+from mindloop.taskdoc import encapsulation_rules, tool_description
 from mindloop.tools.base import Tool, ToolContext
+from mindloop.toolsets.taskdoc import ROOT_ONLY_TOOLS, StoreTaskdocAudit, taskdoc_tools
+from tests.taskdoc.taskdoc_testutil import make_package, tree_snapshot
 
 
 @pytest.fixture
@@ -28,16 +23,18 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def tools() -> dict[str, Tool]:
+def tools() -> dict[str, Tool[Any]]:
     return {t.name: t for t in taskdoc_tools()}
 
 
-def ctx(tmp_path: Path, db: Store, *, is_root: bool = True, **services: Any) -> ToolContext:
-    base: dict[str, Any] = {"task_path": "tasks/t.tsk", "store": db, "root_member": "lead"}
-    base.update(services)
-    return ToolContext(
-        rtws=tmp_path, member="worker", dialog_id="d-1", is_root=is_root, services=base
-    )
+def ctx(tmp_path: Path, db: Store | None, *, is_root: bool = True, **fields: Any) -> ToolContext:
+    base: dict[str, Any] = {
+        "task_path": "tasks/t.tsk",
+        "taskdoc_audit": StoreTaskdocAudit(db) if db is not None else None,
+        "root_member": "lead",
+    }
+    base.update(fields)
+    return ToolContext.for_test(tmp_path, member="worker", dialog_id="d-1", is_root=is_root, **base)
 
 
 def test_tool_list_and_root_only_set() -> None:
@@ -48,25 +45,23 @@ def test_tool_list_and_root_only_set() -> None:
     assert side == ["recall_taskdoc"]
     schema = tools()["change_mind"].schema()
     assert set(schema["required"]) == {"selector", "content"}
-    assert set(tools()["recall_taskdoc"].schema()["required"]) == {"category", "selector"}
+    # A model asking for `goals` has no category to give: it must get the "always
+    # injected" answer, not a missing-argument error (DESIGN.md decision 6).
+    assert set(tools()["recall_taskdoc"].schema()["required"]) == {"selector"}
 
 
 async def test_change_mind_tool_records_actor_and_calls_hook(tmp_path: Path, store: Store) -> None:
     make_package(tmp_path, progress="old")
-    seen: list[ChangeResult] = []
-
-    async def hook(result: ChangeResult) -> None:
-        seen.append(result)
-
+    seen: list[str] = []
     tool = tools()["change_mind"]
     out = await tool.run(
         tool.args_model(selector="progress", content="new"),
-        ctx(tmp_path, store, on_taskdoc_changed=hook),
+        ctx(tmp_path, store, on_taskdoc_changed=seen.append),
     )
     assert not out.is_error
     [change] = store.taskdoc_history("tasks/t.tsk")
     assert (change.actor_member, change.actor_dialog) == ("worker", "d-1")
-    assert [r.section for r in seen] == ["progress.md"]
+    assert seen == ["progress.md"]
 
 
 async def test_change_mind_tool_in_side_dialog(tmp_path: Path, store: Store) -> None:
@@ -93,9 +88,7 @@ async def test_tools_fail_clearly_without_services(tmp_path: Path, store: Store)
         tool.args_model(selector="progress", content="x"), ctx(tmp_path, store, task_path=None)
     )
     assert out.is_error and "No Taskdoc is bound" in out.text
-    out = await tool.run(
-        tool.args_model(selector="progress", content="x"), ctx(tmp_path, store, store=None)
-    )
+    out = await tool.run(tool.args_model(selector="progress", content="x"), ctx(tmp_path, None))
     assert out.is_error and "store" in out.text
 
 
@@ -121,6 +114,15 @@ async def test_recall_tool(tmp_path: Path, store: Store) -> None:
         tool.args_model(category="", selector="x"), ctx(tmp_path, store, work_language="zh")
     )
     assert zh.is_error and "category" in zh.text and zh.text.startswith("错误")
+
+
+async def test_recall_without_a_category(tmp_path: Path, store: Store) -> None:
+    make_package(tmp_path, bearinmind__risks="r")
+    tool = tools()["recall_taskdoc"]
+    top = await tool.run(tool.args_model(selector="goals"), ctx(tmp_path, store))
+    assert top.is_error and "always injected" in top.text
+    other = await tool.run(tool.args_model(selector="risks"), ctx(tmp_path, store))
+    assert other.is_error and "category" in other.text
 
 
 def assert_states_encapsulation_and_injection(text: str, lang: str) -> None:

@@ -4,9 +4,18 @@ Reminders belong to one dialog, survive new courses, and are rendered just befor
 last user message of every generation. `clear_mind` starts a new course once the current
 tool calls have finished: the history is cleared (and open questions of this dialog are
 discarded) while reminders, the Taskdoc and the session registry stay.
+
+The tools reach the dialog only through the context's typed services: `reminders` (this
+dialog's list) and `course` (a request the engine reads after the step's tools). The
+store-backed reminder service and the course switch the engine hands in live here too, so
+the engine needs nothing but these names.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
@@ -15,6 +24,41 @@ from mindloop.store import Store
 from mindloop.taskdoc import tool_description
 from mindloop.tools.base import Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
+
+# The tools that change a dialog's reminders (clear_mind may add its continuation): the
+# engine reloads the reminders it renders after a step that called one of them.
+REMINDER_TOOLS = frozenset({"add_reminder", "update_reminder", "delete_reminder", "clear_mind"})
+
+
+@dataclass(frozen=True)
+class StoreReminders:
+    """`ReminderService` of one dialog, kept in the store."""
+
+    store: Store
+    dialog_id: str
+
+    def contents(self) -> list[str]:
+        return [r.content for r in self.store.reminders(self.dialog_id)]
+
+    def replace(self, contents: Sequence[str]) -> list[str]:
+        return [r.content for r in self.store.set_reminders(self.dialog_id, contents)]
+
+
+@dataclass
+class CourseSwitch:
+    """`CourseControl` of one dialog: `clear_mind` records its request here and the engine
+    starts the new course once the step's tool calls have finished (`take`)."""
+
+    # None: no new course requested; otherwise the reminder to keep ("" for none).
+    pending: str | None = None
+
+    def request_new_course(self, reminder: str | None) -> None:
+        self.pending = (reminder or "").strip()
+
+    def take(self) -> str | None:
+        """The pending request (then cleared), or None."""
+        pending, self.pending = self.pending, None
+        return pending
 
 
 class AddReminderArgs(ToolArgs):
@@ -40,22 +84,22 @@ class ClearMindArgs(ToolArgs):
     )
 
 
-def _store(ctx: ToolContext) -> Store:
-    return ctx.services["store"]  # type: ignore[no-any-return]
+_NO_REMINDERS = ToolOutput("Error: reminders are not available in this context.", is_error=True)
 
 
-def _listing(store: Store, dialog_id: str) -> str:
-    items = store.reminders(dialog_id)
-    if not items:
+def _listing(contents: list[str]) -> str:
+    if not contents:
         return "no reminders"
-    return "reminders:\n" + "\n".join(f"{r.position}. {r.content}" for r in items)
+    return "reminders:\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(contents, start=1))
 
 
 async def _add(args: AddReminderArgs, ctx: ToolContext) -> ToolOutput:
+    service = ctx.reminders
+    if service is None:
+        return _NO_REMINDERS
     if not args.content.strip():
         return ToolOutput("Error: reminder content is required (content).", is_error=True)
-    store = _store(ctx)
-    contents = [r.content for r in store.reminders(ctx.dialog_id)]
+    contents = service.contents()
     if args.position > len(contents) + 1:
         return ToolOutput(
             f"Error: position {args.position} is out of range: there are {len(contents)} "
@@ -64,13 +108,14 @@ async def _add(args: AddReminderArgs, ctx: ToolContext) -> ToolOutput:
         )
     pos = args.position or len(contents) + 1
     contents.insert(pos - 1, args.content.strip())
-    store.set_reminders(ctx.dialog_id, contents)
-    return ToolOutput(f"added reminder {pos}\n" + _listing(store, ctx.dialog_id))
+    return ToolOutput(f"added reminder {pos}\n" + _listing(service.replace(contents)))
 
 
 async def _update(args: UpdateReminderArgs, ctx: ToolContext) -> ToolOutput:
-    store = _store(ctx)
-    contents = [r.content for r in store.reminders(ctx.dialog_id)]
+    service = ctx.reminders
+    if service is None:
+        return _NO_REMINDERS
+    contents = service.contents()
     if args.reminder_no > len(contents):
         return ToolOutput(
             f"Error: no reminder {args.reminder_no} (there are {len(contents)}).", is_error=True
@@ -78,66 +123,64 @@ async def _update(args: UpdateReminderArgs, ctx: ToolContext) -> ToolOutput:
     if not args.content.strip():
         return ToolOutput("Error: reminder content is required (content).", is_error=True)
     contents[args.reminder_no - 1] = args.content.strip()
-    store.set_reminders(ctx.dialog_id, contents)
-    return ToolOutput(f"updated reminder {args.reminder_no}\n" + _listing(store, ctx.dialog_id))
+    return ToolOutput(
+        f"updated reminder {args.reminder_no}\n" + _listing(service.replace(contents))
+    )
 
 
 async def _delete(args: DeleteReminderArgs, ctx: ToolContext) -> ToolOutput:
-    store = _store(ctx)
-    contents = [r.content for r in store.reminders(ctx.dialog_id)]
+    service = ctx.reminders
+    if service is None:
+        return _NO_REMINDERS
+    contents = service.contents()
     if args.reminder_no > len(contents):
         return ToolOutput(
             f"Error: no reminder {args.reminder_no} (there are {len(contents)}).", is_error=True
         )
     del contents[args.reminder_no - 1]
-    store.set_reminders(ctx.dialog_id, contents)
-    return ToolOutput(f"deleted reminder {args.reminder_no}\n" + _listing(store, ctx.dialog_id))
+    return ToolOutput(
+        f"deleted reminder {args.reminder_no}\n" + _listing(service.replace(contents))
+    )
 
 
 async def _clear_mind(args: ClearMindArgs, ctx: ToolContext) -> ToolOutput:
-    runtime = ctx.services.get("runtime")
-    if runtime is None:
+    if ctx.course is None:
         return ToolOutput("Error: clear_mind needs a running dialog engine.", is_error=True)
-    runtime.request_new_course(ctx.dialog_id, (args.reminder_content or "").strip() or None)
+    ctx.course.request_new_course((args.reminder_content or "").strip() or None)
     return ToolOutput(
         "A new course starts after this step: the conversation history is cleared; "
         "reminders, the Taskdoc and your side-dialog sessions are kept."
     )
 
 
-# The tools that change a dialog's reminders (clear_mind may add its continuation): the
-# engine reloads the reminders it renders after a step that called one of them.
-REMINDER_TOOLS = frozenset({"add_reminder", "update_reminder", "delete_reminder", "clear_mind"})
-
-
-def control_tools(lang: Lang = "en") -> list[Tool]:
+def control_tools(lang: Lang = "en") -> list[Tool[Any]]:
     return [
         Tool(
             "add_reminder",
             "Add a reminder: short text shown to you before every reply, kept across courses.",
             AddReminderArgs,
-            _add,  # type: ignore[arg-type]
+            _add,
             "control",
         ),
         Tool(
             "update_reminder",
             "Replace the text of reminder number reminder_no.",
             UpdateReminderArgs,
-            _update,  # type: ignore[arg-type]
+            _update,
             "control",
         ),
         Tool(
             "delete_reminder",
             "Delete reminder number reminder_no.",
             DeleteReminderArgs,
-            _delete,  # type: ignore[arg-type]
+            _delete,
             "control",
         ),
         Tool(
             "clear_mind",
             tool_description("clear_mind", lang),
             ClearMindArgs,
-            _clear_mind,  # type: ignore[arg-type]
+            _clear_mind,
             "control",
         ),
     ]

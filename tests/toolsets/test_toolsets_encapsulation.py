@@ -228,7 +228,7 @@ async def test_moving_or_deleting_a_directory_holding_a_package_is_refused(
 def test_file_tool_docs_state_the_refusal_and_the_injection() -> None:
     """Seed (canonical copy): the general file tools' documentation says Taskdoc packages
     are refused, that the Taskdoc is already injected, and which tools to use instead."""
-    from mindloop.tools.toolsets import standard_registry
+    from mindloop.toolsets import standard_registry
 
     tools = {t.name: t for t in standard_registry().select(["fs"], [])}
     for name in ("read_file", "write_file", "list_dir"):
