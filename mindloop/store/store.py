@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
 from mindloop.store import statements as q
+from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.records import (
@@ -391,7 +392,8 @@ class Store:
     ) -> list[tuple[int, MessageKind, dict[str, Any], int | None]]:
         """(id, kind, data, generation_id) of one course's messages, oldest first: what a
         drive's start needs to build the model's context, without whole records."""
-        return self._rows(q.HISTORY_VIEW, {"dialog_id": dialog_id, "course": course})
+        with gc_paused():
+            return self._rows(q.HISTORY_VIEW, {"dialog_id": dialog_id, "course": course})
 
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""
