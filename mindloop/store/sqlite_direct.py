@@ -78,10 +78,10 @@ class Compiled:
         history pass through here at every drive's start)."""
         if not raw or not any(self.from_db):
             return raw
-        columns = list(zip(*raw, strict=True))
+        columns: list[Sequence[Any]] = list(zip(*raw, strict=True))
         for i, conv in enumerate(self.from_db):
             if conv is not None:
-                columns[i] = conv(columns[i])  # type: ignore[call-overload]
+                columns[i] = conv(columns[i])
         return list(zip(*columns, strict=True))
 
 

@@ -79,13 +79,17 @@ class Store:
     """Durable runtime state. `durable=True` flushes every commit to disk unless a
     transaction asks otherwise (`tx(durable=False)`); `durable=False` never waits for it."""
 
-    def __init__(self, path: Path | str, *, durable: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, durable: bool = True, dialect: StoreDialect | None = None
+    ) -> None:
+        """The store in the SQLite file `path`, or on `dialect`'s database if given (then
+        `path` only names it and `durable` is the dialect's)."""
         self.path = Path(path)
-        self.durable = durable
+        self._dialect: StoreDialect = dialect or SqliteDialect(self.path, durable=durable)
+        self.durable = self._dialect.durable
         self.stats = StoreStats()
         self._depth = 0
         self._changed = False  # the current transaction changed rows
-        self._dialect: StoreDialect = SqliteDialect(self.path, durable=durable)
         opened = False
         try:
             self._conn = self._dialect.connect()

@@ -20,6 +20,7 @@ from mindloop.store import (
     TaskdocChange,
 )
 from mindloop.store.schema import SCHEMA_VERSION
+from tests.store.stores import KINDS, open_store
 
 
 def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
@@ -28,9 +29,9 @@ def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
     )  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store.for_rtws(tmp_path)
+@pytest.fixture(params=KINDS)
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    s = open_store(tmp_path / ".mindloop" / "state.sqlite", request.param)
     yield s
     s.close()
 
