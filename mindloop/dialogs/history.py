@@ -17,12 +17,18 @@ from mindloop.providers.base import (
     ToolResultMessage,
     UserMessage,
 )
+from mindloop.store.bulk import gc_paused
 from mindloop.store.records import MessageRecord
 
 # Record kinds the model sees as user text, and how each is framed.
 USER_LIKE = frozenset({"user", "note", "tellask_result"})
 # Record kinds that never go back to the model.
 HIDDEN = frozenset({"thinking"})
+# The two messages a long history is mostly made of, built by their model's validator: it
+# skips `BaseModel.__init__`'s Python frame, a quarter of building a history at a drive's
+# start (2,000 messages: 1.65 ms → 1.28 ms).
+_user_message = UserMessage.__pydantic_validator__.validate_python
+_assistant_message = AssistantMessage.__pydantic_validator__.validate_python
 
 
 class History:
@@ -41,10 +47,13 @@ class History:
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[int, str, dict[str, Any], int | None]]) -> History:
-        """From `Store.history_view` rows: a drive's start skips building whole records."""
+        """From `Store.history_view` rows: a drive's start skips building whole records
+        (and pauses the garbage collector while building them, see `gc_paused`)."""
         history = cls()
-        for row in rows:
-            history.add_row(*row)
+        add = history.add_row
+        with gc_paused():
+            for id, kind, data, generation_id in rows:
+                add(id, kind, data, generation_id)
         return history
 
     def add(self, rec: MessageRecord) -> None:
@@ -66,13 +75,13 @@ class History:
                 return
             if isinstance(last, UserMessage):
                 # Adjacent user-side texts form one turn (providers want alternation).
-                msgs[-1] = UserMessage(text=last.text + "\n\n" + text)
+                msgs[-1] = _user_message({"text": last.text + "\n\n" + text})
             else:
-                msgs.append(UserMessage(text=text))
+                msgs.append(_user_message({"text": text}))
             self._last_gen = None
         elif kind == "assistant":
             self._release_held()
-            msgs.append(AssistantMessage(text=data.get("text", "")))
+            msgs.append(_assistant_message({"text": data.get("text", "")}))
             self._last_gen = generation_id
         elif kind == "tool_call":
             call = ToolCall(id=data["id"], name=data["name"], arguments=data.get("arguments", "{}"))
@@ -109,9 +118,9 @@ class History:
             held, self._held = "\n\n".join(self._held), []
             last = self.messages[-1] if self.messages else None
             if isinstance(last, UserMessage):
-                self.messages[-1] = UserMessage(text=last.text + "\n\n" + held)
+                self.messages[-1] = _user_message({"text": last.text + "\n\n" + held})
             else:
-                self.messages.append(UserMessage(text=held))
+                self.messages.append(_user_message({"text": held}))
 
     def extend(self, recs: Iterable[MessageRecord]) -> None:
         for rec in recs:

@@ -1,4 +1,5 @@
-"""Durable runtime state (SQLAlchemy Core over SQLite)."""
+"""Durable runtime state: a neutral store body on SQLAlchemy Core (`store.py`) over a
+database dialect (`dialect.py`; SQLite in `sqlite.py`, the default)."""
 
 from mindloop.store.records import (
     DialogKind,

@@ -104,7 +104,8 @@ class StoreDialect(ABC):
 
     def insert(self, stmt: sa.Executable, params: Any) -> Any:
         """Run a one-row insert inside the current transaction; the new row's key."""
-        return self.conn.execute(stmt, params).inserted_primary_key[0]  # type: ignore[index]
+        key = self.conn.execute(stmt, params).inserted_primary_key
+        return None if key is None else key[0]
 
     def close(self) -> None:
         self.conn.close()

@@ -96,6 +96,8 @@ class SqliteDialect(StoreDialect):
         except FileNotFoundError:
             self._create()
             return
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
         if stat.S_ISDIR(st.st_mode):
             raise StoreError(
                 f"{self.path}: is a directory, not a mindloop state database; {NOTHING_CHANGED}"

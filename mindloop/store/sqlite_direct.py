@@ -20,15 +20,31 @@ from typing import Any
 import sqlalchemy as sa
 
 _Convert = Callable[[Any], Any]
+_ConvertColumn = Callable[[Sequence[Any]], list[Any]]
 _NEED = object()  # a bind the caller must supply
 
 
-def _from_db(type_: sa.types.TypeEngine[Any]) -> _Convert | None:
-    """How a column's value comes back (None stays None)."""
+def _json_column(values: Sequence[Any]) -> list[Any]:
+    """Parse a column of JSON texts in one `json.loads` over them joined as an array: the
+    parser's per-call overhead is most of the cost of a small document, and a long
+    history is parsed at every drive's start (2,000 messages: 1.7 ms one by one, 0.6 ms
+    joined)."""
+    try:
+        return list(json.loads("[" + ",".join(["null" if v is None else v for v in values]) + "]"))
+    except TypeError:  # a value SQLite stored as a number (JSON columns have NUMERIC affinity)
+        return [v if v is None or not isinstance(v, str | bytes) else json.loads(v) for v in values]
+
+
+def _bool_column(values: Sequence[Any]) -> list[Any]:
+    return [None if v is None else bool(v) for v in values]
+
+
+def _from_db(type_: sa.types.TypeEngine[Any]) -> _ConvertColumn | None:
+    """How a column's values come back (None stays None), a whole column at a time."""
     if isinstance(type_, sa.JSON):
-        return json.loads
+        return _json_column
     if isinstance(type_, sa.Boolean):
-        return bool
+        return _bool_column
     return None
 
 
@@ -47,7 +63,7 @@ class Compiled:
     defaults: tuple[Any, ...]  # values of literal binds (e.g. `status == "open"`), else _NEED
     to_db: tuple[_Convert | None, ...]
     keys: tuple[str, ...]  # result column names (selects)
-    from_db: tuple[_Convert | None, ...]
+    from_db: tuple[_ConvertColumn | None, ...]
 
     def params(self, values: dict[str, Any] | None) -> list[Any]:
         values = values or {}
@@ -58,23 +74,15 @@ class Compiled:
         return out
 
     def rows(self, raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """Convert the columns that need it (the rows of a long history pass through
-        here at every drive's start, so the common one-column case has its own loop)."""
-        todo = [(i, c) for i, c in enumerate(self.from_db) if c is not None]
-        if not todo:
+        """Convert the columns that need it, a column at a time (the rows of a long
+        history pass through here at every drive's start)."""
+        if not raw or not any(self.from_db):
             return raw
-        if len(todo) == 1:
-            (i, conv), j = todo[0], todo[0][0] + 1
-            return [(*r[:i], None if r[i] is None else conv(r[i]), *r[j:]) for r in raw]
-        out = []
-        for r in raw:
-            row = list(r)
-            for i, conv in todo:
-                v = row[i]
-                if v is not None:
-                    row[i] = conv(v)
-            out.append(tuple(row))
-        return out
+        columns: list[Sequence[Any]] = list(zip(*raw, strict=True))
+        for i, conv in enumerate(self.from_db):
+            if conv is not None:
+                columns[i] = conv(columns[i])
+        return list(zip(*columns, strict=True))
 
 
 def compile_for(stmt: sa.Executable, dialect: sa.Dialect, keys: Sequence[str]) -> Compiled | None:

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
 from mindloop.store import statements as q
+from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.records import (
@@ -80,13 +81,17 @@ class Store:
     """Durable runtime state. `durable=True` flushes every commit to disk unless a
     transaction asks otherwise (`tx(durable=False)`); `durable=False` never waits for it."""
 
-    def __init__(self, path: Path | str, *, durable: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, durable: bool = True, dialect: StoreDialect | None = None
+    ) -> None:
+        """The store in the SQLite file `path`, or on `dialect`'s database if given (then
+        `path` only names it and `durable` is the dialect's)."""
         self.path = Path(path)
-        self.durable = durable
+        self._dialect: StoreDialect = dialect or SqliteDialect(self.path, durable=durable)
+        self.durable = self._dialect.durable
         self.stats = StoreStats()
         self._depth = 0
         self._changed = False  # the current transaction changed rows
-        self._dialect: StoreDialect = SqliteDialect(self.path, durable=durable)
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -442,7 +447,8 @@ class Store:
     ) -> list[tuple[int, MessageKind, dict[str, Any], int | None]]:
         """(id, kind, data, generation_id) of one course's messages, oldest first: what a
         drive's start needs to build the model's context, without whole records."""
-        return self._rows(q.HISTORY_VIEW, {"dialog_id": dialog_id, "course": course})
+        with gc_paused():
+            return self._rows(q.HISTORY_VIEW, {"dialog_id": dialog_id, "course": course})
 
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""

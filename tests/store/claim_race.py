@@ -1,12 +1,13 @@
-"""A process racing others for dialogs' claims (run by `multiprocessing` from the claim
-tests; a module of its own so that spawned processes can import it)."""
+"""Processes racing each other on one state database (run by `multiprocessing` from the
+store's tests; a module of its own so that spawned processes can import it)."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
-from mindloop.store import Store
+from mindloop.store import DialogRecord, Store
 
 
 def race(db: str, owner: str, ids: list[str], seed: int, start: Any, results: Any) -> None:
@@ -26,4 +27,14 @@ def renew(db: str, owner: str, ids: list[str], results: Any) -> None:
     """Report which of `owner`'s claims it can still renew."""
     store = Store(db)
     results.put([d for d in ids if store.renew_claim(d, owner, 300.0)])
+    store.close()
+
+
+def first_start(rtws: str, owner: str, start: Any, results: Any) -> None:
+    """Open the store of an rtws that has none yet, together with other processes, and
+    record a dialog; report the schema version seen."""
+    start.wait()
+    store = Store.for_rtws(Path(rtws))
+    store.create_dialog(DialogRecord(id=owner, root_id=owner, member="m", task_path="t"))
+    results.put(store.schema_version())
     store.close()

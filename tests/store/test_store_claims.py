@@ -16,6 +16,7 @@ from mindloop.store import DialogRecord, QuestionRecord, Store
 from mindloop.store import schema as t
 from mindloop.store import statements as q
 from tests.store import claim_race
+from tests.store.stores import KINDS, open_store
 
 T0 = 1_000_000.0  # a fixed "now" for the single-process tests
 TTL = 30.0
@@ -25,9 +26,9 @@ def _dialog(store: Store, did: str) -> None:
     store.create_dialog(DialogRecord(id=did, root_id=did, member="dev", task_path="t"))
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store.for_rtws(tmp_path)
+@pytest.fixture(params=KINDS)
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    s = open_store(tmp_path / ".mindloop" / "state.sqlite", request.param)
     for did in ("a", "b"):
         _dialog(s, did)
     yield s

@@ -20,6 +20,7 @@ from mindloop.store import (
     TaskdocChange,
 )
 from mindloop.store.schema import SCHEMA_VERSION
+from tests.store.stores import KINDS, open_store
 
 
 def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
@@ -28,9 +29,9 @@ def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
     )  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store.for_rtws(tmp_path)
+@pytest.fixture(params=KINDS)
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    s = open_store(tmp_path / ".mindloop" / "state.sqlite", request.param)
     yield s
     s.close()
 
@@ -164,3 +165,41 @@ def test_tree_records_round_trip(store: Store) -> None:
     assert store.lookup_session("r", "dev!s1") == "s" and store.lookup_session("r", "x") is None
     store.set_reminders("r", ["one", "two"])
     assert [x.content for x in store.reminders("r")] == ["one", "two"]
+
+
+def test_a_course_loads_as_it_was_written_and_leaves_the_collector_as_it_was(
+    store: Store,
+) -> None:
+    """`history_view` parses a whole column of JSON at once and pauses the cyclic garbage
+    collector meanwhile: the data comes back exactly, and the collector's state is the
+    caller's afterwards (also when the caller had it off)."""
+    import gc
+
+    store.create_dialog(_dialog())
+    datas = [
+        {"text": "plain"},
+        {"text": 'quotes " and \\ backslashes, ünïcödé, 中文, \u2028 and \n newlines'},
+        {"id": "c1", "name": "noop", "arguments": '{"n": [1, 2.5, null, true]}'},
+        {"call_id": "c1", "content": "", "is_error": False, "nested": {"a": [{}, []]}},
+        {},
+    ]
+    for data in datas:
+        store.append_message("d1", "tool_result", data)
+    assert gc.isenabled()
+    assert [row[2] for row in store.history_view("d1", 1)] == datas
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert len(store.history_view("d1", 1)) == len(datas)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_json_values_sqlite_stored_as_numbers_still_parse() -> None:
+    """JSON columns have NUMERIC affinity in SQLite: a JSON number comes back as a number,
+    which the column-at-once parser takes as it is."""
+    from mindloop.store.sqlite_direct import _json_column
+
+    assert _json_column(['{"a": 1}', None, "[1, 2]", '"s"']) == [{"a": 1}, None, [1, 2], "s"]
+    assert _json_column(['{"a": 1}', 5, None, 2.5]) == [{"a": 1}, 5, None, 2.5]

@@ -3,6 +3,7 @@ the file (not SQLAlchemy's DatabaseError), and writes nothing to it."""
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.store import Store, StoreError
+from mindloop.store.schema import SCHEMA_VERSION
+from tests.store import claim_race
 
 
 def _state(tmp_path: Path, content: bytes) -> Path:
@@ -163,4 +166,30 @@ def test_an_interrupted_start_of_mindloop_is_taken_up(tmp_path: Path) -> None:
     con.close()
     s = Store.for_rtws(tmp_path)
     assert s.schema_version() > 0
+    s.close()
+
+
+def test_processes_starting_together_share_one_new_state_file(tmp_path: Path) -> None:
+    """Each makes its own complete file and links it into place; all but one find the
+    name taken and use that file: nobody meets a half-made (empty) state file."""
+    ctx = multiprocessing.get_context("spawn")
+    owners = [f"p{i}" for i in range(4)]
+    start, results = ctx.Barrier(len(owners)), ctx.Queue()
+    procs = [
+        ctx.Process(target=claim_race.first_start, args=(str(tmp_path), o, start, results))
+        for o in owners
+    ]
+    for p in procs:
+        p.start()
+    versions = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert versions == [SCHEMA_VERSION] * len(owners)
+    db = tmp_path / ".mindloop" / "state.sqlite"
+    assert sorted(p.name for p in db.parent.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        "state.sqlite"
+    ]
+    s = Store(db)
+    assert sorted(d.id for d in s.list_dialogs()) == owners
     s.close()
