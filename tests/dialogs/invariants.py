@@ -34,28 +34,32 @@ from tests.dialogs.crash_scenario import Snapshot
 
 @dataclass
 class State(Snapshot):
-    """A `Snapshot` plus every generation and every question (answered ones too)."""
+    """A `Snapshot` plus every generation, every question (answered ones too) and the
+    generations that were cut off (Ctrl-C, a cancelled drive), read in one transaction:
+    a consistent view even while other processes write."""
 
     generations: dict[str, list[GenerationRecord]]
     all_questions: list[QuestionRecord]
+    cancelled: list[dict[str, Any]]
 
     @classmethod
     def read(cls, rtws: Path) -> State:
-        snap = Snapshot.read(rtws)
-        store = Store.for_rtws(rtws)
+        store = Store.for_rtws(rtws, durable=False)
         try:
-            gens = {d.id: store.generations(d.id) for d in snap.dialogs}
+            with store.tx(durable=False):  # holds the write lock: nothing changes meanwhile
+                dialogs = store.list_dialogs()
+                return cls(
+                    dialogs=dialogs,
+                    messages={d.id: store.load_history(d.id) for d in dialogs},
+                    pending=store.all_pending(),
+                    responses=store.all_responses(),
+                    questions=store.open_questions(),
+                    generations={d.id: store.generations(d.id) for d in dialogs},
+                    all_questions=_all_questions(rtws),
+                    cancelled=[e for e in store.events() if e["type"] == "generation_cancelled"],
+                )
         finally:
             store.close()
-        return cls(
-            dialogs=snap.dialogs,
-            messages=snap.messages,
-            pending=snap.pending,
-            responses=snap.responses,
-            questions=snap.questions,
-            generations=gens,
-            all_questions=_all_questions(rtws),
-        )
 
     def who(self, dialog_id: str) -> str:
         rec = self.by_id().get(dialog_id)

@@ -20,12 +20,19 @@ test; dead owners on this host are recognised at once anyway.
 from __future__ import annotations
 
 import itertools
+import os
+import random
 import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from mindloop.store import DialogStatus
+from mindloop.store import DialogStatus, Store
+from tests.dialogs import crash_scenario as cs
 from tests.dialogs import invariants as inv
-from tests.dialogs.procs import Procs, has_state, read_store, tail, wait_until
+from tests.dialogs.procs import Proc, Procs, has_state, read_store, tail, wait_until
 from tests.scenario_util import write_script, write_team
 
 TIMEOUT = 90.0  # a generous bound for one command on a loaded 2-core machine
@@ -191,3 +198,192 @@ def test_chats_beside_a_watcher_are_each_answered_once(rtws: Path, tmp_path: Pat
     finally:
         procs.close()
     print(f"{n} chats beside a watcher; {by_other} were answered by another process")
+
+
+# ---------------------------------------------------------------- the stress run
+
+STRESS_SEED = int(os.environ.get("MINDLOOP_STRESS_SEED", "0")) or random.randrange(1, 10**6)
+STRESS_ROUNDS = int(os.environ.get("MINDLOOP_STRESS_ROUNDS", "2"))
+STRESS_ROOTS = 2  # chats started together in a round
+WATCHERS = 3
+CLAIM_TTL = 2.0
+FBR_ASK = "Think about the risks."
+FBR_ANSWER = "risk: none worth stopping for"
+# Generations long enough that a kill often lands in one.
+_STRESS_SLOW = {"delay_ms": 120, "chunk_delay_ms": 4}
+
+
+def _stress_script() -> list[dict[str, Any]]:
+    """The crash scenario (a root fans out to alice, who writes a file and opens a
+    session with carol, and bob, who asks the human), with an FBR sample of the root
+    besides, and generations slow enough that kills land mid-generation."""
+    script = []
+    for entry in cs.SCRIPT:
+        e = {k: v for k, v in entry.items() if k not in ("delay_ms", "chunk_delay_ms")}
+        if e.get("match") == "go":
+            e["response"] += f"\n!?@self {FBR_ASK}\n"
+        script.append(e | _STRESS_SLOW)
+    script.append({"member": "lead", "contains": FBR_ASK, "response": FBR_ANSWER} | _STRESS_SLOW)
+    return script
+
+
+def _tree_problems(state: inv.State, root_id: str) -> list[str]:
+    """The scenario's end, for one root's tree: each side dialog once, the root's and
+    every side dialog's final answer once, the question answered once."""
+    tree = [d for d in state.dialogs if d.root_id == root_id]
+    problems = []
+    sides = Counter((d.member, d.kind, d.session_key is not None) for d in tree if d.id != root_id)
+    expected = Counter(
+        {("alice", "side", False): 1, ("bob", "side", False): 1, ("carol", "side", True): 1}
+        | {("lead", "fbr", False): 1}
+    )
+    if sides != expected:
+        problems.append(f"tree {root_id}: side dialogs {dict(sides)} != {dict(expected)}")
+    finals = cs.FINALS | {"fbr": FBR_ANSWER}
+    for d in tree:
+        want = finals["fbr" if d.kind == "fbr" else d.member]
+        n = sum(m.kind == "assistant" and m.data.get("text") == want for m in state.messages[d.id])
+        if n != 1:
+            problems.append(f"{state.who(d.id)} gave its final answer {n} times")
+    qs = [(q.status, q.answer) for q in state.all_questions if q.root_id == root_id]
+    if qs != [("answered", cs.HUMAN_ANSWER)]:
+        problems.append(f"tree {root_id}: questions {qs}")
+    return problems
+
+
+@dataclass
+class Stress:
+    """One stress run's processes, randomness and figures."""
+
+    procs: Procs
+    rng: random.Random
+    watchers: list[Proc] = field(default_factory=list)
+    kills: Counter[str] = field(default_factory=Counter)
+    answered: set[str] = field(default_factory=set)
+    clients: list[Proc] = field(default_factory=list)  # chats and answers: must exit 0
+
+    @property
+    def rtws(self) -> Path:
+        return self.procs.rtws
+
+    def held_by(self, proc: Proc) -> int:
+        """How many dialogs `proc` holds the claim of right now."""
+        owner = f"/{proc.pid}/"
+        return read_store(
+            self.rtws, lambda s: sum(owner in (o or "") for _, o in s.running_claims())
+        )
+
+    def kill(self, proc: Proc, what: str) -> None:
+        """SIGKILL `proc`; count where the kill landed; the store must be consistent."""
+        held = self.held_by(proc)
+        self.procs.kill(proc)
+        self.kills[f"{what} {'mid-drive' if held else 'idle'}"] += 1
+        problems = inv.consistent(inv.State.read(self.rtws))  # right after the kill
+        assert not problems, f"seed={STRESS_SEED}: after a kill:\n" + "\n".join(problems)
+
+    def kill_a_watcher(self) -> None:
+        i = self.rng.randrange(len(self.watchers))
+        self.kill(self.watchers[i], "watcher")
+        self.watchers[i] = self.procs.start("run", "--watch")
+
+    def kill_a_chat(self) -> None:
+        """Kill a running chat once its dialog is stored (its tree is then left to the
+        watchers, which recover what it held); it does not count as a client any more."""
+        started = [
+            c for c in self.clients if c.args[0] == "chat" and c.alive() and "dialog " in c.output()
+        ]
+        if started:
+            victim = self.rng.choice(started)
+            self.clients.remove(victim)
+            self.kill(victim, "chat")
+
+    def answer_questions(self) -> None:
+        for q in read_store(self.rtws, lambda s: s.open_questions()):
+            if q.id not in self.answered:
+                self.answered.add(q.id)
+                # Half the answers are only recorded: a watcher drives the tree on.
+                drive = [] if self.rng.random() < 0.5 else ["--no-drive"]
+                self.clients.append(self.procs.start("answer", *drive, q.id, cs.HUMAN_ANSWER))
+
+    def check_clients(self) -> bool:
+        """Whether every chat and answer ended; each must have exited 0."""
+        for c in self.clients:
+            code = c.popen.poll()
+            assert code in (None, 0), f"seed={STRESS_SEED}: exited {code}\n{tail(c)}"
+        return all(c.popen.poll() is not None for c in self.clients)
+
+
+def _roots_done(rtws: Path, roots: int) -> bool:
+    def done(s: Store) -> bool:
+        found = [d for d in s.list_dialogs() if d.kind == "root"]
+        return len(found) == roots and all(
+            (h := s.load_history(d.id)) and h[-1].data.get("text") == cs.FINAL_TEXT for d in found
+        )
+
+    return has_state(rtws) and read_store(rtws, done)
+
+
+def test_stress_watchers_killed_at_random_beside_chats_and_answers(tmp_path: Path) -> None:
+    """Three `run --watch` on one rtws, one of them SIGKILLed (and restarted) every few
+    hundred milliseconds, while `chat`s start trees of the crash scenario (plus an FBR
+    sample) and `answer`s answer their questions as they appear. A quarter of the kills
+    hit a `chat` instead (its tree is then the watchers' to finish), and half the answers
+    are recorded with `--no-drive`, so the watchers do much of the driving. Afterwards, once every
+    claim expired and a last `mindloop run` ended, the store must show every generation
+    exactly once (no two committed generations of a dialog answering the same input, none
+    cut off), every reply delivered exactly once, every tool call answered once, nothing
+    running, claimed, pending or open, and each tree's scenario complete.
+
+    CI runs a short sample (2 rounds of 2 trees); `MINDLOOP_STRESS_ROUNDS=50` runs a
+    long one, `MINDLOOP_STRESS_SEED=<n>` replays a seed (printed on failure)."""
+    rtws = cs.build_template(tmp_path / "rtws")
+    write_team(rtws, cs.TEAM | {"lead": {"toolsets": ["fs"], "fbr-effort": 1}})
+    write_script(rtws, _stress_script())
+    env = {"MINDLOOP_CLAIM_TTL": str(CLAIM_TTL)}
+    run = Stress(Procs(rtws, tmp_path / "logs", env=env), random.Random(STRESS_SEED))
+    t0 = time.monotonic()
+    try:
+        run.watchers = [run.procs.start("run", "--watch") for _ in range(WATCHERS)]
+        roots = 0
+        for _ in range(STRESS_ROUNDS):
+            for _ in range(STRESS_ROOTS):
+                run.clients.append(run.procs.start("chat", "-t", cs.TASK, "go"))
+            roots += STRESS_ROOTS
+            deadline = time.monotonic() + TIMEOUT
+            next_kill = time.monotonic() + run.rng.uniform(0.2, 1.0)
+            while not (run.check_clients() and _roots_done(rtws, roots)):
+                assert time.monotonic() < deadline, f"seed={STRESS_SEED}: round not done"
+                if has_state(rtws):
+                    run.answer_questions()
+                if time.monotonic() >= next_kill:
+                    if run.rng.random() < 0.25:
+                        run.kill_a_chat()
+                    else:
+                        run.kill_a_watcher()
+                    next_kill = time.monotonic() + run.rng.uniform(0.2, 1.0)
+                time.sleep(0.05)
+        for w in run.watchers:  # the last kills: whatever they held stays claimed …
+            run.procs.kill(w)
+        expiry = read_store(rtws, lambda s: max((d.claim_expires or 0) for d in s.list_dialogs()))
+        wait_until(lambda: time.time() > expiry, CLAIM_TTL + 5, "the last claim to expire")
+        last = run.procs.start("run")  # … until it expired: then a plain run settles it
+        assert run.procs.finish(last, TIMEOUT) == 0, tail(last)
+        state = inv.State.read(rtws)
+        problems = inv.settled_problems(state)
+        problems += [f"a generation was cut off: {e['data']}" for e in state.cancelled]
+        for root in (d for d in state.dialogs if d.kind == "root"):
+            problems += _tree_problems(state, root.id)
+        problems += [
+            f"{rel}: {(rtws / rel).read_text('utf-8') if (rtws / rel).exists() else None!r}"
+            for rel, content in cs.FILES.items()
+            if not (rtws / rel).exists() or (rtws / rel).read_text("utf-8") != content
+        ]
+        assert not problems, f"seed={STRESS_SEED}:\n" + "\n".join(problems)
+    finally:
+        run.procs.close()
+    gens = sum(len(g) for g in state.generations.values())
+    print(
+        f"stress seed={STRESS_SEED}: {roots} trees, {len(state.dialogs)} dialogs, {gens} "
+        f"generations, {len(run.procs.started)} processes, kills {dict(run.kills)}, "
+        f"{time.monotonic() - t0:.1f}s"
+    )
