@@ -5,9 +5,12 @@ Issue 9's reproduction and its two neighbours:
 - a `chat` SIGKILLed mid-generation, then two `mindloop run` started at once: exactly
   one resumes the dialog, which gets exactly one generation (before the claims, 7 of 8
   trials drove it twice);
+- a message posted (`chat --dialog`) while another process is generating that dialog's
+  answer gets a generation of its own, after the one in flight;
+- a process stalled (SIGSTOP) past its claim's expiry: another takes over, and the
+  stalled one, continued, commits nothing;
 - a `run --watch` in the background while `chat`s come in: each message is answered by
-  exactly one generation, and each `chat` prints its answer and exits 0, also when the
-  watcher drove it;
+  exactly one generation, and each `chat` prints its answer and exits 0;
 - the stress run: three `run --watch` SIGKILLed at random and restarted, while `chat`s
   and `answer`s come in on one rtws, over a multi-dialog scenario (see `stress_run`).
 
@@ -23,6 +26,7 @@ import itertools
 import os
 import random
 import shutil
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -135,6 +139,59 @@ def test_a_message_posted_while_another_process_drives_the_dialog_is_answered(
             ("assistant", "answer 01"),
         ], said
     finally:
+        procs.close()
+
+
+def test_a_process_stalled_past_its_claim_commits_nothing(rtws: Path, tmp_path: Path) -> None:
+    """A `chat` stopped (SIGSTOP) mid-generation is alive but renews nothing: once its
+    claim expired, a `run --watch` resumes the dialog and answers it. Continued (SIGCONT),
+    the stalled chat finishes its generation, but its turn does not commit (it lost the
+    claim): the dialog has one answer, and the chat reports that answer, exiting 0."""
+    write_team(rtws, {"dev": {}})
+    write_script(rtws, [{"default": True, "delay_ms": 1500, "response": SLOW_ANSWER}])
+    procs = Procs(rtws, tmp_path / "logs", env={"MINDLOOP_CLAIM_TTL": "2"})
+    try:
+        chat = procs.start("chat", "hello")
+
+        def running() -> bool:
+            assert chat.alive(), tail(chat)
+            return _status(rtws) == [DialogStatus.RUNNING]
+
+        wait_until(running, TIMEOUT, "the chat's dialog to be running")
+        chat.popen.send_signal(signal.SIGSTOP)
+        stalled_owner = read_store(rtws, lambda s: s.list_dialogs()[0].claim_owner)
+        watcher = procs.start("run", "--watch")
+
+        def answered() -> list[str]:
+            assert watcher.alive(), tail(watcher)
+            return read_store(
+                rtws,
+                lambda s: [
+                    m.data["text"]
+                    for d in s.list_dialogs()
+                    for m in s.load_history(d.id)
+                    if m.kind == "assistant"
+                ],
+            )
+
+        assert wait_until(answered, TIMEOUT, "the watcher to answer") == [SLOW_ANSWER]
+        chat.popen.send_signal(signal.SIGCONT)
+        assert procs.finish(chat, TIMEOUT) == 0, tail(chat)
+        assert SLOW_ANSWER in chat.output(), tail(chat)
+        procs.kill(watcher)
+        state = inv.State.read(rtws)
+        (root,) = state.dialogs
+        problems = inv.settled_problems(state)
+        assert not problems, "\n".join(problems)
+        assert [m.data["text"] for m in state.messages[root.id] if m.kind == "assistant"] == [
+            SLOW_ANSWER
+        ]
+        assert len(state.generations[root.id]) == 1
+        assert stalled_owner and f"/{chat.pid}/" in stalled_owner
+        assert SLOW_ANSWER in watcher.output(), tail(watcher)  # the watcher took over
+    finally:
+        if chat.alive():
+            chat.popen.send_signal(signal.SIGCONT)
         procs.close()
 
 
