@@ -8,7 +8,8 @@ Issue 9's reproduction and its two neighbours:
 - a message posted (`chat --dialog`) while another process is generating that dialog's
   answer gets a generation of its own, after the one in flight;
 - a process stalled (SIGSTOP) past its claim's expiry: another takes over, and the
-  stalled one, continued, commits nothing;
+  stalled one, continued, commits nothing; one that generates or runs a tool for longer
+  than the time to live keeps its claim (the heartbeat);
 - a `run --watch` in the background while `chat`s come in: each message is answered by
   exactly one generation, and each `chat` prints its answer and exits 0;
 - the stress run: three `run --watch` SIGKILLed at random and restarted, while `chat`s
@@ -192,6 +193,53 @@ def test_a_process_stalled_past_its_claim_commits_nothing(rtws: Path, tmp_path: 
     finally:
         if chat.alive():
             chat.popen.send_signal(signal.SIGCONT)
+        procs.close()
+
+
+def test_a_drive_keeps_its_claim_through_generations_and_tools_longer_than_its_ttl(
+    rtws: Path, tmp_path: Path
+) -> None:
+    """The heartbeat: with a claim time to live of 1.5 s, a generation and a shell command
+    of 3.5 s each, beside a `run --watch` that recovers expired claims every 0.75 s. The
+    watcher never takes the dialog over: one generation per input, the command ran once."""
+    write_team(rtws, {"dev": {"toolsets": ["shell"]}})
+    command = "sleep 3.5; echo ran >> ran.txt"
+    write_script(
+        rtws,
+        [
+            {"role": "tool", "response": "it ran"},
+            {
+                "match": "go",
+                "delay_ms": 3500,
+                "response": "Running it.",
+                "tool_calls": [{"name": "run_shell", "arguments": {"command": command}}],
+            },
+        ],
+    )
+    procs = Procs(rtws, tmp_path / "logs", env={"MINDLOOP_CLAIM_TTL": "1.5"})
+    try:
+        watcher = procs.start("run", "--watch")
+        wait_until(lambda: has_state(rtws), TIMEOUT, "the watcher to open the state")
+        chat = procs.start("chat", "go")
+        assert procs.finish(chat, TIMEOUT) == 0, tail(chat)
+        assert watcher.alive(), tail(watcher)
+        procs.kill(watcher)
+        assert "it ran" in chat.output(), tail(chat)
+        assert "Running it." not in watcher.output(), tail(watcher)
+        assert (rtws / "ran.txt").read_text("utf-8") == "ran\n"
+        state = inv.State.read(rtws)
+        problems = inv.settled_problems(state)
+        assert not problems, "\n".join(problems)
+        (root,) = state.dialogs
+        assert [m.kind for m in state.messages[root.id]] == [
+            "user",
+            "assistant",
+            "tool_call",
+            "tool_result",
+            "assistant",
+        ]
+        assert len(state.generations[root.id]) == 2
+    finally:
         procs.close()
 
 
