@@ -13,7 +13,8 @@ Issue 9's reproduction and its two neighbours:
 - a `run --watch` in the background while `chat`s come in: each message is answered by
   exactly one generation, and each `chat` prints its answer and exits 0;
 - the stress run: three `run --watch` SIGKILLed at random and restarted, while `chat`s
-  and `answer`s come in on one rtws, over a multi-dialog scenario (see `stress_run`).
+  and `answer`s come in on one rtws, over a multi-dialog scenario; every invariant is
+  checked once the last claim expired.
 
 Every test waits on state it can observe (the store, a process's exit), never on a
 fixed sleep, and kills and reaps every process it started in a `finally`. The claim's
@@ -70,7 +71,7 @@ def test_a_killed_chat_is_resumed_by_exactly_one_of_two_runs(rtws: Path, tmp_pat
         try:
             chat = procs.start("chat", "hello")
 
-            def running(chat=chat, procs=procs) -> bool:  # type: ignore[no-untyped-def]
+            def running(chat: Proc = chat, procs: Procs = procs) -> bool:
                 assert chat.alive(), f"chat ended before the kill\n{tail(chat)}"
                 return _status(procs.rtws) == [DialogStatus.RUNNING]
 
