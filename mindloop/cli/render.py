@@ -196,12 +196,14 @@ class TranscriptRenderer:
         key = ev.dialog_id or ""
         match ev:
             case GenerationStarted(member=member, model=model):
+                self._names.setdefault(key, member)  # a dialog another process created
                 self.status.start(key, member, model, self._tag(key) + self._indent(key))
             case ToolCalled() | GenerationEnded() | ErrorRaised():
                 self.status.stop(key)
-            case ProviderRetried(attempt=attempt, max_attempts=most):
-                self.status.set_doing(key, f"waits to retry ({attempt} of {most})")
-            case DriveStarted():
+            case ProviderRetried(attempt=attempt, max_attempts=most, delay=delay):
+                self.status.retrying(key, attempt, most, delay)
+            case DriveStarted(member=member):
+                self._names.setdefault(key, member)
                 self._driving.add(key)
             case DriveEnded():
                 self._driving.discard(key)

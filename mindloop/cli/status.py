@@ -41,6 +41,16 @@ class Working:
     indent: str
     since: float
     doing: str = "is working"
+    attempt: tuple[int, int] | None = None  # (attempt, of how many) once retried
+    retry_at: float = 0.0  # when the retry's wait ends
+
+    def describe(self, now: float) -> str:
+        if self.attempt is None:
+            return self.doing
+        n, most = self.attempt
+        if now < self.retry_at:
+            return f"waits to retry ({n} of {most}, in {elapsed(self.retry_at - now + 0.999)})"
+        return f"{self.doing} (attempt {n} of {most})"
 
 
 class WorkingStatus:
@@ -63,6 +73,13 @@ class WorkingStatus:
         if w is not None:
             w.doing = doing
 
+    def retrying(self, dialog_id: str, attempt: int, of: int, delay: float) -> None:
+        """The generation's model call failed; attempt `attempt` of `of` starts in `delay`."""
+        w = self._working.get(dialog_id)
+        if w is not None:
+            w.attempt = (attempt, of)
+            w.retry_at = self.clock() + delay
+
     def stop(self, dialog_id: str) -> None:
         self._working.pop(dialog_id, None)
         self._spinners.pop(dialog_id, None)
@@ -78,7 +95,7 @@ class WorkingStatus:
         """The status lines as plain text, oldest generation first."""
         now = self.clock()
         out = [
-            f"{w.indent}@{w.member} {w.doing} · {w.model} · {elapsed(now - w.since)}"
+            f"{w.indent}@{w.member} {w.describe(now)} · {w.model} · {elapsed(now - w.since)}"
             for w in list(self._working.values())
         ]
         if not out and self._idle_since is not None:

@@ -49,7 +49,7 @@ class RetryNotice(BaseModel):
     one, e.g. the mock)."""
 
     caller: str | None  # the dialog the generation is for, when known
-    provider: str
+    provider: str  # the llm.yaml entry
     model: str
     member: str | None
     host: str | None
@@ -150,12 +150,12 @@ class ProviderPool:
         return lambda: self._retry_listeners.remove(listener)
 
     def _retrying(
-        self, provider: Provider, request: GenerationRequest, max_attempts: int
+        self, name: str, provider: Provider, request: GenerationRequest, max_attempts: int
     ) -> Callable[[int, ProviderError, float], None]:
         def tell(attempt: int, error: ProviderError, delay: float) -> None:
             notice = RetryNotice(
                 caller=generation_caller.get(),
-                provider=provider.name,
+                provider=name,
                 model=request.model,
                 member=request.member,
                 host=getattr(provider, "host", None),
@@ -199,7 +199,7 @@ class ProviderPool:
                 retry_after_cap=cfg.retry_after_cap,
                 deadlines=deadlines,
                 sleep=self._sleep,
-                on_retry=self._retrying(provider, request, cfg.max_retries),
+                on_retry=self._retrying(provider_name, provider, request, cfg.max_retries),
             ):
                 yield ev
 
