@@ -97,6 +97,14 @@ def _clip(value: Any) -> Any:
     return value
 
 
+def stop_logging() -> None:
+    """Undo `setup_logging`: its handlers closed, the `mindloop` logger as it was."""
+    logger = logging.getLogger(ROOT_LOGGER)
+    _drop_ours(logger)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+
+
 class EventLog:
     """A bus listener that logs every runtime event but streamed chunks, with its fields:
     `{"event": "tool_call", "dialog_id": …, "name": …}`."""
