@@ -183,12 +183,15 @@ class TranscriptRenderer:
                 self.status.set_doing(did or "", "is thinking")
             return
         self._track(ev)
-        if isinstance(ev, GenerationStarted | GenerationEnded | DriveStarted | DriveEnded):
+        line = self._line(ev)
+        if line is None:  # nothing to print: the status lines stay as they are
+            if isinstance(ev, GenerationEnded | DriveEnded) and self._streaming(did):
+                self._end_text()  # its text is complete: the line ends
             self._show_status()
             return
         self._end_text()
         self.status.hide()
-        self._print(ev)
+        self.console.print(line)
         self._show_status()
 
     def _track(self, ev: Event) -> None:
@@ -218,47 +221,53 @@ class TranscriptRenderer:
         elif self._quiet_since is None:
             self._quiet_since = time.monotonic()
 
+    def _streaming(self, did: str | None) -> bool:
+        return self._in_text is not None and self._in_text.split(":", 1)[1] == (did or "")
+
     def _show_status(self) -> None:
         if self._in_text is None:
             self.status.show()
 
-    def _print(self, ev: Event) -> None:
+    def _line(self, ev: Event) -> str | None:
+        """The transcript line (rich markup) of an event, or None for one not shown."""
         did = ev.dialog_id
         lead = self._lead(did)
-        p = self.console.print
         match ev:
             case DialogCreated(parent_id=parent, member=member, kind=kind, session=session):
                 depth = self._depth.get(parent, -1) + 1 if parent else 0
                 self.set_dialog(did or "", member, depth)
-                if parent:
-                    what = "FBR side dialog (tool-less)" if kind == "fbr" else "side dialog"
-                    sess = f" session {session}" if session else ""
-                    p(f"{self._lead(did)}[cyan]↳ {what} {did} @{escape(member)}{escape(sess)}[/]")
+                if not parent:
+                    return None
+                what = "FBR side dialog (tool-less)" if kind == "fbr" else "side dialog"
+                sess = f" session {session}" if session else ""
+                return f"{self._lead(did)}[cyan]↳ {what} {did} @{escape(member)}{escape(sess)}[/]"
             case ToolCalled(name=name, arguments=arguments):
-                p(f"{lead}[yellow]⚙ {escape(name)}[/] {escape(_one_line(arguments, 100))}")
+                return f"{lead}[yellow]⚙ {escape(name)}[/] {escape(_one_line(arguments, 100))}"
             case ToolResulted(text=text, is_error=is_error):
                 mark = "[red]✗[/]" if is_error else "[green]✓[/]"
-                p(f"{lead}  {mark} {escape(_one_line(text))}")
+                return f"{lead}  {mark} {escape(_one_line(text))}"
             case ErrorRaised(message=message):
-                p(f"{lead}[red]error:[/] {escape(message)}")
+                return f"{lead}[red]error:[/] {escape(message)}"
             case NoteAdded(text=text):
-                p(f"{lead}[magenta]{escape(text)}[/]")
+                return f"{lead}[magenta]{escape(text)}[/]"
             case GenerationRestarted(attempt=attempt, reason=reason):
-                p(f"{lead}[dim]… retrying generation (attempt {attempt}): {escape(reason)}[/]")
+                return f"{lead}[dim]… retrying generation (attempt {attempt}): {escape(reason)}[/]"
             case ProviderRetried():
-                p(f"{lead}[yellow]{escape(retry_line(ev))}[/]")
+                return f"{lead}[yellow]{escape(retry_line(ev))}[/]"
             case TaskdocChanged(section=section):
-                p(f"{lead}[blue]✎ Taskdoc section {escape(section)} changed[/]")
+                return f"{lead}[blue]✎ Taskdoc section {escape(section)} changed[/]"
             case TellaskResponded(side_id=side, call_type=call_type):
                 what = "answer" if call_type == "tellask_back" else "reply"
                 who = escape(self._names.get(side, "?"))
-                p(f"{lead}[cyan]← {what} from @{who} ({side}) delivered[/]")
+                return f"{lead}[cyan]← {what} from @{who} ({side}) delivered[/]"
             case QuestionAsked(question_id=qid, headline=headline):
-                p(f"{lead}[cyan]? question {qid} for the human:[/] {escape(_one_line(headline))}")
+                return (
+                    f"{lead}[cyan]? question {qid} for the human:[/] {escape(_one_line(headline))}"
+                )
             case QuestionAnswered(question_id=qid):
-                p(f"{lead}[cyan]✓ question {qid} answered[/]")
+                return f"{lead}[cyan]✓ question {qid} answered[/]"
             case _:
-                pass
+                return None
 
     # ------------------------------------------------------------------ watching
 

@@ -238,3 +238,19 @@ def test_drive_events_alone_do_not_make_watch_idle_early() -> None:
     renderer.tick(now=time.monotonic() + 3)
     renderer.tick(now=time.monotonic() + 9)
     assert out.getvalue().count("idle since") == 1
+
+
+def test_the_status_comes_back_once_a_streamed_answer_is_complete() -> None:
+    out = io.StringIO()
+    renderer = TranscriptRenderer(Console(file=out, force_terminal=True, width=100), out=out)
+    renderer.set_dialog("a", "dev")
+    renderer.set_dialog("b", "qa")
+    renderer.handle(GenerationStarted(dialog_id="a", member="dev", model="m"))
+    renderer.handle(GenerationStarted(dialog_id="b", member="qa", model="m"))
+    renderer.handle(TextChunk(dialog_id="a", text="partial"))
+    assert renderer.status._live is None  # not over a half-written line
+    renderer.handle(GenerationEnded(dialog_id="a", finish_reason="stop"))
+    assert renderer.status._live is not None  # @qa still works: shown again
+    assert renderer.status.lines() == ["@qa is working · m · 0s"]
+    renderer.close()
+    assert "@dev: partial\n" in ANSI.sub("", out.getvalue())
