@@ -357,13 +357,22 @@ def post(project: Project, dialog: str, message: str) -> Posted:
     return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
 
 
-def answer(project: Project, question_id: str, text: str) -> Answered:
-    """Record the human's answer to an open question; the asking dialog becomes drivable."""
+def answer(
+    project: Project, question_id: str, text: str, *, check_provider: bool = True
+) -> Answered:
+    """Record the human's answer to an open question; the asking dialog becomes drivable.
+    With `check_provider` (the caller drives the dialog on next), the asking member's
+    provider is built first: a missing API key is refused and the question stays open."""
     _check_text(text, "the answer is empty")
     if not project.has_state():
         raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
+    store = project.runtime.store
+    if check_provider:
+        question = store.get_question(question_id)
+        if question.status == "open":
+            project.check_member(store.get_dialog(question.dialog_id).member)
     did = project.runtime.answer_question(question_id, text)
-    root = project.runtime.store.get_dialog(did).root_id
+    root = store.get_dialog(did).root_id
     log.info("answered %s (dialog %s)", question_id, did)
     return Answered(question_id=question_id, dialog_id=did, root_id=root)
 

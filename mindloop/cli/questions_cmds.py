@@ -84,7 +84,7 @@ async def _answer(
     try:
         if renderer is not None:
             renderer.know_dialogs(service.list_dialogs(project))
-        answered = service.answer(project, qid, text)
+        answered = service.answer(project, qid, text, check_provider=not no_drive)
         start_logging(project, verbose)
         if not as_json:
             console.print(f"answered {qid} (dialog {answered.dialog_id})")
