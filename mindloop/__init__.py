@@ -19,16 +19,21 @@ The public Python API (everything in `__all__`):
           report = await run(p, root_id=posted.dialog.id)
 
 Names are imported on first use, so `import mindloop` stays cheap.
+
+mindloop logs with the standard `logging` module under the `mindloop` logger (silent
+unless the application configures logging; the CLI writes `.mindloop/logs/`).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "mindloop.service": (
         "Answered",
+        "DeletedTree",
         "DialogSummary",
         "DriveReport",
         "Outcome",
@@ -37,6 +42,7 @@ _EXPORTS = {
         "Transcript",
         "TreeNode",
         "answer",
+        "delete_tree",
         "dialog_trees",
         "list_dialogs",
         "list_questions",
@@ -46,6 +52,7 @@ _EXPORTS = {
         "run",
         "show_dialog",
         "start_chat",
+        "tree_to_delete",
     ),
     "mindloop.dialogs.runtime": ("DialogRuntime",),
     "mindloop.dialogs.outcomes": ("DriveEnd", "DriveResult"),
@@ -59,6 +66,8 @@ _EXPORTS = {
     "mindloop.events.types": ("Event", "EventType"),
     "mindloop.providers.base": ("GenerationRequest", "Provider", "ProviderError"),
 }
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
@@ -66,6 +75,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DefaultPolicy",
+    "DeletedTree",
     "DialogRuntime",
     "DialogStatus",
     "DialogSummary",
@@ -90,6 +100,7 @@ __all__ = [
     "TurnPolicy",
     "answer",
     "check_config",
+    "delete_tree",
     "dialog_trees",
     "init_rtws",
     "list_dialogs",
@@ -101,6 +112,7 @@ __all__ = [
     "run",
     "show_dialog",
     "start_chat",
+    "tree_to_delete",
 ]
 
 if TYPE_CHECKING:
@@ -116,6 +128,7 @@ if TYPE_CHECKING:
     from mindloop.rtws import init_rtws
     from mindloop.service import (
         Answered,
+        DeletedTree,
         DialogSummary,
         DriveReport,
         Outcome,
@@ -124,6 +137,7 @@ if TYPE_CHECKING:
         Transcript,
         TreeNode,
         answer,
+        delete_tree,
         dialog_trees,
         list_dialogs,
         list_questions,
@@ -133,6 +147,7 @@ if TYPE_CHECKING:
         run,
         show_dialog,
         start_chat,
+        tree_to_delete,
     )
     from mindloop.store import DialogStatus
 

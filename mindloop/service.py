@@ -15,12 +15,19 @@ lives here, once:
 
 Commands that only read (`list_dialogs`, `show_dialog`, `list_questions`) never create
 state and need no valid configuration: an rtws that has run nothing simply has nothing.
+
+A project's listeners hear the runtime's events and, as `ProviderRetried` events, every
+retry of a model call (the provider pool's notices, tied to the dialog whose generation
+is retried).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
@@ -33,11 +40,11 @@ from mindloop.config import Config, ConfigError, load_config, tool_selection_pro
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
-from mindloop.events.types import Event
+from mindloop.events.types import Event, ProviderRetried
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
 from mindloop.providers.mock_script import MockScriptError, validate_script
-from mindloop.providers.pool import build_provider
+from mindloop.providers.pool import RetryNotice, build_provider
 from mindloop.store import (
     STATE_DIR,
     STATE_FILE,
@@ -48,9 +55,12 @@ from mindloop.store import (
     Store,
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
+from mindloop.taskdoc.fsio import atomic_write
 from mindloop.toolsets import standard_registry
 
 Listener = Callable[[Event], None]
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------- results
 
@@ -76,6 +86,7 @@ class Posted(BaseModel):
 class Answered(BaseModel):
     question_id: str
     dialog_id: str  # the dialog that asked, now driven on
+    root_id: str  # the root of its tree
 
 
 class DriveReport(BaseModel):
@@ -197,6 +208,7 @@ class Project:
                 durable=self.durable,
                 providers={**self._built, **self._injected},
             )
+            rt.providers.on_retry(lambda notice: rt.bus.publish(_retry_event(notice)))
             for listener in self._listeners:
                 rt.bus.subscribe(listener)
             self._runtime = rt
@@ -251,6 +263,21 @@ class Project:
         await self.aclose()
 
 
+def _retry_event(n: RetryNotice) -> ProviderRetried:
+    return ProviderRetried(
+        dialog_id=n.caller,
+        member=n.member,
+        provider=n.provider,
+        model=n.model,
+        host=n.host,
+        attempt=n.attempt,
+        max_attempts=n.max_attempts,
+        status=n.status,
+        error=n.error,
+        delay=n.delay,
+    )
+
+
 def open_project(
     rtws: Path | str,
     *,
@@ -302,6 +329,7 @@ def start_chat(
     if task is None:
         task, created = _default_task(project.rtws, message)
     rec, msg = project.runtime.start_root_dialog(task, message, member_id, title)
+    log.info("started dialog %s (@%s on %s)", rec.id, rec.member, rec.task_path)
     return Posted(dialog=rec, message=msg, tree=[rec], created_task=created)
 
 
@@ -316,17 +344,28 @@ def post(project: Project, dialog: str, message: str) -> Posted:
         raise MindloopError(f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}")
     project.check_member(rec.member)
     msg = project.runtime.post_user_message(rec.id, message)
+    log.info("posted to dialog %s", rec.id)
     return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
 
 
-def answer(project: Project, question_id: str, text: str) -> Answered:
-    """Record the human's answer to an open question; the asking dialog becomes drivable."""
+def answer(
+    project: Project, question_id: str, text: str, *, check_provider: bool = True
+) -> Answered:
+    """Record the human's answer to an open question; the asking dialog becomes drivable.
+    With `check_provider` (the caller drives the dialog on next), the asking member's
+    provider is built first: a missing API key is refused and the question stays open."""
     _check_text(text, "the answer is empty")
     if not project.has_state():
         raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
-    return Answered(
-        question_id=question_id, dialog_id=project.runtime.answer_question(question_id, text)
-    )
+    store = project.runtime.store
+    if check_provider:
+        question = store.get_question(question_id)
+        if question.status == "open":
+            project.check_member(store.get_dialog(question.dialog_id).member)
+    did = project.runtime.answer_question(question_id, text)
+    root = store.get_dialog(did).root_id
+    log.info("answered %s (dialog %s)", question_id, did)
+    return Answered(question_id=question_id, dialog_id=did, root_id=root)
 
 
 def retry(project: Project, dialog: str | None = None) -> list[str]:
@@ -343,12 +382,87 @@ def retry(project: Project, dialog: str | None = None) -> list[str]:
             )
         root_id = rec.id
     ids = rt.retry_stopped(root_id)
+    log.info("retrying %d dialog(s): %s", len(ids), ", ".join(ids) or "-")
     if dialog is not None and not ids:
         raise MindloopError(
             f"nothing to retry in dialog {root_id}'s tree: no root stopped on an error and "
             "no dialog stopped at the step limit"
         )
     return ids
+
+
+class DeletedTree(BaseModel):
+    """A dialog tree deleted (`delete_tree`): its root, every dialog id it had, and the
+    archive written first, if one was asked for."""
+
+    root_id: str
+    dialogs: list[str]
+    archive: Path | None = None
+
+
+def tree_to_delete(source: Source, dialog: str) -> list[DialogRecord]:
+    """The tree `delete_tree` would delete, root first; refuses as it does (no such
+    dialog, a side dialog). Changes nothing."""
+    with _reading(source) as store:
+        if store is None:
+            raise _no_dialog(dialog)
+        return _deletable_tree(store, dialog)
+
+
+def _deletable_tree(store: Store, dialog: str) -> list[DialogRecord]:
+    rec = store.get_dialog(store.resolve_dialog_id(dialog))
+    if rec.kind != "root":
+        raise MindloopError(
+            f"dialog {rec.id} is a {rec.kind} dialog of the tree of {rec.root_id}; "
+            f"delete the whole tree with its root: {rec.root_id}"
+        )
+    tree = store.list_dialogs(root_id=rec.id)
+    return [rec, *(d for d in tree if d.id != rec.id)]
+
+
+def delete_tree(source: Source, dialog: str, *, archive: Path | None = None) -> DeletedTree:
+    """Delete the root dialog `dialog` (an id or an unambiguous prefix) and its whole tree
+    from the store. With `archive`, the tree's transcripts (as `show_dialog` gives them)
+    are first written there as one JSON document; the deletion happens only once that file
+    is complete on disk. A side dialog is refused (its root holds its tellasks): name its
+    root. A tree a live process is driving is refused, and nothing is deleted."""
+    with _reading(source) as store:
+        if store is None:
+            raise _no_dialog(dialog)
+        tree = _deletable_tree(store, dialog)
+        root = tree[0]
+        if archive is not None:
+            _write_archive(store, tree, archive)
+        deleted = store.delete_tree(root.id)
+    if deleted is None:
+        raise MindloopError(
+            f"dialog {root.id}'s tree is being driven by a live mindloop process; stop it "
+            "(or wait for it to finish), then delete it"
+        )
+    log.info("deleted dialog tree %s (%d dialogs)", root.id, len(deleted))
+    return DeletedTree(root_id=root.id, dialogs=deleted, archive=archive)
+
+
+def _write_archive(store: Store, tree: list[DialogRecord], path: Path) -> None:
+    doc = {
+        "archived_at": time.time(),
+        "root_id": tree[0].root_id if tree else None,
+        "dialogs": [
+            Transcript(
+                dialog=d,
+                messages=store.load_history(d.id),
+                generations=store.generations(d.id),
+                interrupted=[e for e in store.events(d.id) if e["type"] == "generation_cancelled"],
+            ).model_dump(mode="json")
+            for d in tree
+        ],
+    }
+    try:
+        atomic_write(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise MindloopError(
+            f"--archive {path}: cannot write it ({exc.strerror}); nothing was deleted"
+        ) from None
 
 
 async def run(
@@ -371,6 +485,7 @@ async def run(
         # trees are not driven here at all (ending with this tree would cut them off).
         sched = Scheduler(rt, root_id=root_id)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
+    log.info("run started%s", " (watching)" if watch and root_id is None else "")
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     resumed += sched.resumed
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
@@ -383,7 +498,7 @@ async def run(
         hist = rt.store.load_history(root_id)
         if hist and hist[-1].kind == "assistant" and not rt.store.open_questions(dialog_id=root_id):
             answer = hist[-1].data.get("text")
-    return DriveReport(
+    report = DriveReport(
         root_id=root_id,
         answer=answer,
         max_steps=project.max_steps,
@@ -394,6 +509,8 @@ async def run(
         members=members,
         questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
     )
+    log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
+    return report
 
 
 # ---------------------------------------------------------------------------- reading

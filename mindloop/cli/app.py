@@ -2,111 +2,106 @@
 
 User mistakes (missing rtws, bad config, unknown ids) print one line and exit non-zero;
 a traceback only with `--debug`.
+
+Start-up is kept cheap (`mindloop --help` must answer at once): this module and the
+command modules import only typer and the standard library at import time; the engine,
+the store (SQLAlchemy), pydantic models and the provider SDKs are imported inside the
+commands that use them.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import sqlalchemy.exc
 import typer
 
 from mindloop.cli import dialogs_cmds
 from mindloop.cli.chat_cmd import chat, run
-from mindloop.cli.common import console, err_console, get_rtws
+from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
 from mindloop.cli.questions_cmds import answer, questions
+from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
-from mindloop.config import check_config
 from mindloop.errors import MindloopError
-from mindloop.rtws import init_rtws
-from mindloop.store.store import STATE_DIR, STATE_FILE
 
 app = typer.Typer(
     name="mindloop",
     help="A local-first runtime for teams of LLM agents.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+GLOBAL_PANEL = "Global options"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"mindloop {version('mindloop')}")
+        except PackageNotFoundError:  # pragma: no cover - run from a source tree
+            typer.echo("mindloop (not installed)")
+        raise typer.Exit(0)
 
 
 @app.callback()
 def _root(
     ctx: typer.Context,
     rtws: Annotated[
-        Path | None, typer.Option("-C", "--rtws", help="The runtime workspace (default: .).")
+        Path | None,
+        typer.Option(
+            "-C", "--rtws", help="The runtime workspace (default: .).", rich_help_panel=GLOBAL_PANEL
+        ),
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="Show tracebacks on errors.", rich_help_panel=GLOBAL_PANEL),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Also write the log (.mindloop/logs/) to stderr.",
+            rich_help_panel=GLOBAL_PANEL,
+        ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
 ) -> None:
-    ctx.obj = {"rtws": str(rtws) if rtws else None, "debug": debug}
+    ctx.obj = {"rtws": str(rtws) if rtws else None, "debug": debug, "verbose": verbose}
 
 
-@app.command()
-def init(
-    ctx: typer.Context,
-    directory: Annotated[
-        Path | None, typer.Argument(help="Where to create it (default: the rtws).")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
-    provider: Annotated[
-        str, typer.Option(help="auto | mock | openai | anthropic (auto picks from the env).")
-    ] = "auto",
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, llama.cpp, Ollama…).")
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model name for the chosen provider.")] = None,
-) -> None:
-    """Scaffold .minds/ and tasks/example.tsk/ (idempotent; never overwrites without --force)."""
-    target = directory if directory is not None else get_rtws(ctx, must_exist=False)
-    report = init_rtws(target, force=force, provider=provider, base_url=base_url, model=model)
-    for rel in report.created:
-        console.print(f"[green]created[/] {rel}")
-    for rel in report.skipped:
-        console.print(f"[dim]kept    {rel} (exists; --force to overwrite)[/]")
-    console.print(f"rtws {report.rtws} ready; provider: [bold]{report.provider}[/]")
-    console.print(
-        f'next: mindloop chat -C {target} --task tasks/example.tsk "list the files and summarise README.md"'
-    )
-
-
-@app.command()
-def check(ctx: typer.Context) -> None:
-    """Validate .minds/ configuration and Taskdoc packages; exit 1 with file:line errors."""
-    from mindloop.rtws.checks import check_rtws, rtws_warnings
-
-    rtws = get_rtws(ctx)
-    problems = [str(p) for p in check_config(rtws)] + check_rtws(rtws)
-    for line in rtws_warnings(rtws):
-        err_console.print(f"warning: {line}", markup=False, soft_wrap=True)
-    if problems:
-        for line in problems:
-            err_console.print(line, markup=False, soft_wrap=True)
-        err_console.print(f"{len(problems)} problem(s) found")
-        raise typer.Exit(1)
-    console.print("configuration OK")
-
-
+app.command()(init)
+app.command()(check)
+app.command()(schema)
 app.command()(chat)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)
 app.command()(demo)
-app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect dialogs.")
+app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
-app.add_typer(taskdoc_app, name="taskdoc", help="Show, audit and migrate Taskdocs.")
+app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
 
 
-GLOBAL_FLAGS = ("--debug",)
+GLOBAL_FLAGS = ("--debug", "--verbose")
 GLOBAL_VALUE_OPTIONS = ("-C", "--rtws")
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
-    """Let `-C DIR`, `--rtws DIR` and `--debug` stand anywhere on the line (as in
-    `mindloop chat -C proj …`): move them in front of the subcommand. `--` ends options."""
+    """Let `-C DIR`, `--rtws DIR`, `--debug` and `--verbose` stand anywhere on the line (as
+    in `mindloop chat -C proj …`): move them in front of the subcommand. `--` ends
+    options."""
     front: list[str] = []
     rest: list[str] = []
     i = 0
@@ -127,12 +122,56 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return front + rest
 
 
+def _global_copy(param: Any) -> Any:
+    """The root's option as every subcommand shows (and accepts) it: its value goes to
+    the root context, where `get_rtws` and the error handling read it."""
+    name = param.name
+
+    def store(ctx: Any, _param: Any, value: Any) -> None:
+        if value is None or value is False:
+            return
+        root = ctx.find_root()
+        if not isinstance(root.obj, dict):
+            root.obj = {}
+        root.obj[name] = str(value) if name == "rtws" else value
+
+    twin = copy.copy(param)
+    twin.expose_value = False
+    twin.callback = store
+    return twin
+
+
+def build_command() -> Any:
+    """The click command tree of `app`, with the global options (`-C`, `--debug`,
+    `--verbose`) shown in the help of every subcommand."""
+    root = typer.main.get_command(app)
+    shared = [_global_copy(p) for p in root.params if p.name in ("rtws", "debug", "verbose")]
+
+    def add(cmd: Any) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            have = {p.name for p in sub.params}
+            sub.params.extend(p for p in shared if p.name not in have)
+            add(sub)
+
+    add(root)
+    return root
+
+
+def _database_error(exc: BaseException) -> BaseException | None:
+    """The cause of a database failure, if `exc` is one (SQLAlchemy is imported only by
+    commands that open the state, so it is looked up, not imported, here)."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is None or not isinstance(exc, sa_exc.SQLAlchemyError):
+        return None
+    return getattr(exc, "orig", None) or exc
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     args = hoist_global_options(sys.argv[1:] if argv is None else list(argv))
     debug = "--debug" in args
     try:
-        rv = app(args=args, prog_name="mindloop", standalone_mode=False)
+        rv = build_command().main(args=args, prog_name="mindloop", standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -155,10 +194,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     # A damaged or foreign state file is a StoreError (above); this is the fallback for
     # database failures mid-command (e.g. a disk full, a lock held past busy_timeout).
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        if debug:
+    except Exception as exc:
+        cause = _database_error(exc)
+        if cause is None or debug:
             raise
-        cause = getattr(exc, "orig", None) or exc
+        from mindloop.store.store import STATE_DIR, STATE_FILE
+
         err_console.print(
             f"error: the runtime state {STATE_DIR}/{STATE_FILE} cannot be used: {cause} "
             "(--debug shows the details)",

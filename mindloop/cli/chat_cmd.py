@@ -1,39 +1,46 @@
 """`mindloop chat` and `mindloop run`: drive dialogs with the transcript streamed live.
 
 Both are thin: the use cases (and every check of the input) are `mindloop.service`'s; here
-the arguments are read, the transcript rendered and the outcome turned into an exit code.
+the arguments are read, the transcript rendered and the outcome turned into an exit code
+(DESIGN §8.6: 0 done, 1 error, 3 a cap reached, 4 waiting on the human, 130 interrupted).
+With `--json` the transcript is not streamed and one JSON summary is printed instead.
+The service and the renderer are imported when a command runs, not when the CLI loads.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from mindloop import service
 from mindloop.cli.common import (
     FILE_OPTION_HELP,
+    OUTCOME_EXIT_CODES,
     console,
     err_console,
     get_rtws,
+    global_option,
+    print_json,
     read_message,
     run_async,
 )
-from mindloop.cli.render import TranscriptRenderer
 from mindloop.errors import MindloopError
 
-# Waiting on the human is still a success for `chat` (the question is printed with how
-# to answer it); DESIGN §8.6's exit 4 comes with the work loop.
-EXIT_CODES = {
-    service.Outcome.DONE: 0,
-    service.Outcome.WAITING: 0,
-    service.Outcome.ERROR: 1,
-    service.Outcome.STEP_LIMIT: 3,
-}
+if TYPE_CHECKING:
+    from mindloop import service
+    from mindloop.cli.render import TranscriptRenderer
+
+log = logging.getLogger("mindloop.cli")
 
 RETRY_HINT = "fix the cause, then drive it again with: mindloop run --retry-errors -C {rtws}"
+JSON_HELP = "Print one JSON summary instead of the live transcript."
+# How often `run --watch` checks whether it has become idle (seconds).
+HEARTBEAT = 0.5
 
 
 def chat(
@@ -51,16 +58,47 @@ def chat(
     ] = None,
     max_steps: Annotated[int, typer.Option(min=1, help="Per-drive step limit.")] = 50,
     thinking: Annotated[bool, typer.Option(help="Show thinking output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Send a message to a root dialog and drive its whole tree until it answers."""
+    """Send a message to a root dialog and drive its whole tree until it answers.
+
+    Exit codes: 0 answered, 1 error, 3 step limit, 4 waiting on your answer, 130
+    interrupted."""
     rtws = get_rtws(ctx)
     if task is not None and not task.strip():
         raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
     if dialog and (task or member):
         raise MindloopError("--dialog continues an existing dialog; drop --task/--member")
     text = read_message(message, file)
-    code = run_async(_chat(rtws, text, task, member, dialog, max_steps, thinking), rtws)
+    options = _Options(max_steps, thinking, as_json, bool(global_option(ctx, "verbose")))
+    code = run_async(_chat(rtws, text, task, member, dialog, options), rtws)
     raise typer.Exit(code)
+
+
+@dataclass(frozen=True)
+class _Options:
+    max_steps: int
+    thinking: bool
+    as_json: bool
+    verbose: bool
+
+
+def make_renderer(as_json: bool, **kwargs: Any) -> TranscriptRenderer | None:
+    """The live transcript on the console, or None with `--json` (stdout is the JSON's)."""
+    if as_json:
+        return None
+    from mindloop.cli.render import TranscriptRenderer
+
+    return TranscriptRenderer(console, **kwargs)
+
+
+def start_logging(project: service.Project, verbose: bool) -> None:
+    """The rotating log of the rtws (and stderr with --verbose), with the runtime's events:
+    called once the command's input was accepted, so a refusal writes nothing."""
+    from mindloop.cli.logs import EventLog, setup_logging
+
+    setup_logging(project.rtws, verbose=verbose)
+    project.subscribe(EventLog())
 
 
 async def _chat(
@@ -69,28 +107,63 @@ async def _chat(
     task: str | None,
     member: str | None,
     dialog: str | None,
-    max_steps: int,
-    thinking: bool,
+    opts: _Options,
 ) -> int:
-    project = service.open_project(rtws, max_steps=max_steps)
-    renderer = TranscriptRenderer(console, show_thinking=thinking)
-    project.subscribe(renderer.handle)
+    from mindloop import service
+
+    project = service.open_project(rtws, max_steps=opts.max_steps)
+    renderer = make_renderer(opts.as_json, show_thinking=opts.thinking)
+    if renderer is not None:
+        project.subscribe(renderer.handle)
     try:
         if dialog:
             posted = service.post(project, dialog, message)
         else:
             posted = service.start_chat(project, message, task=task, member=member)
-        if posted.created_task is not None:
-            console.print(f"[dim]created {posted.created_task} for this dialog[/]")
+        start_logging(project, opts.verbose)
         rec = posted.dialog
-        renderer.know_dialogs(posted.tree)
-        console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
-        console.print(f"[bold]you:[/] {escape(message)}", highlight=False)
+        log.info(
+            "chat: %s dialog %s (@%s)", "posted to" if dialog else "started", rec.id, rec.member
+        )
+        if renderer is not None:
+            if posted.created_task is not None:
+                console.print(f"[dim]created {posted.created_task} for this dialog[/]")
+            renderer.know_dialogs(posted.tree)
+            console.print(f"[dim]dialog {rec.id} · @{rec.member} · {rec.task_path}[/]")
+            console.print(f"[bold]you:[/] {escape(message)}", highlight=False)
         report = await service.run(project, root_id=rec.root_id)
     finally:
-        renderer.close()
+        if renderer is not None:
+            renderer.close()
         await project.aclose()
+    if opts.as_json:
+        code = OUTCOME_EXIT_CODES[report.outcome]
+        print_json(summary(report, code, project.state_file, created_task=posted.created_task))
+        return code
     return report_tree(report, project.rtws, project.state_file)
+
+
+def summary(
+    report: service.DriveReport, code: int, state_file: Path, **extra: Any
+) -> dict[str, Any]:
+    """The `--json` summary of a run: its outcome and exit code, the root's answer (for a
+    chat), failures, questions, and the whole report."""
+    last = report.last
+    answer = last.final_text if last is not None and last.final_text else report.answer
+    return {
+        "outcome": str(report.outcome),
+        "exit_code": code,
+        "root_id": report.root_id,
+        "answer": answer,
+        "failed": [
+            {"dialog_id": r.dialog_id, "member": report.member_of(r.dialog_id), "error": r.error}
+            for r in report.failed
+        ],
+        "step_limited": [r.dialog_id for r in report.step_limited],
+        "state_file": str(state_file),
+        **extra,
+        "report": report.model_dump(mode="json"),
+    }
 
 
 def _summary(error: str | None) -> str:
@@ -145,7 +218,7 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
             f"({report.max_steps}); continue with --dialog {root_id}[/]"
         )
     console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
-    return EXIT_CODES[report.outcome]
+    return OUTCOME_EXIT_CODES[report.outcome]
 
 
 def run(
@@ -162,29 +235,90 @@ def run(
             "its cause: a missing mock entry, an unset API key, a provider outage).",
         ),
     ] = False,
+    dialog: Annotated[
+        str | None,
+        typer.Option(
+            "--dialog",
+            "-d",
+            help="With --retry-errors: retry only this root dialog's tree (id or prefix), "
+            "and report on it.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Run the backend loop: resume interrupted dialogs and drive everything drivable."""
+    """Run the backend loop: resume interrupted dialogs and drive everything drivable.
+
+    Exit codes: 0 done, 1 error, 3 step limit, 4 a question waits on your answer, 130
+    interrupted."""
     rtws = get_rtws(ctx)
-    code = run_async(_run(rtws, watch, max_steps, retry_errors), rtws)
+    if dialog is not None and not retry_errors:
+        raise MindloopError("--dialog chooses the tree --retry-errors retries: add --retry-errors")
+    if watch and as_json:
+        raise MindloopError("--json prints a summary when the run ends; --watch never ends")
+    verbose = bool(global_option(ctx, "verbose"))
+    code = run_async(_run(rtws, watch, max_steps, retry_errors, dialog, as_json, verbose), rtws)
     raise typer.Exit(code)
 
 
-async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = False) -> int:
+async def _heartbeat(renderer: TranscriptRenderer) -> None:
+    import asyncio
+
+    while True:
+        await asyncio.sleep(HEARTBEAT)
+        renderer.tick()
+
+
+async def _run(
+    rtws: Path,
+    watch: bool,
+    max_steps: int,
+    retry_errors: bool = False,
+    dialog: str | None = None,
+    as_json: bool = False,
+    verbose: bool = False,
+) -> int:
+    import asyncio
+
+    from mindloop import service
+
     project = service.open_project(rtws, max_steps=max_steps)
-    renderer = TranscriptRenderer(console)
-    project.subscribe(renderer.handle)
+    renderer = make_renderer(as_json, tag_lines=watch)
+    if renderer is not None:
+        project.subscribe(renderer.handle)
+    beat: asyncio.Task[None] | None = None
+    root_id: str | None = None
     try:
         resumed = project.recover()  # opens the runtime (and the state)
-        renderer.know_dialogs(service.list_dialogs(project))
-        if resumed:
+        start_logging(project, verbose)
+        if renderer is not None:
+            renderer.know_dialogs(service.list_dialogs(project))
+        if resumed and not as_json:
             console.print(f"[dim]resuming {len(resumed)} interrupted dialog(s)[/]")
         if retry_errors:
-            retried = service.retry(project)
-            console.print(f"[dim]retrying {len(retried)} dialog(s) that stopped on an error[/]")
-        report = await service.run(project, watch=watch)
+            retried = service.retry(project, dialog)
+            if dialog is not None:  # a root: `retry` refuses a side dialog
+                root_id = project.runtime.store.resolve_dialog_id(dialog)
+            if not as_json:
+                console.print(f"[dim]retrying {len(retried)} dialog(s) that stopped short[/]")
+        if watch and renderer is not None:
+            console.print(
+                f"[dim]watching {rtws} for work (pid {os.getpid()}); every line shows its "
+                "dialog and member; Ctrl-C stops[/]"
+            )
+            beat = asyncio.create_task(_heartbeat(renderer))
+        report = await service.run(project, watch=watch, root_id=root_id)
     finally:
-        renderer.close()
+        if beat is not None:
+            beat.cancel()
+        if renderer is not None:
+            renderer.close()
         await project.aclose()
+    code = OUTCOME_EXIT_CODES[report.outcome]
+    if as_json:
+        print_json(summary(report, code, project.state_file))
+        return code
+    if root_id is not None:
+        return report_tree(report, project.rtws, project.state_file)
     for q in report.questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
     console.print(
@@ -193,5 +327,4 @@ async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = Fal
     print_failures(report)
     if report.failed or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
-        return 1
-    return 0
+    return code

@@ -1,8 +1,12 @@
-"""What every CLI command shares: the rtws option, the console, error exits."""
+"""What every CLI command shares: the rtws option, the console, error exits, JSON output.
+
+Cheap to import (only rich's console beyond the standard library): `mindloop --help`
+loads every command module.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import json
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -19,10 +23,22 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 INTERRUPTED_EXIT = 130
 
+# DESIGN §8.6: what a command that drives dialogs came to, as its exit code (keyed by
+# `service.Outcome`'s values, so this table needs no import of the service).
+OUTCOME_EXIT_CODES: dict[str, int] = {"done": 0, "error": 1, "step_limit": 3, "waiting": 4}
+
+
+def print_json(data: Any) -> None:
+    """Machine-readable output of a command (`--json`): one JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
 
 def run_async(main: Coroutine[Any, Any, int], rtws: Path | None = None) -> int:
     """Run a command's coroutine; Ctrl-C ends it cleanly (the runtime has saved the
     interrupted dialogs, marked to be resumed) with exit code 130 and a note saying so."""
+    import asyncio
+
     try:
         return asyncio.run(main)
     except KeyboardInterrupt:
@@ -34,10 +50,15 @@ def run_async(main: Coroutine[Any, Any, int], rtws: Path | None = None) -> int:
         return INTERRUPTED_EXIT
 
 
+def global_option(ctx: typer.Context, name: str) -> Any:
+    """A global option's value (`rtws`, `debug`, `verbose`), wherever it was written."""
+    root = ctx.find_root()
+    return root.obj.get(name) if isinstance(root.obj, dict) else None
+
+
 def get_rtws(ctx: typer.Context, *, must_exist: bool = True) -> Path:
     """The rtws chosen with the global `-C/--rtws` option (default: current directory)."""
-    root = ctx.find_root()
-    raw = (root.obj or {}).get("rtws") if isinstance(root.obj, dict) else None
+    raw = global_option(ctx, "rtws")
     path = Path(raw or ".").resolve()
     if must_exist and not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {raw}`)")

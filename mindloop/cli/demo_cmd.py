@@ -3,20 +3,18 @@ layer, answering its one question on the human's behalf."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from mindloop import service
 from mindloop.cli.common import INTERRUPTED_EXIT, console, err_console
-from mindloop.cli.render import TranscriptRenderer
-from mindloop.demo import DEMO_PROMPT, DEMO_TASK, DEMO_TITLE, HUMAN_ANSWER, prepare_demo_rtws
-from mindloop.dialogs.runtime import DriveEnd, DriveResult
+
+if TYPE_CHECKING:
+    from mindloop.dialogs.outcomes import DriveResult
 
 
 @dataclass
@@ -31,6 +29,11 @@ class DemoReport:
 
 async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     """Create the demo rtws and play the scenario, rendering the transcript live."""
+    from mindloop import service
+    from mindloop.cli.render import TranscriptRenderer
+    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, DEMO_TITLE, HUMAN_ANSWER, prepare_demo_rtws
+    from mindloop.dialogs.outcomes import DriveEnd, DriveResult
+
     directory = prepare_demo_rtws(directory)
     console.rule("mindloop demo")
     console.print(f"rtws: {directory}  (scripted mock model, no network)")
@@ -72,6 +75,8 @@ def demo(
     ] = None,
 ) -> None:
     """Run a short scripted scenario offline and show where its state lives."""
+    import asyncio
+
     try:
         report = asyncio.run(run_demo(directory, console))
     except KeyboardInterrupt:

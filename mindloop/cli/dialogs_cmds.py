@@ -1,18 +1,25 @@
-"""`mindloop dialogs list|show`: inspect stored dialogs."""
+"""`mindloop dialogs list|show|tree|delete`: inspect stored dialogs, archive and delete them.
+
+The service and the store are imported when a command runs, not when the CLI loads.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from mindloop import service
-from mindloop.cli.common import console, get_rtws
-from mindloop.store import MessageRecord
+from mindloop.cli.common import console, get_rtws, print_json
+from mindloop.errors import MindloopError
+
+if TYPE_CHECKING:
+    from mindloop import service
+    from mindloop.store import MessageRecord
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -28,6 +35,10 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List dialogs, oldest first."""
+    from rich.table import Table
+
+    from mindloop import service
+
     rows = service.list_dialogs(get_rtws(ctx), task=task, counts=True)
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in rows], indent=2, ensure_ascii=False))
@@ -75,6 +86,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show one dialog's full transcript."""
+    from mindloop import service
+
     shown = service.show_dialog(get_rtws(ctx), dialog_id)
     rec, msgs, gens = shown.dialog, shown.messages, shown.generations
     cut = list(shown.interrupted)
@@ -130,8 +143,61 @@ def _tree_line(node: service.TreeNode) -> str:
 def tree(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="A task package path or a dialog id (prefix).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Print the dialog tree(s) of a task, or the tree containing a dialog."""
-    for nodes in service.dialog_trees(get_rtws(ctx), target):
+    from mindloop import service
+
+    trees = service.dialog_trees(get_rtws(ctx), target)
+    if as_json:
+        print_json([[node.model_dump(mode="json") for node in nodes] for nodes in trees])
+        return
+    for nodes in trees:
         for node in nodes:
             console.print(escape(_tree_line(node)))
+
+
+@app.command()
+def delete(
+    ctx: typer.Context,
+    dialog_id: Annotated[str, typer.Argument(help="A root dialog id (or unambiguous prefix).")],
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            "--archive",
+            help="First write the whole tree's transcripts to this JSON file; the tree is "
+            "deleted only once the file is complete.",
+        ),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Delete a root dialog and its whole tree of side dialogs (optionally archiving it).
+
+    Its messages, generations, questions and waits go with it; the Taskdoc and its audit
+    history stay. A tree that a live process is driving is refused."""
+    from mindloop import service
+
+    rtws = get_rtws(ctx)
+    if not yes:
+        tree = service.tree_to_delete(rtws, dialog_id)
+        root, sides = tree[0], len(tree) - 1
+        if not sys.stdin.isatty():
+            raise MindloopError(
+                f"deleting dialog {root.id} and its {sides} side dialog(s) needs "
+                "confirmation: add --yes"
+            )
+        typer.confirm(
+            f"Delete dialog {root.id} (@{root.member}, {root.task_path}) and its "
+            f"{sides} side dialog(s)?",
+            abort=True,
+        )
+    deleted = service.delete_tree(
+        rtws, dialog_id, archive=archive.resolve() if archive is not None else None
+    )
+    if as_json:
+        print_json(deleted.model_dump(mode="json"))
+        return
+    if deleted.archive is not None:
+        console.print(f"archived {len(deleted.dialogs)} dialog(s) to {deleted.archive}")
+    console.print(f"deleted dialog {deleted.root_id} and {len(deleted.dialogs) - 1} side dialog(s)")

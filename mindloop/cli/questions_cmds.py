@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from mindloop import service
-from mindloop.cli.chat_cmd import print_failures
-from mindloop.cli.common import FILE_OPTION_HELP, console, get_rtws, read_message, run_async
-from mindloop.cli.render import TranscriptRenderer
+from mindloop.cli.chat_cmd import JSON_HELP, make_renderer, report_tree, start_logging, summary
+from mindloop.cli.common import (
+    FILE_OPTION_HELP,
+    OUTCOME_EXIT_CODES,
+    console,
+    get_rtws,
+    global_option,
+    print_json,
+    read_message,
+    run_async,
+)
 
 
 def questions(
     ctx: typer.Context,
     task: Annotated[str | None, typer.Option("--task", help="Only questions of this task.")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List open questions for the human, across all dialogs."""
+    from rich.table import Table
+
+    from mindloop import service
+
     qs = service.list_questions(get_rtws(ctx), task=task)
     if as_json:
-        typer.echo(json.dumps([q.model_dump() for q in qs], indent=2, ensure_ascii=False))
+        print_json([q.model_dump(mode="json") for q in qs])
         return
     if not qs:
         console.print("no open questions")
@@ -50,29 +59,46 @@ def answer(
         bool,
         typer.Option("--no-drive", help="Record the answer only; `mindloop run` drives later."),
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Answer a question; the asking dialog (and its tree) is driven on."""
+    """Answer a question; the asking dialog (and its tree) is driven on.
+
+    Exit codes: 0 done, 1 error, 3 step limit, 4 another question waits on you, 130
+    interrupted."""
     rtws = get_rtws(ctx)
     reply = read_message(text, file, what="answer")
-    code = run_async(_answer(rtws, question_id, reply, no_drive), rtws)
+    verbose = bool(global_option(ctx, "verbose"))
+    code = run_async(_answer(rtws, question_id, reply, no_drive, as_json, verbose), rtws)
     raise typer.Exit(code)
 
 
-async def _answer(rtws: Path, qid: str, text: str, no_drive: bool) -> int:
+async def _answer(
+    rtws: Path, qid: str, text: str, no_drive: bool, as_json: bool, verbose: bool
+) -> int:
+    from mindloop import service
+
     project = service.open_project(rtws)
-    renderer = TranscriptRenderer(console)
-    project.subscribe(renderer.handle)
+    renderer = make_renderer(as_json)
+    if renderer is not None:
+        project.subscribe(renderer.handle)
     try:
-        renderer.know_dialogs(service.list_dialogs(project))
-        answered = service.answer(project, qid, text)
-        console.print(f"answered {qid} (dialog {answered.dialog_id})")
+        if renderer is not None:
+            renderer.know_dialogs(service.list_dialogs(project))
+        answered = service.answer(project, qid, text, check_provider=not no_drive)
+        start_logging(project, verbose)
+        if not as_json:
+            console.print(f"answered {qid} (dialog {answered.dialog_id})")
         if no_drive:
+            if as_json:
+                print_json({"answered": answered.model_dump(), "driven": False})
             return 0
-        report = await service.run(project)
+        report = await service.run(project, root_id=answered.root_id)
     finally:
-        renderer.close()
+        if renderer is not None:
+            renderer.close()
         await project.aclose()
-    for q in report.questions:
-        console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
-    print_failures(report)
-    return 1 if report.failed or report.crashed else 0
+    if as_json:
+        code = OUTCOME_EXIT_CODES[report.outcome]
+        print_json(summary(report, code, project.state_file, answered=answered.model_dump()))
+        return code
+    return report_tree(report, project.rtws, project.state_file)

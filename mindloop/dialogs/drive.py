@@ -42,7 +42,7 @@ from mindloop.events.types import (
     NoteAdded,
 )
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
-from mindloop.providers.pool import ProviderPool
+from mindloop.providers.pool import ProviderPool, generation_caller
 from mindloop.store import DialogStatus, MessageRecord, Store
 
 # The status a dialog is left in when a drive ends, by how it ended.
@@ -162,6 +162,9 @@ class Driver:
             self.store.record_event("error", did, {"code": exc.code, "message": str(exc)})
             return Failed(str(exc)), state
         out = GenerationOutcome()
+        # The pool's retry notices name the dialog whose generation is retried (this
+        # drive's task context).
+        generation_caller.set(did)
         self.bus.publish(GenerationStarted(dialog_id=did, member=live.member.id, model=req.model))
         try:
             await run_generation(

@@ -23,6 +23,7 @@ class EventType(StrEnum):
     THINKING_CHUNK = "thinking_chunk"
     GENERATION_END = "generation_end"
     GENERATION_RESTART = "generation_restart"
+    PROVIDER_RETRY = "provider_retry"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     ERROR = "error"
@@ -98,6 +99,24 @@ class GenerationRestarted(Event):
     type: ClassVar[EventType] = EventType.GENERATION_RESTART
     attempt: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderRetried(Event):
+    """A generation's model call failed and is tried again: `attempt` (2 for the first
+    retry) of `max_attempts` starts after `delay` seconds. `host` is the server tried
+    (None for a provider without one, e.g. the mock), `status` the HTTP status if any."""
+
+    type: ClassVar[EventType] = EventType.PROVIDER_RETRY
+    member: str | None
+    provider: str
+    model: str
+    host: str | None
+    attempt: int
+    max_attempts: int
+    status: int | None
+    error: str
+    delay: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

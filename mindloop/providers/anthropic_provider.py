@@ -192,7 +192,8 @@ class AnthropicProvider:
             timeout=timeout,
             max_retries=0,
         )
-        self.host = wire_errors.host_of(str(self._client.base_url))
+        self.base_url = str(self._client.base_url)
+        self.host = wire_errors.host_of(self.base_url)
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The keyword arguments for `messages.create` (minus `stream`)."""
@@ -355,7 +356,7 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, anthropic.APIConnectionError):
-            return wire_errors.connection_error(self.name, self.host, exc)
+            return wire_errors.connection_error(self.name, self.host, exc, self.base_url)
         if isinstance(exc, httpx2.TransportError):
             return wire_errors.dropped_stream(self.name, self.host, type(exc).__name__)
         if isinstance(exc, json.JSONDecodeError):

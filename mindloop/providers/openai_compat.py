@@ -188,7 +188,8 @@ class OpenAICompatProvider:
             timeout=timeout,
             max_retries=0,
         )
-        self.host = wire_errors.host_of(str(self._client.base_url))
+        self.base_url = str(self._client.base_url)
+        self.host = wire_errors.host_of(self.base_url)
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The keyword arguments for `chat.completions.create` (minus `stream`)."""
@@ -320,7 +321,7 @@ class OpenAICompatProvider:
         if isinstance(exc, openai.APITimeoutError):
             return wire_errors.transport_error(self.name, self.host, "request timed out", exc)
         if isinstance(exc, openai.APIConnectionError):
-            return wire_errors.connection_error(self.name, self.host, exc)
+            return wire_errors.connection_error(self.name, self.host, exc, self.base_url)
         if isinstance(exc, openai.APIError):  # an error object inside a 200 stream
             return wire_errors.stream_error(self.name, {"error": exc.body}, secret=self._secret)
         if isinstance(exc, httpx2.TimeoutException):

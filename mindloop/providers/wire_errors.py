@@ -173,11 +173,14 @@ def transport_error(provider: str, host: str, what: str, exc: BaseException) -> 
     return ProviderError(f"{provider}: {what} at {host} ({type(exc).__name__})", retriable=True)
 
 
-def connection_error(provider: str, host: str, exc: BaseException) -> ProviderError:
+def connection_error(
+    provider: str, host: str, exc: BaseException, base_url: str | None = None
+) -> ProviderError:
     """An SDK connection error, judged by the transport error underneath it: a request
     that could not even be formed (bad URL scheme, illegal header) will fail again the
     same way; a read that broke off is a dropped stream; anything else (refused, reset,
-    DNS) is a transient connection failure."""
+    DNS) is a transient connection failure, which names the whole base URL tried and the
+    llm.yaml key that sets it (a wrong port or path is then plain to see)."""
     cause = exc.__cause__ or exc.__context__
     if isinstance(cause, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
         return ProviderError(
@@ -189,7 +192,13 @@ def connection_error(provider: str, host: str, exc: BaseException) -> ProviderEr
         return dropped_stream(provider, host, type(cause).__name__)
     if isinstance(cause, httpx2.TimeoutException):
         return transport_error(provider, host, "request timed out", cause)
-    return transport_error(provider, host, "connection failed", exc)
+    if base_url is None:
+        return transport_error(provider, host, "connection failed", exc)
+    return ProviderError(
+        f"{provider}: connection failed at {base_url} ({type(exc).__name__}); is a server "
+        f"running there? (providers.{provider}.base_url in .minds/llm.yaml)",
+        retriable=True,
+    )
 
 
 def dropped_stream(provider: str, host: str, detail: str) -> ProviderError:

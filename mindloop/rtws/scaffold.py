@@ -2,14 +2,23 @@
 
 The provider is chosen from the environment: an OpenAI key (or an explicit base URL for a
 local OpenAI-compatible server) → openai-compatible; an Anthropic key → anthropic;
-otherwise the scripted mock provider, so a fresh project runs offline.
+otherwise the scripted mock provider, so a fresh project runs offline. A server on this
+machine or the local network (vLLM, llama.cpp, Ollama) usually takes no key, so its entry
+names no key variable unless asked to (`api_key_env`).
+
+Files that exist are kept (unless `force`), and the report says so file by file: the
+provider it names is the one the kept team.yaml uses, and options that only shape a kept
+file are listed as not applied, never claimed.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -69,12 +78,46 @@ _MOCK_SCRIPT = {
 }
 
 
+TEAM_REL = ".minds/team.yaml"
+LLM_REL = ".minds/llm.yaml"
+
+
 @dataclass
 class InitReport:
+    """What `init_rtws` did. `provider` is what the members of team.yaml use now: the one
+    configured here, or the kept file's (None when it cannot be read). `not_applied`
+    names options that shaped only files that were kept."""
+
     rtws: Path
-    provider: str
+    provider: str | None
     created: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    not_applied: list[str] = field(default_factory=list)
+
+    @property
+    def team_kept(self) -> bool:
+        return TEAM_REL in self.skipped
+
+
+def is_local_url(url: str) -> bool:
+    """Whether a base URL points at this machine or the local network (loopback, private
+    or link-local addresses, `localhost`, `*.local`), where servers rarely want a key."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return addr.is_loopback or addr.is_private or addr.is_link_local
+
+
+def _openai_key_env(base_url: str | None, api_key_env: str | None) -> str | None:
+    if api_key_env is not None:
+        return api_key_env or None  # "" asks for no key variable
+    if base_url and is_local_url(base_url):
+        return None
+    return "OPENAI_API_KEY"
 
 
 def _provider_choice(provider: str, base_url: str | None) -> str:
@@ -87,7 +130,19 @@ def _provider_choice(provider: str, base_url: str | None) -> str:
     return "mock"
 
 
-def _llm_yaml(base_url: str | None, model: str | None) -> dict[str, object]:
+def _llm_yaml(
+    base_url: str | None, model: str | None, api_key_env: str | None = None
+) -> dict[str, object]:
+    openai: dict[str, object] = {
+        "kind": "openai-compatible",
+        "base_url": base_url or "https://api.openai.com/v1",
+    }
+    key_env = _openai_key_env(base_url, api_key_env)
+    if key_env:
+        openai["api_key_env"] = key_env
+    openai["models"] = {
+        (model or "gpt-4o-mini"): {"context_length": 128000, "max_output_tokens": 16384}
+    }
     return {
         "providers": {
             "mock": {
@@ -95,14 +150,7 @@ def _llm_yaml(base_url: str | None, model: str | None) -> dict[str, object]:
                 "script_dir": ".minds/mock",
                 "models": {MOCK_MODEL: {"context_length": 128000}},
             },
-            "openai": {
-                "kind": "openai-compatible",
-                "base_url": base_url or "https://api.openai.com/v1",
-                "api_key_env": "OPENAI_API_KEY",
-                "models": {
-                    (model or "gpt-4o-mini"): {"context_length": 128000, "max_output_tokens": 16384}
-                },
-            },
+            "openai": openai,
             "anthropic": {
                 "kind": "anthropic",
                 "api_key_env": "ANTHROPIC_API_KEY",
@@ -149,6 +197,17 @@ def dump_yaml(data: object) -> str:
 _dump = dump_yaml
 
 
+def _kept_provider(rtws: Path) -> str | None:
+    """The provider the members of an existing team.yaml use by default, if readable."""
+    try:
+        data = yaml.safe_load((rtws / TEAM_REL).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    defaults = data.get("member_defaults") if isinstance(data, dict) else None
+    provider = defaults.get("provider") if isinstance(defaults, dict) else None
+    return provider if isinstance(provider, str) else None
+
+
 def init_rtws(
     rtws: Path,
     *,
@@ -156,19 +215,26 @@ def init_rtws(
     provider: str = "auto",
     base_url: str | None = None,
     model: str | None = None,
+    api_key_env: str | None = None,
 ) -> InitReport:
-    """Create the layout; existing files are kept unless `force` (then overwritten)."""
+    """Create the layout; existing files are kept unless `force` (then overwritten).
+    `api_key_env`: the key variable of the openai entry (default: OPENAI_API_KEY, none
+    for a local `base_url`; "" for none)."""
     if provider not in {"auto", "mock", "openai", "anthropic"}:
         raise MindloopError(
             f"--provider must be one of auto, mock, openai, anthropic (got {provider!r})"
+        )
+    if api_key_env and not _ENV_NAME.fullmatch(api_key_env):
+        raise MindloopError(
+            f"--api-key-env must be the NAME of an environment variable, got {api_key_env!r}"
         )
     rtws = Path(rtws)
     if rtws.exists() and not rtws.is_dir():
         raise MindloopError(f"{rtws} exists and is not a directory")
     chosen = _provider_choice(provider, base_url)
     files: dict[str, str] = {
-        ".minds/llm.yaml": _dump(_llm_yaml(base_url, model)),
-        ".minds/team.yaml": _dump(_team_yaml(chosen, model)),
+        LLM_REL: _dump(_llm_yaml(base_url, model, api_key_env)),
+        TEAM_REL: _dump(_team_yaml(chosen, model)),
         f".minds/team/{DEFAULT_MEMBER}/persona.md": _PERSONA,
         f".minds/mock/{MOCK_MODEL}.yaml": _dump(_MOCK_SCRIPT),
         "tasks/example.tsk/goals.md": _GOALS,
@@ -186,4 +252,28 @@ def init_rtws(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
         report.created.append(rel)
+    if report.team_kept:
+        report.provider = _kept_provider(rtws)
+    _not_applied(report, provider, base_url, model, api_key_env)
     return report
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _not_applied(
+    report: InitReport,
+    provider: str,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+) -> None:
+    """The options given that shape only files that were kept."""
+    llm_kept = LLM_REL in report.skipped
+    shaped = {
+        "--provider": (provider != "auto", report.team_kept),
+        "--model": (model is not None, report.team_kept),
+        "--base-url": (base_url is not None, llm_kept),
+        "--api-key-env": (api_key_env is not None, llm_kept),
+    }
+    report.not_applied = [opt for opt, (given, kept) in shaped.items() if given and kept]

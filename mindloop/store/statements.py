@@ -95,6 +95,31 @@ EXPIRE_CLAIM = (
 )
 RUNNING_CLAIMS = sa.select(_d.id, _d.claim_owner).where(_d.status == "running")
 
+# Deleting a dialog tree (`Store.delete_tree`): every row that names one of its dialogs.
+# The tree's dialogs held by a live claim (some process drives them) stop the deletion.
+_ids: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
+TREE_IDS = sa.select(_d.id).where(_by(_d.root_id, "root_id"))
+TREE_DRIVEN = sa.select(_d.id).where(
+    _by(_d.root_id, "root_id"),
+    _d.status == "running",
+    _d.claim_owner.is_not(None),
+    _d.claim_expires >= sa.bindparam("_now"),
+)
+DELETE_TREE_ROWS = (
+    sa.delete(t.messages).where(_m.dialog_id.in_(_ids)),
+    sa.delete(t.generations).where(t.generations.c.dialog_id.in_(_ids)),
+    sa.delete(t.events).where(t.events.c.dialog_id.in_(_ids)),
+    sa.delete(t.pending_tellasks).where(sa.or_(_p.caller_id.in_(_ids), _p.side_id.in_(_ids))),
+    sa.delete(t.responses).where(sa.or_(_r.caller_id.in_(_ids), _r.side_id.in_(_ids))),
+    sa.delete(t.questions).where(sa.or_(_q.dialog_id.in_(_ids), _q.root_id.in_(_ids))),
+    sa.delete(t.sessions).where(
+        sa.or_(t.sessions.c.root_id.in_(_ids), t.sessions.c.dialog_id.in_(_ids))
+    ),
+    sa.delete(t.reminders).where(t.reminders.c.dialog_id.in_(_ids)),
+    sa.delete(t.waits).where(t.waits.c.dialog_id.in_(_ids)),
+    sa.delete(t.dialogs).where(_d.id.in_(_ids)),
+)
+
 # ---------------------------------------------------------------------- reads
 
 SCHEMA_VERSION = sa.select(t.schema_version.c.version)

@@ -300,6 +300,22 @@ class Store:
             stmt = stmt.where(t.dialogs.c.task_path == task_path)
         return self._records(DialogRecord, stmt)
 
+    def delete_tree(self, root_id: str, *, now: float | None = None) -> list[str] | None:
+        """Delete the dialog tree of `root_id` (the root and every side dialog under it)
+        with every row naming one of its dialogs — messages, generations, events,
+        tellasks, replies, questions, sessions, reminders, waits — in one transaction.
+        Taskdoc audit records stay: they belong to the task. Returns the ids deleted, or
+        None (nothing deleted) when a live process drives a dialog of the tree."""
+        params = {"root_id": root_id, "_now": time.time() if now is None else now}
+        with self.tx():
+            if self._rows(q.TREE_DRIVEN, params):
+                return None
+            ids = [r[0] for r in self._rows(q.TREE_IDS, params)]
+            if ids:
+                for stmt in q.DELETE_TREE_ROWS:
+                    self._write(stmt, {"ids": ids})
+        return ids
+
     def update_dialog(self, dialog_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
         fields["_id"] = dialog_id

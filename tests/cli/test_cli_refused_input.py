@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenario_util import ml
+from tests.scenario_util import ml, write_script
 
 EXAMPLE = "list the files and summarise README.md"  # the scaffolded mock script answers it
 
@@ -105,3 +105,20 @@ def test_a_broken_mock_script_is_refused_with_file_line_problems_on_stderr(
         "(did you mean 'match'?)"
     ]
     assert not (proj / ".mindloop").exists()
+
+
+def test_a_missing_api_key_is_refused_before_an_answer_is_recorded(tmp_path: Path) -> None:
+    """`answer` drives the asking dialog on: its provider must be usable first. With
+    `--no-drive` (another process, with the key, drives it) the answer is recorded."""
+    proj = _init(tmp_path)
+    write_script(proj, [{"match": "go", "response": "!?@human Which?\n"}])
+    asked = ml("chat", "-C", str(proj), "-t", "tasks/example.tsk", "go", cwd=tmp_path)
+    assert asked.returncode == 4, asked.stdout + asked.stderr
+    [q] = json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    _use_openai(proj)
+    out = ml("answer", "-C", str(proj), q["id"], "this one", cwd=tmp_path)
+    assert out.returncode == 1 and "needs an API key" in out.stderr
+    assert json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout) == [q]
+    later = ml("answer", "--no-drive", "-C", str(proj), q["id"], "this one", cwd=tmp_path)
+    assert later.returncode == 0, later.stderr
+    assert json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout) == []

@@ -47,7 +47,7 @@ def test_team_scenario_live_tree_questions_and_answer(tmp_path: Path) -> None:
     assert ml("check", "-C", str(proj), cwd=tmp_path).returncode == 0
 
     chat = ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "go", cwd=tmp_path)
-    assert chat.returncode == 0, chat.stdout + chat.stderr
+    assert chat.returncode == 4, chat.stdout + chat.stderr  # waits on the human
     out = chat.stdout.splitlines()
     # Nested live: each side dialog indented under its caller, its tellask lines too.
     assert any(line.startswith("  ↳ side dialog ") and "@reviewer" in line for line in out)
@@ -112,7 +112,7 @@ def test_run_watch_drives_an_answer_recorded_by_another_process(tmp_path: Path) 
     )
     assert (
         ml("chat", "-C", str(proj), "--task", "tasks/example.tsk", "go", cwd=tmp_path).returncode
-        == 0
+        == 4  # waits on the human
     )
     [q] = json.loads(ml("questions", "--json", "-C", str(proj), cwd=tmp_path).stdout)
     watch = subprocess.Popen(

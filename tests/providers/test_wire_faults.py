@@ -479,4 +479,4 @@ async def test_refused_connection_names_the_host(
     out = await stream_once(tmp_path, monkeypatch, wire, f"http://127.0.0.1:{port}", waits)
     assert out.error is not None and out.error.retriable
     assert len(waits.delays) == ATTEMPTS - 1
-    assert f"connection failed at 127.0.0.1:{port}" in str(out.error)
+    assert f"connection failed at http://127.0.0.1:{port}" in str(out.error)

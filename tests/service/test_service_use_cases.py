@@ -133,7 +133,9 @@ async def test_questions_make_the_outcome_waiting_and_answer_drives_on(rtws: Pat
         [q] = report.questions
         assert service.list_questions(rtws, task=TASK) == [q]
         answered = service.answer(p, q.id, "SQLite")
-        assert answered == service.Answered(question_id=q.id, dialog_id=posted.dialog.id)
+        assert answered == service.Answered(
+            question_id=q.id, dialog_id=posted.dialog.id, root_id=posted.dialog.id
+        )
         report = await service.run(p)
     assert report.outcome is service.Outcome.DONE and report.questions == []
     assert service.list_questions(rtws) == []

@@ -81,9 +81,15 @@ def test_show_effective_and_last_updated(tmp_path: Path) -> None:
         store=store,
     )
     store.close()
+    model = run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--effective")
+    assert "# Taskdoc (Dialog Tree)" in model and "- MUST x" in model
+    assert "alice" not in model  # the model-facing text names no actor
+    # The human view: each section under its file, with who changed it last and when.
     out = run(tmp_path, "taskdoc", "show", "tasks/login.tsk")
-    assert "# Taskdoc (Dialog Tree)" in out and "- MUST x" in out
-    assert "alice" in out and "d-9" in out
+    assert "# Taskdoc (Dialog Tree)" not in out
+    header = next(line for line in out.splitlines() if line.startswith("── constraints.md"))
+    assert "by alice in dialog d-9" in header and "updated 20" in header
+    assert out.index(header) < out.index("- MUST x") < out.index("── progress.md")
     data = json.loads(run(tmp_path, "taskdoc", "show", "tasks/login.tsk", "--json"))
     sections = {s["section"]: s for s in data["sections"]}
     assert sections["constraints.md"]["actor_member"] == "alice"
@@ -162,7 +168,7 @@ def test_migrate_command(tmp_path: Path) -> None:
     )
     assert (tmp_path / "tasks/old.tsk/progress.md").read_text() == "p\n"
     write(tmp_path, "bad.md", "# Other\n")
-    with pytest.raises(MindloopError, match="unknown top-level heading"):
+    with pytest.raises(MindloopError, match="no Goals/Constraints/Progress section found"):
         CliRunner().invoke(
             build_app(tmp_path), ["taskdoc", "migrate", "bad.md"], catch_exceptions=False
         )
@@ -175,10 +181,12 @@ def test_show_package_written_by_hand(tmp_path: Path) -> None:
     init_rtws(tmp_path, provider="mock")
     write(tmp_path, "tasks/hand.tsk/goals.md", "G\n")
     before = tree_snapshot(tmp_path)
-    out = run(tmp_path, "taskdoc", "show", "tasks/hand.tsk")
+    out = run(tmp_path, "taskdoc", "show", "tasks/hand.tsk", "--effective")
     assert "Taskdoc maintainer (runs `change_mind`): @dev" in out
-    assert "present (no" in out and "audit record)" in out and "missing" in out
-    assert "changed outside" not in out
+    human = run(tmp_path, "taskdoc", "show", "tasks/hand.tsk")
+    assert "maintainer @dev" in human and "changed outside" not in human
+    assert "── goals.md updated" in human and "by human/unknown · no audit record" in human
+    assert "── constraints.md missing" in human
     assert tree_snapshot(tmp_path) == before  # no .mindloop/, no section created
     data = json.loads(run(tmp_path, "taskdoc", "show", "tasks/hand.tsk", "--json"))
     goals = {s["section"]: s for s in data["sections"]}["goals.md"]
@@ -201,7 +209,7 @@ def test_commands_through_the_real_mindloop_process(tmp_path: Path) -> None:
     assert new.returncode == 0 and new.stdout.strip() == "tasks/login.tsk", new.stderr
     listed = ml("tasks")
     assert listed.returncode == 0 and "tasks/login.tsk" in listed.stdout
-    shown = ml("taskdoc", "show", "tasks/login.tsk")
+    shown = ml("taskdoc", "show", "tasks/login.tsk", "--effective")
     assert shown.returncode == 0
     assert "## Goals\nUsers can log in with email and password\n" in shown.stdout
     history = ml("taskdoc", "show", "tasks/login.tsk", "--history", "goals")

@@ -146,11 +146,12 @@ def test_migrate_chinese_headings_and_dest(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("# Goals\na\n# Notes\nb\n", "unknown top-level heading"),
         ("intro\n# Goals\na\n", "content before the first heading"),
         ("# Goals\na\n# Goals\nb\n", "duplicate section"),
         ("# Goals\na\n# 目标\nb\n", "duplicate section"),
-        ("# Task\n## Goals\na\n", "unknown top-level heading"),
+        ("# Notes\na\n# Ideas\nb\n", "no Goals/Constraints/Progress section found"),
+        ("# Task\n## Notes\na\n", "no Goals/Constraints/Progress section found"),
+        ("# Risks\na\n# Goals\nb\n# Risks\nc\n", "duplicate section"),
         ("Goals\n=====\nsetext\n", "no Goals/Constraints/Progress headings"),
     ],
 )

@@ -1,0 +1,106 @@
+"""The CLI as a shell tool: `--help` answers at once (the engine, the store, pydantic and
+the provider SDKs are not even imported for it), `--version`, shell completion, and the
+global options (`-C`, `--debug`, `--verbose`) in the help of every subcommand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mindloop.cli.app import build_command
+from tests.scenario_util import ml
+
+# What `mindloop --help` takes is measured and reported (0.2 s is the aim on an idle
+# machine); the bound here only has to hold on a loaded CI runner.
+HELP_BOUND_SECONDS = 1.0
+HEAVY = ("sqlalchemy", "pydantic", "openai", "anthropic", "mindloop.service", "mindloop.store")
+
+
+def test_help_imports_neither_the_engine_nor_the_store() -> None:
+    code = (
+        "import sys\n"
+        "from mindloop.cli.app import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "
+        f"or m.startswith({HEAVY!r}))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in out.stderr, out.stderr[-2000:]
+
+
+def test_help_starts_fast() -> None:
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        done = ml("--help")
+        times.append(time.perf_counter() - start)
+        assert done.returncode == 0 and "Usage: mindloop" in done.stdout
+    assert min(times) < HELP_BOUND_SECONDS, times
+
+
+def test_version() -> None:
+    out = ml("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"mindloop {version('mindloop')}"
+
+
+def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    env = {"_MINDLOOP_COMPLETE": "complete_bash", "COMP_WORDS": "mindloop dia", "COMP_CWORD": "1"}
+    out = ml(env=env, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.split() == ["dialogs"]
+    env |= {"COMP_WORDS": "mindloop dialogs tree --j", "COMP_CWORD": "3"}
+    assert ml(env=env, cwd=tmp_path).stdout.split() == ["--json"]
+    script = ml("--show-completion", "bash", env={"SHELL": "/bin/bash"}, cwd=tmp_path)
+    assert script.returncode == 0 and "_MINDLOOP_COMPLETE=complete_bash" in script.stdout
+
+
+def _leaves(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    subs = getattr(cmd, "commands", None)
+    if not subs:
+        return [(path, cmd)]
+    out = [(path, cmd)] if path else []
+    for name, sub in subs.items():
+        out += _leaves(sub, (*path, name))
+    return out
+
+
+def test_every_subcommand_takes_and_shows_the_global_options() -> None:
+    commands = _leaves(build_command())
+    assert len(commands) > 15
+    for path, cmd in commands:
+        opts = {o for p in cmd.params if not getattr(p, "hidden", False) for o in p.opts}
+        assert {"-C", "--rtws", "--debug", "--verbose"} <= opts, path
+
+
+@pytest.mark.parametrize("args", [["chat"], ["dialogs", "tree"], ["taskdoc", "edit"]])
+def test_subcommand_help_lists_minus_c(args: list[str]) -> None:
+    out = ml(*args, "--help")
+    assert out.returncode == 0
+    lines = [line for line in out.stdout.splitlines() if "--rtws" in line]
+    assert lines and "-C" in lines[0] and "runtime workspace" in lines[0]
+
+
+def test_minus_c_after_the_subcommand_works_without_hoisting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The subcommand's own copy of `-C` sets the rtws too (for callers of the click
+    command that do not hoist the global options, e.g. tests and completion)."""
+    ml("init", str(tmp_path / "p"))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        build_command().main(
+            args=["tasks", "-C", str(tmp_path / "p"), "--json"],
+            prog_name="mindloop",
+            standalone_mode=False,
+        )
+    finally:
+        os.chdir(cwd)
+    assert '"path": "tasks/example.tsk"' in capsys.readouterr().out
