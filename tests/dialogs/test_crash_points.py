@@ -124,7 +124,8 @@ class Runner:
         proc = self.start(list(args), env)
         code = proc.wait(TIMEOUT)
         self.steps.append(f"{args[0]}→{code}")
-        assert code in (expect, 0), f"{self.steps}: `{' '.join(args)}` exited {code}\n" + _tail(
+        # 4: the command ended waiting on the human (the scenario's question), as it should
+        assert code in (expect, 0, 4), f"{self.steps}: `{' '.join(args)}` exited {code}\n" + _tail(
             proc.log
         )
         return code
