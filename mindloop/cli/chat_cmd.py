@@ -22,6 +22,7 @@ from mindloop.cli.common import (
     run_async,
 )
 from mindloop.cli.render import TranscriptRenderer
+from mindloop.cli.usage import usage_line
 from mindloop.errors import MindloopError
 
 # Waiting on the human is still a success for `chat` (the question is printed with how
@@ -31,6 +32,7 @@ EXIT_CODES = {
     service.Outcome.WAITING: 0,
     service.Outcome.ERROR: 1,
     service.Outcome.STEP_LIMIT: 3,
+    service.Outcome.CAP_REACHED: 3,
 }
 
 RETRY_HINT = "fix the cause, then drive it again with: mindloop run --retry-errors -C {rtws}"
@@ -144,8 +146,19 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
             f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
             f"({report.max_steps}); continue with --dialog {root_id}[/]"
         )
+    print_capped(report)
+    console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
+    if report.tree_usage is not None and report.tree_usage != report.usage:
+        console.print(f"[dim]       {usage_line(report.tree_usage)} (the whole dialog tree)[/]")
     console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
     return EXIT_CODES[report.outcome]
+
+
+def print_capped(report: service.DriveReport) -> None:
+    """One line per drive a spending cap stopped, saying which cap."""
+    for r in report.capped:
+        cap = (r.cap or "").removeprefix("[mindloop] ")
+        console.print(f"[yellow]{_who(report, r.dialog_id)}: {escape(cap)}[/]")
 
 
 def run(
@@ -190,8 +203,10 @@ async def _run(rtws: Path, watch: bool, max_steps: int, retry_errors: bool = Fal
     console.print(
         f"[dim]{len(report.drives)} drive(s) · {len(report.questions)} open question(s)[/]"
     )
+    console.print(f"[dim]usage: {usage_line(report.usage)}[/]")
     print_failures(report)
+    print_capped(report)
     if report.failed or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
         return 1
-    return 0
+    return 3 if report.capped else 0

@@ -138,7 +138,6 @@ class Driver:
         self, live: LiveDialog, state: WaitState, max_steps: int, result: DriveResult
     ) -> DriveEnd:
         """The step loop; how it ended."""
-        did = live.id
         for step in range(1, max_steps + 1):
             cap = self.caps.reached(live, result.usage)
             if cap is not None:

@@ -224,7 +224,9 @@ class SpanRecorder:
             return
         if drive.generation is not None:
             drive.error = ev.message
-        attrs = {"message": ev.message} if ev.code is None else {"message": ev.message, "code": ev.code}
+        attrs = (
+            {"message": ev.message} if ev.code is None else {"message": ev.message, "code": ev.code}
+        )
         drive.span.add_event("mindloop.error", attrs, timestamp=_ns(ev.ts))
 
     def _note(self, ev: NoteAdded) -> None:

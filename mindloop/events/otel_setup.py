@@ -163,7 +163,9 @@ def _exporter(name: str, env: Mapping[str, str]) -> Any:
             return OTLPSpanExporter()
     except ImportError:
         package = "opentelemetry-exporter-otlp-proto-" + ("grpc" if protocol == "grpc" else "http")
-        log.warning("the OTLP exporter needs %s (%s); spans are not exported", package, INSTALL_HINT)
+        log.warning(
+            "the OTLP exporter needs %s (%s); spans are not exported", package, INSTALL_HINT
+        )
         return None
     log.warning("OTLP protocol %r is not supported (use http/protobuf or grpc)", protocol)
     return None

@@ -106,6 +106,14 @@ class UsageTotals(BaseModel):
         else:
             self.cost_usd += gen.cost_usd
 
+    def merge(self, other: UsageTotals) -> None:
+        """Count `other`'s generations in too."""
+        self.generations += other.generations
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_usd += other.cost_usd
+        self.unpriced += other.unpriced
+
 
 class TaskdocChange(BaseModel):
     """One audited change of one Taskdoc section (the previous content is kept)."""

@@ -140,9 +140,7 @@ _USAGE = (
 _GENERATION_DIALOGS = t.generations.join(t.dialogs, _g.dialog_id == _d.id)
 USAGE_OF_DIALOG = sa.select(*_USAGE).where(_by(_g.dialog_id, "id"))
 USAGE_OF_TREE = sa.select(*_USAGE).select_from(_GENERATION_DIALOGS).where(_by(_d.root_id, "id"))
-USAGE_OF_TASK = (
-    sa.select(*_USAGE).select_from(_GENERATION_DIALOGS).where(_by(_d.task_path, "task"))
-)
+USAGE_OF_TASK = sa.select(*_USAGE).select_from(_GENERATION_DIALOGS).where(_by(_d.task_path, "task"))
 USAGE_BY_DIALOG = sa.select(_g.dialog_id, *_USAGE).group_by(_g.dialog_id)
 PENDING_FOR = sa.select(t.pending_tellasks).where(_by(_p.caller_id, "id")).order_by(_p.id)
 PENDING_BY_SIDE = sa.select(t.pending_tellasks).where(_by(_p.side_id, "id")).order_by(_p.id)
