@@ -295,15 +295,14 @@ def open_project(
     providers: Mapping[str, Provider] | None = None,
     durable: bool = True,
     tracer_provider: Any = None,
-    env: Mapping[str, str] | None = None,
 ) -> Project:
     """Load and check an rtws's configuration (team, providers, tool names); nothing is
     written. `providers` replace the llm.yaml entries of their names (e.g. a
     `mindloop.testing.ScriptedModel` under the name the team's members use).
 
     The runtime's events become OpenTelemetry spans when tracing is configured: by the
-    `OTEL_*` variables of `env` (default: the process's environment), or with an
-    OpenTelemetry `tracer_provider` (see `events.otel_setup`)."""
+    `OTEL_*` environment variables, or with an OpenTelemetry `tracer_provider` (see
+    `events.otel_setup`)."""
     path = Path(rtws).resolve()
     if not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {rtws}`)")
@@ -313,7 +312,7 @@ def open_project(
     if problems:
         raise ConfigError(problems)
     tracing = tracing_from_env(
-        os.environ if env is None else env,
+        os.environ,
         provider_names=gen_ai_provider_names(config.llm),
         tracer_provider=tracer_provider,
     )

@@ -61,7 +61,8 @@ def tracing_from_env(
     provider_names: Mapping[str, str] | None = None,
     tracer_provider: Any = None,
 ) -> Tracing | None:
-    """Tracing as `env` asks for it (see the module's docstring), or None."""
+    """Tracing as `env` asks for it (see the module's docstring), or None. `env` is the
+    process's environment: the SDK and its exporters read their own settings from it."""
     if _true(env.get("OTEL_SDK_DISABLED")):
         return None
     owned = False

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,14 +33,14 @@ def _turns() -> dict[str, list[Turn | str]]:
     }
 
 
-async def _chat(rtws: Path, env: dict[str, str]) -> tuple[list[ReadableSpan], str]:
+async def _chat(rtws: Path) -> tuple[list[ReadableSpan], str]:
     write_team(rtws, {"lead": {"toolsets": ["fs"]}, "helper": {"toolsets": ["fs"]}})
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     model = ScriptedModel(_turns())
     async with service.open_project(
-        rtws, providers={"mock": model}, tracer_provider=provider, env=env
+        rtws, providers={"mock": model}, tracer_provider=provider
     ) as project:
         posted = service.start_chat(project, "how many files?", task=TASK)
         report = await service.run(project, root_id=posted.dialog.id)
@@ -58,7 +59,7 @@ def _parent(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> ReadableSpan |
 
 
 async def test_a_chat_is_one_trace_of_drives_generations_tools_and_tellasks(rtws: Path) -> None:
-    spans, root_id = await _chat(rtws, {})
+    spans, root_id = await _chat(rtws)
     assert len({s.context.trace_id for s in spans}) == 1  # the whole tree is one trace
     lead_drives = _named(spans, "invoke_agent lead")
     helper_drives = _named(spans, "invoke_agent helper")
@@ -122,16 +123,22 @@ async def test_a_chat_is_one_trace_of_drives_generations_tools_and_tellasks(rtws
     assert all(s.status.status_code is not StatusCode.ERROR for s in spans)
 
 
-async def test_message_content_stays_off_the_spans_by_default(rtws: Path) -> None:
-    spans, _ = await _chat(rtws, {})
+async def test_message_content_stays_off_the_spans_by_default(
+    rtws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+    spans, _ = await _chat(rtws)
     text = json.dumps([dict(s.attributes or {}) for s in spans])
     for key in ("gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"):
         assert key not in text
     assert SECRET not in text and "There are three" not in text
 
 
-async def test_message_content_is_recorded_when_the_user_opts_in(rtws: Path) -> None:
-    spans, _ = await _chat(rtws, {CAPTURE_CONTENT_ENV: "true"})
+async def test_message_content_is_recorded_when_the_user_opts_in(
+    rtws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    spans, _ = await _chat(rtws)
     [tool] = _named(spans, "execute_tool list_dir")
     t = dict(tool.attributes or {})
     assert json.loads(str(t["gen_ai.tool.call.arguments"])) == {"path": "."}
