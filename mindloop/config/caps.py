@@ -43,8 +43,13 @@ class CapsConfig(BaseModel):
 
 
 def format_usd(amount: float) -> str:
-    """A cost as people read it: cents for a cent or more, else four decimals."""
-    return f"${amount:,.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.4f}"
+    """A cost as people read it: `$12.34`, `$0.30`, `$0.0144`, `$0.000123` (LLM calls
+    cost fractions of a cent: below a dollar, up to six decimals are kept)."""
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    digits = f"{amount:.6f}".rstrip("0")
+    whole, _, frac = digits.partition(".")
+    return f"${whole}.{frac.ljust(2, '0')}"
 
 
 class ModelPrice(BaseModel):
