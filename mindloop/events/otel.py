@@ -116,7 +116,8 @@ class SpanRecorder:
         self._tools: dict[tuple[str, str], Span] = {}
         self._tellasks: dict[tuple[str, str], Span] = {}
         self._questions: dict[str, Span] = {}
-        self._callers: dict[str, Context] = {}  # side dialog -> the tellask that started it
+        # side dialog -> the open tellask that asks it (its key in `_tellasks`, its context)
+        self._callers: dict[str, tuple[tuple[str, str], Context]] = {}
         self._resume: OrderedDict[str, Context] = OrderedDict()  # dialog -> last drive
         handlers: dict[type[Event], Callable[[Any], None]] = {
             DriveStarted: self._drive_started,
@@ -169,7 +170,9 @@ class SpanRecorder:
         stale = self._drives.pop(did, None)
         if stale is not None:  # its end was never published (the claim was lost)
             stale.span.end(_ns(ev.ts))
-        parent = self._callers.get(did) or self._resume.pop(did, None)
+        resumed = self._resume.pop(did, None)
+        caller = self._callers.get(did)
+        parent = caller[1] if caller is not None else resumed
         common = {DIALOG: did, MEMBER: ev.member}
         if ev.task:
             common[TASK] = ev.task
@@ -367,13 +370,16 @@ class SpanRecorder:
         if stale is not None:
             stale.end(_ns(ev.ts))
         self._tellasks[(caller, ev.side_id)] = span
-        self._callers[ev.side_id] = set_span_in_context(span)
+        self._callers[ev.side_id] = ((caller, ev.side_id), set_span_in_context(span))
 
     def _tellask_responded(self, ev: TellaskResponded) -> None:
-        span = self._tellasks.pop((ev.dialog_id or "", ev.side_id), None)
+        key = (ev.dialog_id or "", ev.side_id)
+        span = self._tellasks.pop(key, None)
         if span is None:
             return
-        self._callers.pop(ev.side_id, None)
+        asking = self._callers.get(ev.side_id)
+        if asking is not None and asking[0] == key:  # not a later tellask to the same dialog
+            del self._callers[ev.side_id]
         span.add_event("mindloop.reply", {"side_id": ev.side_id}, timestamp=_ns(ev.ts))
         span.end(_ns(ev.ts))
 

@@ -23,6 +23,7 @@ from mindloop.events.types import (
     QuestionAnswered,
     QuestionAsked,
     TellaskCalled,
+    TellaskResponded,
     TextChunk,
     ToolCalled,
     ToolResulted,
@@ -141,3 +142,27 @@ def test_a_tool_error_marks_its_span(traced: tuple[SpanRecorder, InMemorySpanExp
     assert tool.status.status_code is StatusCode.ERROR
     assert dict(tool.attributes or {})["error.type"] == "tool_error"
     assert "gen_ai.tool.call.result" not in dict(tool.attributes or {})
+
+
+def test_a_side_dialog_s_drives_are_children_of_the_tellask_asking_it(
+    traced: tuple[SpanRecorder, InMemorySpanExporter],
+) -> None:
+    rec, exporter = traced
+    rec(DriveStarted(dialog_id="a", member="m"))
+    rec(DriveStarted(dialog_id="b", member="m"))
+    rec(TellaskCalled(dialog_id="a", side_id="s", call_type="session", headline="x"))
+    rec(TellaskCalled(dialog_id="b", side_id="s", call_type="session", headline="y"))
+    rec(TellaskResponded(dialog_id="a", side_id="s", call_type="session"))  # a's is answered
+    rec(DriveStarted(dialog_id="s", member="w"))  # still asked by b
+    rec(DriveEnded(dialog_id="s", reason="done"))
+    spans = exporter.get_finished_spans()
+    [side] = [s for s in spans if s.name == "invoke_agent w"]
+    [asked_by_a] = [s for s in spans if s.name == "tellask session"]
+    rec.close()
+    [asked_by_b] = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == "tellask session" and s is not asked_by_a
+    ]
+    assert side.parent is not None and side.parent.span_id == asked_by_b.context.span_id
+    assert asked_by_a.context.span_id != asked_by_b.context.span_id
