@@ -36,10 +36,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.config import (
+    Config,
+    ConfigError,
+    LlmConfig,
+    load_config,
+    tool_selection_problems,
+)
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
+from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
@@ -53,6 +60,7 @@ from mindloop.store import (
     MessageRecord,
     QuestionRecord,
     Store,
+    UsageTotals,
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
@@ -71,6 +79,7 @@ class Outcome(StrEnum):
     DONE = "done"  # answered, or nothing was left to do
     WAITING = "waiting"  # waits on the human (an open question)
     STEP_LIMIT = "step_limit"  # a drive stopped at the per-drive step limit
+    CAP_REACHED = "cap_reached"  # a drive stopped at a spending cap (`caps:` in team.yaml)
     ERROR = "error"  # a drive stopped on an error (or raised)
 
 
@@ -103,6 +112,7 @@ class DriveReport(BaseModel):
     tree: list[DialogRecord] = []  # the root's tree after the run
     questions: list[QuestionRecord] = []  # open questions (of the tree, with `root_id`)
     members: dict[str, str] = {}  # dialog id -> member, for the tree and every failed drive
+    tree_usage: UsageTotals | None = None  # the root's whole tree, every run so far
 
     def _in_scope(self, r: DriveResult) -> bool:
         return self.root_id is None or any(d.id == r.dialog_id for d in self.tree)
@@ -116,6 +126,20 @@ class DriveReport(BaseModel):
         return [r for r in self.drives if r.reason is DriveEnd.STEP_LIMIT and self._in_scope(r)]
 
     @property
+    def capped(self) -> list[DriveResult]:
+        """Drives a spending cap stopped (`DriveResult.cap` says which)."""
+        return [r for r in self.drives if r.reason is DriveEnd.CAP_REACHED and self._in_scope(r)]
+
+    @property
+    def usage(self) -> UsageTotals:
+        """Tokens and cost of this run's drives (in scope)."""
+        total = UsageTotals()
+        for r in self.drives:
+            if self._in_scope(r):
+                total.merge(r.usage)
+        return total
+
+    @property
     def last(self) -> DriveResult | None:
         """The root's last drive of this run (None when it was not driven)."""
         mine = [r for r in self.drives if r.dialog_id == self.root_id]
@@ -125,6 +149,8 @@ class DriveReport(BaseModel):
     def outcome(self) -> Outcome:
         if self.failed or self.crashed:
             return Outcome.ERROR
+        if self.capped:
+            return Outcome.CAP_REACHED
         if self.step_limited:
             return Outcome.STEP_LIMIT
         if self.questions:
@@ -137,6 +163,7 @@ class DriveReport(BaseModel):
 
 class DialogSummary(DialogRecord):
     messages: int | None = None  # how many messages it holds (when asked for)
+    usage: UsageTotals | None = None  # its generations' tokens and cost (when asked for)
 
 
 class TreeNode(BaseModel):
@@ -152,6 +179,8 @@ class Transcript(BaseModel):
     dialog: DialogRecord
     messages: list[MessageRecord]
     generations: list[GenerationRecord]
+    usage: UsageTotals  # of this dialog's generations
+    tree_usage: UsageTotals  # of its whole dialog tree (the root's and every side dialog's)
     # What a model said before Ctrl-C or a crash cut it off: kept, but not part of the
     # history (the generation is re-run on resume). Store events: {"ts", "data": {...}}.
     interrupted: list[dict[str, Any]]
@@ -173,6 +202,7 @@ class Project:
         max_steps: int = DEFAULT_MAX_STEPS,
         providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
+        tracing: Tracing | None = None,
     ) -> None:
         self.rtws = rtws
         self.config = config
@@ -181,6 +211,10 @@ class Project:
         self._injected = dict(providers or {})
         self._built: dict[str, Provider] = {}  # built here to check them; closed here
         self._listeners: list[Listener] = []
+        # Spans of the runtime's events (`events.otel`), when tracing is configured.
+        self.tracing = tracing
+        if tracing is not None:
+            self._listeners.append(tracing.recorder)
         self._runtime: DialogRuntime | None = None
         self._recovered = False
 
@@ -255,6 +289,9 @@ class Project:
         for provider in self._built.values():
             await provider.aclose()
         self._built.clear()
+        if self.tracing is not None:
+            self.tracing.close()  # open spans end, queued ones are exported
+            self.tracing = None
 
     async def __aenter__(self) -> Project:
         return self
@@ -284,10 +321,15 @@ def open_project(
     max_steps: int = DEFAULT_MAX_STEPS,
     providers: Mapping[str, Provider] | None = None,
     durable: bool = True,
+    tracer_provider: Any = None,
 ) -> Project:
     """Load and check an rtws's configuration (team, providers, tool names); nothing is
     written. `providers` replace the llm.yaml entries of their names (e.g. a
-    `mindloop.testing.ScriptedModel` under the name the team's members use)."""
+    `mindloop.testing.ScriptedModel` under the name the team's members use).
+
+    The runtime's events become OpenTelemetry spans when tracing is configured: by the
+    `OTEL_*` environment variables, or with an OpenTelemetry `tracer_provider` (see
+    `events.otel_setup`)."""
     path = Path(rtws).resolve()
     if not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {rtws}`)")
@@ -296,7 +338,27 @@ def open_project(
     problems = tool_selection_problems(path, registry.toolset_names, registry.tool_names)
     if problems:
         raise ConfigError(problems)
-    return Project(path, config, max_steps=max_steps, providers=providers, durable=durable)
+    tracing = tracing_from_env(
+        os.environ,
+        provider_names=gen_ai_provider_names(config.llm),
+        tracer_provider=tracer_provider,
+    )
+    return Project(
+        path, config, max_steps=max_steps, providers=providers, durable=durable, tracing=tracing
+    )
+
+
+# `gen_ai.provider.name` of each llm.yaml provider kind on traces (GenAI conventions'
+# well-known values; the mock is mindloop's own).
+GEN_AI_PROVIDER_BY_KIND = {
+    "openai-compatible": "openai",
+    "anthropic": "anthropic",
+    "mock": "mindloop.mock",
+}
+
+
+def gen_ai_provider_names(llm: LlmConfig) -> dict[str, str]:
+    return {name: GEN_AI_PROVIDER_BY_KIND[p.kind] for name, p in llm.providers.items()}
 
 
 # ---------------------------------------------------------------------------- writing
@@ -452,6 +514,8 @@ def _write_archive(store: Store, tree: list[DialogRecord], path: Path) -> None:
                 dialog=d,
                 messages=store.load_history(d.id),
                 generations=store.generations(d.id),
+                usage=store.usage(dialog_id=d.id),
+                tree_usage=store.usage(root_id=d.root_id),
                 interrupted=[e for e in store.events(d.id) if e["type"] == "generation_cancelled"],
             ).model_dump(mode="json")
             for d in tree
@@ -491,7 +555,8 @@ async def run(
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
     members = {d.id: d.member for d in tree}
     for r in results:
-        if r.reason in (DriveEnd.ERROR, DriveEnd.STEP_LIMIT) and r.dialog_id not in members:
+        stopped = (DriveEnd.ERROR, DriveEnd.STEP_LIMIT, DriveEnd.CAP_REACHED)
+        if r.reason in stopped and r.dialog_id not in members:
             members[r.dialog_id] = rt.store.get_dialog(r.dialog_id).member
     answer = None
     if root_id is not None and not any(r.dialog_id == root_id for r in results):
@@ -508,6 +573,7 @@ async def run(
         tree=tree,
         members=members,
         questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
+        tree_usage=rt.store.usage(root_id=root_id) if root_id is not None else None,
     )
     log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
     return report
@@ -519,16 +585,27 @@ Source = Path | Project
 
 
 def list_dialogs(
-    source: Source, *, task: str | None = None, root_id: str | None = None, counts: bool = False
+    source: Source,
+    *,
+    task: str | None = None,
+    root_id: str | None = None,
+    counts: bool = False,
+    usage: bool = False,
 ) -> list[DialogSummary]:
-    """Dialogs, oldest first; of one task or one tree; with message counts when asked."""
+    """Dialogs, oldest first; of one task or one tree; with message counts and with
+    their usage (tokens, cost) when asked."""
     with _reading(source) as store:
         if store is None:
             return []
         rtws = _rtws_of(source)
         rows = store.list_dialogs(task_path=task_key(rtws, task) if task else None, root_id=root_id)
+        used = store.usage_by_dialog() if usage else {}
         return [
-            DialogSummary(**r.model_dump(), messages=store.count_messages(r.id) if counts else None)
+            DialogSummary(
+                **r.model_dump(),
+                messages=store.count_messages(r.id) if counts else None,
+                usage=used.get(r.id, UsageTotals()) if usage else None,
+            )
             for r in rows
         ]
 
@@ -539,12 +616,23 @@ def show_dialog(source: Source, dialog: str) -> Transcript:
         if store is None:
             raise _no_dialog(dialog)
         did = store.resolve_dialog_id(dialog)
+        rec = store.get_dialog(did)
         return Transcript(
-            dialog=store.get_dialog(did),
+            dialog=rec,
             messages=store.load_history(did),
             generations=store.generations(did),
+            usage=store.usage(dialog_id=did),
+            tree_usage=store.usage(root_id=rec.root_id),
             interrupted=[e for e in store.events(did) if e["type"] == "generation_cancelled"],
         )
+
+
+def task_usage(source: Source, task: str) -> UsageTotals:
+    """Tokens and cost of every dialog of a task package (`task` as users type it)."""
+    with _reading(source) as store:
+        if store is None:
+            return UsageTotals()
+        return store.usage(task_path=task_key(_rtws_of(source), task))
 
 
 def list_questions(source: Source, *, task: str | None = None) -> list[QuestionRecord]:

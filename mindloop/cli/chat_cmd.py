@@ -196,6 +196,8 @@ def print_failures(report: service.DriveReport) -> None:
 
 def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
     """Print what a drive of one tree came to; return the command's exit code."""
+    from mindloop.cli.usage import usage_line
+
     root_id = report.root_id or ""
     print_failures(report)
     if report.answer is not None:
@@ -217,8 +219,19 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
             f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
             f"({report.max_steps}); continue with --dialog {root_id}[/]"
         )
+    print_capped(report)
+    console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
+    if report.tree_usage is not None and report.tree_usage != report.usage:
+        console.print(f"[dim]       {usage_line(report.tree_usage)} (the whole dialog tree)[/]")
     console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
     return OUTCOME_EXIT_CODES[report.outcome]
+
+
+def print_capped(report: service.DriveReport) -> None:
+    """One line per drive a spending cap stopped, saying which cap."""
+    for r in report.capped:
+        cap = (r.cap or "").removeprefix("[mindloop] ")
+        console.print(f"[yellow]{_who(report, r.dialog_id)}: {escape(cap)}[/]")
 
 
 def run(
@@ -280,6 +293,7 @@ async def _run(
     import asyncio
 
     from mindloop import service
+    from mindloop.cli.usage import usage_line
 
     project = service.open_project(rtws, max_steps=max_steps)
     renderer = make_renderer(as_json, tag_lines=watch)
@@ -324,7 +338,9 @@ async def _run(
     console.print(
         f"[dim]{len(report.drives)} drive(s) · {len(report.questions)} open question(s)[/]"
     )
+    console.print(f"[dim]usage: {usage_line(report.usage)}[/]")
     print_failures(report)
+    print_capped(report)
     if report.failed or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
     return code

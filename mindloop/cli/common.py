@@ -25,7 +25,13 @@ INTERRUPTED_EXIT = 130
 
 # DESIGN §8.6: what a command that drives dialogs came to, as its exit code (keyed by
 # `service.Outcome`'s values, so this table needs no import of the service).
-OUTCOME_EXIT_CODES: dict[str, int] = {"done": 0, "error": 1, "step_limit": 3, "waiting": 4}
+OUTCOME_EXIT_CODES: dict[str, int] = {
+    "done": 0,
+    "error": 1,
+    "step_limit": 3,
+    "cap_reached": 3,
+    "waiting": 4,
+}
 
 
 def print_json(data: Any) -> None:

@@ -38,19 +38,31 @@ def list_(
     from rich.table import Table
 
     from mindloop import service
+    from mindloop.cli.usage import cost_text
 
-    rows = service.list_dialogs(get_rtws(ctx), task=task, counts=True)
+    rows = service.list_dialogs(get_rtws(ctx), task=task, counts=True, usage=True)
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in rows], indent=2, ensure_ascii=False))
         return
     if not rows:
         console.print("no dialogs yet")
         return
-    table = Table("kind", "member", "task", "status", "msgs", "created")
+    table = Table("kind", "member", "task", "status", "msgs", "tokens", "cost", "created")
     table.add_column("id", no_wrap=True, min_width=14)
     for r in rows:
+        u = r.usage
+        tokens = f"{u.tokens:,}" if u is not None else ""
+        cost = cost_text(u) if u is not None and u.generations else ""
         table.add_row(
-            r.kind, r.member, r.task_path, r.status, str(r.messages), _ts(r.created_at), r.id
+            r.kind,
+            r.member,
+            r.task_path,
+            r.status,
+            str(r.messages),
+            tokens,
+            cost,
+            _ts(r.created_at),
+            r.id,
         )
     console.print(table)
 
@@ -87,6 +99,7 @@ def show(
 ) -> None:
     """Show one dialog's full transcript."""
     from mindloop import service
+    from mindloop.cli.usage import usage_line
 
     shown = service.show_dialog(get_rtws(ctx), dialog_id)
     rec, msgs, gens = shown.dialog, shown.messages, shown.generations
@@ -96,6 +109,8 @@ def show(
             "dialog": rec.model_dump(),
             "messages": [m.model_dump() for m in msgs],
             "generations": [g.model_dump() for g in gens],
+            "usage": shown.usage.model_dump(),
+            "tree_usage": shown.tree_usage.model_dump(),
             "interrupted_generations": [
                 {"at": e["ts"], "text": e["data"].get("text", ""), **e["data"]} for e in cut
             ],
@@ -105,9 +120,9 @@ def show(
     console.print(
         f"[bold]dialog {rec.id}[/] · {rec.kind} · @{rec.member} · {rec.task_path} · {rec.status}"
     )
-    tokens_in = sum(g.input_tokens or 0 for g in gens)
-    tokens_out = sum(g.output_tokens or 0 for g in gens)
-    console.print(f"[dim]{len(gens)} generation(s), {tokens_in} tokens in / {tokens_out} out[/]")
+    console.print(f"[dim]usage: {usage_line(shown.usage)}[/]")
+    if shown.tree_usage != shown.usage:
+        console.print(f"[dim]dialog tree: {usage_line(shown.tree_usage)}[/]")
     course = None
     for m in msgs:
         while cut and cut[0]["ts"] <= m.created_at:

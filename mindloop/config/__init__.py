@@ -4,6 +4,7 @@
 lists every problem as `file:line: key.path: message`.
 """
 
+from mindloop.config.caps import CapLimits, CapsConfig, ModelPrice
 from mindloop.config.config import Config
 from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig, ProviderKind
 from mindloop.config.loader import (
@@ -39,6 +40,8 @@ __all__ = [
     "TEAM_FILE",
     "AnthropicParams",
     "AnthropicThinking",
+    "CapLimits",
+    "CapsConfig",
     "Config",
     "ConfigError",
     "ConfigProblem",
@@ -48,6 +51,7 @@ __all__ = [
     "MemberSpec",
     "ModelInfo",
     "ModelParams",
+    "ModelPrice",
     "OpenAIParams",
     "ProviderConfig",
     "ProviderKind",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from mindloop.config.caps import ModelPrice
 from mindloop.config.problems import looks_like_secret, render_value
 
 ProviderKind = Literal["openai-compatible", "anthropic", "mock"]
@@ -37,6 +38,8 @@ class ModelInfo(BaseModel):
     name: str = ""  # the model name sent on the wire; "" until filled from the key
     context_length: int = Field(gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
+    # Overrides the price table (genai-prices) for this model (see `config.caps`).
+    price: ModelPrice | None = None
 
 
 class ProviderConfig(BaseModel):

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mindloop.config.caps import CapsConfig
 from mindloop.config.model_params import ModelParams, merge_model_params
 from mindloop.config.problems import KeyPath, render_value
 from mindloop.i18n import Lang
@@ -199,6 +200,7 @@ class TeamSpec(BaseModel):
     members: dict[str, MemberSpec | None] = Field(default_factory=dict)
     # The language of runtime-written prompts and headings (decision 10): en or zh.
     work_language: Lang = "en"
+    caps: CapsConfig = Field(default_factory=CapsConfig)  # spending caps (`config.caps`)
 
 
 class TeamConfig(BaseModel):
@@ -210,6 +212,7 @@ class TeamConfig(BaseModel):
     members: dict[str, MemberConfig]
     default_responder: str
     work_language: Lang = "en"
+    caps: CapsConfig = Field(default_factory=CapsConfig)
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:
@@ -287,4 +290,5 @@ def resolve_team(
         members=members,
         default_responder=responder,
         work_language=spec.work_language,
+        caps=spec.caps,
     ), issues

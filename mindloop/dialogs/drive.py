@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mindloop.dialogs.caps import CapGuard
 from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.course import start_new_course
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT
@@ -43,13 +44,14 @@ from mindloop.events.types import (
 )
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool, generation_caller
-from mindloop.store import DialogStatus, MessageRecord, Store
+from mindloop.store import DialogStatus, MessageRecord, Store, UsageTotals
 
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
     DriveEnd.ERROR: DialogStatus.ERROR,
     DriveEnd.WAITING: DialogStatus.WAITING,
     DriveEnd.STEP_LIMIT: DialogStatus.STOPPED,
+    DriveEnd.CAP_REACHED: DialogStatus.STOPPED,
     DriveEnd.CANCELLED: DialogStatus.INTERRUPTED,
 }
 
@@ -74,6 +76,7 @@ class Driver:
         self.tools = tools
         self.claims = claims
         self.wake = wake
+        self.caps = CapGuard(store, parts.config.team.caps, parts.lang)
 
     async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
         """Drive a dialog whose in-process lock the caller holds."""
@@ -100,7 +103,16 @@ class Driver:
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
-        self.bus.publish(DriveStarted(dialog_id=did, member=live.member.id))
+        rec = live.record
+        self.bus.publish(
+            DriveStarted(
+                dialog_id=did,
+                member=live.member.id,
+                task=rec.task_path,
+                kind=rec.kind,
+                root_id=rec.root_id,
+            )
+        )
         try:
             async with self.claims.heartbeat(did):
                 end = await self._steps(live, state, max_steps, result)
@@ -126,13 +138,17 @@ class Driver:
         self, live: LiveDialog, state: WaitState, max_steps: int, result: DriveResult
     ) -> DriveEnd:
         """The step loop; how it ended."""
-        did = live.id
         for step in range(1, max_steps + 1):
+            cap = self.caps.reached(live, result.usage)
+            if cap is not None:
+                result.cap = cap
+                self._note(live, cap)
+                return DriveEnd.CAP_REACHED
             result.steps = step
             if step > 1 and state.pending:  # replies only come while tellasks are out
                 with self.store.tx(durable=False):
                     self._take_inbox(live)
-            outcome, state = await self._step(live, state)
+            outcome, state = await self._step(live, state, result.usage)
             if isinstance(outcome, Failed):
                 result.error = outcome.error
                 self._report_failure(live, outcome.error)
@@ -144,14 +160,21 @@ class Driver:
                 return DriveEnd.DONE
             if not live.policy.goes_on(live, self.parts, outcome):
                 return DriveEnd.STOPPED
-        note = text_for(STEP_LIMIT_NOTE, self.parts.lang).format(n=max_steps)
-        stored = self.store.append_message(did, "note", {"text": note}, course=live.record.course)
-        live.history.add(stored)
-        self.bus.publish(NoteAdded(dialog_id=did, text=note))
+        self._note(live, text_for(STEP_LIMIT_NOTE, self.parts.lang).format(n=max_steps))
         return DriveEnd.STEP_LIMIT
 
-    async def _step(self, live: LiveDialog, state: WaitState) -> tuple[StepOutcome, WaitState]:
-        """One generation and its tools."""
+    def _note(self, live: LiveDialog, note: str) -> None:
+        """Why the drive stops, for the model and the user."""
+        stored = self.store.append_message(
+            live.id, "note", {"text": note}, course=live.record.course
+        )
+        live.history.add(stored)
+        self.bus.publish(NoteAdded(dialog_id=live.id, text=note))
+
+    async def _step(
+        self, live: LiveDialog, state: WaitState, usage: UsageTotals
+    ) -> tuple[StepOutcome, WaitState]:
+        """One generation and its tools; `usage` (the drive's) counts the generation."""
         did = live.id
         policy = live.policy
         offered = policy.offered_tools(live, self.parts)
@@ -165,7 +188,11 @@ class Driver:
         # The pool's retry notices name the dialog whose generation is retried (this
         # drive's task context).
         generation_caller.set(did)
-        self.bus.publish(GenerationStarted(dialog_id=did, member=live.member.id, model=req.model))
+        self.bus.publish(
+            GenerationStarted(
+                dialog_id=did, member=live.member.id, model=req.model, provider=live.member.provider
+            )
+        )
         try:
             await run_generation(
                 self.providers.stream(live.member.provider, req), self.bus, did, out
@@ -175,14 +202,17 @@ class Driver:
             # would end the dialog's turn (a side dialog would never reply) and could
             # dispatch a half-written tellask; kept as an event, and re-run on resume.
             out.finish_reason = "cancelled"
+            gen = generation_record(live, out, req.model, self.parts.prices)
+            usage.add(gen)
             with self.store.tx():
-                self.store.record_generation(generation_record(live, out, req.model), [])
+                self.store.record_generation(gen, [])
                 self.store.record_event(
                     "generation_cancelled", did, {"text": out.text, "thinking": out.thinking}
                 )
             raise
         decision = decide_turn(live, self.parts, out, req.model)
         commit_turn(self.store, self.tree, live, decision, self.claims)
+        usage.add(decision.generation)
         if out.error is not None:
             self.bus.publish(ErrorRaised(dialog_id=did, message=str(out.error)))
         if decision.violation is not None:
@@ -198,6 +228,7 @@ class Driver:
                 input_tokens=out.input_tokens,
                 output_tokens=out.output_tokens,
                 tool_calls=len(decision.calls),
+                cost_usd=decision.generation.cost_usd,
             )
         )
         if decision.routes or decision.final:

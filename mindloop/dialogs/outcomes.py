@@ -7,8 +7,10 @@ Both are closed: adding a case means handling it where the loop matches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from mindloop.store import UsageTotals
 
 
 class DriveEnd(StrEnum):
@@ -16,6 +18,7 @@ class DriveEnd(StrEnum):
     WAITING = "waiting"  # it waits on side dialogs, the human, or another wait
     STEP_LIMIT = "step_limit"  # the per-drive step limit was reached
     STOPPED = "stopped"  # the turn policy ended the drive
+    CAP_REACHED = "cap_reached"  # a spending cap of team.yaml (`caps:`) was reached
     ERROR = "error"  # a provider failure or a policy error
     CANCELLED = "cancelled"  # interrupted (Ctrl-C, shutdown): resumed by the next run
     IDLE = "idle"  # there was nothing to answer
@@ -29,6 +32,8 @@ class DriveResult:
     steps: int = 0
     final_text: str = ""
     error: str | None = None
+    usage: UsageTotals = field(default_factory=UsageTotals)  # this drive's generations
+    cap: str | None = None  # with CAP_REACHED: which cap, as a sentence
 
 
 @dataclass(frozen=True)

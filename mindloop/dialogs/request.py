@@ -15,6 +15,7 @@ from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.i18n import Lang
 from mindloop.providers.base import ChatMessage, ToolSpec, UserMessage
+from mindloop.providers.pricing import PriceTable
 from mindloop.store import Reminder
 from mindloop.tools.base import Tool
 from mindloop.tools.registry import ToolRegistry
@@ -34,6 +35,7 @@ class RequestBuilder:
         self.tools = tools
         self.context = context
         self.lang: Lang = lang
+        self.prices = PriceTable(config.llm)  # what each generation cost
         self._member_tools: dict[tuple[str, bool], list[Tool]] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._params: dict[tuple[str, bool], dict[str, Any]] = {}

@@ -28,6 +28,7 @@ from mindloop.dialogs.routing import Route, RouteKind, route_message
 from mindloop.dialogs.tellask import TellaskCall, parse_message
 from mindloop.dialogs.tree import DialogTree, Dispatch
 from mindloop.providers.base import ToolCall
+from mindloop.providers.pricing import PriceTable
 from mindloop.store import GenerationRecord, MessageRecord, Store
 
 
@@ -50,7 +51,7 @@ def decide_turn(
 ) -> TurnDecision:
     rec = live.record
     did, course = rec.id, rec.course
-    gen = generation_record(live, out, model)
+    gen = generation_record(live, out, model, parts.prices)
     if out.error is not None:
         partial = {"text": out.text, "thinking": out.thinking, "calls": len(out.calls)}
         return TurnDecision(
@@ -142,10 +143,13 @@ def commit_turn(
     return dispatched
 
 
-def generation_record(live: LiveDialog, out: GenerationOutcome, model: str) -> GenerationRecord:
+def generation_record(
+    live: LiveDialog, out: GenerationOutcome, model: str, prices: PriceTable
+) -> GenerationRecord:
+    provider = live.member.provider
     return GenerationRecord(
         dialog_id=live.record.id,
-        provider=live.member.provider,
+        provider=provider,
         model=model,
         started_at=out.started_at,
         ended_at=out.ended_at or time.time(),
@@ -153,6 +157,7 @@ def generation_record(live: LiveDialog, out: GenerationOutcome, model: str) -> G
         output_tokens=out.output_tokens,
         finish_reason=out.finish_reason,
         error=str(out.error) if out.error else None,
+        cost_usd=prices.cost(provider, model, out.input_tokens, out.output_tokens),
     )
 
 

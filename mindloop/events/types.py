@@ -69,6 +69,7 @@ class GenerationStarted(Event):
     type: ClassVar[EventType] = EventType.GENERATION_START
     member: str
     model: str
+    provider: str | None = None  # the llm.yaml provider's name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +91,7 @@ class GenerationEnded(Event):
     input_tokens: int | None = None
     output_tokens: int | None = None
     tool_calls: int = 0
+    cost_usd: float | None = None  # None: no known price
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +155,9 @@ class NoteAdded(Event):
 class DriveStarted(Event):
     type: ClassVar[EventType] = EventType.DRIVE_START
     member: str
+    task: str | None = None  # the dialog's task package (rtws-relative)
+    kind: str | None = None  # root | side | fbr
+    root_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
+from mindloop.providers.pricing import PriceTable
 from mindloop.taskdoc.audit import audit_warnings
 from mindloop.taskdoc.effective import layout_problems
 
@@ -82,4 +83,26 @@ def rtws_warnings(rtws: Path) -> list[str]:
                 f"{prov.api_key_env} is not set here; "
                 f"{', '.join('@' + u for u in users)} cannot generate until it is"
             )
-    return warnings
+    return warnings + unpriced_warnings(config)
+
+
+def unpriced_warnings(config: Config) -> list[str]:
+    """With a `max_cost` cap, the models members use that have no known price: their
+    generations would count for nothing toward it."""
+    caps = config.team.caps
+    if caps.drive.max_cost is None and caps.task.max_cost is None:
+        return []
+    prices = PriceTable(config.llm)
+    out = []
+    used = sorted({(m.provider, m.model) for m in config.team.members.values()})
+    for provider, model in used:
+        cfg = config.llm.providers.get(provider)
+        info = cfg.models.get(model) if cfg is not None else None
+        wire = info.name if info is not None else model  # what generations are priced by
+        if cfg is not None and prices.cost(provider, wire, 1, 1) is None:
+            out.append(
+                f".minds/llm.yaml: providers.{provider}.models.{model}: no known price, so its "
+                "generations count for nothing toward caps max_cost; set its price: "
+                "{input_per_mtok: …, output_per_mtok: …}"
+            )
+    return out

@@ -13,6 +13,7 @@ from mindloop.store.records import (
     Reminder,
     ResponseRecord,
     TaskdocChange,
+    UsageTotals,
     WaitRecord,
     WaitStatus,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TaskdocChange",
+    "UsageTotals",
     "WaitRecord",
     "WaitStatus",
     "new_id",

@@ -79,6 +79,40 @@ class GenerationRecord(BaseModel):
     output_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    cost_usd: float | None = None  # None: the model has no known price
+
+
+class UsageTotals(BaseModel):
+    """Tokens and cost summed over generations (of a dialog, a tree, a task, a drive).
+    `unpriced` generations have no known price: `cost_usd` leaves them out."""
+
+    generations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, gen: GenerationRecord) -> None:
+        """Count one more generation in."""
+        self.generations += 1
+        self.input_tokens += gen.input_tokens or 0
+        self.output_tokens += gen.output_tokens or 0
+        if gen.cost_usd is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd += gen.cost_usd
+
+    def merge(self, other: UsageTotals) -> None:
+        """Count `other`'s generations in too."""
+        self.generations += other.generations
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_usd += other.cost_usd
+        self.unpriced += other.unpriced
 
 
 class TaskdocChange(BaseModel):

@@ -65,6 +65,8 @@ generations = sa.Table(
     sa.Column("output_tokens", sa.Integer, nullable=True),
     sa.Column("finish_reason", sa.String, nullable=True),
     sa.Column("error", sa.String, nullable=True),
+    # v4: what it cost in US dollars (None: no known price; see `providers.pricing`)
+    sa.Column("cost_usd", sa.Float, nullable=True),
 )
 
 events = sa.Table(
@@ -217,5 +219,10 @@ def _v2_to_v3(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[waits])
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2, _v2_to_v3]
+def _v3_to_v4(conn: sa.Connection) -> None:
+    """The cost of each generation (usage and cost per dialog, tree and task)."""
+    _add_columns(conn, generations, ["cost_usd"])
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4]
 SCHEMA_VERSION = len(MIGRATIONS)

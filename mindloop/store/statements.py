@@ -152,6 +152,21 @@ GENERATIONS = (
     .where(_by(t.generations.c.dialog_id, "dialog_id"))
     .order_by(t.generations.c.id)
 )
+# Usage: tokens and cost summed over generations (of a dialog, a tree, a task); a
+# generation without a known price counts as unpriced, not as free.
+_g = t.generations.c
+_USAGE = (
+    sa.func.count().label("generations"),
+    sa.func.coalesce(sa.func.sum(_g.input_tokens), 0).label("input_tokens"),
+    sa.func.coalesce(sa.func.sum(_g.output_tokens), 0).label("output_tokens"),
+    sa.func.coalesce(sa.func.sum(_g.cost_usd), 0.0).label("cost_usd"),
+    (sa.func.count() - sa.func.count(_g.cost_usd)).label("unpriced"),
+)
+_GENERATION_DIALOGS = t.generations.join(t.dialogs, _g.dialog_id == _d.id)
+USAGE_OF_DIALOG = sa.select(*_USAGE).where(_by(_g.dialog_id, "id"))
+USAGE_OF_TREE = sa.select(*_USAGE).select_from(_GENERATION_DIALOGS).where(_by(_d.root_id, "id"))
+USAGE_OF_TASK = sa.select(*_USAGE).select_from(_GENERATION_DIALOGS).where(_by(_d.task_path, "task"))
+USAGE_BY_DIALOG = sa.select(_g.dialog_id, *_USAGE).group_by(_g.dialog_id)
 PENDING_FOR = sa.select(t.pending_tellasks).where(_by(_p.caller_id, "id")).order_by(_p.id)
 PENDING_BY_SIDE = sa.select(t.pending_tellasks).where(_by(_p.side_id, "id")).order_by(_p.id)
 ALL_PENDING = sa.select(t.pending_tellasks).order_by(_p.id)

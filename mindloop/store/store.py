@@ -42,6 +42,7 @@ from mindloop.store.records import (
     Reminder,
     ResponseRecord,
     TaskdocChange,
+    UsageTotals,
     WaitRecord,
     WaitStatus,
 )
@@ -494,6 +495,34 @@ class Store:
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
         return self._records(GenerationRecord, q.GENERATIONS, {"dialog_id": dialog_id})
+
+    def usage(
+        self,
+        *,
+        dialog_id: str | None = None,
+        root_id: str | None = None,
+        task_path: str | None = None,
+    ) -> UsageTotals:
+        """Tokens and cost of one dialog's generations, of a whole dialog tree's (by its
+        root), or of every dialog of a task package; name exactly one."""
+        given = [(k, v) for k, v in (("d", dialog_id), ("r", root_id), ("t", task_path)) if v]
+        if len(given) != 1:
+            raise ValueError("usage(): name exactly one of dialog_id, root_id, task_path")
+        kind, value = given[0]
+        if kind == "t":
+            stmt, params = q.USAGE_OF_TASK, {"task": value}
+        else:
+            stmt, params = (q.USAGE_OF_DIALOG if kind == "d" else q.USAGE_OF_TREE), {"id": value}
+        return self._records(UsageTotals, stmt, params)[0]
+
+    def usage_by_dialog(self) -> dict[str, UsageTotals]:
+        """Usage of every dialog that ran a generation, by dialog id (one query)."""
+        keys, rows = self._execute(q.USAGE_BY_DIALOG, None)
+        out = {}
+        for row in rows:
+            data = dict(zip(keys, row, strict=True))
+            out[data.pop("dialog_id")] = UsageTotals.model_validate(data)
+        return out
 
     # ------------------------------------------------------------------ events
 
