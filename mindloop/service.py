@@ -48,7 +48,8 @@ from mindloop.store import (
     Store,
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
-from mindloop.toolsets import standard_registry
+from mindloop.tools.registry import ToolRegistry
+from mindloop.toolsets import config_registry
 
 Listener = Callable[[Event], None]
 
@@ -162,9 +163,11 @@ class Project:
         max_steps: int = DEFAULT_MAX_STEPS,
         providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
+        tools: ToolRegistry | None = None,
     ) -> None:
         self.rtws = rtws
         self.config = config
+        self._tools = tools
         self.max_steps = max_steps
         self.durable = durable
         self._injected = dict(providers or {})
@@ -196,6 +199,7 @@ class Project:
                 max_steps=self.max_steps,
                 durable=self.durable,
                 providers={**self._built, **self._injected},
+                tools=self._tools,
             )
             for listener in self._listeners:
                 rt.bus.subscribe(listener)
@@ -265,11 +269,15 @@ def open_project(
     if not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {rtws}`)")
     config = load_config(path)
-    registry = standard_registry(config.team.work_language)
+    # Imports the Python tool modules and starts the MCP servers members select: a part
+    # that cannot be offered is refused here, before anything is written.
+    registry = config_registry(config)
     problems = tool_selection_problems(path, registry.toolset_names, registry.tool_names)
     if problems:
         raise ConfigError(problems)
-    return Project(path, config, max_steps=max_steps, providers=providers, durable=durable)
+    return Project(
+        path, config, max_steps=max_steps, providers=providers, durable=durable, tools=registry
+    )
 
 
 # ---------------------------------------------------------------------------- writing

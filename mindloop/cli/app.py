@@ -17,6 +17,7 @@ from mindloop.cli import dialogs_cmds
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import console, err_console, get_rtws
 from mindloop.cli.demo_cmd import demo
+from mindloop.cli.probe import print_servers
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
 from mindloop.config import check_config
@@ -73,14 +74,25 @@ def init(
 
 
 @app.command()
-def check(ctx: typer.Context) -> None:
+def check(
+    ctx: typer.Context,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe", help="Also start every MCP server of .minds/mcp.yaml and list its tools."
+        ),
+    ] = False,
+) -> None:
     """Validate .minds/ configuration and Taskdoc packages; exit 1 with file:line errors."""
-    from mindloop.rtws.checks import check_rtws, rtws_warnings
+    from mindloop.rtws.checks import inspect_rtws, rtws_warnings
 
     rtws = get_rtws(ctx)
-    problems = [str(p) for p in check_config(rtws)] + check_rtws(rtws)
+    found = inspect_rtws(rtws, probe=probe)
+    problems = [str(p) for p in check_config(rtws)] + found.problems
     for line in rtws_warnings(rtws):
         err_console.print(f"warning: {line}", markup=False, soft_wrap=True)
+    if probe:
+        print_servers(found.servers)
     if problems:
         for line in problems:
             err_console.print(line, markup=False, soft_wrap=True)
