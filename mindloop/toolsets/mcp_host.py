@@ -41,6 +41,7 @@ import textwrap
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO, TypeVar, cast
@@ -64,6 +65,7 @@ __all__ = [
     "McpServerDown",
     "McpStartFailed",
     "ServerSpec",
+    "ServerStatus",
     "mcp_host",
     "shutdown_mcp",
 ]
@@ -96,6 +98,13 @@ class McpServerDown(MindloopError):
 
 class McpCallFailed(MindloopError):
     """One call failed (timed out, the server stopped during it, the server said no)."""
+
+
+class ServerStatus(StrEnum):
+    NOT_STARTED = "not started"
+    UP = "up"
+    LOST = "lost"  # ended; started again on its next use (if it has a restart left)
+    DOWN = "down"  # unavailable until the process restarts
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,8 @@ def describe(err: BaseException) -> str:
     if not leaves:
         return "cancelled"
     first = leaves[0]
+    if isinstance(first, MindloopError):  # ours: already a sentence
+        return str(first)
     if isinstance(first, MCPError):
         return f"{first.message} (MCP error {first.code})"
     if isinstance(first, TimeoutError):
@@ -257,6 +268,16 @@ class McpConnection:
         self.starts = 0  # sessions started (each a process for stdio)
         self.down: str | None = None  # why the server is down for the rest of the process
         self.tools: list[mcp_types.Tool] = []  # the listing of the latest start
+
+    @property
+    def status(self) -> ServerStatus:
+        """Where the server is in its life (read from any thread: a snapshot)."""
+        if self.down is not None:
+            return ServerStatus.DOWN
+        live = self._live
+        if live is None or live.session is None:
+            return ServerStatus.NOT_STARTED
+        return ServerStatus.UP if live.lost is None else ServerStatus.LOST
 
     # -- public, on the host loop
 
