@@ -76,7 +76,8 @@ T = TypeVar("T")
 
 # A lost connection is started again this many times per process, then the server is down.
 MAX_RESTARTS = 1
-# After a call timed out: how long the server has to answer a ping before it counts as hung.
+# After a call timed out: how long the server has to answer a ping before it counts as hung
+# (at most the call's own timeout).
 PING_TIMEOUT = 5.0
 # Added to the caller's deadline over the server's own timeouts, for the hand-over.
 CALLER_GRACE = 5.0
@@ -460,7 +461,7 @@ class McpConnection:
 
     async def _timed_out(self, session: ClientSession, live: _Live, timeout: float) -> Exception:
         try:
-            with anyio.fail_after(PING_TIMEOUT):
+            with anyio.fail_after(min(PING_TIMEOUT, timeout)):
                 await session.send_ping()
         except Exception:
             live.lose(f"it did not answer a ping after a call timed out after {timeout:g} s")

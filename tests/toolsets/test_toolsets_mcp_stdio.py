@@ -27,7 +27,6 @@ from tests.toolsets.mcp_util import (
     server_processes,
     time_server,
     wait_reaped,
-    wait_until,
     write_mcp,
 )
 
