@@ -223,6 +223,9 @@ def describe(err: BaseException) -> str:
     if isinstance(first, FileNotFoundError) and first.filename:
         return f"cannot run {first.filename!r}: not found"
     text = str(first).strip()
+    if isinstance(first, httpx2.HTTPError):
+        with contextlib.suppress(RuntimeError):  # no request attached
+            text = f"{text} ({first.request.method} {first.request.url})"
     return f"{type(first).__name__}: {text}" if text else type(first).__name__
 
 
@@ -299,7 +302,7 @@ class McpConnection:
             if err.code == mcp_types.REQUEST_TIMEOUT:
                 raise await self._timed_out(session, live, timeout) from None
             if err.code == mcp_types.CONNECTION_CLOSED or live.lost is not None:
-                raise self._lost_during_call(live, live.lost or "the connection closed") from None
+                raise self._lost_during_call(live, live.lost or "its connection closed") from None
             raise McpCallFailed(
                 f"{self.spec.label} answered the call with an error: {err.message} "
                 f"(MCP error {err.code})"
@@ -401,7 +404,12 @@ class McpConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack, live)
-                watched = _WatchedStream(read, lambda: live.lose("the connection closed"))
+                closed = (
+                    "its process exited"
+                    if cfg.transport == "stdio"
+                    else f"the connection to {cfg.url} closed"
+                )
+                watched = _WatchedStream(read, lambda: live.lose(closed))
                 session = await stack.enter_async_context(
                     ClientSession(
                         watched,
@@ -424,6 +432,8 @@ class McpConnection:
                 ready.set_exception(McpStartFailed(live.why(why)))
             else:
                 live.lose(why)
+                if not live.stopping and why != "cancelled":
+                    live.lost = why  # the transport's own failure says more than "closed"
             if not isinstance(err, Exception):
                 raise  # cancellation, KeyboardInterrupt: not ours to swallow
         finally:
