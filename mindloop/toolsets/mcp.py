@@ -214,7 +214,9 @@ def render_result(result: mcp_types.CallToolResult) -> ToolOutput:
             parts.append(block.text)
         elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
             kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
-            parts.append(f"[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes: not shown]")
+            parts.append(
+                f"[{kind} {block.mime_type}, {_decoded_size(block.data)} bytes: not shown]"
+            )
         elif isinstance(block, mcp_types.ResourceLink):
             parts.append(f"[resource link {block.uri}: {block.name}]")
         elif isinstance(block, mcp_types.EmbeddedResource):
@@ -222,7 +224,7 @@ def render_result(result: mcp_types.CallToolResult) -> ToolOutput:
             if isinstance(res, mcp_types.TextResourceContents):
                 parts.append(f"[resource {res.uri}]\n{res.text}")
             else:
-                size = len(res.blob) * 3 // 4
+                size = _decoded_size(res.blob)
                 parts.append(
                     f"[resource {res.uri}, {res.mime_type or 'binary'}, {size} bytes: not shown]"
                 )
@@ -232,6 +234,12 @@ def render_result(result: mcp_types.CallToolResult) -> ToolOutput:
         parts.append(f"structured content:\n{shown}")
     text = "\n".join(parts) if parts else "(the tool returned nothing)"
     return ToolOutput(text, is_error=result.is_error)
+
+
+def _decoded_size(b64: str) -> int:
+    """The size of base64 data once decoded (without decoding it)."""
+    data = b64.strip()
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
 
 
 def _same_json(text: str, value: object) -> bool:
