@@ -207,6 +207,12 @@ def _leaves(err: BaseException) -> list[BaseException]:
     return [err]
 
 
+def _closed(err: BaseException) -> bool:
+    return any(
+        isinstance(e, MCPError) and e.code == mcp_types.CONNECTION_CLOSED for e in _leaves(err)
+    )
+
+
 def describe(err: BaseException) -> str:
     """One line for what went wrong, from the innermost meaningful exception (the SDK's
     task groups wrap a transport failure in exception groups and cancellations)."""
@@ -426,7 +432,9 @@ class McpConnection:
                 await live.wake.wait()
         except BaseException as err:
             why = describe(err)
-            if isinstance(err, TimeoutError) or why == "timed out":
+            if live.lost is not None and _closed(err):
+                why = live.lost  # "its process exited" says more than "Connection closed"
+            elif isinstance(err, TimeoutError) or why == "timed out":
                 why = f"it did not answer within {cfg.startup_timeout:g} s"
             if not ready.done():
                 ready.set_exception(McpStartFailed(live.why(why)))
