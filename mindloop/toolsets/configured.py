@@ -18,6 +18,7 @@ selects, which is what a runtime needs; `ALL` starts every server (`check --prob
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -225,8 +226,6 @@ def _start_servers(
             )
         )
         return {}
-    import asyncio
-
     specs = server_specs(config.rtws, config.mcp)
     host = mcp_host()
     connections = {name: host.connection(specs[name]) for name in names}

@@ -38,7 +38,7 @@ from mindloop.tools.base import Tool, ToolContext, ToolOutput
 if TYPE_CHECKING:
     import mcp.types as mcp_types
 
-    from mindloop.toolsets.mcp_host import McpConnection
+    from mindloop.toolsets.mcp_host import McpConnection, ServerSpec
 
 log = logging.getLogger("mindloop.mcp")
 
@@ -83,7 +83,7 @@ class ServerTools:
         return McpConfig.toolset_name(self.server)
 
 
-def server_specs(rtws: Path, config: McpConfig) -> dict[str, Any]:
+def server_specs(rtws: Path, config: McpConfig) -> dict[str, ServerSpec]:
     """The `ServerSpec` of every configured server (imports the SDK: call only when there
     are servers to start)."""
     from mindloop.toolsets.mcp_host import ServerSpec
