@@ -180,9 +180,11 @@ def _add_mcp(config: Config, build: RegistryBuild, mode: McpMode) -> None:
         build.servers.append(report)
         offered = listed.get(name)
         if offered is None:
+            # Not started (or failed to, which is a problem already): the name is known,
+            # so team.yaml naming it is not a second, misleading "unknown toolset".
             if name not in start:
                 build.open_toolsets.append(toolset)
-                build.registry.add_toolset(toolset, [])
+            build.registry.add_toolset(toolset, [])
             continue
         report.started = True
         report.tools = list(offered.tools)
@@ -199,6 +201,7 @@ def _add_mcp(config: Config, build: RegistryBuild, mode: McpMode) -> None:
             )
         taken = _add(build, toolset, list(offered.tools))
         if taken is not None:
+            build.registry.add_toolset(toolset, [])  # known, unusable: one problem, not two
             build.problems.append(
                 located_problem(
                     config.rtws,
