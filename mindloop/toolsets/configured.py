@@ -120,6 +120,8 @@ def _add_python_tools(config: Config, build: RegistryBuild) -> None:
         except PythonToolError as err:
             taken = str(err)
         if taken is not None:
+            if module not in build.registry.toolset_names:
+                build.registry.add_toolset(module, [])  # known, unusable: one problem
             build.problems.append(
                 located_problem(config.rtws, TEAM_FILE, ("python_tools", i), taken)
             )

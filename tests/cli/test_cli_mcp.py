@@ -151,3 +151,15 @@ def test_a_server_that_cannot_start_stops_chat_before_anything_is_written(
     assert not (rtws / ".mindloop" / "state.sqlite").exists()
     probed = ml("check", "--probe", "-C", str(rtws))
     assert probed.returncode == 1 and "mcp:slow: not started" in probed.stdout
+
+
+def test_check_reports_a_module_that_does_not_import_once(tmp_path: Path) -> None:
+    rtws = project(tmp_path, ["fs", "teamtools"], servers={})
+    (rtws / "teamtools.py").write_text("import no_such_dependency\n")
+    out = ml("check", "-C", str(rtws))
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        ".minds/team.yaml:6: python_tools.0: cannot import teamtools: ModuleNotFoundError: "
+        "No module named 'no_such_dependency'",
+        "1 problem(s) found",
+    ]
