@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mindloop.config import ConfigError, load_config
 from mindloop.rtws import init_rtws
@@ -304,3 +306,23 @@ def test_docstring_sections() -> None:
     assert params == {"a": "First and more.", "kw": "Rest."}
     summary, params = parse_docstring("Sum.\n:param int x: The x.\n:param y: The y\n  continued.")
     assert summary == "Sum." and params == {"x": "The x.", "y": "The y continued."}
+
+
+WORDS = st.from_regex(r"[A-Za-z][A-Za-z0-9,.]{0,8}( [A-Za-z0-9,.]{1,8}){0,4}", fullmatch=True)
+
+
+@given(
+    summary=WORDS,
+    params=st.dictionaries(
+        st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True), WORDS, max_size=4
+    ),
+    typed=st.booleans(),
+)
+def test_google_style_args_are_read_back(summary: str, params: dict[str, str], typed: bool) -> None:
+    lines = [summary, "", "Args:"]
+    for name, text in params.items():
+        lines.append(f"    {name}{' (str)' if typed else ''}: {text}")
+    lines += ["", "Returns:", "    something: not a parameter"]
+    got_summary, got = parse_docstring("\n".join(lines))
+    assert got_summary == summary
+    assert got == params
