@@ -88,7 +88,8 @@ def server_specs(rtws: Path, config: McpConfig) -> dict[str, ServerSpec]:
     are servers to start)."""
     from mindloop.toolsets.mcp_host import ServerSpec
 
-    return {name: ServerSpec(Path(rtws), name, cfg) for name, cfg in config.servers.items()}
+    root = Path(rtws).resolve()
+    return {name: ServerSpec(root, name, cfg) for name, cfg in config.servers.items()}
 
 
 # ---------------------------------------------------------------------------- offering

@@ -110,7 +110,7 @@ class ServerStatus(StrEnum):
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """A server as configured for one rtws (`cwd` is relative to `rtws`)."""
+    """A server as configured for one rtws (absolute; `cwd` is relative to it)."""
 
     rtws: Path
     name: str
@@ -586,7 +586,7 @@ class McpHost:
     def connection(self, spec: ServerSpec) -> McpConnection:
         """The connection of `spec`'s server in this process; a changed configuration of
         the same server gets a new one (the old one is closed)."""
-        key = (str(spec.rtws.resolve()), spec.name)
+        key = (str(spec.rtws), spec.name)
         with self._lock:
             found = self._connections.get(key)
             if found is not None and found.spec == spec:

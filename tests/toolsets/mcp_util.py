@@ -84,7 +84,7 @@ def wait_until(predicate: Any, timeout: float = 20.0) -> None:
 
 def connection_of(rtws: Path, server: str) -> McpConnection:
     """The process's connection to `server` of `rtws` (as the registry made it)."""
-    spec = ServerSpec(rtws, server, load_config(rtws).mcp.servers[server])
+    spec = ServerSpec(rtws.resolve(), server, load_config(rtws).mcp.servers[server])
     return mcp_host().connection(spec)
 
 

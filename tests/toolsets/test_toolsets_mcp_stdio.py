@@ -75,7 +75,7 @@ async def test_real_servers_become_toolsets_offering_their_schemas_as_listed(
     listed = {
         t.name: t.input_schema
         for name in ("time", "git")
-        for t in host.connection(ServerSpec(rtws, name, config.mcp.servers[name])).tools
+        for t in host.connection(ServerSpec(rtws.resolve(), name, config.mcp.servers[name])).tools
     }
     assert chosen[0].schema() == listed["get_current_time"]
     assert chosen[1].schema() == listed["git_status"]
