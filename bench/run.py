@@ -39,10 +39,13 @@ class Sizes:
     fan_out: int
     dialogs: int
     dialog_steps: int
+    watched: tuple[int, int]  # scenario 5: dialogs a watching process drives (few, many)
 
 
-FULL = Sizes(histories=(10, 200, 2000), fan_out=100, dialogs=1000, dialog_steps=10)
-QUICK = Sizes(histories=(10, 20, 40), fan_out=5, dialogs=10, dialog_steps=3)
+FULL = Sizes(
+    histories=(10, 200, 2000), fan_out=100, dialogs=1000, dialog_steps=10, watched=(100, 10_000)
+)
+QUICK = Sizes(histories=(10, 20, 40), fan_out=5, dialogs=10, dialog_steps=3, watched=(5, 50))
 PEERS = {"langgraph": "bench.peers_langgraph", "agents": "bench.peers_agents_sdk"}
 NOT_INSTALLED = "not installed (pip install -e .[bench])"
 
@@ -63,6 +66,8 @@ def worker(case: str, runs: int, sizes: Sizes, count_all_commits: bool) -> dict[
         out = scenarios.scenario2(case.removeprefix("s2-"), sizes.fan_out, runs)
     elif case == "s3":
         out = scenarios.scenario3(sizes.dialogs, sizes.dialog_steps, runs)
+    elif case.startswith("s5-"):
+        out = scenarios.scenario5(int(case.removeprefix("s5-")))
     elif case.startswith("s4-"):
         peer = importlib.import_module(PEERS[case.removeprefix("s4-")])
         if not peer.AVAILABLE:
@@ -144,6 +149,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         cases.append("s3")
     if 4 in selected:
         cases += ["s4-langgraph", "s4-agents"]
+    if 5 in selected:
+        sizes = QUICK if args.quick else FULL
+        cases += [f"s5-{n}" for n in sizes.watched]
     raw = {}
     for case in cases:
         print(f"running {case} …", file=sys.stderr, flush=True)
@@ -251,6 +259,30 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
                 "peak_rss_bytes": peer["peak_rss"],
             }
         report["scenarios"]["4"] = peers
+    watched = {
+        case.removeprefix("s5-"): data for case, data in raw.items() if case.startswith("s5-")
+    }
+    if watched:
+        rows = {
+            n: {
+                "wall_s": data["samples"]["wall_s"][0],
+                "live_views": data["samples"]["live_views"][0],
+                "kept_results": data["samples"]["kept"][0],
+                "peak_rss_bytes": data["peak_rss"],
+            }
+            for n, data in watched.items()
+        }
+        report["scenarios"]["5"] = rows
+        few, many = (str(n) for n in sizes.watched)
+        if few in rows and many in rows:
+            ratio = rows[many]["peak_rss_bytes"] / rows[few]["peak_rss_bytes"]
+            target(
+                f"s5 watch: peak RSS after {many} dialogs ÷ after {few}",
+                ratio,
+                1.1,
+                ratio <= 1.1,
+                "×",
+            )
     return report
 
 
@@ -342,6 +374,14 @@ def print_report(report: dict[str, Any]) -> None:
             )
             print(f"   {peer['name']:>18}  {cells}  (grows ×{peer['growth_large_over_small']:.1f})")
         print()
+    if "5" in sc:
+        print("5. a watching process (`run --watch`) fed short dialogs, 100 at a time")
+        for n, row in sc["5"].items():
+            print(
+                f"   {n:>6} dialogs: peak RSS {row['peak_rss_bytes'] / MIB:.0f} MiB · "
+                f"wall {row['wall_s']:.1f} s · views held at the end {row['live_views']:.0f}"
+            )
+        print()
     if report["targets"]:
         print("targets")
         for t in report["targets"]:
@@ -356,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=5, help="measured runs after the warm-up")
     parser.add_argument("--quick", action="store_true", help="tiny CI sizes (targets not judged)")
-    parser.add_argument("--scenario", default="1,2,3,4", help="comma-separated scenario numbers")
+    parser.add_argument("--scenario", default="1,2,3,4,5", help="comma-separated scenario numbers")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument(
         "--strace",

@@ -431,5 +431,44 @@ def scenario3(dialogs: int, steps: int, runs: int) -> dict[str, Any]:
     return {"samples": _columns(samples), "peak_rss": peak_rss_bytes()}
 
 
+# ---------------------------------------------------------------------- scenario 5
+
+
+async def _s5_run(root: Path, dialogs: int, wave: int = 100) -> dict[str, float]:
+    """One watching scheduler (what `mindloop run --watch` runs) is fed `dialogs` short
+    root dialogs (one tool step and an answer each), `wave` at a time."""
+    rt = DialogRuntime(make_rtws(root), tools=bench_registry())
+    sched = Scheduler(rt)
+    start = chain_start(2)
+    try:
+        t0 = time.perf_counter()
+        task = asyncio.create_task(
+            sched.run(watch=True, poll_interval=0.05, stop=lambda: sched.drives >= dialogs)
+        )
+        fed = 0
+        while fed < dialogs:
+            for _ in range(min(wave, dialogs - fed)):
+                rt.start_root_dialog(TASK, start, "dev")
+                fed += 1
+            while sched.drives < fed and not task.done():
+                await asyncio.sleep(0.005)
+        await task
+        wall = time.perf_counter() - t0
+        return {
+            "wall_s": wall,
+            "live_views": float(len(rt.live)),
+            "kept": float(len(sched.results)),
+        }
+    finally:
+        await rt.aclose()
+
+
+def scenario5(dialogs: int) -> dict[str, Any]:
+    """Memory of a long watch: peak RSS of a process that drove `dialogs` dialogs."""
+    with scratch_dir() as root:
+        sample = asyncio.run(_s5_run(root, dialogs))
+    return {"samples": _columns([sample]), "peak_rss": peak_rss_bytes()}
+
+
 def _columns(samples: list[dict[str, float]]) -> dict[str, list[float]]:
     return {key: [s[key] for s in samples] for key in samples[0]}

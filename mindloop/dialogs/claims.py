@@ -4,10 +4,11 @@ A drive takes its dialog's claim (an owner id and an expiry) in the same transac
 marks it running (`Store.claim_dialog`: one conditional update under the write lock, so
 of processes racing for a dialog exactly one wins); a process that finds a dialog claimed
 skips it and does not wait. While the drive runs, a heartbeat renews the claim every
-third of its time to live — so a generation that streams for longer than the time to
-live keeps it — and every turn's commit renews it too, inside the same transaction: a
-drive that lost its claim (its process stalled past the expiry and another took over)
-cannot commit a turn, its transaction rolls back. The claim is released with the
+quarter of its time to live — so a generation that streams for longer than the time to
+live keeps it — and every commit of the drive checks it inside its transaction: renewed
+within a third of its time to live it cannot have expired (no statement); otherwise it
+is renewed there, and a drive that lost its claim (its process stalled past the expiry
+and another took over) cannot commit: its transaction rolls back. The claim is released with the
 dialog's final status when the drive settles.
 
 Recovery (`recover`) resumes only dialogs whose claim expired, or whose owner is a
@@ -113,18 +114,28 @@ class Claims:
         self.store = store
         self.ttl = ttl
         self.owner = Owner.this_process().id
+        self._renewed: dict[str, float] = {}  # dialog -> when its claim was last extended
 
     def take(self, dialog_id: str) -> bool:
         """Inside the caller's transaction: claim the dialog and mark it running."""
-        return self.store.claim_dialog(dialog_id, self.owner, self.ttl)
+        taken = self.store.claim_dialog(dialog_id, self.owner, self.ttl)
+        if taken:
+            self._renewed[dialog_id] = time.monotonic()
+        return taken
 
     def renew(self, dialog_id: str) -> None:
-        """Inside the caller's transaction: extend the claim, or raise `ClaimLost` (which
-        rolls the transaction back)."""
+        """Inside the caller's transaction (a commit of the drive): make sure the claim
+        holds, or raise `ClaimLost` (which rolls the transaction back). A claim renewed
+        less than a third of its time to live ago cannot have expired, so the common
+        case costs no statement; otherwise it is extended (one conditional update)."""
+        if time.monotonic() - self._renewed.get(dialog_id, -1e18) < self.ttl / 3:
+            return
         if not self.store.renew_claim(dialog_id, self.owner, self.ttl):
             raise ClaimLost(f"dialog {dialog_id}: this process no longer holds its claim")
+        self._renewed[dialog_id] = time.monotonic()
 
     def release(self, dialog_id: str) -> None:
+        self._renewed.pop(dialog_id, None)
         self.store.release_claim(dialog_id, self.owner)
 
     @contextlib.asynccontextmanager
@@ -133,8 +144,9 @@ class Claims:
 
         async def beat() -> None:
             while True:
-                await asyncio.sleep(self.ttl / 3)
-                self.store.renew_claim(dialog_id, self.owner, self.ttl)
+                await asyncio.sleep(self.ttl / 4)
+                if self.store.renew_claim(dialog_id, self.owner, self.ttl):
+                    self._renewed[dialog_id] = time.monotonic()
 
         task = asyncio.ensure_future(beat())
         try:

@@ -202,7 +202,9 @@ class Driver:
         if out.error is not None:
             return Failed(str(out.error)), state
         if decision.calls:
-            await self.tools.run(live, decision.calls, offered, decision.generation.id)
+            effects = await self.tools.run(live, decision.calls, offered, decision.generation.id)
+            if effects.waits:
+                state = self.tree.wait_state(did)
             if live.course.pending is not None:
                 start_new_course(self.store, self.bus, live)
         # Only this dialog's own tellasks make it wait; others only resolve waits.

@@ -117,7 +117,7 @@ class DialogRuntime:
             self.bus,
             self.providers,
             self.parts,
-            ToolStep(self.store, self.bus, self.parts, self.claims, self._tool_context),
+            ToolStep(self.store, self.bus, self.parts, self.claims, self.tree, self._tool_context),
             self.claims,
             self.wake,
         )

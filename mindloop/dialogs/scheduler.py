@@ -17,6 +17,10 @@ from collections.abc import Callable, Collection
 
 from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
 
+# How many recent drive results a watching run keeps (its memory must not grow with the
+# number of dialogs it ever drove).
+KEEP_WATCHED = 1000
+
 
 class Scheduler:
     def __init__(self, runtime: DialogRuntime, *, max_concurrent_drives: int = 1000) -> None:
@@ -25,6 +29,7 @@ class Scheduler:
         self.results: list[DriveResult] = []
         self.errors: list[BaseException] = []
         self.resumed: list[str] = []  # dialogs recovery marked to drive again
+        self.drives = 0  # drives that ended (the results of a long watch are trimmed)
 
     def drivable(self, exclude: Collection[str]) -> list[str]:
         """Dialogs to start driving now (the store parks those that wait on others and
@@ -94,7 +99,10 @@ class Scheduler:
                             self.errors.append(exc)
                             broken.add(did)  # not again in this run: it would fail alike
                         elif task.result().reason is not DriveEnd.CLAIMED:
+                            self.drives += 1
                             self.results.append(task.result())
+                            if watch and len(self.results) > 2 * KEEP_WATCHED:
+                                del self.results[:-KEEP_WATCHED]  # a watch runs for ever
         finally:
             for task in running.values():
                 task.cancel()

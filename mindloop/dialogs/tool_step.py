@@ -6,23 +6,44 @@ calls run through the registry (`ToolRegistry.execute`, where every failure beco
 error result the model can read); independent calls run concurrently. The results commit
 together in one lazy transaction: lost only with a power failure before the next durable
 commit, which leaves the calls unanswered, as a crash during the tools does; recovery
-answers them as interrupted. So a step costs one fsync.
+answers them as interrupted. So a step costs one fsync. A tool may return store effects
+(`tools.base.Effect`: rows to write, a wait to open, a detached side dialog to start):
+they commit in that same transaction, which is then durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from mindloop.dialogs.claims import Claims
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.tree import DialogTree
+from mindloop.dialogs.waits import WaitKind
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
 from mindloop.store import MessageRecord, Store
-from mindloop.tools.base import Tool, ToolContext, ToolOutput, call_key
+from mindloop.tools.base import (
+    Effect,
+    OpenWait,
+    StartDetached,
+    StoreEffect,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    call_key,
+)
 from mindloop.toolsets import REMINDER_TOOLS
+
+
+@dataclass(frozen=True)
+class StepEffects:
+    """What the step's tool effects changed that the drive must look at again."""
+
+    waits: bool = False  # a wait was opened: the dialog may now be blocked
 
 
 class ToolStep:
@@ -32,8 +53,10 @@ class ToolStep:
         bus: EventBus,
         parts: RequestBuilder,
         claims: Claims,
+        tree: DialogTree,
         context_for: Callable[[LiveDialog, str], ToolContext],
     ) -> None:
+        self.tree = tree
         self.store = store
         self.bus = bus
         self.parts = parts
@@ -46,7 +69,7 @@ class ToolStep:
         calls: Sequence[ToolCall],
         offered: Sequence[Tool],
         generation_id: int,
-    ) -> None:
+    ) -> StepEffects:
         """Run one generation's calls; each sees its own call key (a hash of the dialog,
         this generation's stored id and the call's index: stable across a re-run)."""
         did = live.id
@@ -94,10 +117,27 @@ class ToolStep:
             )
             for c, r in zip(calls, results, strict=True)
         ]
-        with self.store.tx(durable=False):
+        effects = [e for r in results for e in r.effects]
+        # Durable only when the tools asked for store effects: those commit with their
+        # results (a crash leaves both or neither), and what they start (a wait, a side
+        # dialog) must not be lost once the tool reported it.
+        with self.store.tx(durable=bool(effects)):
             # A drive that lost its claim while the tools ran records nothing: the new
             # driver answers these calls as interrupted (tools are at-least-once).
             self.claims.renew(did)
             live.history.extend(self.store.append_messages(msgs))
+            for effect in effects:
+                self._apply(live, effect)
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
+        return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))
+
+    def _apply(self, live: LiveDialog, effect: Effect) -> None:
+        """Inside the results' transaction: carry out one effect."""
+        match effect:
+            case StoreEffect(apply=apply):
+                apply(self.store)
+            case OpenWait(kind=kind, key=key, payload=payload, due_at=due_at):
+                self.tree.waits.open(live.id, WaitKind(kind), key, payload, due_at=due_at)
+            case StartDetached(member=member, message=message, sink=sink, payload=payload):
+                self.tree.start_detached(live.record, member, message, sink=sink, payload=payload)

@@ -168,6 +168,44 @@ class ToolContext:
 class ToolOutput:
     text: str
     is_error: bool = False
+    # What the engine commits in the same transaction as this result (durably): a crash
+    # leaves both or neither. A tool that must not act twice keys its effects by
+    # `ToolContext.call_key`.
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoreEffect:
+    """Rows to write with the result: `apply` gets the store (a `mindloop.store.Store`;
+    this layer cannot name it) inside the result's transaction."""
+
+    apply: Callable[[Any], None]
+    what: str = ""  # for diagnostics
+
+
+@dataclass(frozen=True)
+class OpenWait:
+    """Make the calling dialog wait (a wait record of `dialogs.waits.WaitKind` `kind`)."""
+
+    kind: str
+    key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    due_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StartDetached:
+    """Open a detached side dialog of the calling dialog with `member`; its final reply
+    goes to the registered sink `sink`."""
+
+    member: str
+    message: str
+    sink: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+# The closed set of effects a tool may return.
+Effect = StoreEffect | OpenWait | StartDetached
 
 
 def printable(text: str) -> str:

@@ -10,6 +10,7 @@ storable text (no lone surrogates) and every error names rtws-relative paths onl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Iterable
 from typing import Any
@@ -163,7 +164,7 @@ class ToolRegistry:
         except Exception as err:  # a tool bug must not end the dialog; the model sees it
             text = scrub_rtws(f"{tool_name} failed: {type(err).__name__}: {err}", ctx.rtws)
             return ToolOutput(cap_text(printable(text), cap), is_error=True)
-        return ToolOutput(cap_text(printable(result.text), cap), is_error=result.is_error)
+        return dataclasses.replace(result, text=cap_text(printable(result.text), cap))
 
 
 def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.tree import DetachedReply
 from mindloop.dialogs.waits import WaitKind
 from mindloop.store import DialogStatus, Store, WaitStatus
+from tests.dialogs.crash_points import CrashingStore
 from tests.scenario_util import write_script, write_team
 
 TASK = "tasks/example.tsk"
@@ -76,38 +76,6 @@ async def test_a_timer_wakes_its_dialog_from_a_watching_scheduler(rtws: Path) ->
     assert 0.3 <= time.monotonic() - started < 5
     assert rt.store.open_waits(root.id) == []
     await rt.aclose()
-
-
-class CrashingStore(Store):
-    """Dies (raises) at the commit that records the given event type, before or after
-    that commit — what a killed process leaves behind at that point."""
-
-    def __init__(self, path: Path, event: str, after: bool) -> None:
-        self.event, self.after, self.armed = event, after, False
-        super().__init__(path, durable=False)
-
-    def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
-        super().record_event(type, dialog_id, data)
-        if type == self.event and not self.after:
-            raise SystemExit("killed before the commit")
-        if type == self.event:
-            self.armed = True
-
-    def tx(self, *, durable: bool = True) -> Any:  # type: ignore[override]
-        outer = self
-
-        class _Tx:
-            def __enter__(self) -> Any:
-                self._cm = Store.tx(outer, durable=durable)
-                return self._cm.__enter__()
-
-            def __exit__(self, *exc: Any) -> Any:
-                done = self._cm.__exit__(*exc)
-                if outer.armed and outer._depth == 0:
-                    raise SystemExit("killed after the commit")
-                return done
-
-        return _Tx()
 
 
 def _sink(store: Store, reply: DetachedReply) -> None:

@@ -1,0 +1,49 @@
+"""A store that dies at a chosen commit, as a killed process would, for in-process tests
+of what a crash at that point leaves behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.store import Store
+
+
+class CrashingStore(Store):
+    """Dies (raises) at the commit that records the given event type, before or after
+    that commit — what a killed process leaves behind at that point."""
+
+    def __init__(self, path: Path, event: str, after: bool) -> None:
+        self.event, self.after, self.armed = event, after, False
+        super().__init__(path, durable=False)
+
+    def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
+        super().record_event(type, dialog_id, data)
+        if type == self.event and not self.after:
+            raise SystemExit("killed before the commit")
+        if type == self.event:
+            self.armed = True
+
+    def tx(self, *, durable: bool = True) -> Any:  # type: ignore[override]
+        outer = self
+
+        class _Tx:
+            def __enter__(self) -> Any:
+                self._cm = Store.tx(outer, durable=durable)
+                return self._cm.__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                done = self._cm.__exit__(*exc)
+                if outer.armed and outer._depth == 0:
+                    raise SystemExit("killed after the commit")
+                return done
+
+        return _Tx()
+
+
+def process_died(rt: DialogRuntime) -> None:
+    """End the claims a simulated dead process left (a real death is told by its pid)."""
+    for did, owner in rt.store.running_claims():
+        if owner:
+            rt.store.expire_claim(did, owner)
