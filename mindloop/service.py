@@ -375,7 +375,9 @@ async def run(
     sched = Scheduler(rt)
     if root_id is not None and not watch and stop is None:
         # Follow the tree until it settles: a dialog of it that another live process
-        # drives (a `run --watch`, the web UI) is not driven here, but waited for.
+        # drives (a `run --watch`, the web UI) is not driven here, but waited for; other
+        # trees are not driven here at all (ending with this tree would cut them off).
+        sched = Scheduler(rt, root_id=root_id)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     resumed += sched.resumed

@@ -182,15 +182,23 @@ class DialogRuntime:
         return rec, message
 
     def post_user_message(self, dialog_id: str, text: str) -> MessageRecord:
-        """Append a user message and mark the dialog to be driven (one transaction)."""
+        """Append a user message and mark the dialog to be driven (one transaction). While
+        a drive holds the dialog (here or in another process) the message waits in its
+        inbox for the drive's next step boundary (`DialogTree.queue_post`; returned with
+        id 0 until then)."""
         if not text.strip():
             raise MindloopError("the message is empty")
         live = self.live.get(dialog_id)
-        rec = self.store.get_dialog(dialog_id) if live is None else live.record
-        with self.store.tx():
-            stored = self.store.append_message(dialog_id, "user", {"text": text}, course=rec.course)
+        with self.store.tx():  # the write lock: no drive starts or settles meanwhile
+            rec = self.store.get_dialog(dialog_id)
+            if rec.status is DialogStatus.RUNNING:
+                stored = self.tree.queue_post(rec, text)
+            else:
+                stored = self.store.append_message(
+                    dialog_id, "user", {"text": text}, course=rec.course
+                )
             self.store.update_dialog(dialog_id, needs_drive=True)
-        if live is not None:
+        if live is not None and stored.id:
             live.history.add(stored)
         self.wake.set()
         return stored

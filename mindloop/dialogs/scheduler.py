@@ -1,6 +1,7 @@
 """The backend loop: drives every dialog that needs a drive, many concurrently.
 
-One drive at a time per dialog: in this process the scheduler never starts a second task
+A run that follows one tree (`root_id`, what `chat` does) drives only that tree's
+dialogs. One drive at a time per dialog: in this process the scheduler never starts a second task
 for a dialog it is driving, and across processes a dialog another live process holds the
 claim of is neither selected nor waited for. A dialog waiting on side dialogs, the human
 or a wait record is not driven. Starting a run first recovers what a dead process left
@@ -23,9 +24,18 @@ KEEP_WATCHED = 1000
 
 
 class Scheduler:
-    def __init__(self, runtime: DialogRuntime, *, max_concurrent_drives: int = 1000) -> None:
+    def __init__(
+        self,
+        runtime: DialogRuntime,
+        *,
+        max_concurrent_drives: int = 1000,
+        root_id: str | None = None,
+    ) -> None:
         self.rt = runtime
         self.max_concurrent = max_concurrent_drives
+        # Drive only this tree's dialogs (a run that follows one tree and ends when it
+        # settles would otherwise cut off the drives it started in other trees).
+        self.root_id = root_id
         self.results: list[DriveResult] = []
         self.errors: list[BaseException] = []
         self.resumed: list[str] = []  # dialogs recovery marked to drive again
@@ -35,6 +45,9 @@ class Scheduler:
         """Dialogs to start driving now (the store parks those that wait on others and
         leaves out those another live process holds)."""
         ids = self.rt.store.drivable_dialogs(self.rt.claims.owner)
+        if self.root_id is not None:
+            tree = {d.id for d in self.rt.store.list_dialogs(root_id=self.root_id)}
+            ids = [did for did in ids if did in tree]
         return [did for did in ids if did not in exclude]
 
     async def run(

@@ -25,7 +25,7 @@ from mindloop.dialogs.waits import WaitKind
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
-from mindloop.store import MessageRecord, Store
+from mindloop.store import MessageRecord, Store, crash_points
 from mindloop.tools.base import (
     Effect,
     OpenWait,
@@ -87,12 +87,16 @@ class ToolStep:
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
             else:  # an unknown name is answered by the registry, listing what is offered
+                if crash_points.CRASH is not None:  # tests only
+                    crash_points.CRASH.reached("tool.before", call.name)
                 out = await registry.execute(
                     call.name,
                     call.arguments,
                     ctx,
                     allowed=None if registry.get(call.name) else offered_names,
                 )
+                if crash_points.CRASH is not None:
+                    crash_points.CRASH.reached("tool.after", call.name)
             self.bus.publish(
                 ToolResulted(
                     dialog_id=did,

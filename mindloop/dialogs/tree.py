@@ -45,8 +45,10 @@ from mindloop.store import (
 
 # The inbox item kind of a resumed session's new assignment (see `DialogTree._resume`).
 ASSIGNMENT = "assignment"
+# The inbox item kind of a user message posted while a drive holds the dialog.
+POST = "post"
 # Inbox items that are not replies, and the history record each becomes.
-INBOX_KINDS: dict[str, MessageKind] = {ASSIGNMENT: "user", NOTE: "note"}
+INBOX_KINDS: dict[str, MessageKind] = {ASSIGNMENT: "user", NOTE: "note", POST: "user"}
 # Pending kinds whose side dialog can be given a further assignment while it works.
 RESUMABLE = frozenset({"session", "fbr"})
 
@@ -462,6 +464,24 @@ class DialogTree:
                 revived.append(p.caller_id)
         return revived
 
+    def queue_post(self, dialog: DialogRecord, text: str) -> MessageRecord:
+        """Inside a tx: a user message for a dialog a drive holds (here or in another
+        process) waits in its inbox. The generation in flight never saw it: stored now, it
+        would come before that generation's turn and look answered. The drive takes it at
+        a step boundary (`take_responses`), after the turn. Returns the message as it will
+        be stored (id 0 until then)."""
+        self.store.add_response(
+            ResponseRecord(
+                caller_id=dialog.id,
+                side_id=dialog.id,
+                call_id=new_id(),
+                data={"kind": POST, "text": text},
+            )
+        )
+        return MessageRecord(
+            dialog_id=dialog.id, course=dialog.course, kind="user", data={"text": text}
+        )
+
     def take_responses(self, dialog: DialogRecord) -> list[MessageRecord]:
         """Turn queued replies into history records (in completion order), once."""
         queued = self.store.undelivered_responses(dialog.id)
@@ -470,7 +490,7 @@ class DialogTree:
         msgs = []
         for r in queued:
             d = r.data
-            if d.get("kind") in INBOX_KINDS:  # a new assignment, or a runtime note
+            if d.get("kind") in INBOX_KINDS:  # an assignment, a post, or a runtime note
                 msgs.append(
                     MessageRecord(
                         dialog_id=dialog.id,

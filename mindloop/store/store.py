@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from mindloop.errors import NotFoundError
+from mindloop.store import crash_points
 from mindloop.store import schema as t
 from mindloop.store import statements as q
 from mindloop.store.bulk import gc_paused
@@ -158,7 +159,11 @@ class Store:
             self._dialect.rollback()
             raise
         self._depth = 0
+        if crash_points.CRASH is not None and self._changed:  # tests only
+            crash_points.CRASH.reached("commit.before")
         self._dialect.commit()
+        if crash_points.CRASH is not None and self._changed:
+            crash_points.CRASH.reached("commit.after")
         if self._changed:
             self.stats.count_commit(durable=self.durable and durable)
 

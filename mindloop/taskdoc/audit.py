@@ -63,14 +63,13 @@ from typing import Literal
 from pydantic import BaseModel
 
 from mindloop.store import STATE_DIR, STATE_FILE, Store, StoreError, TaskdocChange
+from mindloop.store.crash_points import CRASH_ENV, CRASH_EXIT_CODE
 from mindloop.taskdoc import fsio
 from mindloop.taskdoc.discovery import discover_packages
 from mindloop.taskdoc.package import TaskPackage
 
 # ---------------------------------------------------------------- crash points (tests only)
 
-CRASH_ENV = "MINDLOOP_TEST_CRASH_AT"
-CRASH_EXIT_CODE = 86
 CRASH_POINTS: tuple[str, ...] = (
     "change_mind.before_commit",  # temp durable, record not committed
     "change_mind.after_commit",  # record committed, section not replaced

@@ -36,7 +36,11 @@ def test_quick_benchmark_reports_every_scenario(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text("utf-8"))
     scenarios = report["scenarios"]
-    assert set(scenarios) == {"1", "2", "3", "4"}
+    assert set(scenarios) == {"1", "2", "3", "4", "5"}
+    watched = scenarios["5"]
+    assert set(watched) == {"5", "50"}
+    for row in watched.values():  # a watching process lets go of every settled dialog
+        assert row["live_views"] == 0 and row["peak_rss_bytes"] > 0
 
     s1 = scenarios["1"]["by_history"]
     assert set(s1) == {"10", "20", "40"}

@@ -450,7 +450,7 @@ class ExecLauncher:
     def __init__(self) -> None:
         self._procs: dict[int, Any] = {}
 
-    def start(self, args: list[str], log: Path) -> Proc:
+    def start(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
         import subprocess
         import sys
 
@@ -460,7 +460,7 @@ class ExecLauncher:
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
-                env=_child_env(),
+                env=_child_env() | (env or {}),
             )
         self._procs[p.pid] = p
         return Proc(p.pid, log, self._wait)
@@ -512,8 +512,9 @@ class ForkLauncher:
             raise RuntimeError(f"the fork server died (exit {self._server.poll()})")
         return dict(json.loads(line))
 
-    def start(self, args: list[str], log: Path) -> Proc:
-        pid = int(self._ask({"op": "start", "args": args, "log": str(log)})["pid"])
+    def start(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
+        msg = {"op": "start", "args": args, "log": str(log), "env": env or {}}
+        pid = int(self._ask(msg)["pid"])
         return Proc(pid, log, self._wait)
 
     def _wait(self, pid: int, timeout: float) -> int:
@@ -546,8 +547,9 @@ def _child_env() -> dict[str, str]:
 def serve() -> None:
     """The fork server: one JSON request per stdin line, one JSON answer per line.
 
-    `start {args, log}` forks a child that runs `mindloop <args>` with stdout/stderr in
-    `log` and answers its pid; `wait {pid, timeout}` reaps it and answers its exit status
+    `start {args, log, env}` forks a child that runs `mindloop <args>` with stdout/stderr
+    in `log` and `env` added to its environment (crash points are read again) and answers
+    its pid; `wait {pid, timeout}` reaps it and answers its exit status
     (`-signal` when killed, null on timeout, after which the child is SIGKILLed and
     reaped). Children are reaped only on `wait`, so a pid stays valid for `kill` until
     then. EOF on stdin ends the server.
@@ -559,6 +561,7 @@ def serve() -> None:
     import sys
 
     import mindloop.cli.app as cli  # the whole point: import once, fork many
+    from mindloop.store import crash_points
 
     def reply(obj: dict[str, Any]) -> None:
         os.write(1, (json.dumps(obj) + "\n").encode())
@@ -583,6 +586,10 @@ def serve() -> None:
                     os.dup2(fd, 2)
                     null = os.open(os.devnull, os.O_RDONLY)
                     os.dup2(null, 0)
+                    os.environ.update(msg.get("env") or {})
+                    crash_points.CRASH = crash_points.CrashPoints.from_env(
+                        os.environ.get(crash_points.CRASH_ENV)
+                    )
                     sys.argv = ["mindloop", *msg["args"]]
                     cli.main()
                     code = 0
