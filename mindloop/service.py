@@ -64,7 +64,8 @@ from mindloop.store import (
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
-from mindloop.toolsets import standard_registry
+from mindloop.tools.registry import ToolRegistry
+from mindloop.toolsets import config_registry
 
 Listener = Callable[[Event], None]
 
@@ -203,9 +204,11 @@ class Project:
         providers: Mapping[str, Provider] | None = None,
         durable: bool = True,
         tracing: Tracing | None = None,
+        tools: ToolRegistry | None = None,
     ) -> None:
         self.rtws = rtws
         self.config = config
+        self._tools = tools
         self.max_steps = max_steps
         self.durable = durable
         self._injected = dict(providers or {})
@@ -241,6 +244,7 @@ class Project:
                 max_steps=self.max_steps,
                 durable=self.durable,
                 providers={**self._built, **self._injected},
+                tools=self._tools,
             )
             rt.providers.on_retry(lambda notice: rt.bus.publish(_retry_event(notice)))
             for listener in self._listeners:
@@ -334,7 +338,9 @@ def open_project(
     if not path.is_dir():
         raise RtwsError(f"rtws {path} does not exist (create it with `mindloop init {rtws}`)")
     config = load_config(path)
-    registry = standard_registry(config.team.work_language)
+    # Imports the Python tool modules and starts the MCP servers members select: a part
+    # that cannot be offered is refused here, before anything is written.
+    registry = config_registry(config)
     problems = tool_selection_problems(path, registry.toolset_names, registry.tool_names)
     if problems:
         raise ConfigError(problems)
@@ -344,7 +350,13 @@ def open_project(
         tracer_provider=tracer_provider,
     )
     return Project(
-        path, config, max_steps=max_steps, providers=providers, durable=durable, tracing=tracing
+        path,
+        config,
+        max_steps=max_steps,
+        providers=providers,
+        durable=durable,
+        tracing=tracing,
+        tools=registry,
     )
 
 

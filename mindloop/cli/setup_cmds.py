@@ -84,13 +84,21 @@ def _problem(p: Any) -> dict[str, Any]:
 def check(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe", help="Also start every MCP server of .minds/mcp.yaml and list its tools."
+        ),
+    ] = False,
 ) -> None:
     """Validate .minds/ configuration and Taskdoc packages; exit 1 with file:line errors."""
+    from mindloop.cli.probe import print_servers
     from mindloop.config import check_config
-    from mindloop.rtws.checks import check_rtws, rtws_warnings
+    from mindloop.rtws.checks import inspect_rtws, rtws_warnings
 
     rtws = get_rtws(ctx)
-    problems: list[Any] = [*check_config(rtws), *check_rtws(rtws)]
+    found = inspect_rtws(rtws, probe=probe)
+    problems: list[Any] = [*check_config(rtws), *found.problems]
     warnings = rtws_warnings(rtws)
     if as_json:
         print_json(
@@ -98,6 +106,16 @@ def check(
                 "ok": not problems,
                 "problems": [_problem(p) for p in problems],
                 "warnings": warnings,
+                "servers": [
+                    {
+                        "server": r.server,
+                        "toolset": r.toolset,
+                        "started": r.started,
+                        "tools": [t.name for t in r.tools],
+                        "notes": r.notes,
+                    }
+                    for r in found.servers
+                ],
             }
         )
         if problems:
@@ -105,6 +123,8 @@ def check(
         return
     for line in warnings:
         err_console.print(f"warning: {line}", markup=False, soft_wrap=True)
+    if probe:
+        print_servers(found.servers)
     if problems:
         for p in problems:
             err_console.print(str(p), markup=False, soft_wrap=True)

@@ -1,4 +1,5 @@
-"""Configuration of an rtws: `.minds/team.yaml` and `.minds/llm.yaml` as pydantic models.
+"""Configuration of an rtws: `.minds/team.yaml`, `.minds/llm.yaml` and the optional
+`.minds/mcp.yaml` as pydantic models.
 
 `load_config(rtws)` returns a resolved `Config` or raises `ConfigError`; `check_config`
 lists every problem as `file:line: key.path: message`.
@@ -12,7 +13,15 @@ from mindloop.config.loader import (
     TEAM_FILE,
     check_config,
     load_config,
+    located_problem,
     tool_selection_problems,
+)
+from mindloop.config.mcp import (
+    MCP_FILE,
+    McpConfig,
+    McpServerConfig,
+    MissingEnvVar,
+    expand_env,
 )
 from mindloop.config.model_params import (
     AnthropicParams,
@@ -37,6 +46,7 @@ __all__ = [
     "DEFAULT_FBR_EFFORT",
     "DEFAULT_TOOLSETS",
     "LLM_FILE",
+    "MCP_FILE",
     "TEAM_FILE",
     "AnthropicParams",
     "AnthropicThinking",
@@ -47,8 +57,11 @@ __all__ = [
     "ConfigProblem",
     "GeneralParams",
     "LlmConfig",
+    "McpConfig",
+    "McpServerConfig",
     "MemberConfig",
     "MemberSpec",
+    "MissingEnvVar",
     "ModelInfo",
     "ModelParams",
     "ModelPrice",
@@ -59,8 +72,10 @@ __all__ = [
     "TeamSpec",
     "YamlDoc",
     "check_config",
+    "expand_env",
     "load_config",
     "load_yaml",
+    "located_problem",
     "merge_model_params",
     "tool_selection_problems",
 ]

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig
+from mindloop.config.mcp import McpConfig
 from mindloop.config.team import MemberConfig, TeamConfig
 from mindloop.errors import MindloopError
 
 
 class Config(BaseModel):
-    """Everything `.minds/team.yaml` and `.minds/llm.yaml` say, resolved and cross-checked."""
+    """Everything `.minds/team.yaml`, `.minds/llm.yaml` and (when present) `.minds/mcp.yaml`
+    say, resolved and cross-checked."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     rtws: Path
     team: TeamConfig
     llm: LlmConfig
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     def member(self, member_id: str) -> MemberConfig:
         """The member with this id; a clear error naming the known members otherwise."""

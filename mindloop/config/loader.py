@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from mindloop.config.config import Config
 from mindloop.config.llm import LlmConfig, ProviderConfig
+from mindloop.config.mcp import MCP_FILE, McpConfig
 from mindloop.config.nulls import NULL_MESSAGE, null_keys
 from mindloop.config.problems import (
     UNKNOWN_KEY_HINTS,
@@ -43,7 +44,7 @@ from mindloop.config.yaml_lines import YamlDoc, decode_text, load_yaml
 
 TEAM_FILE = ".minds/team.yaml"
 LLM_FILE = ".minds/llm.yaml"
-FILE_ORDER = {TEAM_FILE: 0, LLM_FILE: 1}
+FILE_ORDER = {TEAM_FILE: 0, LLM_FILE: 1, MCP_FILE: 2}
 
 # Member ids are tellask targets (`!?@id`); these targets mean something else.
 RESERVED_MEMBER_IDS: dict[str, str] = {
@@ -135,7 +136,17 @@ def _walk(data: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
             yield from _walk(value, (*path, i))
 
 
-def _secrets(check: _Check, doc: YamlDoc, data: dict[str, Any]) -> None:
+_KEY_ADVICE = (
+    "this looks like an API key; keep keys out of config files: set api_key_env in "
+    ".minds/llm.yaml to the NAME of the environment variable that holds it"
+)
+_MCP_SECRET_ADVICE = (
+    "this looks like a secret; keep secrets out of config files: write ${NAME} to use the "
+    "environment variable NAME (or headers_env for a whole header)"
+)
+
+
+def _secrets(check: _Check, doc: YamlDoc, data: dict[str, Any], advice: str = _KEY_ADVICE) -> None:
     """Key-shaped literals anywhere in a config file are refused (and never echoed)."""
     for path, value in _walk(data):
         if not looks_like_secret(value) or not path:
@@ -143,12 +154,7 @@ def _secrets(check: _Check, doc: YamlDoc, data: dict[str, Any]) -> None:
         key = next((p for p in reversed(path) if isinstance(p, str)), "")
         if key == "api_key_env" or key in UNKNOWN_KEY_HINTS:
             continue  # reported by validation with a more specific message
-        check.add(
-            doc,
-            path,
-            "this looks like an API key; keep keys out of config files: set api_key_env in "
-            ".minds/llm.yaml to the NAME of the environment variable that holds it",
-        )
+        check.add(doc, path, advice)
 
 
 # ---------------------------------------------------------------- llm.yaml
@@ -189,6 +195,22 @@ def _check_llm(check: _Check, doc: YamlDoc | None) -> _Llm | None:
             except ValidationError:
                 continue
     return _Llm(config=config, valid=valid, known=known)
+
+
+# ---------------------------------------------------------------- mcp.yaml
+
+
+def _check_mcp(check: _Check) -> McpConfig | None:
+    """mcp.yaml is optional: no file, no MCP servers."""
+    if not (check.rtws / MCP_FILE).exists():
+        return McpConfig()
+    doc = _read(check, MCP_FILE)
+    data = _root(check, doc)
+    if doc is None or data is None:
+        return None
+    _secrets(check, doc, data, _MCP_SECRET_ADVICE)
+    config: McpConfig | None = check.validate(doc, McpConfig, data)
+    return config
 
 
 # ---------------------------------------------------------------- team.yaml
@@ -300,14 +322,22 @@ def _collect(rtws: Path) -> tuple[list[ConfigProblem], Callable[[], Config] | No
     team_doc = _read(check, TEAM_FILE)
     llm_doc = _read(check, LLM_FILE)
     llm = _check_llm(check, llm_doc)
+    mcp = _check_mcp(check)
     team = _check_team(check, team_doc)
     if team is not None and team_doc is not None:
         _cross_check(check, team_doc, team[0], llm)
     check.problems.sort(key=lambda p: (FILE_ORDER.get(p.file, 9), p.line or 0))
-    if check.problems or team is None or team[1] is None or llm is None or llm.config is None:
+    if (
+        check.problems
+        or team is None
+        or team[1] is None
+        or llm is None
+        or llm.config is None
+        or mcp is None
+    ):
         return check.problems, None
-    team_config, llm_config = team[1], llm.config
-    return [], lambda: Config(rtws=rtws, team=team_config, llm=llm_config)
+    team_config, llm_config, mcp_config = team[1], llm.config, mcp
+    return [], lambda: Config(rtws=rtws, team=team_config, llm=llm_config, mcp=mcp_config)
 
 
 def check_config(rtws: Path) -> list[ConfigProblem]:
@@ -333,18 +363,36 @@ def _unknown_name(kind: str, name: str, known: Collection[str], extra: str = "")
     return f"unknown {kind} {name!r} ({hint}){extra}"
 
 
+def _doc(rtws: Path, rel: str) -> YamlDoc | None:
+    try:
+        text = (Path(rtws) / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # reported by check_config
+    return load_yaml(text, rel)
+
+
+def located_problem(rtws: Path, rel: str, path: KeyPath, message: str) -> ConfigProblem:
+    """A problem about the key at `path` of the config file `rel`, with the line it was
+    written on (for problems found after loading: a module that does not import, an MCP
+    server that does not start)."""
+    doc = _doc(rtws, rel)
+    line = doc.line_for(path) if doc is not None else None
+    return ConfigProblem(file=rel, line=line, path=dotted(path), message=message)
+
+
 def tool_selection_problems(
-    rtws: Path, toolsets: Collection[str], tools: Collection[str]
+    rtws: Path, toolsets: Collection[str], tools: Collection[str], *, open_tools: bool = False
 ) -> list[ConfigProblem]:
     """`toolsets`/`tools` entries of team.yaml that name no toolset or tool of the registry
     the runtime will use (`toolsets`, `tools`: its names). The schema cannot know these
     names (a program may run the team with its own registry), so they are checked against
-    one: `mindloop check` and the CLI commands use the standard registry."""
-    try:
-        text = (Path(rtws) / TEAM_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []  # reported by check_config
-    doc = load_yaml(text, TEAM_FILE)
+    one: `mindloop check` and the CLI commands use the registry the config describes.
+
+    `open_tools`: the registry does not know every tool name yet (MCP servers not started
+    by `check` without `--probe`), so names of single tools are not judged."""
+    doc = _doc(rtws, TEAM_FILE)
+    if doc is None:
+        return []
     data = doc.data if isinstance(doc.data, dict) else {}
     scopes: list[tuple[KeyPath, Any]] = [(("member_defaults",), data.get("member_defaults"))]
     members = data.get("members")
@@ -365,6 +413,8 @@ def tool_selection_problems(
                 if key == "toolsets":
                     if name == "*" or target in toolsets or (excluded and target in tools):
                         continue
+                    if excluded and open_tools:
+                        continue
                     message = _unknown_name(
                         "toolset",
                         target,
@@ -372,7 +422,7 @@ def tool_selection_problems(
                         "; '*' selects all, '!name' excludes a toolset or one tool",
                     )
                 else:
-                    if target in tools:
+                    if target in tools or open_tools:
                         continue
                     message = _unknown_name("tool", target, tools, "; toolsets go under toolsets")
                 path = (*prefix, key, i)

@@ -229,6 +229,8 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[KeyPath, bool]:
     dropped = False
     current = data
     for i, part in enumerate(loc):
+        if part == "[key]":
+            continue  # pydantic's marker of an error in a mapping's key: the key is the path
         is_key = isinstance(current, dict) and part in current
         is_index = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
         if is_key or is_index:

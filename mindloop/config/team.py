@@ -9,6 +9,7 @@ where only missing required keys can still go wrong.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from pathlib import PurePosixPath
 from typing import Annotated, Any
@@ -106,9 +107,24 @@ def check_tool_name(name: str) -> str:
     return name
 
 
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def check_module_name(name: str) -> str:
+    """A `python_tools` entry: a dotted Python module name (`myproject.tools`)."""
+    if not _MODULE_NAME.match(name):
+        raise PydanticCustomError(
+            "config",
+            "must be a dotted Python module name such as myproject.tools, got {got}",
+            {"got": render_value(name)},
+        )
+    return name
+
+
 GrantDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=True))]
 DenyDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=False))]
 ToolName = Annotated[str, AfterValidator(check_tool_name)]
+ModuleName = Annotated[str, AfterValidator(check_module_name)]
 
 
 class MemberSpec(BaseModel):
@@ -201,6 +217,8 @@ class TeamSpec(BaseModel):
     # The language of runtime-written prompts and headings (decision 10): en or zh.
     work_language: Lang = "en"
     caps: CapsConfig = Field(default_factory=CapsConfig)  # spending caps (`config.caps`)
+    # Modules whose `@tool` functions become toolsets named after the module.
+    python_tools: list[ModuleName] = Field(default_factory=list)
 
 
 class TeamConfig(BaseModel):
@@ -213,6 +231,7 @@ class TeamConfig(BaseModel):
     default_responder: str
     work_language: Lang = "en"
     caps: CapsConfig = Field(default_factory=CapsConfig)
+    python_tools: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:
@@ -291,4 +310,5 @@ def resolve_team(
         default_responder=responder,
         work_language=spec.work_language,
         caps=spec.caps,
+        python_tools=list(spec.python_tools),
     ), issues

@@ -53,8 +53,8 @@ from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import (
     StoreReminders,
     StoreTaskdocAudit,
+    config_registry,
     llm_secret_env_names,
-    standard_registry,
 )
 
 __all__ = ["DEFAULT_MAX_STEPS", "DialogRuntime", "DriveEnd", "DriveResult"]
@@ -87,7 +87,7 @@ class DialogRuntime:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
         self.lang: Lang = lang or self.config.team.work_language
-        self.tools = tools or standard_registry(self.lang)
+        self.tools = tools or config_registry(self.config, lang=self.lang)
         # Before the store is opened (nothing written yet): a toolset or tool team.yaml
         # names that this registry lacks is a file:line error now, not a surprise mid-drive
         # for the member it hits. Every entry point (CLI or Python API) gets this check.

@@ -1,4 +1,5 @@
-"""`mindloop check` beyond the YAML schema: tool names, mock scripts, Taskdoc layouts.
+"""`mindloop check` beyond the YAML schema: tool names, Python tool modules, MCP servers
+(started only with `--probe`), mock scripts, Taskdoc layouts.
 
 Problems make `check` fail; warnings (an API key variable not set in this shell) are
 printed but do not, since the key may well be set where the team actually runs.
@@ -7,14 +8,19 @@ printed but do not, since the key may well be set where the team actually runs.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.config import MCP_FILE, Config, ConfigError, load_config, tool_selection_problems
 from mindloop.providers.mock_script import validate_script
 from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
 from mindloop.providers.pricing import PriceTable
 from mindloop.taskdoc.audit import audit_warnings
 from mindloop.taskdoc.effective import layout_problems
+
+if TYPE_CHECKING:
+    from mindloop.toolsets.configured import ServerReport
 
 
 def _relative(rtws: Path, line: str) -> str:
@@ -49,22 +55,45 @@ def _mock_problems(rtws: Path, config: Config) -> list[str]:
     return problems
 
 
-def check_rtws(rtws: Path) -> list[str]:
-    """Problems outside the team.yaml/llm.yaml schema, one line each, naming the file."""
-    from mindloop.toolsets import standard_registry
+@dataclass
+class RtwsCheck:
+    """What `check` found beyond the YAML schema; `servers`: the MCP servers, with their
+    tools when probed."""
+
+    problems: list[str] = field(default_factory=list)
+    servers: list[ServerReport] = field(default_factory=list)
+
+
+def check_rtws(rtws: Path, *, probe: bool = False) -> list[str]:
+    """Problems outside the team.yaml/llm.yaml/mcp.yaml schema, one line each, naming the
+    file; `probe` starts every MCP server (otherwise none is started)."""
+    return inspect_rtws(rtws, probe=probe).problems
+
+
+def inspect_rtws(rtws: Path, *, probe: bool = False) -> RtwsCheck:
+    """`check_rtws`, with the MCP servers' reports (their tools when `probe`)."""
+    from mindloop.toolsets import McpMode, build_registry
 
     rtws = Path(rtws)
-    problems: list[str] = []
+    found = RtwsCheck()
     try:
         config: Config | None = load_config(rtws)
     except ConfigError:
         config = None  # reported by check_config already
     if config is not None:
-        registry = standard_registry(config.team.work_language)
-        names = tool_selection_problems(rtws, registry.toolset_names, registry.tool_names)
-        problems += [str(p) for p in names]
-        problems += _mock_problems(rtws, config)
-    return problems + layout_problems(rtws)
+        build = build_registry(config, mcp=McpMode.ALL if probe else McpMode.NONE)
+        found.servers = build.servers
+        found.problems += [_relative(rtws, str(p)) for p in build.problems]
+        names = tool_selection_problems(
+            rtws,
+            build.registry.toolset_names,
+            build.registry.tool_names,
+            open_tools=bool(build.open_toolsets),
+        )
+        found.problems += [str(p) for p in names]
+        found.problems += _mock_problems(rtws, config)
+    found.problems += layout_problems(rtws)
+    return found
 
 
 def rtws_warnings(rtws: Path) -> list[str]:
@@ -82,6 +111,13 @@ def rtws_warnings(rtws: Path) -> list[str]:
                 f".minds/llm.yaml: providers.{prov.name}.api_key_env: the environment variable "
                 f"{prov.api_key_env} is not set here; "
                 f"{', '.join('@' + u for u in users)} cannot generate until it is"
+            )
+    for name, server in config.mcp.servers.items():
+        unset = [v for v in server.env_names() if v not in os.environ]
+        if unset:
+            warnings.append(
+                f"{MCP_FILE}: servers.{name}: the environment variable(s) {', '.join(unset)} "
+                "are not set here; the server cannot start until they are"
             )
     return warnings + unpriced_warnings(config)
 

@@ -1,15 +1,18 @@
-"""The built-in toolsets (fs, shell, control) and the standard registry that names them.
+"""The toolsets: built-in (fs, shell, control), the user's Python tools, MCP servers; and
+the registry builders that name them.
 
 Each module here is one toolset of concrete tools over the contract in `mindloop.tools`
 (base, registry, path guard) and the typed services of its `ToolContext`; it may use the
 store, the Taskdoc and the config, never the dialog engine. The engine imports the
-registry builder and the services it hands to tools from here.
+registry builder and the services it hands to tools from here: `standard_registry` (the
+built-ins alone) and `config_registry` (everything an rtws's configuration describes:
+built-ins, `python_tools`, entry points, MCP servers; see `configured`).
 """
 
 from __future__ import annotations
 
-from mindloop.i18n import Lang
-from mindloop.tools.registry import ToolRegistry
+from mindloop.toolsets.builtin import standard_registry
+from mindloop.toolsets.configured import McpMode, RegistryBuild, build_registry, config_registry
 from mindloop.toolsets.control import REMINDER_TOOLS, CourseSwitch, StoreReminders, control_tools
 from mindloop.toolsets.fs import fs_tools
 from mindloop.toolsets.shell import llm_secret_env_names, shell_tools
@@ -19,8 +22,12 @@ __all__ = [
     "REMINDER_TOOLS",
     "ROOT_ONLY_TOOLS",
     "CourseSwitch",
+    "McpMode",
+    "RegistryBuild",
     "StoreReminders",
     "StoreTaskdocAudit",
+    "build_registry",
+    "config_registry",
     "control_tools",
     "fs_tools",
     "llm_secret_env_names",
@@ -28,13 +35,3 @@ __all__ = [
     "standard_registry",
     "taskdoc_tools",
 ]
-
-
-def standard_registry(lang: Lang = "en") -> ToolRegistry:
-    """A fresh registry with the built-in toolsets: `fs`, `shell` and `control` (the
-    Taskdoc tools and dialog control, whose texts follow the work language)."""
-    registry = ToolRegistry()
-    registry.add_toolset("fs", fs_tools())
-    registry.add_toolset("shell", shell_tools())
-    registry.add_toolset("control", taskdoc_tools(lang) + control_tools(lang))
-    return registry
