@@ -85,7 +85,7 @@ def test_tasks_tree_and_check_in_json(tmp_path: Path) -> None:
     assert node["dialog"]["id"] == root and node["depth"] == 0 and node["asks_human"] is False
 
     ok = _json("check", *c, cwd=tmp_path)
-    assert ok == {"ok": True, "problems": [], "warnings": []}
+    assert ok == {"ok": True, "problems": [], "warnings": [], "servers": []}  # no mcp.yaml
     team = proj / ".minds" / "team.yaml"
     data = yaml.safe_load(team.read_text())
     data["members"]["dev"]["colour"] = "blue"
