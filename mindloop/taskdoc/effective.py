@@ -417,13 +417,14 @@ def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> 
 
     Every rendering a dialog sees comes through here, so this is where a read reconciles
     the package first: a change a kill left recorded but not applied is applied, and a
-    stray temp file removed (`taskdoc.audit`)."""
-    reconcile_before_read(pkg)
+    stray temp file removed (`taskdoc.audit`). A cache hit needs no reconciling: the
+    package directory is watched, so a temp file left since the rendering is a change."""
     key = (str(pkg.path), variant)
     with _lock:
         entry = _cache.get(key)
     if entry is not None and tuple(_sig(p) for p in entry.watch) == entry.sig:
         return entry.text
+    reconcile_before_read(pkg)
     # Stat before reading: a change racing with the render leaves a stale signature,
     # which forces a re-render next time rather than caching new stats with old text.
     watch = _watch_paths(pkg)
