@@ -35,8 +35,10 @@ import errno
 import os
 import sqlite3
 import stat
+import time
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +171,10 @@ class SqliteDialect(StoreDialect):
         if self.read_only is not None:
             return
         sync = "FULL" if self.durable else "NORMAL"
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        # Switching to WAL needs the file to itself, and SQLite does not wait for that
+        # (no busy handler): a process opening the file another one is just creating or
+        # opening gets "database is locked" at once. It is a moment, not damage: retry.
+        _retry_busy(lambda: dbapi_conn.execute("PRAGMA journal_mode=WAL"))
         dbapi_conn.execute(f"PRAGMA synchronous={sync}")
         # A WAL that is checkpointed often wraps early: commits then overwrite blocks
         # the file already has, and an fsync need not also commit a file-size change
@@ -225,6 +230,11 @@ class SqliteDialect(StoreDialect):
         if str(getattr(orig, "sqlite_errorname", "")).startswith("SQLITE_READONLY"):
             why = self.read_only or self._why_read_only() or f"the database is read-only ({orig})"
             return StoreError(f"cannot write {self.path}: {why}")
+        if _is_busy(orig):
+            return StoreError(
+                f"{self.path}: the state database stayed locked by another process ({orig}); "
+                "try again"
+            )
         return StoreError(f"{self.path}: not a usable mindloop state database ({orig})")
 
     # ------------------------------------------------------------------ fast path
@@ -285,3 +295,24 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+BUSY_WAIT = 10.0  # seconds, like the connection's busy_timeout
+
+
+def _is_busy(exc: BaseException) -> bool:
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+
+
+def _retry_busy(op: Callable[[], object], wait: float = BUSY_WAIT) -> None:
+    """Run `op`, retrying while the database is busy (up to `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            op()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
