@@ -114,7 +114,7 @@ class Driver:
             )
         )
         try:
-            async with self.claims.heartbeat(did):
+            with self.claims.heartbeat(did):
                 end = await self._steps(live, state, max_steps, result)
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
