@@ -10,6 +10,7 @@ holds no more than one that drove 100. A later drive loads the dialog again (one
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from mindloop.dialogs.history import History
 from mindloop.dialogs.policy import TurnPolicy
 from mindloop.store import DialogRecord, Reminder, Store
 from mindloop.toolsets import CourseSwitch
+
+ROOTS_KEPT = 1024  # root members remembered (a fixed, small amount of memory)
 
 
 @dataclass
@@ -61,6 +64,9 @@ class LiveCache:
         self._config = config
         self._policy_for = policy_for
         self._live: dict[str, LiveDialog] = {}
+        # Root dialog -> its member (immutable), for side dialogs' loads: a fan-out of N
+        # side dialogs reads the root once, not N times. Bounded: a long watch forgets.
+        self._roots: OrderedDict[str, str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._live)
@@ -74,9 +80,7 @@ class LiveCache:
         if live is not None:
             return live
         rec = self._store.get_dialog(dialog_id)
-        root_member = (
-            rec.member if rec.kind == "root" else self._store.get_dialog(rec.root_id).member
-        )
+        root_member = rec.member if rec.kind == "root" else self._root_member(rec.root_id)
         live = self._live[dialog_id] = LiveDialog(
             record=rec,
             member=self._config.member(rec.member),
@@ -84,6 +88,14 @@ class LiveCache:
             root_member=root_member,
         )
         return live
+
+    def _root_member(self, root_id: str) -> str:
+        member = self._roots.get(root_id)
+        if member is None:
+            member = self._roots[root_id] = self._store.get_dialog(root_id).member
+            if len(self._roots) > ROOTS_KEPT:
+                self._roots.popitem(last=False)
+        return member
 
     def acquire(self, dialog_id: str) -> LiveDialog:
         """The view for a drive (loaded if not held); pair with `release`."""
