@@ -304,3 +304,31 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _workspace_tables,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# ---------------------------------------------------------------------- work loop
+# The loop's state of each task (issue 12): which phase its loop root is in, whether the
+# phase's input was posted and how the phase ended, so a killed `mindloop run` resumes
+# exactly there. `data` is one JSON record (`store.loop_state.LoopState`); the columns
+# beside it are what queries select on. `version` guards every write.
+
+loop_state = sa.Table(
+    "loop_state",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("root_id", sa.String, nullable=False, unique=True),
+    sa.Column("status", sa.String, nullable=False),  # ACTIVE | WAITING | DONE | FAILED
+    sa.Column("phase", sa.String, nullable=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
+def _loop_tables(conn: sa.Connection) -> None:
+    """The work loop's state per task (issue 12)."""
+    metadata.create_all(conn, tables=[loop_state])
+
+
+MIGRATIONS.append(_loop_tables)
+SCHEMA_VERSION = len(MIGRATIONS)
