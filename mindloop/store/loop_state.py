@@ -100,6 +100,8 @@ class LoopState(BaseModel):
     targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
     ended: PhaseEnd | None = None  # None while the current phase runs
     last_summary: Summary | None = None  # of the phase that ended last
+    # node -> (when, workspace ref) of its passing CHECK: the BENCH rule's condition 3
+    checked: dict[str, tuple[float, str]] = Field(default_factory=dict)
     plan_reentries: int = 0  # ADJUST → PLAN so far (once per task)
     new_scope: bool = False  # a message brought new scope: PLAN (R6)
     hints_dropped: int = 0  # illegal hints (HINT_ILLEGAL)
