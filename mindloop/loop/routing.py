@@ -196,8 +196,8 @@ def route(f: RouteFacts) -> Decision:
             candidates.append(("hint", Target.PLAN))  # ADJUST's re-plan (once per task)
         for rule_id, target in candidates:
             if target is wanted:
-                rule = rule_id if rule_id == "hint" else f"{rule_id}+hint"
-                return Decision(target, rule, found, f.hint, hint_used=True)
+                by = rule_id if rule_id == "hint" else f"{rule_id}+hint"
+                return Decision(target, by, found, f.hint, hint_used=True)
     if not candidates:
         return Decision(Target.PARK, "-", found, f.hint, hint_dropped=problem)
     rule_id, target = candidates[0]
