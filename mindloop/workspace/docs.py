@@ -38,6 +38,10 @@ def normalise(arg: str, raw: str) -> str:
         raise WorkspaceError(
             "INVALID_DOC_PATH", f"{value!r}: only http(s) URLs are accepted", arg=arg
         )
+    if "<" in value or ">" in value:
+        raise WorkspaceError(
+            "INVALID_DOC_PATH", f"{value!r}: a doc path may not contain '<' or '>'", arg=arg
+        )
     if "\\" in value:
         raise WorkspaceError(
             "INVALID_DOC_PATH", f"{value!r}: use '/' as the separator, not '\\'", arg=arg
