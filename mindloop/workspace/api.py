@@ -68,11 +68,25 @@ def prepare(
     now: float | None = None,
 ) -> Session:
     """A session on the task's workspace as stored now, initialised on first use."""
-    s = Session(repo.load(store, task), authority, doc_check=file_check(rtws, acl), now=now)
-    if not s.state.exists:
+    return session_for(repo.load(store, task), rtws, authority, lang=lang, acl=acl, now=now)
+
+
+def session_for(
+    state: WorkspaceState,
+    rtws: Path,
+    authority: Authority,
+    *,
+    lang: Lang = "en",
+    acl: Acl | None = None,
+    now: float | None = None,
+) -> Session:
+    """A session on `state`; a workspace used for the first time is initialised: its root
+    node, and the start scan recorded in its log, the docs found offered to the planner."""
+    s = Session(state, authority, doc_check=file_check(rtws, acl), now=now)
+    if not state.exists:
         found = scan(rtws)
         s.init(lang=lang, offered=found.docs)
-        s._log(None, "scan", found.text(), docs=[d.path for d in found.docs])
+        s.record(None, "scan", found.text(), docs=[d.path for d in found.docs])
     return s
 
 
@@ -273,3 +287,35 @@ class WorkspaceApi:
             lang=self.lang(),
         )
         return result
+
+
+def member_reply(
+    store: Store,
+    rtws: Path,
+    task: str,
+    *,
+    node_id: str,
+    dispatch_id: str,
+    ok: bool,
+    text: str,
+    side_id: str,
+    member: str,
+) -> str:
+    """A dispatched member's final reply, applied inside the reply's transaction (the
+    detached side dialog's sink): the node moves WAIT → COMPLETE, or CHECK_FAILED with
+    the missing items as blockers. Returns the note for the dialog that dispatched it."""
+    note, _ = execute(
+        store,
+        rtws,
+        task,
+        Authority.runtime(f"runtime (reply of @{member})"),
+        lambda s: s.member_reply(
+            node_id=node_id,
+            dispatch_id=dispatch_id,
+            ok=ok,
+            text=text,
+            side_id=side_id,
+            member=member,
+        ),
+    )
+    return note

@@ -159,6 +159,12 @@ class Session:
             )
         )
 
+    def record(self, node_id: str | None, kind: str, text: str, **data: Any) -> None:
+        """Add a log row (the workspace's own with `node_id` None) without other change."""
+        if node_id is not None:
+            self.node(node_id)
+        self._log(node_id, kind, text, **data)
+
     def _require_init(self) -> None:
         if not self.state.exists:
             raise WorkspaceError(
@@ -310,7 +316,7 @@ class Session:
                 "(node_split an IN_PROGRESS execution node to decompose it)",
                 arg="parent_id",
             )
-        if parent.terminal:
+        if parent.terminal and parent.id != ROOT_ID:  # the root takes new scope any time
             raise WorkspaceError(
                 "INVALID_PARENT_STATUS",
                 f"{parent.id} is {parent.status} (terminal, final); create the node under "

@@ -95,3 +95,70 @@ HINTS_OF: dict[str, frozenset[str]] = {
 def heading_key(name: str) -> str | None:
     """The key of a heading written in either language (`Docs` and `文档` → `docs`)."""
     return _BY_NAME.get(name.strip())
+
+
+# The node context (`context.node_context`): a dispatched member's first message, and the
+# work loop's current node.
+CONTEXT: dict[str, dict[str, str]] = {
+    "en": {
+        "head": "# Node {id}: {title}",
+        "intro": "You are given this node of the workspace of task `{task}`. Work only on it.",
+        "requirement": "## Requirement",
+        "criteria": "## Acceptance criteria",
+        "criterion": "- {id}: WHEN {when} THEN {then}",
+        "verify": " (verify: {verify})",
+        "rules": "## Rules (read-only; follow them)",
+        "chain": "## Where it sits (ancestors; for orientation only)",
+        "docs": "## Docs dispatched to you",
+        "no_docs": "None were dispatched. If you need one, say so (see How to reply).",
+        "doc_url": "- {path} — {desc} (a URL)",
+        "doc_listed": "- {path} — {desc} (not inlined: {why}; read it with `read_file`)",
+        "doc_head": "### {path}{desc}",
+        "over_budget": "over the inline budget",
+        "unreadable": "cannot be read now",
+        "deps": "## Results of the nodes it depends on",
+        "dep": "- {id} {title} ({status}): {conclusion}",
+        "no_conclusion": "(no conclusion)",
+        "blockers": "## Blockers recorded on this node",
+        "reply": "## How to reply",
+        "reply_text": (
+            "When you are done, reply with what you did and how you checked each acceptance "
+            "criterion. Put each file you produced on a line of its own, `ARTIFACT: <path>` "
+            "(or one line `NO_ARTIFACTS: <why>`). If information you need is missing, do not "
+            "guess: reply with one line `BLOCKED: <what is missing>` per missing item; the "
+            "node then goes back to whoever planned it, who adds what is missing and "
+            "dispatches it again."
+        ),
+    },
+    "zh": {
+        "head": "# 节点 {id}：{title}",
+        "intro": "这是任务 `{task}` 工作区中交给你的节点。只处理这个节点。",
+        "requirement": "## 需求",
+        "criteria": "## 验收标准",
+        "criterion": "- {id}：条件 {when}，期望 {then}",
+        "verify": "（验证：{verify}）",
+        "rules": "## 规则（只读，必须遵循）",
+        "chain": "## 所处位置（祖先节点，仅供了解）",
+        "docs": "## 派发给你的文档",
+        "no_docs": "没有派发文档。如需文档，请按“如何回复”说明。",
+        "doc_url": "- {path} — {desc}（URL）",
+        "doc_listed": "- {path} — {desc}（未内联：{why}；请用 `read_file` 读取）",
+        "doc_head": "### {path}{desc}",
+        "over_budget": "超出内联预算",
+        "unreadable": "当前无法读取",
+        "deps": "## 所依赖节点的结果",
+        "dep": "- {id} {title}（{status}）：{conclusion}",
+        "no_conclusion": "（无结论）",
+        "blockers": "## 本节点已记录的阻碍",
+        "reply": "## 如何回复",
+        "reply_text": (
+            "完成后，回复你做了什么，以及如何逐条检查验收标准。每个产出的文件单独一行："
+            "`ARTIFACT: <路径>`（或一行 `NO_ARTIFACTS: <原因>`）。如果缺少所需信息，不要猜测："
+            "每个缺失项回复一行 `BLOCKED: <缺少什么>`；节点会退回给规划者，由其补充后重新派发。"
+        ),
+    },
+}
+
+
+def ctx_text(lang: Lang, key: str) -> str:
+    return CONTEXT[lang][key]
