@@ -348,4 +348,5 @@ class DialogRuntime:
                 TaskdocChanged(dialog_id=did, section=section)
             ),
             workspace=self._workspace,
+            phase=live.policy.phase,
         )

@@ -96,9 +96,13 @@ class LoopState(BaseModel):
     phase: Phase | None = None  # the phase entered last (None: none yet)
     entry: int = 0  # phase entries so far; the current one's number
     entry_message_id: int = 0  # the input message the current entry posted
+    entered_at: float = 0.0  # when the current entry started
+    entry_steps: int = 0  # model steps the current entry took so far
+    drive_steps: int = 0  # model steps since the human last said something (the cap)
     node_id: str | None = None  # the node the current entry works (DO, ADJUST)
     targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
     ended: PhaseEnd | None = None  # None while the current phase runs
+    closed: bool = False  # the ended phase's bookkeeping is done (`loop.phase_ops.close`)
     last_summary: Summary | None = None  # of the phase that ended last
     # node -> (when, workspace ref) of its passing CHECK: the BENCH rule's condition 3
     checked: dict[str, tuple[float, str]] = Field(default_factory=dict)

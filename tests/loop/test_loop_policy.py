@@ -91,13 +91,14 @@ async def test_a_phase_offers_its_row_and_refuses_the_rest(rtws: Path) -> None:
     result = await rt.drive(root.id)
     assert result.reason is DriveEnd.STOPPED and result.steps == 3
     offered = [t.name for t in model.requests[0].tools]
-    assert offered == ["read_file", "list_dir", "search", "run_shell", "phase_end"]
+    loop_tools = ["doc_lookup", "node_get", "node_list", "node_transition", "node_update"]
+    assert offered == ["read_file", "list_dir", "search", "run_shell", *loop_tools, "phase_end"]
     assert "# Work loop phase: CHECK" in model.requests[0].system
     history = rt.store.load_history(root.id)
     results = {m.data["name"]: m.data for m in history if m.kind == "tool_result"}
     refused = results["write_file"]["content"]
     assert refused.startswith(f"Error [{TOOL_NOT_ALLOWED_IN_PHASE}]")
-    assert "available in this phase: read_file, list_dir, search, run_shell, phase_end" in refused
+    assert "available in this phase: read_file, list_dir, search, run_shell, doc_lookup" in refused
     assert not (rtws / "x.txt").exists()
     assert not results["list_dir"]["is_error"]
     # a loop-owned tool of another phase is refused the same way (or unknown: not offered)
