@@ -267,7 +267,11 @@ class TaskLoop:
         self.policies.set(self.root, state.phase)
         spec = PHASES[state.phase]
         wait = rt.tree.wait_state(self.root)
-        if not wait.waiting and _replied(phase_ops.phase_messages(rt, state)):
+        if (
+            not wait.waiting
+            and not rt.store.undelivered_responses(self.root)
+            and _replied(phase_ops.phase_messages(rt, state))
+        ):
             # the phase's reply is in but its end was not recorded (a kill between them)
             self._end(state, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
             return False
@@ -311,8 +315,11 @@ class TaskLoop:
 
     async def _wait_in_phase(self, state: ls.LoopState, report: LoopReport) -> bool:
         """The root waits mid-phase (a question, an approval, a tellask it made)."""
+        wait = self.rt.tree.wait_state(self.root)
+        if wait.drivable:  # what it waited for came in meanwhile
+            return False
         kind, why = park_reason(self.rt, state)
-        if kind is Park.WORK or (kind is Park.STUCK and self.rt.tree.wait_state(self.root).pending):
+        if kind is Park.WORK or (kind is Park.STUCK and wait.pending):
             await self._settle(POLL)
             return False
         phase_ops.save(self.rt, state, status=ls.LoopStatus.WAITING, status_reason=why)

@@ -5,13 +5,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindloop.loop.driver import LoopOutcome
+from mindloop.events.types import LoopRouted
+from mindloop.loop.driver import LoopOutcome, TaskLoop
+from mindloop.loop.phases import Phase
 from mindloop.store import loop_state as ls
-from mindloop.testing import ScriptedModel
+from mindloop.testing import ScriptedModel, call
+from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
-from tests.loop.loop_util import TASK, complete, create, end, phases, run_task, turn, verdict
+from tests.loop.loop_util import (
+    TASK,
+    complete,
+    create,
+    end,
+    phases,
+    retry,
+    run_task,
+    runtime,
+    turn,
+    verdict,
+)
 from tests.loop.loop_util import workspace as ws_of
 from tests.scenario_util import write_team
+
+
+def ws_log(rt):  # type: ignore[no-untyped-def]
+    return repo.log(rt.store, TASK)
 
 
 async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
@@ -64,3 +82,166 @@ async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
     assert again.outcome is LoopOutcome.DONE and model2.requests == []
     await rt.aclose()
     await rt2.aclose()
+
+
+async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_do(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"], "fbr-effort": 1}})
+    model = ScriptedModel(
+        [
+            turn(create("parser"), end("DO")),  # PLAN
+            turn(complete("n1"), end("CHECK")),  # DO
+            turn(verdict("n1", ok=False), end("ADJUST", risks=["edge cases"])),  # CHECK
+            # ADJUST: a fresh look first (FBR), then the node goes back to work
+            "!?@self Why would a parser fail on empty input?\n!?The check says AC1 failed.\n",
+            "Empty input is probably not handled (FBR sample).",  # the FBR side dialog
+            turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
+            turn(complete("n1"), end("CHECK")),  # DO again
+            turn(verdict("n1"), end("END")),  # CHECK
+            turn(end("END")),  # SELF_IMPROVE
+        ]
+    )
+    report, rt = await run_task(rtws, model, "write the parser")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    assert phases(model) == [
+        "PLAN", "DO", "CHECK", "ADJUST", "ADJUST", "DO", "CHECK", "SELF_IMPROVE",
+    ]  # fmt: skip
+    n1 = ws_of(rt).nodes["n1"]
+    assert n1.status is NodeStatus.DONE and n1.attempt == 1 and n1.adjust_count == 1
+    # the FBR sample ran as a side dialog of the loop root, driven during ADJUST
+    fbr = [d for d in rt.store.list_dialogs(root_id=report.root_id) if d.kind == "fbr"]
+    assert len(fbr) == 1
+    # the transitions the runtime made on entry are in the node's log, by RT
+    log = [e for e in ws_log(rt) if e.node_id == "n1" and e.kind == "transition"]
+    moves = [(e.data["from"], e.data["to"], e.data["by"]) for e in log]
+    assert ("NEW", "IN_PROGRESS", "RT") in moves
+    assert ("CHECK_FAILED", "ADJUSTING", "RT") in moves
+    assert ("ADJUSTING", "IN_PROGRESS", "ADJUST") in moves
+    assert ("COMPLETE", "CHECK_FAILED", "CHECK") in moves
+    await rt.aclose()
+
+
+async def test_a_node_dispatched_to_a_teammate_does_not_hold_up_other_work(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}, "qa": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        {
+            "dev": [
+                turn(create("core")),  # PLAN
+                turn(create("docs", assignee="MEMBER:qa")),
+                turn(call("node_dispatch", node_id="n2"), end("DO")),
+                turn(complete("n1"), end("CHECK")),  # DO n1 while qa works n2
+                turn(verdict("n1"), end("DO")),  # CHECK n1 (n2 may still be at work)
+                turn(verdict("n2"), end("END")),  # CHECK n2, after qa's reply
+                turn(end("END")),  # SELF_IMPROVE
+            ],
+            "qa": ["Docs written.\nNO_ARTIFACTS: reviewed in place"],
+        }
+    )
+    report, rt = await run_task(rtws, model, "ship core and docs")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    ws = ws_of(rt)
+    assert ws.nodes["n2"].status is NodeStatus.DONE and ws.nodes["n1"].status is NodeStatus.DONE
+    side = [d for d in rt.store.list_dialogs(root_id=report.root_id) if d.kind == "side"]
+    assert [d.member for d in side] == ["qa"]
+    # the member's reply reached the loop root as a note
+    notes = [m.data["text"] for m in rt.store.load_history(report.root_id) if m.kind == "note"]
+    assert any("WAIT → COMPLETE" in n for n in notes)
+    await rt.aclose()
+
+
+async def test_an_illegal_hint_is_dropped_logged_and_counted(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("CHECK")),  # PLAN may not hint CHECK: dropped, R4 DO wins
+            turn(complete("n1"), end("END")),  # DO may not hint END: dropped, R3 CHECK
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    routed: list[LoopRouted] = []
+    rt, policies = runtime(rtws, model)
+    rt.bus.subscribe(lambda ev: routed.append(ev) if isinstance(ev, LoopRouted) else None)
+    report = await TaskLoop(rt, policies, TASK).run("do a")
+    assert report.outcome is LoopOutcome.DONE
+    assert phases(model) == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    dropped = [r for r in routed if r.hint_dropped]
+    assert [(r.hint, r.target) for r in dropped] == [("CHECK", "DO"), ("END", "CHECK")]
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.hints_dropped == 2
+    # the next phase's input says so
+    inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    assert "HINT_ILLEGAL: hint CHECK dropped" in inputs[1]
+    await rt.aclose()
+
+
+async def test_a_question_parks_the_task_and_the_answer_continues_the_phase(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("db"), end("DO")),
+            "Which database should it use?\n!?@human Postgres or SQLite?\n",
+            turn(complete("n1"), end("CHECK")),  # after the answer, the same DO entry
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "set up the db")
+    assert report.outcome is LoopOutcome.WAITING and "question" in report.reason
+    [q] = rt.store.open_questions()
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.phase is Phase.DO and state.in_phase
+    assert state.status is ls.LoopStatus.WAITING
+    await rt.aclose()
+    # nothing moves while it waits: another run stops at once, asking the model nothing
+    before = len(model.requests)
+    still, rt = await run_task(rtws, model)
+    assert still.outcome is LoopOutcome.WAITING and len(model.requests) == before
+    rt.answer_question(q.id, "SQLite")
+    await rt.aclose()
+    report2, rt2 = await run_task(rtws, model)
+    assert report2.outcome is LoopOutcome.DONE, report2.reason
+    assert len(model.requests) > before and model.remaining == 0
+    entries = [m.data["loop"]["phase"] for m in rt2.store.load_history(report.root_id)
+               if "loop" in m.data]  # fmt: skip
+    assert entries == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]  # the DO entry was continued
+    await rt2.aclose()
+
+
+async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    busy = [turn(call("list_dir", path=".")) for _ in range(12)]  # DO's cap: 12 steps
+    model = ScriptedModel(
+        [
+            turn(create("loop forever"), end("DO")),
+            *busy,
+            turn(
+                call(
+                    "node_transition",
+                    node_id="n1",
+                    to="FAILED",
+                    reason="cannot be done",
+                    conclusion="gave up: no progress in 12 steps",
+                ),
+                end("END"),
+            ),  # fmt: skip
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "try")
+    assert report.outcome is LoopOutcome.FAILED and "n1" in report.reason
+    assert phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
+    moves = [
+        (e.data["from"], e.data["to"], e.data["reason"])
+        for e in ws_log(rt)
+        if e.node_id == "n1" and e.kind == "transition"
+    ]
+    assert ("IN_PROGRESS", "CHECK_FAILED", "STUCK: the DO entry used its step budget") in moves
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.status is ls.LoopStatus.FAILED
+    await rt.aclose()
