@@ -92,8 +92,11 @@ def node_text(state: WorkspaceState, node_id: str, rtws: Path, lang: Lang) -> st
 def summary_text(summary: Summary, lang: Lang) -> str:
     progress, decisions, pending, risks = SUMMARY_LABELS[lang]
     out = [f"{progress}: {summary.progress or '-'}"]
-    for label, items in ((decisions, summary.key_decisions), (pending, summary.pending),
-                         (risks, summary.risks)):  # fmt: skip
+    for label, items in (
+        (decisions, summary.key_decisions),
+        (pending, summary.pending),
+        (risks, summary.risks),
+    ):
         if items:
             out.append(f"{label}: " + "; ".join(items))
     return "\n".join(out)

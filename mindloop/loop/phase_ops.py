@@ -163,9 +163,11 @@ def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) 
     store = rt.store
     rec = store.get_dialog(root_id)
     msg = store.append_message(
-        root_id, "user", {"text": text, "loop": {"phase": phase.value, "entry": entry}},
+        root_id,
+        "user",
+        {"text": text, "loop": {"phase": phase.value, "entry": entry}},
         course=rec.course,
-    )  # fmt: skip
+    )
     store.update_dialog(root_id, needs_drive=True)
     return msg
 
@@ -196,8 +198,13 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
             node = ws.nodes.get(state.node_id)
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
-                    _move(rt, task, node.id, NodeStatus.CHECK_FAILED,
-                          "STUCK: the DO entry used its step budget")  # fmt: skip
+                    _move(
+                        rt,
+                        task,
+                        node.id,
+                        NodeStatus.CHECK_FAILED,
+                        "STUCK: the DO entry used its step budget",
+                    )
         checked = dict(state.checked)
         if state.phase is Phase.CHECK:
             done = [
@@ -250,8 +257,13 @@ def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str,
     members = frozenset(rt.config.team.members)
 
     def command(s: Session) -> str:
-        s.dispatch(node_id=node_id, dispatch_id=key, side_id=side_id,
-                   caller_id=state.root_id, members=members)  # fmt: skip
+        s.dispatch(
+            node_id=node_id,
+            dispatch_id=key,
+            side_id=side_id,
+            caller_id=state.root_id,
+            members=members,
+        )
         return node_context(s.state, node_id, rtws=rt.rtws, lang=rt.lang)
 
     with rt.store.tx():

@@ -37,8 +37,14 @@ def workspace(rt: DialogRuntime, task: str = TASK) -> WorkspaceState:
     return repo.load(rt.store, task)
 
 
-def create(title: str, *, deps: list[str] | None = None, bench: bool = False,
-           assignee: str = "MAIN", verify: str | None = "true") -> Call:  # fmt: skip
+def create(
+    title: str,
+    *,
+    deps: list[str] | None = None,
+    bench: bool = False,
+    assignee: str = "MAIN",
+    verify: str | None = "true",
+) -> Call:
     args: dict[str, Any] = {
         "parent_id": "root",
         "kind": "EXECUTION",
@@ -76,10 +82,16 @@ def complete(node: str) -> Call:
 
 def verdict(node: str, ok: bool = True) -> Call:
     if ok:
-        return call("node_transition", node_id=node, to="DONE", reason="checked",
-                    conclusion=f"{node} works")  # fmt: skip
-    return call("node_transition", node_id=node, to="CHECK_FAILED", reason="the check failed",
-                evidence="AC1 failed")  # fmt: skip
+        return call(
+            "node_transition", node_id=node, to="DONE", reason="checked", conclusion=f"{node} works"
+        )
+    return call(
+        "node_transition",
+        node_id=node,
+        to="CHECK_FAILED",
+        reason="the check failed",
+        evidence="AC1 failed",
+    )
 
 
 def retry(node: str) -> Call:

@@ -58,8 +58,16 @@ async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
     assert report.outcome is LoopOutcome.DONE, report.reason
     assert model.remaining == 0
     assert phases(model) == [
-        "PLAN", "PLAN", "DO", "DO", "CHECK", "DO", "DO", "CHECK", "SELF_IMPROVE",
-    ]  # fmt: skip
+        "PLAN",
+        "PLAN",
+        "DO",
+        "DO",
+        "CHECK",
+        "DO",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
     ws = ws_of(rt)
     assert {n.id: n.status for n in ws.nodes.values()} == {
         "root": NodeStatus.DONE,
@@ -72,8 +80,13 @@ async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
     # each phase's input is one user message of the loop root, marked as the loop's
     inputs = [m for m in rt.store.load_history(report.root_id) if "loop" in m.data]
     assert [m.data["loop"]["phase"] for m in inputs] == [
-        "PLAN", "DO", "CHECK", "DO", "CHECK", "SELF_IMPROVE",
-    ]  # fmt: skip
+        "PLAN",
+        "DO",
+        "CHECK",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
     do_input = inputs[1].data["text"]
     assert "## Current node" in do_input and "n1" in do_input and "planned api then ui" in do_input
     # a second run finds it done and does nothing
@@ -106,8 +119,15 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
     assert report.outcome is LoopOutcome.DONE, report.reason
     assert model.remaining == 0
     assert phases(model) == [
-        "PLAN", "DO", "CHECK", "ADJUST", "ADJUST", "DO", "CHECK", "SELF_IMPROVE",
-    ]  # fmt: skip
+        "PLAN",
+        "DO",
+        "CHECK",
+        "ADJUST",
+        "ADJUST",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
     n1 = ws_of(rt).nodes["n1"]
     assert n1.status is NodeStatus.DONE and n1.attempt == 1 and n1.adjust_count == 1
     # the FBR sample ran as a side dialog of the loop root, driven during ADJUST
@@ -207,8 +227,9 @@ async def test_a_question_parks_the_task_and_the_answer_continues_the_phase(
     report2, rt2 = await run_task(rtws, model)
     assert report2.outcome is LoopOutcome.DONE, report2.reason
     assert len(model.requests) > before and model.remaining == 0
-    entries = [m.data["loop"]["phase"] for m in rt2.store.load_history(report.root_id)
-               if "loop" in m.data]  # fmt: skip
+    entries = [
+        m.data["loop"]["phase"] for m in rt2.store.load_history(report.root_id) if "loop" in m.data
+    ]
     assert entries == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]  # the DO entry was continued
     await rt2.aclose()
 
@@ -229,7 +250,7 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
                     conclusion="gave up: no progress in 12 steps",
                 ),
                 end("END"),
-            ),  # fmt: skip
+            ),
             turn(end("END")),
         ]
     )
