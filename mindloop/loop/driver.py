@@ -52,6 +52,7 @@ from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState
 
 DRIVE_STEPS = 200  # model steps between two human inputs (agent-loop §8.2), then a question
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
@@ -82,10 +83,12 @@ class LoopPolicies:
 
 
 class LoopOutcome(StrEnum):
+    """What a run of a task's loop came to (the values are `service.Outcome`'s)."""
+
     DONE = "done"  # every node terminal, SELF_IMPROVE ran: exit 0
     FAILED = "failed"  # the task FAILED (a node failed at its cap): exit 5
     WAITING = "waiting"  # only the human can move it now: exit 4
-    CAP = "cap"  # a spending cap or the step cap: exit 3
+    CAP = "cap_reached"  # a spending cap: exit 3
     ERROR = "error"  # a drive failed: exit 1
 
 
@@ -199,7 +202,6 @@ class TaskLoop:
         dispatched = phase_ops.dispatch_ready(rt, state)
         gathered = gather(rt, state, messages)
         decision = route(gathered.facts)
-        self._publish_route(decision, gathered.facts.workspace)
         notes = []
         if decision.hint_dropped:
             notes.append(f"{HINT_ILLEGAL}: hint {decision.hint} dropped: {decision.hint_dropped}")
@@ -212,6 +214,7 @@ class TaskLoop:
         if target is Target.ROUTER:  # the task is known: a message is new scope (R6)
             target = Target.PLAN
             notes.append("a new message from the user: plan its scope")
+        self._publish_route(decision, target, gathered.facts.workspace)
         if target is Target.PARK:
             return await self._park(state, report)
         if target is Target.END:
@@ -415,16 +418,13 @@ class TaskLoop:
             )
         )
 
-    def _publish_route(self, d: Decision, ws: object) -> None:
-        from mindloop.workspace.state import WorkspaceState
-
-        assert isinstance(ws, WorkspaceState)
+    def _publish_route(self, d: Decision, target: Target, ws: WorkspaceState) -> None:
         exec_nodes = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
         self.rt.bus.publish(
             LoopRouted(
                 dialog_id=self.root,
                 task=self.task,
-                target=d.target.value,
+                target=target.value,
                 rule=d.rule,
                 hint=d.hint.value if d.hint else None,
                 hint_dropped=d.hint_dropped,
