@@ -75,7 +75,9 @@ def _has_exec(f: RouteFacts) -> bool:
 
 
 def _check_failed(f: RouteFacts) -> bool:
-    return any(n.status is NodeStatus.CHECK_FAILED for n in f.execution())
+    # A node ADJUST left ADJUSTING (its entry ended before it moved the node) is ADJUST's
+    # still: only ADJUST moves it out (invariant 2), so the reference's R2 covers it too.
+    return any(n.status in (NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING) for n in f.execution())
 
 
 def _to_check(f: RouteFacts) -> bool:
@@ -139,7 +141,7 @@ RULES: tuple[Rule, ...] = (
         fixed=True,
     ),
     Rule("R1", "an OPEN task-level wait", Target.PARK, lambda f: f.task_waits > 0, fixed=True),
-    Rule("R2", "a node is CHECK_FAILED", Target.ADJUST, _check_failed),
+    Rule("R2", "a node is CHECK_FAILED (or still ADJUSTING)", Target.ADJUST, _check_failed),
     Rule(
         "R3", "a node is COMPLETE, or a BENCH node satisfies BENCH_READY", Target.CHECK, _to_check
     ),
