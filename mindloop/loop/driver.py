@@ -188,9 +188,6 @@ class TaskLoop:
                 )
                 report.reason = state.status_reason
                 return
-            if state.drive_steps >= DRIVE_STEPS:
-                self._ask_to_continue(state)
-                continue
             if await self._route(state, messages, report):
                 return
 
@@ -218,11 +215,17 @@ class TaskLoop:
         if target is Target.PARK:
             return await self._park(state, report)
         if target is Target.END:
+            if not state.self_improved and state.drive_steps >= DRIVE_STEPS:
+                self._ask_to_continue(state)
+                return False
             if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
                 return self._enter(state, Phase.SELF_IMPROVE, decision, notes, gathered, report)
             return self._finish(state, report)
         phase = target.phase
         assert phase is not None
+        if state.drive_steps >= DRIVE_STEPS:  # before more work: ask whether to go on
+            self._ask_to_continue(state)
+            return False
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(state, phase, decision, notes, gathered, report, replan=replan)
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mindloop.events.types import LoopRouted
 from mindloop.loop.driver import LoopOutcome, TaskLoop
 from mindloop.loop.phases import Phase
 from mindloop.store import loop_state as ls
-from mindloop.testing import ScriptedModel, call
+from mindloop.testing import ScriptedModel, Turn, call
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
 from tests.loop.loop_util import (
@@ -265,4 +267,49 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
     assert ("IN_PROGRESS", "CHECK_FAILED", "STUCK: the DO entry used its step budget") in moves
     state = ls.get(rt.store, TASK)
     assert state is not None and state.status is ls.LoopStatus.FAILED
+    await rt.aclose()
+
+
+async def test_a_spending_cap_ends_the_run_with_cap_reached(rtws: Path) -> None:
+    import yaml
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["caps"] = {"task": {"max_tokens": 1000}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    big = Turn(tool_calls=[create("a")], input_tokens=900, output_tokens=200)
+    model = ScriptedModel([big, turn(end("DO"))])
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.CAP and "cap" in report.reason
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.in_phase and state.phase is Phase.PLAN
+    await rt.aclose()
+
+
+async def test_after_the_drive_step_cap_the_human_is_asked_whether_to_go_on(
+    rtws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindloop.loop import driver
+
+    monkeypatch.setattr(driver, "DRIVE_STEPS", 3)
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a")),
+            turn(call("list_dir", path=".")),
+            turn(end("DO")),  # 3 steps: the next phase must wait for the human
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.WAITING and "Continue?" in report.reason
+    [q] = rt.store.open_questions()
+    assert phases(model) == ["PLAN"] * 3
+    rt.answer_question(q.id, "yes, go on")
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0
     await rt.aclose()
