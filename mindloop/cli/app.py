@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds
+from mindloop.cli import dialogs_cmds, workspace_cmds
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
@@ -94,6 +94,8 @@ app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delet
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
 app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
+for _name, _sub, _help in workspace_cmds.GROUPS:
+    app.add_typer(_sub, name=_name, help=_help)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

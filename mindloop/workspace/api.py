@@ -104,6 +104,20 @@ def refresh_all(store: Store, rtws: Path) -> list[str]:
     return done
 
 
+def workspace_problems(rtws: Path | str) -> list[str]:
+    """What `mindloop check` reports of the workspaces: projections edited by hand, hand
+    edits kept beside a rewritten file, projections that disagree with the store. Nothing
+    when nothing was run yet (no state is created)."""
+    root = Path(rtws)
+    if not (root / STATE_DIR / STATE_FILE).exists():
+        return []
+    store = Store.for_rtws(root)
+    try:
+        return [p for task in rows.tasks(store) for p in projection.problems(store, root, task)]
+    finally:
+        store.close()
+
+
 # ---------------------------------------------------------------------- views
 
 

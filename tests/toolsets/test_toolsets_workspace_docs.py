@@ -194,3 +194,34 @@ async def test_a_change_racing_the_commit_is_refused_with_nothing_written(env: E
     assert "created n2" in a.text and "created n2" in b.text
     assert "created n2" in env.commit(a).text
     assert env.commit(b).text.startswith("created n3")
+
+
+async def test_lookup_index_hits_are_referenced_only_when_few_and_active(env: Env) -> None:
+    await _node(env)
+    for rel in ("docs/api.md", "docs/db.md", "docs/notes.md"):
+        await env.call("node_reference", node_id="n1", target=rel, action="add")
+    await env.call("node_create", parent_id="root", kind="EXECUTION", title="B", requirement="b")
+    out = await env.call("doc_lookup", query="docs/", node_id="n2")
+    assert "found in the workspace index (4)" in out.text
+    assert "referenced on n2: docs/auth.md, docs/api.md, docs/db.md, docs/notes.md" in out.text
+    execute(
+        env.store,
+        env.rtws,
+        TASK,
+        Authority.user(),
+        lambda s: s.index_status("docs/db.md", DocStatus.EXPIRED),
+    )
+    await env.call("node_create", parent_id="root", kind="EXECUTION", title="C", requirement="c")
+    out = await env.call("doc_lookup", query="db", node_id="n3")
+    assert "docs/db.md (expired)" in out.text and env.state().nodes["n3"].docs == []
+    for i in range(6):  # more than LOOKUP_HITS
+        (env.rtws / "docs" / f"extra{i}.md").write_text("x")
+        execute(
+            env.store,
+            env.rtws,
+            TASK,
+            Authority.user(),
+            lambda s, i=i: s.index_add(f"docs/extra{i}.md"),
+        )
+    out = await env.call("doc_lookup", query="extra", node_id="n3")
+    assert "narrow the query" in out.text and env.state().nodes["n3"].docs == []
