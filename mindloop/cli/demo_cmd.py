@@ -67,6 +67,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     console.print(f"state:      {project.state_file}")
     console.print(f"files:      {directory / 'CHANGELOG.md'}, CONTRIBUTING.md, RELEASE_NOTES.md")
     console.print(f"status:     mindloop status -C {directory} {DEMO_TASK}")
+    console.print(f"nodes:      mindloop workspace show -C {directory} {DEMO_TASK}")
     console.print(f"tree:       mindloop dialogs tree -C {directory} {DEMO_TASK}")
     console.print(f"Taskdoc:    mindloop taskdoc show -C {directory} {DEMO_TASK}")
     console.print(f"transcript: mindloop dialogs show -C {directory} {root}")

@@ -151,7 +151,9 @@ def enter_phase(
                     "closed": False,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
                     "plan_reentries": state.plan_reentries + (1 if replan else 0),
-                    "self_improved": state.self_improved or phase is Phase.SELF_IMPROVE,
+                    # new scope reopens the task: it ends with SELF_IMPROVE again
+                    "self_improved": phase is Phase.SELF_IMPROVE
+                    or (state.self_improved and phase is not Phase.PLAN),
                 }
             ),
         )

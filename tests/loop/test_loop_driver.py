@@ -313,3 +313,27 @@ async def test_after_the_drive_step_cap_the_human_is_asked_whether_to_go_on(
     report, rt = await run_task(rtws, model)
     assert report.outcome is LoopOutcome.DONE and model.remaining == 0
     await rt.aclose()
+
+
+async def test_a_message_after_done_reopens_the_task_through_plan(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("DO")),
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+            # the user asks for more: PLAN again, then the new node through the loop
+            turn(create("b"), end("DO")),
+            turn(complete("n2"), end("CHECK")),
+            turn(verdict("n2"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "do a")
+    assert report.outcome is LoopOutcome.DONE
+    await rt.aclose()
+    report, rt = await run_task(rtws, model, "also do b")
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0
+    assert phases(model)[4:] == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    await rt.aclose()
