@@ -43,6 +43,9 @@ def resumable(store: Store) -> list[ls.LoopState]:
     ]
 
 
+KEEP_ROOTS = 10_000  # dialog -> root entries a watching run keeps
+
+
 class OtherDialogs(Scheduler):
     """Every drivable dialog outside the trees of the given loop roots (each tree is
     driven by its task's loop)."""
@@ -53,8 +56,13 @@ class OtherDialogs(Scheduler):
         self._root_of: dict[str, str] = {}  # dialog -> its root (for life)
 
     def drivable(self, exclude: Collection[str]) -> list[str]:
+        found = super().drivable(exclude)
+        if not self._roots:  # no task loop: today's scheduler, nothing more
+            return found
+        if len(self._root_of) > KEEP_ROOTS:  # a long watch forgets
+            self._root_of.clear()
         out = []
-        for did in super().drivable(exclude):
+        for did in found:
             root = self._root_of.get(did)
             if root is None:
                 root = self._root_of[did] = self.rt.store.get_dialog(did).root_id
