@@ -298,6 +298,7 @@ class Project:
                 policies=self.loops,
             )
             rt.providers.on_retry(lambda notice: rt.bus.publish(_retry_event(notice)))
+            self.loops.rt = rt  # loop roots get their phase's policy whoever drives them
             for listener in self._listeners:
                 rt.bus.subscribe(listener)
             self._runtime = rt

@@ -56,29 +56,37 @@ from mindloop.workspace.state import WorkspaceState
 
 DRIVE_STEPS = 200  # model steps between two human inputs (agent-loop §8.2), then a question
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
+KEEP_SEEN = 10_000  # root lookups a long-running process remembers
 
 
 class LoopPolicies:
     """The runtime's policy resolver for loop roots: the policy of the phase each root is
-    in. The phases of the roots this process drives are known in memory; another root
-    is looked up once (one indexed read when its dialog is first loaded), never per step,
-    and dialogs that are not roots are never looked up at all."""
+    in. The phases of the roots this process drives are set by their loops; another root
+    is looked up once (one indexed read when its dialog is first loaded; a long watch
+    forgets old lookups), never per step, and dialogs that are not roots never are."""
 
     def __init__(self, lang: Lang) -> None:
         self.table = PolicyTable(lang)
-        self._phase: dict[str, Phase | None] = {}
+        self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
+        self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
 
     def set(self, root_id: str, phase: Phase | None) -> None:
-        self._phase[root_id] = phase
+        self._driven[root_id] = phase
 
     def __call__(self, rec: DialogRecord) -> LoopPolicy | None:
         if rec.kind != "root":
             return None
-        if rec.id not in self._phase:
+        if rec.id in self._driven:
+            phase = self._driven[rec.id]
+        elif rec.id in self._seen:
+            phase = self._seen[rec.id]
+        else:
             found = ls.by_root(self.rt.store, rec.id) if self.rt is not None else None
-            self._phase[rec.id] = found.phase if found is not None and found.in_phase else None
-        phase = self._phase[rec.id]
+            phase = found.phase if found is not None and found.in_phase else None
+            if len(self._seen) >= KEEP_SEEN:
+                self._seen.clear()
+            self._seen[rec.id] = phase
         return self.table[phase] if phase is not None else None
 
 
