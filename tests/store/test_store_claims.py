@@ -211,7 +211,7 @@ def test_every_statement_and_migration_compiles_for_postgresql() -> None:
     for stmt in statements:
         stmt.compile(dialect=pg)
     claim = str(q.CLAIM_DIALOG.compile(dialect=pg))
-    assert claim.startswith("UPDATE dialogs SET") and claim.count("claim_owner") == 3
+    assert claim.startswith("UPDATE dialogs SET") and "RETURNING" in claim
     for table in t.metadata.sorted_tables:
         sa.schema.CreateTable(table).compile(dialect=pg)
     ddl = sa.schema.CreateColumn(t.dialogs.c.claim_expires).compile(dialect=pg)
