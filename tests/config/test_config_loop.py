@@ -44,7 +44,11 @@ def test_no_loop_block_gives_the_references_defaults(tmp_path: Path) -> None:
     assert (w.user_input.timeout, w.user_input.remind_every) == (48 * HOUR, 48 * HOUR)
     assert w.approval.remind_every == 72 * HOUR
     assert (w.subagent.active, w.subagent.wall_clock) == (30 * 60, 24 * HOUR)
-    assert (w.tool.timeout, w.timer.max_ahead, w.system_event.timeout) == (600, 24 * HOUR, 24 * HOUR)
+    assert (w.tool.timeout, w.timer.max_ahead, w.system_event.timeout) == (
+        600,
+        24 * HOUR,
+        24 * HOUR,
+    )
     assert w.stale_after == 24 * HOUR
     # §8 retries
     r = loop.retries
@@ -110,7 +114,7 @@ def test_bad_loop_keys_are_reported_at_their_line(tmp_path: Path) -> None:
     write_config(tmp_path, team=team)
     lines = problem_lines(tmp_path)
     assert lines[0] == f"{TEAM}:15: loop.phases.doo: unknown key (did you mean do?)"
-    assert lines[1] == f"{TEAM}:17: loop.memory.sections.history: must be an integer, got \"4000\""
+    assert lines[1] == f'{TEAM}:17: loop.memory.sections.history: must be an integer, got "4000"'
     assert lines[2] == (
         f"{TEAM}:19: loop.waits.approval.remind_every: must be a duration such as 30s, 10m, "
         '48h or 7d (or a number of seconds), got "soon"'
