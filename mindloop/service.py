@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -64,6 +63,7 @@ from mindloop.store import (
 )
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
+from mindloop.taskdoc.package import slug_from_text
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import config_registry
 
@@ -731,10 +731,7 @@ def task_key(rtws: Path, raw: str) -> str:
     return os.path.normpath(path.as_posix()).replace(os.sep, "/")
 
 
-def task_slug(message: str, max_words: int = 5) -> str:
-    """`Fix the login page!` -> `fix-the-login-page`; `task` when nothing is left."""
-    words = re.findall(r"[a-z0-9]+", message.lower())[:max_words]
-    return "-".join(words)[:48].strip("-") or "task"
+task_slug = slug_from_text  # `Fix the login page!` -> `fix-the-login-page`
 
 
 # ---------------------------------------------------------------------------- helpers
