@@ -80,7 +80,11 @@ def post_to_task(
     for attempt in range(2):
         try:
             with rt.store.tx():
-                task = rt.store.task_by_path(pkg.rel_path) or _bind(rt, pkg, member, topic)
+                task = rt.store.task_by_path(pkg.rel_path)
+                if task is None:
+                    task = _bind(rt, pkg, member, topic)
+                else:
+                    rt.store.touch_task(task.id)  # the most recently active, for the Router
                 message = rt.post_user_message(task.root_id, text)
                 if also is not None:
                     also(task, message)

@@ -80,6 +80,9 @@ RECENT_TASKS = sa.select(t.tasks).order_by(_c.updated_at.desc(), _c.id).limit(sa
 # A loop write: the SET clause comes from the parameter keys (besides `_id`, `_version`).
 UPDATE_TASK = sa.update(t.tasks).where(_c.id == sa.bindparam("_id")).values(version=_c.version + 1)
 UPDATE_TASK_AT = UPDATE_TASK.where(_c.version == sa.bindparam("_version"))
+TOUCH_TASK = (
+    sa.update(t.tasks).where(_c.id == sa.bindparam("_id")).values(updated_at=sa.bindparam("_now"))
+)
 # The fields a loop write may change (not the binding: package and root are for life).
 UPDATABLE = frozenset({"topic", "phase", "status", "status_reason", "plan_reentries"})
 
@@ -132,6 +135,11 @@ class TaskRows:
 
     def iter_tasks(self) -> Iterator[TaskRecord]:
         yield from self._records(TaskRecord, sa.select(t.tasks).order_by(_c.created_at, _c.id))
+
+    def touch_task(self, task_id: str) -> None:
+        """Mark the task active now (a message came in) without a loop write: its
+        version, which guards the loop's own writes, stays."""
+        self._write(TOUCH_TASK, {"_id": task_id, "_now": time.time()})
 
     def update_task(
         self, task_id: str, *, expected_version: int | None = None, **fields: Any

@@ -43,6 +43,7 @@ def slug_from_text(text: str, max_words: int = 5) -> str:
     words = _SLUG_WORD.findall(text.lower())[:max_words]
     return "-".join(words)[:48].strip("-") or "task"
 
+
 ViolationKind = Literal[
     "top_level_file_under_subdir",
     "bearinmind_file_outside_bearinmind",

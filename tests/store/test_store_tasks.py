@@ -75,8 +75,11 @@ def test_loop_writes_bump_the_version_and_lose_to_a_newer_writer(store: Store) -
 def test_recent_tasks_are_the_most_recently_updated(store: Store) -> None:
     for i in range(3):
         _task(store, f"t{i}", f"tasks/{i}.tsk", f"r{i}")
-    store.update_task("t0", topic="touched last")
+    store.update_task("t0", topic="updated")
     assert [t.id for t in store.recent_tasks(2)] == ["t0", "t2"]
+    store.touch_task("t1")  # a message came in: active now, but no loop write
+    assert [t.id for t in store.recent_tasks(2)] == ["t1", "t0"]
+    assert store.get_task("t1").version == 1
 
 
 def test_deleting_a_loop_roots_tree_unbinds_its_task(store: Store) -> None:
