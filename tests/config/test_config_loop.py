@@ -4,10 +4,13 @@ file:line errors like every other key (DESIGN.md §8.12, agent-loop.md)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import yaml
+
 from mindloop.config import load_config
-from mindloop.config.loop import LoopConfig
+from mindloop.config.loop import LoopConfig, RouterConfig
 from mindloop.config.schema import json_schema
 from tests.config.config_testutil import SAMPLE_TEAM, problem_lines, write_config
 from tests.scenario_util import ml
@@ -158,3 +161,12 @@ def test_the_team_schema_describes_loop(tmp_path: Path) -> None:
     printed = json.loads(out.stdout)
     waits = printed["$defs"]["UserInputWait"]["properties"]["timeout"]
     assert {b["type"] for b in waits["anyOf"]} == {"number", "string"}
+
+
+def test_the_readmes_loop_block_states_the_defaults() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    [block] = [
+        b for b in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL) if b.startswith("loop:")
+    ]
+    written = LoopConfig.model_validate(yaml.safe_load(block)["loop"])
+    assert written == LoopConfig(router=RouterConfig(member="dev"))
