@@ -1,5 +1,6 @@
-"""The use cases every face calls: open a project, start a chat, post, answer a question,
-retry a dialog that stopped on an error, run (or watch), and list and show what is stored.
+"""The use cases every face calls: open a project, start a chat, post, ask (a message the
+Router routes to a task), answer a question, retry a dialog that stopped on an error, run
+(or watch), and list and show what is stored.
 
 The CLI, the demo command and the web UI must do each of these the same way, so the way
 lives here, once:
