@@ -475,7 +475,9 @@ async def ask(project: Project, message: str) -> Asked:
         topic = one_line(decision.new_task_topic or "") or one_line(message)
         goal = message if one_line(message) == topic else f"# {topic}\n\n{message}"
         slug = decision.new_task_slug or topic
-        pkg = create_task_package(project.rtws, store, slug, goal, actor=ROUTER_ACTOR)
+        pkg = create_task_package(
+            project.rtws, store, slug, goal, actor=ROUTER_ACTOR, reserved=[kb]
+        )
         created = pkg.rel_path
     target = created or decision.target_task_id or ""
     stored: list[RouterRecord] = []

@@ -51,7 +51,9 @@ def loop_root(
 ) -> TaskRecord:
     """The task of the package `task_path`, its loop root created (with `member`,
     default the team's default responder, and `topic`, default the package's) if it
-    has none. Joins the caller's transaction."""
+    has none. Inside a caller's transaction it joins it; a lost race (possible only on a
+    database without SQLite's write lock at the start of every transaction) then
+    reaches the caller as `TaskAlreadyBound`, to retry in a new transaction."""
     pkg = rt.context.package(task_path)
     found = rt.store.task_by_path(pkg.rel_path)
     if found is not None:
@@ -157,14 +159,23 @@ def _activity(pkg: TaskPackage) -> float | None:
 
 
 def create_task_package(
-    rtws: Path, store: Store, slug: str, goal: str, *, actor: str
+    rtws: Path,
+    store: Store,
+    slug: str,
+    goal: str,
+    *,
+    actor: str,
+    reserved: Collection[str] = (),
 ) -> TaskPackage:
     """A new package `tasks/<slug>.tsk/` with `goal` as goals.md, made as `mindloop task
     new` makes one (its sections audited as created by `actor`). The slug is reduced to
-    lowercase words joined by `-`; one in use gets the first free `-2`, `-3` … suffix."""
+    lowercase words joined by `-`; one in use, or `reserved` (package paths kept for
+    other uses, e.g. the KB's), gets the first free `-2`, `-3` … suffix."""
     base = slug_from_text(slug)
     for n in itertools.count(1):
         name = base if n == 1 else f"{base}-{n}"
+        if f"{DEFAULT_TASKS_DIR}/{name}{PACKAGE_SUFFIX}" in reserved:
+            continue
         try:
             pkg = TaskPackage.create(rtws, name, goal=goal)
         except TaskPathError:

@@ -135,3 +135,5 @@ def test_a_new_package_is_made_as_task_new_makes_it(rt: DialogRuntime, rtws: Pat
     second = create_task_package(rtws, rt.store, "dark-mode", "Again", actor="router")
     assert second.rel_path == "tasks/dark-mode-2.tsk"
     assert first.read_section("goals.md").strip() == "Add a dark mode"  # untouched
+    kb = create_task_package(rtws, rt.store, "kb", "x", actor="router", reserved=["tasks/kb.tsk"])
+    assert kb.rel_path == "tasks/kb-2.tsk" and not (rtws / "tasks" / "kb.tsk").exists()
