@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from mindloop.cli import dialogs_cmds
+from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
@@ -84,6 +85,7 @@ app.command()(init)
 app.command()(check)
 app.command()(schema)
 app.command()(chat)
+app.command()(ask)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)

@@ -224,5 +224,63 @@ def _v3_to_v4(conn: sa.Connection) -> None:
     _add_columns(conn, generations, ["cost_usd"])
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4]
+# ---------------------------------------------------------------- the work loop: tasks, Router
+# (issue 12; DESIGN.md §8.7, §8.8). Records and statements: `store/tasks.py`,
+# `store/router_log.py`.
+
+# One loop root per task: the `*.tsk` package bound to the root dialog its loop drives,
+# with the loop's own state of the task. `mindloop chat --task` roots are not listed here.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("task_path", sa.String, nullable=False, unique=True),
+    sa.Column("root_id", sa.String, nullable=False, unique=True),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("phase", sa.String, nullable=True),  # None until the loop first runs
+    sa.Column("status", sa.String, nullable=False),  # ACTIVE | WAITING | DONE | FAILED
+    sa.Column("status_reason", sa.Text, nullable=True),
+    sa.Column("plan_reentries", sa.Integer, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),  # optimistic locking of loop writes
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("ix_tasks_updated", "updated_at"),
+)
+
+# Every Router call: what it was given, what it decided (or why it could not), its usage.
+router_decisions = sa.Table(
+    "router_decisions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("candidates", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # accepted | failed
+    sa.Column("decision", sa.JSON, nullable=True),
+    sa.Column("attempts", sa.JSON, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("task_path", sa.String, nullable=True),  # the task the message went to
+    sa.Column("root_id", sa.String, nullable=True),  # … and its loop root
+    sa.Column("created_task", sa.Boolean, nullable=False),
+    sa.Column("member", sa.String, nullable=False),
+    sa.Column("provider", sa.String, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=True),
+    sa.Column("output_tokens", sa.Integer, nullable=True),
+    sa.Column("cost_usd", sa.Float, nullable=True),
+)
+
+
+def _v4_to_v5(conn: sa.Connection) -> None:
+    """The work loop's tasks (one loop root per task) and the Router's decisions."""
+    metadata.create_all(conn, tables=[tasks, router_decisions])
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [
+    _v0_to_v1,
+    _v1_to_v2,
+    _v2_to_v3,
+    _v3_to_v4,
+    _v4_to_v5,
+]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -46,7 +46,9 @@ from mindloop.store.records import (
     WaitRecord,
     WaitStatus,
 )
+from mindloop.store.router_log import RouterLog
 from mindloop.store.sqlite import SqliteDialect
+from mindloop.store.tasks import TaskRows
 
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
@@ -79,7 +81,7 @@ class StoreStats:
             self.lazy_commits += 1
 
 
-class Store:
+class Store(TaskRows, RouterLog):
     """Durable runtime state. `durable=True` flushes every commit to disk unless a
     transaction asks otherwise (`tx(durable=False)`); `durable=False` never waits for it."""
 
