@@ -1,0 +1,64 @@
+"""Cursors: where a resumable pass over a dialog stands (agent-loop §9.3).
+
+A pass that works through something in batches (SELF_IMPROVE reads its root dialog ≤ 40
+messages at a time) keeps its position here, and advances it in the transaction that
+commits the batch's effects (its outbox rows): after a crash the batch is re-processed,
+never skipped. A cursor is a small JSON value under `(scope, name)`; the loop types it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+
+from mindloop.store import schema as t
+from mindloop.store.store import Store
+
+_c = t.cursors.c
+_GET = sa.select(t.cursors).where(
+    _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
+)
+_INSERT = sa.insert(t.cursors)
+_UPDATE = (
+    sa.update(t.cursors)
+    .where(_c.scope == sa.bindparam("_scope"), _c.name == sa.bindparam("_name"))
+    .values(value=sa.bindparam("_value"), updated_at=sa.bindparam("_now"))
+)
+_DELETE = sa.delete(t.cursors).where(
+    _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
+)
+
+
+class CursorRecord(BaseModel):
+    scope: str
+    name: str
+    value: dict[str, Any] = Field(default_factory=dict)
+    updated_at: float = 0.0
+
+
+class Cursors:
+    """The cursors of one store; every method joins the caller's `store.tx()`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, scope: str, name: str) -> CursorRecord | None:
+        found = self.store._records(CursorRecord, _GET, {"scope": scope, "name": name})
+        return found[0] if found else None
+
+    def set(self, scope: str, name: str, value: dict[str, Any]) -> CursorRecord:
+        """Create or move the cursor (one transaction: read under the write lock)."""
+        now = time.time()
+        with self.store.tx():
+            params = {"_scope": scope, "_name": name, "_value": value, "_now": now}
+            if self.store._write(_UPDATE, params) == 0:
+                self.store._write(
+                    _INSERT, {"scope": scope, "name": name, "value": value, "updated_at": now}
+                )
+        return CursorRecord(scope=scope, name=name, value=value, updated_at=now)
+
+    def delete(self, scope: str, name: str) -> bool:
+        return self.store._write(_DELETE, {"scope": scope, "name": name}) == 1
