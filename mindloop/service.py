@@ -45,6 +45,7 @@ from mindloop.config import (
 )
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.loop.kb import KbDispatcher
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
@@ -554,12 +555,15 @@ async def run(
     seen from `root_id`'s tree when given."""
     rt = project.runtime
     resumed = project.recover()
-    sched = Scheduler(rt)
+    # The outbox's KB requests are delivered by every run (cheaply: one read of the
+    # outbox per poll interval); the KB dialog they wake is driven by a run of all trees.
+    tickers = [KbDispatcher(rt)]
+    sched = Scheduler(rt, tickers=tickers)
     if root_id is not None and not watch and stop is None:
         # Follow the tree until it settles: a dialog of it that another live process
         # drives (a `run --watch`, the web UI) is not driven here, but waited for; other
         # trees are not driven here at all (ending with this tree would cut them off).
-        sched = Scheduler(rt, root_id=root_id)
+        sched = Scheduler(rt, root_id=root_id, tickers=tickers)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
     log.info("run started%s", " (watching)" if watch and root_id is None else "")
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)

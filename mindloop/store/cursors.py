@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
+from mindloop.store.records import MessageRecord
 from mindloop.store.store import Store
 
 _c = t.cursors.c
@@ -29,6 +30,18 @@ _UPDATE = (
 )
 _DELETE = sa.delete(t.cursors).where(
     _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
+)
+
+_m = t.messages.c
+_BATCH = (
+    sa.select(t.messages)
+    .where(
+        _m.dialog_id == sa.bindparam("dialog_id"),
+        _m.course == sa.bindparam("course"),
+        _m.id > sa.bindparam("after_id"),
+    )
+    .order_by(_m.id)
+    .limit(sa.bindparam("limit"))
 )
 
 
@@ -62,3 +75,12 @@ class Cursors:
 
     def delete(self, scope: str, name: str) -> bool:
         return self.store._write(_DELETE, {"scope": scope, "name": name}) == 1
+
+
+def message_batch(
+    store: Store, dialog_id: str, course: int, after_id: int, limit: int
+) -> list[MessageRecord]:
+    """At most `limit` messages of one course after `after_id`, oldest first: a cursor's
+    next batch, read without loading the rest of the dialog."""
+    params = {"dialog_id": dialog_id, "course": course, "after_id": after_id, "limit": limit}
+    return store._records(MessageRecord, _BATCH, params)

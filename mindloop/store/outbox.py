@@ -115,6 +115,19 @@ _ACKED = (
     .where(_o.id == sa.bindparam("_id"), _o.status == OutboxStatus.SENT.value)
     .values(status=OutboxStatus.ACKED.value, acked_at=sa.bindparam("_now"))
 )
+# Whether a dialog answered since `after`: it said something after it, and its drive is
+# over (not running, not marked to drive, not waiting on anyone).
+_d, _m = t.dialogs.c, t.messages.c
+_ANSWERED = sa.select(
+    sa.exists().where(
+        _d.id == sa.bindparam("dialog_id"),
+        _d.status == "idle",
+        _d.needs_drive.is_(False),
+        sa.exists().where(
+            _m.dialog_id == _d.id, _m.kind == "assistant", _m.created_at > sa.bindparam("after")
+        ),
+    )
+)
 _INSERT_KEY = sa.insert(t.received_keys)
 _GET_KEY = sa.select(t.received_keys).where(
     _k.receiver == sa.bindparam("receiver"), _k.key == sa.bindparam("key")
@@ -193,6 +206,11 @@ class Outbox:
             "_error": error,
         }
         return self.store._write(_FAILED, params) == 1
+
+    def answered(self, dialog_id: str, after: float) -> bool:
+        """Whether the receiving dialog has answered since `after` (its drive ended
+        with something said after it): what acknowledges a sent row."""
+        return bool(self.store._rows(_ANSWERED, {"dialog_id": dialog_id, "after": after})[0][0])
 
     def mark_acked(self, msg_id: str) -> bool:
         return self.store._write(_ACKED, {"_id": msg_id, "_now": time.time()}) == 1
