@@ -157,9 +157,10 @@ def find_section(blocks: Sequence[Block], title: str) -> int | None:
 
 
 def section_text(text: str, title: str) -> str | None:
+    """The section's text, without the blank lines that separate it from the next."""
     blocks = split_blocks(text)
     i = find_section(blocks, title)
-    return None if i is None else blocks[i].text
+    return None if i is None else blocks[i].text.rstrip("\n") + "\n"
 
 
 def _body(content: str) -> str:
@@ -183,6 +184,8 @@ def _with_block(blocks: list[Block], i: int | None, new: Block | None) -> str:
         text = out[k].text
         if text and out[k + 1].title is not None and not text.endswith("\n\n"):
             out[k] = Block(out[k].title, text.rstrip("\n") + "\n\n")
+    if out and (i is None or i >= len(out) - 1) and out[-1].text.strip():
+        out[-1] = Block(out[-1].title, out[-1].text.rstrip("\n") + "\n")  # the file's end
     return "".join(b.text for b in out)
 
 
