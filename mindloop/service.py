@@ -45,10 +45,10 @@ from mindloop.config import (
 )
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
-from mindloop.loop.kb import KbDispatcher
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.loop.kb import KbDispatcher
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
 from mindloop.providers.mock_script import MockScriptError, validate_script
