@@ -46,6 +46,7 @@ class ContextBuilder:
         self._files = _StatCache()
         self._packages: dict[str, TaskPackage] = {}
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
+        self._self_md_paths: dict[str, Path] = {}
 
     def package(self, task_path: str) -> TaskPackage:
         pkg = self._packages.get(task_path)
@@ -60,7 +61,12 @@ class ContextBuilder:
     def self_md(self, member: MemberConfig) -> str:
         """The member's own `self.md` under a heading naming its hash ("" when it has
         none); one `stat` per generation while the file is unchanged."""
-        text = self._files.read(self.rtws / ".minds" / "team" / member.id / "self.md")
+        path = self._self_md_paths.get(member.id)
+        if path is None:
+            path = self._self_md_paths[member.id] = (
+                self.rtws / ".minds" / "team" / member.id / "self.md"
+            )
+        text = self._files.read(path)
         hit = self._self_md.get(member.id)
         if hit is not None and hit[0] is text:
             return hit[1]
