@@ -35,16 +35,14 @@ from mindloop.tools.registry import ToolArgs, ToolRegistry
 from mindloop.toolsets import self_md_git as git
 from mindloop.toolsets.privacy import privacy_problem
 from mindloop.toolsets.self_md import (
-    EMPTY_SHA256,
     HistoryEntry,
     PatchRequest,
     PatchResult,
     PatchStatus,
     SelfMdFile,
-    count_tokens,
     rel_paths,
-    sha256_hex,
 )
+from mindloop.toolsets.self_md_doc import EMPTY_SHA256, count_tokens, sha256_hex
 
 SELF_IMPROVE_TOOLSET = "self_improve"
 SELF_MD_PATCH = "self_md_patch"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mindloop.config.loop_self_md import SelfMdConfig
 from mindloop.toolsets import self_md as sm
+from mindloop.toolsets import self_md_doc as doc
 from mindloop.toolsets.self_improve import patch_self_md
 from tests.scenario_util import ml
 
@@ -19,7 +20,7 @@ def _patch(rtws: Path, n: int, section: str, content: str) -> None:
         section=section,
         op="append",
         content=content,
-        base_sha256=sm.sha256_hex(current),
+        base_sha256=doc.sha256_hex(current),
         rationale=f"lesson {n}",
         evidence_refs=(),
         key=f"{n:064x}",

@@ -21,6 +21,7 @@ from mindloop.config.loop_self_md import SelfMdConfig
 from mindloop.tools.base import ToolContext, call_key
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import self_md as sm
+from mindloop.toolsets import self_md_doc as doc
 from mindloop.toolsets.self_improve import revert_self_md, self_md_patch_tool
 
 START = (
@@ -48,7 +49,7 @@ def _write(rtws: Path, text: str, member: str = "dev") -> str:
     path = sm.self_md_path(rtws, member)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    return sm.sha256_hex(text)
+    return doc.sha256_hex(text)
 
 
 async def _patch(
@@ -61,7 +62,7 @@ async def _patch(
 ) -> dict[str, Any]:
     current = sm.read_text(sm.self_md_path(rtws, ctx.member))
     args.setdefault("rationale", "it helps")
-    args["base_sha256"] = base if base is not None else sm.sha256_hex(current)
+    args["base_sha256"] = base if base is not None else doc.sha256_hex(current)
     out = await (reg or _registry()).execute("self_md_patch", json.dumps(args), ctx)
     result: dict[str, Any] = json.loads(out.text)
     assert out.is_error == (result["result"] in ("CONFLICT", "REJECTED"))
@@ -80,7 +81,7 @@ async def test_a_patch_changes_one_section_and_records_the_previous_file(tmp_pat
     assert res["result"] == "APPLIED" and res["history_seq"] == 1
     text = _self_md(tmp_path)
     assert text == START.replace("Read before writing.\n", "Read before writing.\nRun the tests.\n")
-    assert res["sha256"] == sm.sha256_hex(text)
+    assert res["sha256"] == doc.sha256_hex(text)
     (entry,) = sm.SelfMdFile(tmp_path, "dev").history()
     assert entry.prev_content == START and entry.new_sha256 == res["sha256"]
     assert entry.idempotency_key == _ctx(tmp_path).call_key
@@ -135,7 +136,7 @@ async def test_the_preamble_and_headings_inside_content_are_refused(tmp_path: Pa
     fenced = "```md\n## not a heading\n```"
     res = await _patch(tmp_path, _ctx(tmp_path), section="Habits", op="replace", content=fenced)
     assert res["result"] == "APPLIED"
-    assert sm.section_text(_self_md(tmp_path), "Habits") == f"## Habits\n{fenced}\n"
+    assert doc.section_text(_self_md(tmp_path), "Habits") == f"## Habits\n{fenced}\n"
 
 
 async def test_a_call_adds_at_most_200_tokens_net(tmp_path: Path) -> None:
@@ -150,7 +151,7 @@ async def test_a_call_adds_at_most_200_tokens_net(tmp_path: Path) -> None:
         tmp_path, _ctx(tmp_path, n=1), section="Notes", op="append", content="x" * 799
     )
     assert res["result"] == "APPLIED"
-    assert sm.count_tokens(_self_md(tmp_path)) - sm.count_tokens(start) == 200
+    assert doc.count_tokens(_self_md(tmp_path)) - doc.count_tokens(start) == 200
     # net: replacing text with as much text adds nothing
     res = await _patch(
         tmp_path, _ctx(tmp_path, n=2), section="Notes", op="replace", content="z" * 802
@@ -182,7 +183,7 @@ async def test_a_stale_base_hash_is_a_conflict(tmp_path: Path) -> None:
     )
     assert (res["result"], res["reason"]) == ("CONFLICT", "STALE_BASE")
     assert "changed since you read it" in res["message"] and old[:12] in res["message"]
-    assert res["sha256"] == sm.sha256_hex(_self_md(tmp_path))
+    assert res["sha256"] == doc.sha256_hex(_self_md(tmp_path))
     assert "More." not in _self_md(tmp_path)
     # the current hash, or its first 12 characters as the prompt shows it, is accepted
     res = await _patch(
@@ -204,7 +205,7 @@ async def test_a_missing_file_has_the_empty_hash(tmp_path: Path) -> None:
     res = await _patch(
         tmp_path,
         _ctx(tmp_path),
-        base=sm.EMPTY_SHA256[:12],
+        base=doc.EMPTY_SHA256[:12],
         section="Habits",
         op="append",
         content="Hi.",
@@ -336,20 +337,20 @@ _doc = st.lists(
 
 @given(_doc)
 def test_blocks_concatenate_to_the_file(text: str) -> None:
-    blocks = sm.split_blocks(text)
+    blocks = doc.split_blocks(text)
     assert "".join(b.text for b in blocks) == text
     assert blocks[0].title is None
-    assert [b.title for b in blocks[1:]] == [t for _, t in sm.headings(text)]
+    assert [b.title for b in blocks[1:]] == [t for _, t in doc.headings(text)]
 
 
 @given(_doc, st.sampled_from(["replace", "append"]), st.text("xyz \n", max_size=20))
 def test_a_patch_leaves_every_other_section_as_it_was(text: str, op: str, content: str) -> None:
     title = "Target zone"
-    new = sm.apply_op(text, title, op, content)  # type: ignore[arg-type]
-    titles = [b.title for b in sm.split_blocks(text) if b.title]
-    before = {b.title: b.text.rstrip("\n") for b in sm.split_blocks(text) if b.title}
-    after = {b.title: b.text.rstrip("\n") for b in sm.split_blocks(new) if b.title}
+    new = doc.apply_op(text, title, op, content)  # type: ignore[arg-type]
+    titles = [b.title for b in doc.split_blocks(text) if b.title]
+    before = {b.title: b.text.rstrip("\n") for b in doc.split_blocks(text) if b.title}
+    after = {b.title: b.text.rstrip("\n") for b in doc.split_blocks(new) if b.title}
     for t, body in before.items():
-        if sm.normal_title(t) != sm.normal_title(title) and titles.count(t) == 1:
+        if doc.normal_title(t) != doc.normal_title(title) and titles.count(t) == 1:
             assert after.get(t) == body
-    assert sm.find_section(sm.split_blocks(new), title) is not None
+    assert doc.find_section(doc.split_blocks(new), title) is not None

@@ -14,6 +14,7 @@ from mindloop.config.loop_self_md import SelfMdConfig
 from mindloop.tools.base import ToolContext, call_key
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import self_md as sm
+from mindloop.toolsets import self_md_doc as doc
 from mindloop.toolsets.self_improve import revert_self_md, self_md_patch_tool
 
 SELF, HISTORY = ".minds/team/dev/self.md", ".minds/team/dev/self.history.jsonl"
@@ -59,7 +60,7 @@ async def _patch(repo: Path, n: int, content: str, *, commit: bool = True) -> di
         "section": "Habits",
         "op": "append",
         "content": content,
-        "base_sha256": sm.sha256_hex(sm.read_text(repo / SELF)),
+        "base_sha256": doc.sha256_hex(sm.read_text(repo / SELF)),
         "rationale": "tests caught it twice",
         "evidence_refs": ["worklog:12"],
     }
