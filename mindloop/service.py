@@ -48,6 +48,7 @@ from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.router import Router, RoutingFailed
 from mindloop.loop.tasks import create_task_package, one_line, post_to_task, task_candidates
 from mindloop.providers.base import Provider
@@ -462,7 +463,7 @@ async def ask(project: Project, message: str) -> Asked:
     project.check_member(config.team.default_responder)  # the loop root's member
     rt = project.runtime
     store = rt.store
-    kb = task_key(project.rtws, config.team.loop.kb.package)
+    kb = task_key(project.rtws, config.team.loop.kb.task_path)
     candidates = task_candidates(
         store, project.rtws, limit=config.team.loop.router.recent_tasks, exclude=[kb]
     )
@@ -633,12 +634,15 @@ async def run(
     seen from `root_id`'s tree when given."""
     rt = project.runtime
     resumed = project.recover()
-    sched = Scheduler(rt)
+    # The outbox's KB requests are delivered by every run (cheaply: one read of the
+    # outbox per poll interval); the KB dialog they wake is driven by a run of all trees.
+    tickers = [KbDispatcher(rt)]
+    sched = Scheduler(rt, tickers=tickers)
     if root_id is not None and not watch and stop is None:
         # Follow the tree until it settles: a dialog of it that another live process
         # drives (a `run --watch`, the web UI) is not driven here, but waited for; other
         # trees are not driven here at all (ending with this tree would cut them off).
-        sched = Scheduler(rt, root_id=root_id)
+        sched = Scheduler(rt, root_id=root_id, tickers=tickers)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
     log.info("run started%s", " (watching)" if watch and root_id is None else "")
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)

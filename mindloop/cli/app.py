@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds
+from mindloop.cli import dialogs_cmds, self_cmds
 from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
@@ -92,6 +92,7 @@ app.command()(answer)
 app.command()(demo)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
+app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
 app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
 

@@ -276,11 +276,66 @@ def _v4_to_v5(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[tasks, router_decisions])
 
 
+# ---------------------------------------------------------------- self-improve (issue 12.7)
+# The outbox of outward effects (KB requests first), the receiver-side dedupe registry,
+# and the cursors that make a pass (SELF_IMPROVE) resumable. Statements and records:
+# `store/outbox.py`, `store/cursors.py`.
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),  # msg_id (time-ordered)
+    sa.Column("kind", sa.String, nullable=False),  # kb_request
+    sa.Column("call_key", sa.String, nullable=False, unique=True),  # the tool call's key
+    sa.Column("idempotency_key", sa.String, nullable=False, index=True),
+    sa.Column("source_dialog", sa.String, nullable=False),
+    sa.Column("source_member", sa.String, nullable=False),
+    sa.Column("task_path", sa.String, nullable=True),
+    sa.Column("target", sa.String, nullable=False),  # the receiving member
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | duplicate | acked | dead
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", sa.Float, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("sent_at", sa.Float, nullable=True),
+    sa.Column("delivered_to", sa.String, nullable=True),  # the receiving dialog
+    sa.Column("duplicate_of", sa.String, nullable=True),  # the msg_id first received
+    sa.Column("acked_at", sa.Float, nullable=True),
+    sa.Index("ix_outbox_status_next", "status", "next_attempt_at"),
+)
+
+received_keys = sa.Table(
+    "received_keys",
+    metadata,
+    sa.Column("receiver", sa.String, primary_key=True),  # e.g. the KB member
+    sa.Column("key", sa.String, primary_key=True),  # an idempotency key
+    sa.Column("msg_id", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=False),
+    sa.Column("received_at", sa.Float, nullable=False),
+)
+
+cursors = sa.Table(
+    "cursors",
+    metadata,
+    sa.Column("scope", sa.String, primary_key=True),  # e.g. a task's loop root dialog
+    sa.Column("name", sa.String, primary_key=True),  # e.g. self_improve
+    sa.Column("value", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
+def _self_improve_tables(conn: sa.Connection) -> None:
+    """The outbox, the received-keys registry and cursors (self-improve, issue 12.7)."""
+    metadata.create_all(conn, tables=[outbox, received_keys, cursors])
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
     _v2_to_v3,
     _v3_to_v4,
     _v4_to_v5,
+    _self_improve_tables,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
