@@ -62,6 +62,7 @@ from mindloop.store import (
     Store,
     UsageTotals,
 )
+from mindloop.store.location import database_url
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
 from mindloop.tools.registry import ToolRegistry
@@ -226,7 +227,7 @@ class Project:
         return self.rtws / STATE_DIR / STATE_FILE
 
     def has_state(self) -> bool:
-        return self.state_file.is_file()
+        return database_url() is not None or self.state_file.is_file()
 
     def subscribe(self, listener: Listener) -> None:
         """Hear the runtime's events (a renderer, a web socket …) from now on."""
@@ -709,7 +710,7 @@ def open_state(rtws: Path) -> Store | None:
     untouched), an initialised rtws without state simply has no dialogs and questions.
     Whatever else is at the state path (a directory, a damaged file) is the store's to
     refuse."""
-    if (rtws / STATE_DIR / STATE_FILE).exists():
+    if Store.exists_for(rtws):
         return Store.for_rtws(rtws)
     if not (rtws / ".minds").is_dir():
         raise RtwsError(
