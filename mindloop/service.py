@@ -710,14 +710,14 @@ def open_state(rtws: Path) -> Store | None:
     untouched), an initialised rtws without state simply has no dialogs and questions.
     Whatever else is at the state path (a directory, a damaged file) is the store's to
     refuse."""
-    if Store.exists_for(rtws):
+    if database_url() is None and (rtws / STATE_DIR / STATE_FILE).exists():
         return Store.for_rtws(rtws)
     if not (rtws / ".minds").is_dir():
         raise RtwsError(
             f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
             f"create one with `mindloop init` or choose one with -C DIR"
         )
-    return None
+    return Store.for_rtws(rtws) if database_url() is not None else None
 
 
 def task_key(rtws: Path, raw: str) -> str:

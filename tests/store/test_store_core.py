@@ -36,6 +36,7 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
     s.close()
 
 
+@pytest.mark.sqlite_only
 def test_fresh_database_is_at_current_schema_and_uses_wal(tmp_path: Path) -> None:
     s = Store.for_rtws(tmp_path)
     assert s.schema_version() == SCHEMA_VERSION
