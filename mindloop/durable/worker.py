@@ -153,6 +153,11 @@ def dbos_config(database_url: str, executor_id: str) -> Any:
     return config
 
 
+def _dialog_of(workflow_id: str) -> str:
+    """The dialog a drive workflow's id names (`drive-<dialog id>-<nonce>`)."""
+    return workflow_id.removeprefix("drive-").rpartition("-")[0]
+
+
 def enqueue_options(dialog_id: str) -> Any:
     """How a drive is enqueued (by a worker, or by `mindloop run` through a client)."""
     from dbos import EnqueueOptions, WorkflowSerializationFormat
@@ -186,8 +191,14 @@ def _register_workflow() -> None:
         worker = _current
         if worker is None:
             raise WorkerError(f"no worker in this process to drive {dialog_id}")
-        async with execution():
-            return await worker.engine.drive(dialog_id)
+        task = asyncio.current_task()
+        if task is not None:
+            worker.drives.add(task)
+        try:
+            async with execution():
+                return await worker.engine.drive(dialog_id)
+        finally:
+            worker.drives.discard(task)  # type: ignore[arg-type]
 
     _registered = True
 
@@ -225,6 +236,7 @@ class Worker:
         self.fingerprint = fingerprint(rtws)
         self.enqueued = 0  # drives this worker enqueued
         self.taken_over: list[str] = []  # executors whose work this worker recovered
+        self.drives: set[asyncio.Task[Any]] = set()  # drive workflows running here
 
     # ------------------------------------------------------------------ the fleet
 
@@ -289,10 +301,12 @@ class Worker:
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> str:
         """Work until `stop` is set or this worker was taken over; why it stopped."""
         self.check_fleet()
-        self._register()
         why = "stopped"
         try:
             await self.launch()
+            # Registered once DBOS is up: its first heartbeat is the registration (DBOS's
+            # start may take longer than a time to live on a loaded machine).
+            self._register()
             if on_ready is not None:
                 on_ready()
             why = await self._loop(stop)
@@ -312,11 +326,29 @@ class Worker:
                 self.engine.recover()
                 next_beat = time.monotonic() + self.ttl / 4
             self.engine.tick()
-            for did in self.engine.drivable():
-                await self.enqueue(did)
+            drivable = self.engine.drivable()
+            if drivable:
+                queued = await self._queued()
+                for did in drivable:
+                    if did not in queued:
+                        await self.enqueue(did)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(wake, stop), self.poll)
         return "stopped"
+
+    async def _queued(self) -> set[str]:
+        """Dialogs whose drive is queued or running now (one query, so that a long queue
+        is not enqueued again, deduplicated one by one, at every look)."""
+        from dbos import DBOS
+
+        def read() -> list[Any]:
+            return list(
+                DBOS.list_queued_workflows(
+                    queue_name=QUEUE, name=DRIVE_WORKFLOW, load_input=False, load_output=False
+                )
+            )
+
+        return {_dialog_of(w.workflow_id) for w in await _outside_workflow(read)}
 
     async def enqueue(self, dialog_id: str) -> None:
         from dbos import DBOS
@@ -351,8 +383,15 @@ class Worker:
             self.engine.wake.set()
 
     async def _shutdown(self, *, taken_over: bool) -> None:
+        """Settle the drives running here (each is marked to drive again, its claim
+        released: another worker takes it up at once), then leave."""
         global _current
         from dbos import DBOS
+
+        for task in list(self.drives):
+            task.cancel()
+        if self.drives:
+            await asyncio.wait(list(self.drives), timeout=30)
 
         with contextlib.suppress(Exception):
             if not taken_over:
