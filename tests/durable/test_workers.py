@@ -17,6 +17,7 @@ import shutil
 import signal
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 
@@ -107,6 +108,18 @@ def test_a_recovered_drive_does_not_call_the_model_again_for_a_completed_step(
     assert listed[a_row.executor_id]["state"] == f"taken over by {b_row.executor_id}"
     assert listed[b_row.executor_id]["state"] == "stopped"  # B stopped on SIGTERM
     assert [g.finish_reason for g in generations] == ["stop", "stop"]  # both dev turns kept
+    # DBOS's records, in the same database, are JSON (no pickles): the workflows' inputs
+    # and outputs, and one recorded step per model call, each under its key
+    with psycopg.connect(database) as conn:
+        formats = conn.execute("SELECT DISTINCT serialization FROM dbos.workflow_status")
+        assert formats.fetchall() == [("portable_json",)]
+        steps = conn.execute(
+            "SELECT function_name, output FROM dbos.operation_outputs ORDER BY started_at_epoch_ms"
+        ).fetchall()
+    assert [name for name, _ in steps] == ["mindloop.generation"] * 3
+    outputs = [json.loads(out) for _, out in steps]
+    assert [o["value"]["text"].split()[0] for o in outputs] == ["!?@qa", "checked", "done"]
+    assert len({o["key"] for o in outputs}) == 3
 
 
 ROOTS = 12
