@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from mindloop.cli.common import (
     INTERRUPTED_EXIT,
@@ -176,6 +175,8 @@ def workers(
     if as_json:
         print_json(data)
         return
+    from rich.markup import escape
+
     if not data:
         console.print("no live workers" + ("" if all_ else " (--all shows stopped ones)"))
         return
@@ -210,6 +211,7 @@ async def _submit_and_follow(
     rtws: Path, url: str, task: str, message: str | None, as_json: bool
 ) -> int:
     from dbos import DBOSClient
+    from rich.markup import escape
 
     from mindloop.dialogs.runtime import DialogRuntime
     from mindloop.durable.worker import dbos_config, enqueue_options
@@ -282,6 +284,8 @@ async def _submit_and_follow(
 
 def _print_new(rt: DialogRuntime, tree: list[Any], seen: dict[str, int]) -> None:
     """Print what the tree's dialogs said since the last look (answers and notes)."""
+    from rich.markup import escape
+
     for d in tree:
         for m in rt.store.messages_after(d.id, d.course, seen.get(d.id, 0)):
             seen[d.id] = m.id or seen.get(d.id, 0)
