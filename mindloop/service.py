@@ -67,6 +67,7 @@ from mindloop.store import (
     TaskRecord,
     UsageTotals,
 )
+from mindloop.store.location import database_url
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
 from mindloop.taskdoc.package import slug_from_text
@@ -232,7 +233,7 @@ class Project:
         return self.rtws / STATE_DIR / STATE_FILE
 
     def has_state(self) -> bool:
-        return self.state_file.is_file()
+        return database_url() is not None or self.state_file.is_file()
 
     def subscribe(self, listener: Listener) -> None:
         """Hear the runtime's events (a renderer, a web socket …) from now on."""
@@ -792,14 +793,14 @@ def open_state(rtws: Path) -> Store | None:
     untouched), an initialised rtws without state simply has no dialogs and questions.
     Whatever else is at the state path (a directory, a damaged file) is the store's to
     refuse."""
-    if (rtws / STATE_DIR / STATE_FILE).exists():
+    if database_url() is None and (rtws / STATE_DIR / STATE_FILE).exists():
         return Store.for_rtws(rtws)
     if not (rtws / ".minds").is_dir():
         raise RtwsError(
             f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
             f"create one with `mindloop init` or choose one with -C DIR"
         )
-    return None
+    return Store.for_rtws(rtws) if database_url() is not None else None
 
 
 def task_key(rtws: Path, raw: str) -> str:

@@ -34,6 +34,7 @@ from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, Sink
 from mindloop.dialogs.waits import WaitKind
+from mindloop.durable.steps import Steps
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
@@ -84,6 +85,7 @@ class DialogRuntime:
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
@@ -118,9 +120,18 @@ class DialogRuntime:
             self.bus,
             self.providers,
             self.parts,
-            ToolStep(self.store, self.bus, self.parts, self.claims, self.tree, self._tool_context),
+            ToolStep(
+                self.store,
+                self.bus,
+                self.parts,
+                self.claims,
+                self.tree,
+                self._tool_context,
+                steps,
+            ),
             self.claims,
             self.wake,
+            steps,
         )
 
     async def aclose(self) -> None:

@@ -330,6 +330,33 @@ def _self_improve_tables(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[outbox, received_keys, cursors])
 
 
+# ---------------------------------------------------------------------- scale-out workers
+# (issue 15: `mindloop worker` processes sharing one PostgreSQL database; `store/workers.py`)
+
+workers = sa.Table(
+    "workers",
+    metadata,
+    sa.Column("executor_id", sa.String, primary_key=True),  # its DBOS executor id
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("rtws", sa.String, nullable=False),  # the rtws path as the worker sees it
+    sa.Column("fingerprint", sa.String, nullable=False),  # of the rtws's configuration
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("claim_owner", sa.String, nullable=False),  # its runtime's claims owner id
+    sa.Column("ttl", sa.Float, nullable=False),  # dead when not heard from for this long
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped_at", sa.Float, nullable=True),  # stopped on its own
+    sa.Column("recovered_by", sa.String, nullable=True),  # the worker that took its work
+    sa.Column("recovered_at", sa.Float, nullable=True),
+)
+
+
+def _workers_table(conn: sa.Connection) -> None:
+    """Scale-out workers: who runs, their heartbeats, who recovered a dead one's work."""
+    metadata.create_all(conn, tables=[workers])
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -337,5 +364,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v3_to_v4,
     _v4_to_v5,
     _self_improve_tables,
+    _workers_table,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

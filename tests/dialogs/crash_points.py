@@ -10,6 +10,7 @@ from typing import Any
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.store import Store
+from mindloop.store.location import env_dialect
 
 
 class CrashingStore(Store):
@@ -18,7 +19,7 @@ class CrashingStore(Store):
 
     def __init__(self, path: Path, event: str, after: bool) -> None:
         self.event, self.after, self.armed = event, after, False
-        super().__init__(path, durable=False)
+        super().__init__(path, durable=False, dialect=env_dialect(durable=False))
 
     def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
         super().record_event(type, dialog_id, data)
