@@ -239,7 +239,9 @@ def run(
     task: Annotated[
         str | None,
         typer.Argument(
-            help="Drive this task's work loop (tasks/<slug>.tsk); without it, everything.",
+            help="Drive this task's work loop (tasks/<slug>.tsk) until DONE; without it, "
+            "everything. With MINDLOOP_DATABASE_URL: start the task's root dialog on the "
+            "scale-out workers (`mindloop worker`) and follow it.",
             show_default=False,
         ),
     ] = None,
@@ -278,6 +280,12 @@ def run(
     approval, 5 the task FAILED, 130 interrupted (state saved: `run` resumes)."""
     rtws = get_rtws(ctx)
     if task is not None:
+        from mindloop.store.location import database_url
+
+        if database_url() is not None:  # on the workers of the rtws's database (Scale-out)
+            from mindloop.cli.worker_cmds import run_on_workers
+
+            raise typer.Exit(run_on_workers(rtws, task, message, as_json))
         if watch or retry_errors or dialog is not None:
             raise MindloopError("TASK runs that task's loop; drop --watch/--retry-errors/--dialog")
         from mindloop.cli.loop_cmds import run_task

@@ -4,12 +4,12 @@ where a task stands. `mindloop.service` wraps them for the faces (CLI, web)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel
 
 from mindloop.dialogs.runtime import DialogRuntime
-from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.scheduler import Scheduler, Ticker
 from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
 from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
 from mindloop.store import loop_state as ls
@@ -50,8 +50,10 @@ class OtherDialogs(Scheduler):
     """Every drivable dialog outside the trees of the given loop roots (each tree is
     driven by its task's loop)."""
 
-    def __init__(self, rt: DialogRuntime, roots: Collection[str]) -> None:
-        super().__init__(rt)
+    def __init__(
+        self, rt: DialogRuntime, roots: Collection[str], *, tickers: Sequence[Ticker] = ()
+    ) -> None:
+        super().__init__(rt, tickers=tickers)
         self._roots = set(roots)
         self._root_of: dict[str, str] = {}  # dialog -> its root (for life)
 

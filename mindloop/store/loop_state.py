@@ -1,7 +1,12 @@
 """The work loop's state of each task: its phase, the phase's entry, how the phase ended.
 
-One row per task binds its `*.tsk` package to the root dialog its loop drives and says
-where the loop stands, so a `mindloop run` killed at any instant resumes exactly there:
+A task's row in `tasks` (`store/tasks.py`: one loop root per `*.tsk` package, DESIGN.md
+§8.7) holds the loop's state people and the Router look at — phase, status and why,
+re-plans — and guards every loop write with its `version`; the loop's cursor (`cursors`,
+scope the loop root, name `loop`) holds the rest: which entry of the phase this is, the
+input message it posted, how it ended, the last summary, the refs its checks passed at.
+Both change in one transaction, so a `mindloop run` killed at any instant resumes exactly
+there:
 
 - a phase is *entered* in one transaction that posts its input message to the loop root
   and records the entry (`entry`, `entry_message_id`): a crash leaves both or neither;
@@ -11,31 +16,23 @@ where the loop stands, so a `mindloop run` killed at any instant resumes exactly
 - routing reads the ended phase and enters the next one.
 
 Rows in, rows out: the loop (`mindloop.loop`) decides; this module only reads and writes,
-each write joining the caller's transaction and guarded by the row's `version`.
+each write joining the caller's transaction.
 """
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
 from typing import Any
 
-import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindloop.store import schema as t
+from mindloop.store.cursors import Cursors
 from mindloop.store.store import Store
+from mindloop.store.tasks import LoopPhase as Phase
+from mindloop.store.tasks import TaskRecord
+from mindloop.store.tasks import TaskStatus as LoopStatus
 
-
-class Phase(StrEnum):
-    """The phases a task's loop root goes through (agent-loop §3; the Router is a
-    standalone call, not a phase of the root)."""
-
-    PLAN = "PLAN"
-    DO = "DO"
-    CHECK = "CHECK"
-    ADJUST = "ADJUST"
-    SELF_IMPROVE = "SELF_IMPROVE"
+CURSOR = "loop"  # the loop's cursor: scope the loop root, this name
 
 
 class Hint(StrEnum):
@@ -47,13 +44,6 @@ class Hint(StrEnum):
     ADJUST = "ADJUST"
     WAIT = "WAIT"
     END = "END"
-
-
-class LoopStatus(StrEnum):
-    ACTIVE = "ACTIVE"  # the loop has work to do
-    WAITING = "WAITING"  # parked: on the human, or every open node waits (R1, R7)
-    DONE = "DONE"  # every node terminal and SELF_IMPROVE ran
-    FAILED = "FAILED"  # a node FAILED at its cap and nothing else can go on
 
 
 class EndedBy(StrEnum):
@@ -87,8 +77,10 @@ class PhaseEnd(BaseModel):
 
 
 class LoopState(BaseModel):
-    """Where a task's loop stands (the row's `data`, plus its columns)."""
+    """Where a task's loop stands: its `tasks` row (id, package, root, phase, status,
+    re-plans, version) and the loop's cursor (the rest)."""
 
+    task_id: str
     task_path: str
     root_id: str
     status: LoopStatus = LoopStatus.ACTIVE
@@ -121,98 +113,72 @@ class LoopState(BaseModel):
         return self.phase is not None and self.ended is None
 
 
-_c = t.loop_state.c
-_COLUMNS = ("task_path", "root_id", "status", "phase", "version", "updated_at")
-_BY_PATH = sa.select(t.loop_state).where(_c.task_path == sa.bindparam("task_path"))
-_BY_ROOT = sa.select(t.loop_state).where(_c.root_id == sa.bindparam("root_id"))
-_ALL = sa.select(t.loop_state).order_by(_c.task_path)
-_INSERT = sa.insert(t.loop_state)
-_UPDATE = (
-    sa.update(t.loop_state)
-    .where(_c.task_path == sa.bindparam("_task"), _c.version == sa.bindparam("_version"))
-    .values(
-        status=sa.bindparam("status"),
-        phase=sa.bindparam("phase"),
-        version=sa.bindparam("version"),
-        data=sa.bindparam("data"),
-        updated_at=sa.bindparam("updated_at"),
-    )
-)
+_ROW = frozenset({"phase", "status", "status_reason", "plan_reentries", "version"})
+_BINDING = frozenset({"task_id", "task_path", "root_id", "created_at", "updated_at"})
 
 
 class StaleLoopState(Exception):
-    """A loop write found the row at another version (another writer moved it first)."""
+    """A loop write found the task at another version (another writer moved it first)."""
 
 
-def _from_row(row: dict[str, Any]) -> LoopState:
-    return LoopState.model_validate({**row["data"], **{k: row[k] for k in _COLUMNS}})
+def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
+    return LoopState.model_validate(
+        {
+            **(cursor or {}),
+            "task_id": task.id,
+            "task_path": task.task_path,
+            "root_id": task.root_id,
+            "phase": task.phase,
+            "status": task.status,
+            "status_reason": task.status_reason or "",
+            "plan_reentries": task.plan_reentries,
+            "version": task.version,
+            "created_at": task.created_at,
+            "updated_at": task.updated_at,
+        }
+    )
 
 
-def _rows(store: Store, stmt: sa.Executable, params: dict[str, Any]) -> list[LoopState]:
-    keys, rows = store._execute(stmt, params)
-    return [_from_row(dict(zip(keys, r, strict=True))) for r in rows]
-
-
-def _data(state: LoopState) -> dict[str, Any]:
-    return state.model_dump(mode="json", exclude=set(_COLUMNS) | {"created_at"}) | {
-        "created_at": state.created_at
-    }
+def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
+    if task is None:
+        return None
+    found = Cursors(store).get(task.root_id, CURSOR)
+    return _compose(task, found.value if found is not None else None)
 
 
 def get(store: Store, task_path: str) -> LoopState | None:
-    found = _rows(store, _BY_PATH, {"task_path": task_path})
-    return found[0] if found else None
+    """The loop state of a task (None: it has no loop root yet)."""
+    return _of(store, store.task_by_path(task_path))
 
 
 def by_root(store: Store, root_id: str) -> LoopState | None:
-    found = _rows(store, _BY_ROOT, {"root_id": root_id})
-    return found[0] if found else None
+    """The loop state of the task whose loop root is `root_id` (None: a free root)."""
+    return _of(store, store.task_by_root(root_id))
 
 
 def all_states(store: Store) -> list[LoopState]:
-    return _rows(store, _ALL, {})
-
-
-def insert(store: Store, state: LoopState) -> LoopState:
-    now = time.time()
-    state = state.model_copy(update={"version": 1, "created_at": now, "updated_at": now})
-    store._write(
-        _INSERT,
-        {
-            "task_path": state.task_path,
-            "root_id": state.root_id,
-            "status": state.status.value,
-            "phase": state.phase.value if state.phase else None,
-            "version": 1,
-            "data": _data(state),
-            "updated_at": now,
-        },
-    )
-    return state
+    return [s for t in store.iter_tasks() if (s := _of(store, t)) is not None]
 
 
 def save(store: Store, state: LoopState) -> LoopState:
-    """Write `state` over the row it was read from (at `state.version`); the new state
-    (version + 1). `StaleLoopState` when another writer moved the row first."""
-    now = time.time()
-    new = state.model_copy(update={"version": state.version + 1, "updated_at": now})
-    changed = store._write(
-        _UPDATE,
-        {
-            "_task": state.task_path,
-            "_version": state.version,
-            "status": new.status.value,
-            "phase": new.phase.value if new.phase else None,
-            "version": new.version,
-            "data": _data(new),
-            "updated_at": now,
-        },
-    )
-    if changed != 1:
-        raise StaleLoopState(
-            f"the loop state of {state.task_path} is no longer at version {state.version}"
+    """Write `state` over the task it was read from (at `state.version`); the new state.
+    `StaleLoopState` when another writer moved the task first."""
+    with store.tx():
+        task = store.update_task(
+            state.task_id,
+            expected_version=state.version,
+            phase=state.phase.value if state.phase else None,
+            status=state.status.value,
+            status_reason=state.status_reason or None,
+            plan_reentries=state.plan_reentries,
         )
-    return new
+        if task is None:
+            raise StaleLoopState(
+                f"the loop state of {state.task_path} is no longer at version {state.version}"
+            )
+        cursor = state.model_dump(mode="json", exclude=set(_ROW | _BINDING))
+        Cursors(store).set(task.root_id, CURSOR, cursor)
+        return _compose(task, cursor)
 
 
 def end_phase(store: Store, root_id: str, end: PhaseEnd) -> LoopState | None:

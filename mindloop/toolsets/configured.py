@@ -43,6 +43,7 @@ from mindloop.toolsets.mcp import ServerTools
 from mindloop.toolsets.phase_end import TOOLSET as LOOP_TOOLSET
 from mindloop.toolsets.phase_end import phase_end_tools
 from mindloop.toolsets.python import PythonToolError, entry_point_toolsets, module_tools
+from mindloop.toolsets.self_improve import add_loop_toolsets
 
 # How long building a registry waits for the MCP servers it starts, beyond the longest
 # `startup_timeout` among them (they start in parallel).
@@ -89,6 +90,7 @@ def build_registry(
 ) -> RegistryBuild:
     registry = standard_registry(lang or config.team.work_language)
     registry.add_toolset(LOOP_TOOLSET, phase_end_tools(), loop_owned=True)
+    add_loop_toolsets(registry, config)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)
     _add_entry_points(build)

@@ -19,6 +19,7 @@ from mindloop.loop.phases import (
     tool_class,
 )
 from mindloop.loop.policy import TOOL_NOT_ALLOWED_IN_PHASE, LoopPolicy, count_refusals
+from mindloop.loop.tasks import loop_root
 from mindloop.store import DialogRecord
 from mindloop.store import loop_state as ls
 from mindloop.testing import ScriptedModel, Turn, call
@@ -58,10 +59,12 @@ def _policies(phase: Phase):  # type: ignore[no-untyped-def]
 
 
 async def _root_in_phase(rt: DialogRuntime, phase: Phase, text: str) -> DialogRecord:
-    root, _ = rt.start_root_dialog(TASK, text, "dev")
-    with rt.store.tx():
-        ls.insert(rt.store, ls.LoopState(task_path=root.task_path, root_id=root.id, phase=phase))
-    return root
+    task = loop_root(rt, TASK, member="dev")
+    state = ls.get(rt.store, TASK)
+    assert state is not None
+    ls.save(rt.store, state.model_copy(update={"phase": phase}))
+    rt.post_user_message(task.root_id, text)
+    return rt.store.get_dialog(task.root_id)
 
 
 async def test_a_phase_offers_its_row_and_refuses_the_rest(rtws: Path) -> None:
