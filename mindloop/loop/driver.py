@@ -45,7 +45,7 @@ from mindloop.i18n import Lang
 from mindloop.loop import phase_ops
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
-from mindloop.loop.phases import PHASES, Phase
+from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
 from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
@@ -54,7 +54,6 @@ from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 
-DRIVE_STEPS = 200  # model steps between two human inputs (agent-loop §8.2), then a question
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
 KEEP_SEEN = 10_000  # root lookups a long-running process remembers
 
@@ -141,6 +140,7 @@ class TaskLoop:
         self.state = bind(rt, task_path, member=member)
         self.task = self.state.task_path
         self.root = self.state.root_id
+        self.limits = rt.config.team.loop.retries  # drive_steps, plan_reentries
         self._changed = asyncio.Event()
         self._unsubscribe = rt.bus.subscribe(self._hear)
 
@@ -223,7 +223,7 @@ class TaskLoop:
         if target is Target.PARK:
             return await self._park(state, report)
         if target is Target.END:
-            if not state.self_improved and state.drive_steps >= DRIVE_STEPS:
+            if not state.self_improved and state.drive_steps >= self.limits.drive_steps:
                 self._ask_to_continue(state)
                 return False
             if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
@@ -231,7 +231,7 @@ class TaskLoop:
             return self._finish(state, report)
         phase = target.phase
         assert phase is not None
-        if state.drive_steps >= DRIVE_STEPS:  # before more work: ask whether to go on
+        if state.drive_steps >= self.limits.drive_steps:  # before more work: ask to go on
             self._ask_to_continue(state)
             return False
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
@@ -279,7 +279,6 @@ class TaskLoop:
         rt = self.rt
         assert state.phase is not None
         self.policies.set(self.root, state.phase)
-        spec = PHASES[state.phase]
         wait = rt.tree.wait_state(self.root)
         if (
             not wait.waiting
@@ -289,9 +288,10 @@ class TaskLoop:
             # the phase's reply is in but its end was not recorded (a kill between them)
             self._end(state, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
             return False
-        left = spec.steps - state.entry_steps
+        cap = step_cap(self.rt.config.team.loop.phases, state.phase)
+        left = cap - state.entry_steps
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, f"the phase's step cap ({spec.steps})")
+            self._end(state, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
@@ -320,7 +320,7 @@ class TaskLoop:
         if reason in (DriveEnd.DONE, DriveEnd.IDLE):
             self._end(fresh, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
         elif reason is DriveEnd.STEP_LIMIT:
-            self._end(fresh, ls.EndedBy.STEP_CAP, f"the phase's step cap ({spec.steps})")
+            self._end(fresh, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
         elif reason is DriveEnd.STOPPED:
             self._end(fresh, ls.EndedBy.RUNTIME, "the turn policy stopped the drive")
         elif reason is DriveEnd.WAITING:
@@ -371,8 +371,9 @@ class TaskLoop:
         self._publish_end(phase_ops.close(self.rt, state, end))
 
     def _ask_to_continue(self, state: ls.LoopState) -> None:
-        """The task took `DRIVE_STEPS` model steps since the human last spoke: ask whether
-        to go on (agent-loop §8.2); the question parks the task (R1) until answered."""
+        """The task took `loop.retries.drive_steps` model steps since the human last spoke:
+        ask whether to go on (agent-loop §8.2); the question parks the task (R1) until it
+        is answered."""
         store = self.rt.store
         with store.tx():
             rec = store.get_dialog(self.root)
@@ -384,7 +385,7 @@ class TaskLoop:
                     headline=f"The work loop took {state.drive_steps} model steps since your "
                     "last input. Continue?",
                     body="Answer to let it go on for another "
-                    f"{DRIVE_STEPS} steps (`mindloop answer`), or stop here.",
+                    f"{self.limits.drive_steps} steps (`mindloop answer`), or stop here.",
                     call_id=new_id("loop-"),
                     course=rec.course,
                 )

@@ -60,7 +60,7 @@ def gather(rt: DialogRuntime, state: ls.LoopState, messages: list[MessageRecord]
         ended=state.phase if ended is not None else None,
         hint=ended.hint if ended is not None else None,
         wait_registered=wait_registered,
-        replan_left=state.plan_reentries < 1,
+        replan_left=state.plan_reentries < rt.config.team.loop.retries.plan_reentries,
     )
     return Gathered(facts, why)
 

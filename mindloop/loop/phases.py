@@ -1,7 +1,7 @@
-"""The phases of the work loop as one table: what each may do, how long, and what may follow.
+"""The phases of the work loop as one table: what each may do and what may follow.
 
-agent-loop §3 gives each phase a row of the tool matrix, a step cap and (§4) the hints it
-may give when it ends. Here that is data: `PHASES` maps a `Phase` to a `PhaseSpec`; the
+agent-loop §3 gives each phase a row of the tool matrix, a step cap (`loop.phases` in
+team.yaml, `step_cap`) and (§4) the hints it may give when it ends. Here that is data: `PHASES` maps a `Phase` to a `PhaseSpec`; the
 turn policy (`policy.py`), the router (`routing.py`) and the docs read the same rows, so
 the prompt, the enforcement and the printed table cannot drift apart.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from mindloop.config.loop import LoopPhaseName, PhaseSteps
 from mindloop.store.loop_state import Hint, Phase
 
 
@@ -91,6 +92,20 @@ LOOP_OWNED: frozenset[str] = frozenset(
 )
 
 
+def step_cap(steps: PhaseSteps, phase: Phase) -> int:
+    """A phase's step cap per entry (`loop.phases` in team.yaml)."""
+    return steps.for_phase(PHASE_KEYS[phase])
+
+
+PHASE_KEYS: dict[Phase, LoopPhaseName] = {
+    Phase.PLAN: "plan",
+    Phase.DO: "do",
+    Phase.CHECK: "check",
+    Phase.ADJUST: "adjust",
+    Phase.SELF_IMPROVE: "self_improve",
+}
+
+
 def tool_class(name: str) -> ToolClass:
     return TOOL_CLASSES.get(name, ToolClass.WRITE)
 
@@ -100,7 +115,6 @@ class PhaseSpec:
     """One row of the phase table."""
 
     phase: Phase
-    steps: int  # the step cap of one entry (`loop.phases` overrides it)
     tools: frozenset[ToolClass]  # the tool matrix's row
     tellask: bool  # `!?@member` (and `!?@self`, FBR): a side dialog the phase waits on
     q4h: bool  # `!?@human`
@@ -117,7 +131,6 @@ _ALWAYS = frozenset({_C.READ, _C.CONTROL, _C.PHASE_END})
 PHASES: dict[Phase, PhaseSpec] = {
     Phase.PLAN: PhaseSpec(
         Phase.PLAN,
-        steps=8,
         tools=_ALWAYS | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR},
         tellask=True,
         q4h=True,
@@ -126,7 +139,6 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.DO: PhaseSpec(
         Phase.DO,
-        steps=12,
         tools=_ALWAYS | {_C.WRITE, _C.SHELL, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR},
         tellask=True,
         q4h=True,
@@ -135,7 +147,6 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.CHECK: PhaseSpec(
         Phase.CHECK,
-        steps=8,
         tools=_ALWAYS | {_C.SHELL, _C.NODE_UPDATE},
         tellask=False,
         q4h=False,
@@ -144,7 +155,6 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.ADJUST: PhaseSpec(
         Phase.ADJUST,
-        steps=6,
         tools=_ALWAYS | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR},
         tellask=True,
         q4h=True,
@@ -153,7 +163,6 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.SELF_IMPROVE: PhaseSpec(
         Phase.SELF_IMPROVE,
-        steps=6,
         tools=_ALWAYS | {_C.NODE_UPDATE, _C.TASKDOC, _C.SELF_IMPROVE},
         tellask=False,
         q4h=False,
@@ -176,5 +185,8 @@ def matrix_markdown() -> str:
     for label, attr in (("tellask `!?@member`, `!?@self`", "tellask"), ("Q4H `!?@human`", "q4h")):
         cells = ["✓" if getattr(PHASES[p], attr) else "–" for p in order]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("| steps per entry | " + " | ".join(str(PHASES[p].steps) for p in order) + " |")
+    caps = PhaseSteps()  # the defaults of `loop.phases` in team.yaml
+    lines.append(
+        "| steps per entry (default) | " + " | ".join(str(step_cap(caps, p)) for p in order) + " |"
+    )
     return "\n".join(lines)

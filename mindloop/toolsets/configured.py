@@ -89,7 +89,8 @@ def build_registry(
     config: Config, *, lang: Lang | None = None, mcp: McpMode = McpMode.SELECTED
 ) -> RegistryBuild:
     registry = standard_registry(lang or config.team.work_language)
-    registry.add_toolset(LOOP_TOOLSET, phase_end_tools(), loop_owned=True)
+    summary = config.team.loop.memory.sections.last_step_summary
+    registry.add_toolset(LOOP_TOOLSET, phase_end_tools(summary), loop_owned=True)
     add_loop_toolsets(registry, config)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)

@@ -1,6 +1,7 @@
 """`phase_end`: how a work-loop phase ends (agent-loop §3), a loop-owned tool.
 
-The model proposes: a `next_behavior` hint, a summary of at most `SUMMARY_TOKENS` tokens
+The model proposes: a `next_behavior` hint, a summary of at most 300 tokens (by default:
+`loop.memory.sections.last_step_summary`)
 (characters / 4) and a reason. The arguments are validated against their schema (unknown
 keys, a hint outside the enum, a summary over its budget are errors the model reads and
 can repair); an accepted call records the end as a store effect of its result, so the
@@ -23,16 +24,16 @@ from mindloop.store.loop_state import EndedBy, Hint, PhaseEnd, Summary, end_phas
 from mindloop.tools.base import StoreEffect, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 
-SUMMARY_TOKENS = 300  # agent-loop §7.1: the last step summary's hard schema
+SUMMARY_TOKENS = 300  # agent-loop §7.1 (`loop.memory.sections.last_step_summary`)
 CHARS_PER_TOKEN = 4
 TOOLSET = "loop"
 
 DESCRIPTION = (
     "End the current work-loop phase. next_behavior is your hint for what should follow "
     "(PLAN, DO, CHECK, ADJUST, WAIT or END; the runtime decides from the node statuses and "
-    "drops a hint that does not fit). summary: {progress, key_decisions[], pending[], "
-    f"risks[]}}, at most {SUMMARY_TOKENS} tokens in all; it is the next phase's last step "
-    "summary. reason: why the phase ends now."
+    "drops a hint that does not fit). summary: {{progress, key_decisions[], pending[], "
+    "risks[]}}, at most {cap} tokens in all; it is the next phase's last step summary. "
+    "reason: why the phase ends now."
 )
 
 
@@ -50,12 +51,12 @@ def summary_tokens(summary: Summary) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
-async def _phase_end(args: PhaseEndArgs, ctx: ToolContext) -> ToolOutput:
+async def _phase_end(args: PhaseEndArgs, ctx: ToolContext, cap: int) -> ToolOutput:
     size = summary_tokens(args.summary)
-    if size > SUMMARY_TOKENS:
+    if size > cap:
         return ToolOutput(
             f"Error: summary is {size} tokens (characters / {CHARS_PER_TOKEN}); at most "
-            f"{SUMMARY_TOKENS}. Shorten it and call phase_end again; the phase has not ended.",
+            f"{cap}. Shorten it and call phase_end again; the phase has not ended.",
             is_error=True,
         )
     if not args.reason.strip():
@@ -78,5 +79,11 @@ async def _phase_end(args: PhaseEndArgs, ctx: ToolContext) -> ToolOutput:
     )
 
 
-def phase_end_tools() -> list[Tool[Any]]:
-    return [Tool("phase_end", DESCRIPTION, PhaseEndArgs, _phase_end, TOOLSET)]
+def phase_end_tools(summary_tokens: int = SUMMARY_TOKENS) -> list[Tool[Any]]:
+    """The `loop` toolset; `summary_tokens` is `loop.memory.sections.last_step_summary`."""
+
+    async def run(args: PhaseEndArgs, ctx: ToolContext) -> ToolOutput:
+        return await _phase_end(args, ctx, summary_tokens)
+
+    text = DESCRIPTION.format(cap=summary_tokens)
+    return [Tool("phase_end", text, PhaseEndArgs, run, TOOLSET)]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from mindloop.events.types import LoopRouted
 from mindloop.loop.driver import LoopOutcome, TaskLoop
 from mindloop.loop.phases import Phase
@@ -288,12 +286,15 @@ async def test_a_spending_cap_ends_the_run_with_cap_reached(rtws: Path) -> None:
 
 
 async def test_after_the_drive_step_cap_the_human_is_asked_whether_to_go_on(
-    rtws: Path, monkeypatch: pytest.MonkeyPatch
+    rtws: Path,
 ) -> None:
-    from mindloop.loop import driver
+    import yaml
 
-    monkeypatch.setattr(driver, "DRIVE_STEPS", 3)
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {"retries": {"drive_steps": 3}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
     model = ScriptedModel(
         [
             turn(create("a")),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mindloop import DialogRuntime, DriveEnd
+from mindloop.config.loop import PhaseSteps
 from mindloop.loop.phases import (
     LOOP_OWNED,
     PHASES,
@@ -16,6 +17,7 @@ from mindloop.loop.phases import (
     Phase,
     ToolClass,
     matrix_markdown,
+    step_cap,
     tool_class,
 )
 from mindloop.loop.policy import TOOL_NOT_ALLOWED_IN_PHASE, LoopPolicy, count_refusals
@@ -41,7 +43,7 @@ def test_the_matrix_is_the_reference_table() -> None:
     assert allowed(ToolClass.PHASE_END) == set(Phase) == allowed(ToolClass.READ)
     assert {p for p, s in PHASES.items() if s.tellask} == {Phase.PLAN, Phase.DO, Phase.ADJUST}
     assert {p for p, s in PHASES.items() if s.q4h} == {Phase.PLAN, Phase.DO, Phase.ADJUST}
-    assert [PHASES[p].steps for p in Phase] == [8, 12, 8, 6, 6]
+    assert [step_cap(PhaseSteps(), p) for p in Phase] == [8, 12, 8, 6, 6]
     # a tool nobody classified (MCP, Python tools) is a workspace write: DO only
     assert tool_class("mcp_fetch") is ToolClass.WRITE
     assert all(name in TOOL_CLASSES for name in LOOP_OWNED)
