@@ -57,6 +57,11 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
             drives += report.drives
         root = report.root_id or ""
         loop = report.loop
+        # `mindloop run`: the KB request SELF_IMPROVE queued is delivered to the KB
+        # teammate's dialog (once) and processed; the task's loop has nothing left to do.
+        console.print(f"[bold]you:[/] mindloop run -C {directory}")
+        after = await service.run(project)
+        drives += after.drives
     finally:
         renderer.close()
         await project.aclose()
@@ -66,6 +71,8 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     console.print(f"task:       {DEMO_TASK}: {loop.outcome if loop else '?'}")
     console.print(f"state:      {project.state_file}")
     console.print(f"files:      {directory / 'CHANGELOG.md'}, CONTRIBUTING.md, RELEASE_NOTES.md")
+    console.print(f"self.md:    {directory / '.minds/team/dev/self.md'} (mindloop self history)")
+    console.print(f"KB:         {directory / 'kb'} (from the KB request)")
     console.print(f"status:     mindloop status -C {directory} {DEMO_TASK}")
     console.print(f"nodes:      mindloop workspace show -C {directory} {DEMO_TASK}")
     console.print(f"tree:       mindloop dialogs tree -C {directory} {DEMO_TASK}")

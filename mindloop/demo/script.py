@@ -8,7 +8,8 @@ and a BENCH node, the release check, run last. DO writes the changelog; CHECK fi
 has no dated release heading (a check failure); ADJUST asks itself for three fresh-boots
 opinions (FBR) and sends the node back to DO, which writes a dated one; CHECK passes it.
 DO writes the release notes while the reviewer writes the guide; CHECK passes both; the
-release check runs once nothing has changed since those checks; SELF_IMPROVE tidies up.
+release check runs once nothing has changed since those checks; SELF_IMPROVE adds a habit to dev's self.md and asks the KB teammate to keep a note on
+the changelog format, which a later `mindloop run` delivers (once) and the KB processes.
 
 Each entry matches the last input message of a step; the first match wins, so the most
 specific entries come first. The phase inputs start `[work loop] Phase <PHASE> (entry
@@ -29,6 +30,14 @@ PROGRESS_TEXT = "- Planned: changelog, contributing guide (reviewer), release no
 TASKDOC_MARKER = "## Progress\n" + PROGRESS_TEXT
 
 HUMAN_ANSWER = "Yes, follow Keep a Changelog."
+
+SELF_MD_HABIT = "- Before COMPLETE, run every criterion's `verify` command myself."
+KB_NOTE = (
+    "Changelogs here follow Keep a Changelog: a `## [x.y.z] - YYYY-MM-DD` heading per "
+    "release, newest first."
+)
+EMPTY_SHA256_PREFIX = "e3b0c44298fc"  # self.md does not exist yet (sha256 of "")
+KB_FILE = "kb/changelog-format.md"
 
 RELEASE_CHECK = (
     "test -f CHANGELOG.md && test -f CONTRIBUTING.md && test -f RELEASE_NOTES.md "
@@ -303,10 +312,32 @@ _DEV: list[dict[str, Any]] = [
             ),
         ],
     },
-    # ---- SELF_IMPROVE: tidy up (the nodes, the worklog and the Taskdoc are consistent)
+    # ---- SELF_IMPROVE: a habit for self.md, a KB request, then the end
     {
         "contains": "[work loop] Phase SELF_IMPROVE",
-        "tool_calls": [_end("END", "release 0.1.0 prepared and checked", "the task is done")],
+        "tool_calls": [
+            _call(
+                "self_md_patch",
+                section="Habits",
+                op="append",
+                content=SELF_MD_HABIT,
+                base_sha256=EMPTY_SHA256_PREFIX,
+                rationale="n1 failed its check for a missing release heading",
+                evidence_refs=["check report of n1"],
+            ),
+            _call(
+                "kb_request",
+                kind="ADD",
+                topic="changelog format",
+                content=KB_NOTE,
+                evidence_refs=["CHANGELOG.md"],
+            ),
+            _end(
+                "END",
+                "release 0.1.0 prepared and checked; a habit and a KB note kept",
+                "the task is done",
+            ),
+        ],
     },
 ]
 
@@ -318,6 +349,20 @@ DEMO_SCRIPT: dict[str, object] = {
             "contains": "Fresh Boots Reasoning (FBR) request",
             "response": "Conclusion: add a '## [0.1.0] - <date>' heading. Reasoning: the "
             "check greps for it. Unknowns: the release date.",
+        },
+        # The KB teammate folds the request into kb/ (once: a duplicate never reaches it).
+        {
+            "member": "kb",
+            "role": "tool",
+            "contains": KB_FILE,
+            "response": f"Added {KB_FILE}.",
+        },
+        {
+            "member": "kb",
+            "contains": "[kb_request from @dev",
+            "tool_calls": [
+                _call("write_file", path=KB_FILE, content=f"# Changelog format\n\n{KB_NOTE}\n")
+            ],
         },
         # The reviewer works the node dispatched to it, then replies.
         {

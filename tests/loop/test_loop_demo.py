@@ -1,7 +1,8 @@
 """`mindloop demo` is a task carried through the whole work loop (issue 12, part 8): planned
 into four nodes with dependencies, one dispatched to a teammate, a failed check adjusted
 with an FBR round and done again, a question answered, the BENCH node run last, then
-SELF_IMPROVE — all offline, on the mock provider."""
+SELF_IMPROVE patching self.md and sending a KB request that the next run delivers once —
+all offline, on the mock provider."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from rich.console import Console
 
 from mindloop.cli.demo_cmd import run_demo
 from mindloop.demo import DEMO_TASK
+from mindloop.demo.script import KB_FILE
 from mindloop.store import Store
 from mindloop.store import loop_state as ls
+from mindloop.store.outbox import Outbox
 from mindloop.workspace import repo
 
 
@@ -51,3 +54,20 @@ async def test_the_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     for name in ("CHANGELOG.md", "CONTRIBUTING.md", "RELEASE_NOTES.md"):
         assert (report.rtws / name).is_file()
     assert "## [0.1.0]" in (report.rtws / "CHANGELOG.md").read_text("utf-8")
+    # SELF_IMPROVE: a habit in dev's own self.md (with its history), and a KB request the
+    # following `mindloop run` delivered once to the KB teammate, who processed it
+    self_md = report.rtws / ".minds" / "team" / "dev" / "self.md"
+    assert "## Habits" in self_md.read_text("utf-8")
+    history = (self_md.parent / "self.history.jsonl").read_text("utf-8").splitlines()
+    assert len(history) == 1
+    assert (report.rtws / KB_FILE).is_file()
+    store = Store.for_rtws(report.rtws)
+    try:
+        [row] = Outbox(store).all()
+        assert row.kind == "kb_request" and row.status.value in ("sent", "acked")
+        kb = [d for d in store.list_dialogs() if d.member == "kb"]
+        assert len(kb) == 1
+        asked = [m for m in store.load_history(kb[0].id) if m.kind == "user"]
+        assert len(asked) == 1 and "[kb_request from @dev" in asked[0].data["text"]
+    finally:
+        store.close()
