@@ -18,11 +18,13 @@ from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import (
     INPUT_HEADER,
     INPUT_SECTIONS,
+    NO_BATCH,
     NO_NODE,
     NO_TREE,
     SUMMARY_LABELS,
 )
 from mindloop.loop.phases import Phase
+from mindloop.store import MessageRecord
 from mindloop.store.loop_state import Summary
 from mindloop.workspace.models import Node, NodeKind
 from mindloop.workspace.state import WorkspaceState, is_ready
@@ -43,6 +45,7 @@ class PhaseInput:
     resolved: list[str] = field(default_factory=list)
     last_summary: Summary | None = None
     workspace_ref: str | None = None
+    batch: Sequence[MessageRecord] = ()  # SELF_IMPROVE: the root's messages to review
 
 
 def node_line(state: WorkspaceState, n: Node) -> str:
@@ -89,6 +92,24 @@ def node_text(state: WorkspaceState, node_id: str, rtws: Path, lang: Lang) -> st
     return "\n".join([body, "", counters, *extra])
 
 
+BATCH_LINE = 240  # characters of one message shown in SELF_IMPROVE's batch
+
+
+def batch_line(m: MessageRecord) -> str:
+    """One message of the batch SELF_IMPROVE reviews: its id, kind and opening."""
+    d = m.data
+    if m.kind == "tool_call":
+        text = f"{d.get('name')}({d.get('arguments', '')})"
+    elif m.kind == "tool_result":
+        text = f"{d.get('name')} → {'error: ' if d.get('is_error') else ''}{d.get('content', '')}"
+    else:
+        text = str(d.get("text", ""))
+    flat = " ".join(text.split())
+    if len(flat) > BATCH_LINE:
+        flat = flat[: BATCH_LINE - 1] + "…"
+    return f"- #{m.id} {m.kind}: {flat}"
+
+
 def summary_text(summary: Summary, lang: Lang) -> str:
     progress, decisions, pending, risks = SUMMARY_LABELS[lang]
     out = [f"{progress}: {summary.progress or '-'}"]
@@ -120,6 +141,9 @@ def render(inp: PhaseInput) -> str:
             out.append(f"workspace ref: {inp.workspace_ref}")
         for nid in inp.targets:
             out += ["", node_text(inp.workspace, nid, inp.rtws, lang)]
+    if inp.phase is Phase.SELF_IMPROVE:
+        out += ["", h["batch"]]
+        out += [batch_line(m) for m in inp.batch] or [NO_BATCH[lang]]
     if inp.resolved:
         out += ["", h["resolved_waits"], *(f"- {r}" for r in inp.resolved)]
     out += ["", h["tree"], tree_text(inp.workspace, lang)]

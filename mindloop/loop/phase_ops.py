@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.phases import Phase
@@ -115,6 +116,13 @@ def enter_phase(
                 _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
+        batch: list[MessageRecord] = []
+        batch_end: dict[str, int] | None = None
+        if phase is Phase.SELF_IMPROVE:  # the next batch of the root's history (§9.3)
+            limit = rt.config.team.loop.self_improve.batch_messages
+            cursor = si.load_cursor(store, state.root_id)
+            batch, after = si.next_batch(store, state.root_id, cursor, limit)
+            batch_end = after.model_dump()
         if node is not None or phase is Phase.CHECK:
             ws = _workspace(rt, task)
         entry = state.entry + 1
@@ -131,6 +139,7 @@ def enter_phase(
                 resolved=list(resolved),
                 last_summary=state.last_summary,
                 workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
+                batch=batch,
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry)
@@ -149,6 +158,7 @@ def enter_phase(
                     "targets": targets,
                     "ended": None,
                     "closed": False,
+                    "batch_end": batch_end,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
                     "plan_reentries": state.plan_reentries + (1 if replan else 0),
                     # new scope reopens the task: it ends with SELF_IMPROVE again
@@ -216,6 +226,10 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
                 ref = workspace_ref(rt.rtws)
                 at = time.time()
                 checked.update({n: (at, ref) for n in done})
+        if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
+            # the batch is done: its self_md_patch and kb_request calls have returned
+            # (both dedupe, so a crash before this commit re-processes it harmlessly)
+            si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
         refusals = count_refusals(phase_messages(rt, state))
         state = ls.save(
             store,

@@ -166,11 +166,19 @@ INPUT_SECTIONS: dict[str, dict[Lang, str]] = {
     "resolved_waits": {"en": "## Resolved waits", "zh": "## 已解除的等待"},
     "tree": {"en": "## Workspace tree", "zh": "## 工作区节点树"},
     "last_summary": {"en": "## Last step summary", "zh": "## 上一步摘要"},
+    "batch": {
+        "en": "## Messages to review (the next batch of this dialog, oldest first)",
+        "zh": "## 待回顾的消息（本对话的下一批，按时间顺序）",
+    },
 }
 
 NO_NODE: dict[Lang, str] = {
     "en": "(none: the workspace has no node for this phase yet)",
     "zh": "（无：工作区尚无适用于本阶段的节点）",
+}
+NO_BATCH: dict[Lang, str] = {
+    "en": "(none: everything was reviewed before)",
+    "zh": "（无：此前已全部回顾）",
 }
 NO_TREE: dict[Lang, str] = {
     "en": "(no workspace yet: PLAN creates it)",

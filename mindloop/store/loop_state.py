@@ -103,6 +103,8 @@ class LoopState(BaseModel):
     hints_dropped: int = 0  # illegal hints (HINT_ILLEGAL)
     refusals: int = 0  # calls and tellasks refused as not allowed in the phase
     self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal
+    # SELF_IMPROVE: where its cursor goes once the entry closes (the batch it was shown)
+    batch_end: dict[str, int] | None = None
     version: int = 1
     created_at: float = 0.0
     updated_at: float = 0.0

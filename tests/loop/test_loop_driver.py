@@ -8,6 +8,7 @@ from pathlib import Path
 from mindloop.events.types import LoopRouted
 from mindloop.loop.driver import LoopOutcome, TaskLoop
 from mindloop.loop.phases import Phase
+from mindloop.loop.self_improve import load_cursor
 from mindloop.store import loop_state as ls
 from mindloop.testing import ScriptedModel, Turn, call
 from mindloop.workspace import repo
@@ -89,6 +90,11 @@ async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
     ]
     do_input = inputs[1].data["text"]
     assert "## Current node" in do_input and "n1" in do_input and "planned api then ui" in do_input
+    # SELF_IMPROVE reviewed the next batch of the root's history; its cursor moved past it
+    tidy = inputs[-1].data["text"]
+    assert "## Messages to review" in tidy and "- #1 user: build the login page" in tidy
+    cursor = load_cursor(rt.store, report.root_id)
+    assert 0 < cursor.message_id < inputs[-1].id
     # a second run finds it done and does nothing
     model2 = ScriptedModel([])
     again, rt2 = await run_task(rtws, model2)
