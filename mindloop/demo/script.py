@@ -111,6 +111,34 @@ RELEASE_NOTES = "# Release notes\n\n0.1.0: the first release.\n"
 CONTRIBUTING = "# Contributing\n\nOpen an issue first; keep changes small.\n"
 
 _DEV: list[dict[str, Any]] = [
+    # ---- SELF_IMPROVE (first: its input quotes earlier messages): a habit for self.md,
+    # a KB request, then the end
+    {
+        "contains": "[work loop] Phase SELF_IMPROVE",
+        "tool_calls": [
+            _call(
+                "self_md_patch",
+                section="Habits",
+                op="append",
+                content=SELF_MD_HABIT,
+                base_sha256=EMPTY_SHA256_PREFIX,
+                rationale="n1 failed its check for a missing release heading",
+                evidence_refs=["check report of n1"],
+            ),
+            _call(
+                "kb_request",
+                kind="ADD",
+                topic="changelog format",
+                content=KB_NOTE,
+                evidence_refs=["CHANGELOG.md"],
+            ),
+            _end(
+                "END",
+                "release 0.1.0 prepared and checked; a habit and a KB note kept",
+                "the task is done",
+            ),
+        ],
+    },
     # ---- PLAN: one question first, then four nodes, one per step
     {
         "contains": "[work loop] Phase PLAN (entry 1)",
@@ -309,33 +337,6 @@ _DEV: list[dict[str, Any]] = [
                 "n1 back to DO with a dated heading",
                 "the cause is clear",
                 key_decisions=["root cause WRONG_APPROACH, evidence: the check report"],
-            ),
-        ],
-    },
-    # ---- SELF_IMPROVE: a habit for self.md, a KB request, then the end
-    {
-        "contains": "[work loop] Phase SELF_IMPROVE",
-        "tool_calls": [
-            _call(
-                "self_md_patch",
-                section="Habits",
-                op="append",
-                content=SELF_MD_HABIT,
-                base_sha256=EMPTY_SHA256_PREFIX,
-                rationale="n1 failed its check for a missing release heading",
-                evidence_refs=["check report of n1"],
-            ),
-            _call(
-                "kb_request",
-                kind="ADD",
-                topic="changelog format",
-                content=KB_NOTE,
-                evidence_refs=["CHANGELOG.md"],
-            ),
-            _end(
-                "END",
-                "release 0.1.0 prepared and checked; a habit and a KB note kept",
-                "the task is done",
             ),
         ],
     },

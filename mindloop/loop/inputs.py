@@ -98,6 +98,9 @@ BATCH_LINE = 240  # characters of one message shown in SELF_IMPROVE's batch
 def batch_line(m: MessageRecord) -> str:
     """One message of the batch SELF_IMPROVE reviews: its id, kind and opening."""
     d = m.data
+    loop = d.get("loop")
+    if isinstance(loop, dict):  # a phase input of the loop: named, not repeated
+        return f"- #{m.id} phase input: {loop.get('phase')} (entry {loop.get('entry')})"
     if m.kind == "tool_call":
         text = f"{d.get('name')}({d.get('arguments', '')})"
     elif m.kind == "tool_result":

@@ -48,6 +48,8 @@ COMPLETE = {
 
 # One node, planned, done, checked; a question on the way when the task asks for it.
 SCRIPT = [
+    # first: SELF_IMPROVE's input quotes earlier messages of the dialog
+    {"contains": "Phase SELF_IMPROVE (entry", "tool_calls": [_end("END", "tidied")]},
     {"contains": "Phase PLAN (entry", "tool_calls": [_create("greeting")]},
     {"role": "tool", "contains": "created n1", "tool_calls": [_end("DO", "planned")]},
     {
@@ -71,7 +73,6 @@ SCRIPT = [
         "contains": "Phase ADJUST (entry",
         "tool_calls": [_move("n1", "FAILED", conclusion="cannot"), _end("END")],
     },
-    {"contains": "Phase SELF_IMPROVE (entry", "tool_calls": [_end("END", "tidied")]},
 ]
 
 
