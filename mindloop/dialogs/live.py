@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.history import History
 from mindloop.dialogs.policy import TurnPolicy
+from mindloop.dialogs.repeats import RepeatGuard
 from mindloop.store import DialogRecord, Reminder, Store
 from mindloop.toolsets import CourseSwitch
 
@@ -36,6 +37,7 @@ class LiveDialog:
     course: CourseSwitch = field(default_factory=CourseSwitch)  # clear_mind's request
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
     users: int = 0  # drives holding (or waiting for) this view
+    repeats: RepeatGuard = field(default_factory=RepeatGuard)  # identical failing calls
 
     @property
     def id(self) -> str:

@@ -20,6 +20,7 @@ class RetryRow(BaseModel):
     task_path: str
     todo_id: str
     level: str
+    entry: int = 0  # L2: the node's DO entry the attempt belongs to
     attempt: int
     failure_class: str
     evidence_digest: str
@@ -28,6 +29,7 @@ class RetryRow(BaseModel):
     change_kind: str
     change_summary: str = ""
     fingerprint: str
+    relaxes_acceptance: bool = False
     approval_id: str | None = None
     created_at: float = 0.0
 

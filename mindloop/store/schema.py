@@ -253,6 +253,7 @@ retry_records = sa.Table(
     sa.Column("task_path", sa.String, nullable=False),
     sa.Column("todo_id", sa.String, nullable=False),
     sa.Column("level", sa.String, nullable=False),  # L2 | L3
+    sa.Column("entry", sa.Integer, nullable=False),  # L2: the node's DO entry
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("failure_class", sa.String, nullable=False),
     sa.Column("evidence_digest", sa.String, nullable=False),
@@ -261,6 +262,7 @@ retry_records = sa.Table(
     sa.Column("change_kind", sa.String, nullable=False),
     sa.Column("change_summary", sa.Text, nullable=False),
     sa.Column("fingerprint", sa.String, nullable=False),
+    sa.Column("relaxes_acceptance", sa.Boolean, nullable=False),
     sa.Column("approval_id", sa.String, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Index("ix_retry_records_node", "task_path", "todo_id", "level", "id"),
