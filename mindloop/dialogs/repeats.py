@@ -35,7 +35,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\b"), "<time>"),
     # uuids and long hex ids (hashes, object ids, addresses)
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
-    (re.compile(r"\b(0x)?[0-9a-f]{7,}\b", re.I), "<id>"),
+    (re.compile(r"\b(0x[0-9a-f]+|(?=[0-9]*[a-f])[0-9a-f]{7,})\b", re.I), "<id>"),
     # absolute and temporary paths (POSIX and Windows)
     (re.compile(r"(?<![\w.])(/[\w.@+-]+)+/?"), "<path>"),
     (re.compile(r"\b[A-Za-z]:\\[^\s'\"]+"), "<path>"),

@@ -224,6 +224,8 @@ class MemoryCompiler:
         if kind is SectionKind.RECENT_HISTORY:
             turns = [p for p in section.parts if p.id != OMITTED_ID]
             keep = min(self.config.history_floor_turns, len(turns))
+            if keep == 0:
+                return 0
             newest = turns[len(turns) - keep :]
             floor = sum(part_cost(kind, p, counter, self.lang) for p in newest)
             if keep < len(section.parts):  # older turns go: a note says so

@@ -113,17 +113,19 @@ class _Work:
 
     def drop_in_order(self, order: Sequence[int], target: int) -> None:
         """Drop parts at `order`'s indexes (into the current list) until within target."""
-        gone: set[int] = set()
+        gone: list[int] = []
         total = self.total
         for i in order:
             if total <= target:
                 break
-            gone.add(i)
+            gone.append(i)
             total -= self.costs[i]
             if len(gone) == len(self.parts):
                 total = 0
+        self.dropped += [self.parts[i].id for i in gone]  # in the order they went
         for i in sorted(gone, reverse=True):
-            self.drop(i)
+            del self.parts[i]
+            del self.costs[i]
 
 
 def trim(
@@ -239,6 +241,8 @@ def _fold(w: _Work, target: int) -> None:
             w.folded.add(part.id)
     unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
+    if w.total > target:  # the pinned nodes alone are too long: shorten them
+        _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
 
 
 OMITTED_ID = "omitted"
