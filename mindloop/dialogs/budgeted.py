@@ -47,7 +47,7 @@ from mindloop.memory import (
     compaction_due,
     summarize,
 )
-from mindloop.memory.compaction import VerdictOf, fold_message
+from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, split_turns, tail_turns, turn_part
 from mindloop.providers.base import ChatMessage, GenerationRequest
@@ -56,6 +56,7 @@ from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.tools.base import Tool
 
 KEPT = 1024  # dialogs whose compaction state is remembered (a fixed amount of memory)
+RESUMMARY_MARGIN = 24  # tokens a dialog summary's headings take beside its texts
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,13 @@ class BudgetedRequests:
             history, last = self._history(live.history.messages, state.compaction)
             own += [s for s in (history, last) if s.kind not in given]
         if SectionKind.DIALOG_SUMMARY not in given and state.compaction is not None:
-            summary = state.compaction.summary_text(self.compiler.lang)
-            own.append(Section.text(SectionKind.DIALOG_SUMMARY, summary, id="compaction"))
+            summary = state.compaction.summary_parts(self.compiler.lang)
+            own.append(Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(summary)))
         taskdoc = parts.context.taskdoc(live.record, live.root_member)
         compiled = self.compiler.compile(
             [*sections, *own], window=window, model=model, phase=phase, taskdoc=taskdoc
         )
+        self._maybe_resummarize(live.id, compiled, state.compaction, model)
         system_text = parts.system_prompt(live) if system is None else system
         messages = compiled.messages()
         specs = parts.specs(tools)
@@ -162,6 +164,27 @@ class BudgetedRequests:
                 )
             )
         return BudgetedRequest(request=req, compiled=compiled, compaction=state.compaction)
+
+    def _maybe_resummarize(
+        self, did: str, compiled: CompiledContext, c: DialogCompaction | None, model: str
+    ) -> None:
+        """Compaction trigger 1 for the dialog summary: it overflowed its section, so the
+        model rewrites the narrative to fit beside the verdicts (only while the narrative
+        alone is longer than what is left for it; a summary already asked for is asked
+        to fit as well)."""
+        if c is None or SectionKind.DIALOG_SUMMARY not in compiled.compact:
+            return
+        counter = self.compiler.counter(model)
+        budget = compiled.budgets.sections[SectionKind.DIALOG_SUMMARY]
+        target = budget - counter.count("\n".join(c.verdicts)) - RESUMMARY_MARGIN
+        if target <= 0:
+            return
+        waiting = self.pending.get(did)
+        if waiting is not None:  # a summary is already asked for: make it fit too
+            if waiting[0] is c and waiting[1].target_tokens > target:
+                self.pending[did] = (c, waiting[1].model_copy(update={"target_tokens": target}))
+        elif counter.count(c.narrative) > target:
+            self.pending[did] = (c, resummary_request(c, target))
 
     def _history(
         self, messages: Sequence[ChatMessage], compaction: DialogCompaction | None

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mindloop.config.loop_memory import CompactionSpec
 from mindloop.i18n import Lang
+from mindloop.memory.sections import Part
 from mindloop.memory.tokens import CharCounter, TokenCounter, message_tokens
 from mindloop.memory.trim import clip
 from mindloop.memory.turns import Turn, split_turns
@@ -104,13 +105,20 @@ class DialogCompaction(BaseModel):
         """The summary as the model reads it ("" when there is nothing to say)."""
         if not self.narrative and not self.verdicts:
             return ""
-        lines = [_SUMMARY_HEAD.get(lang, _SUMMARY_HEAD["en"])]
+        head = _SUMMARY_HEAD.get(lang, _SUMMARY_HEAD["en"])
+        return "\n".join([head, *(p.text for p in self.summary_parts(lang))])
+
+    def summary_parts(self, lang: Lang = "en") -> list[Part]:
+        """The summary as parts of the dialog summary section: the narrative, then the
+        DONE verdicts (pinned: a trim cuts them last)."""
+        parts = []
         if self.narrative:
-            lines.append(self.narrative)
+            parts.append(Part(id="narrative", text=self.narrative))
         if self.verdicts:
-            lines.append(_VERDICTS_HEAD.get(lang, _VERDICTS_HEAD["en"]))
+            lines = [_VERDICTS_HEAD.get(lang, _VERDICTS_HEAD["en"])]
             lines += [f"- {v}" for v in self.verdicts]
-        return "\n".join(lines)
+            parts.append(Part(id="verdicts", text="\n".join(lines), pinned=True))
+        return parts
 
     def view(self, messages: Sequence[ChatMessage], lang: Lang = "en") -> list[ChatMessage]:
         """The course's messages as compacted: the summary, then the messages after
@@ -160,6 +168,19 @@ class SummaryRequest(BaseModel):
     prior: str  # the narrative before these turns were dropped
     text: str  # the dropped turns, rendered
     target_tokens: int
+
+
+def resummary_request(compaction: DialogCompaction, target_tokens: int) -> SummaryRequest:
+    """Compaction trigger 1 for the dialog summary: its narrative overflowed its section,
+    so the model rewrites it shorter (the verdicts stay as they are)."""
+    return SummaryRequest(
+        dialog_id=compaction.dialog_id,
+        course=compaction.course,
+        upto=compaction.upto,
+        prior="",
+        text=compaction.narrative,
+        target_tokens=max(1, target_tokens),
+    )
 
 
 def compaction_due(tokens: int, window: int, turns_since: int | None, spec: CompactionSpec) -> bool:
@@ -295,7 +316,7 @@ async def summarize(
     """The compaction with the model's summary of its dropped turns in place of the
     digest (verdicts stay verbatim; the summary is bounded, whatever the model wrote).
     A request for an older compaction leaves this one as it is."""
-    if request.upto != compaction.upto or not compaction.llm_pending:
+    if request.upto != compaction.upto:
         return compaction
     prompt = _SUMMARIZE_PROMPT.get(lang, _SUMMARIZE_PROMPT["en"]).format(
         tokens=request.target_tokens, prior=request.prior or "-", text=request.text

@@ -212,14 +212,16 @@ def _lowest_score(w: _Work, target: int) -> None:
 
 
 def _resummarize(w: _Work, target: int) -> None:
-    """DIALOG_SUMMARY: cut to the target now (head and tail); the compiler asks for a new
-    summary (compaction trigger 1)."""
+    """DIALOG_SUMMARY: cut to the target now (head and tail), pinned parts (the DONE
+    verdicts) last; the compiler asks for a new summary (compaction trigger 1)."""
     p = w.params
 
     def at(part: Part, c: int) -> Part:
         return _clip_part(part, c - c // 2, c // 2, p, "")
 
-    _lower_cap(w, target, _largest(w), at)
+    _lower_cap(w, target, _largest(w), at, only=lambda part: not part.pinned)
+    if w.total > target:
+        _lower_cap(w, target, _largest(w), at)
 
 
 def _keep_pinned(w: _Work, target: int) -> None:
@@ -318,15 +320,21 @@ def _largest(w: _Work) -> int:
     return max(w.costs, default=0)
 
 
-def _lower_cap(w: _Work, target: int, hi: int, at: Callable[[Part, int], Part]) -> None:
-    """The largest per-part cap in [0, hi] at which every part, shortened by `at`, keeps
-    the section within `target` (binary search: cost grows with the cap). Parts are
-    shortened from the originals each time, so nothing is cut twice."""
+def _lower_cap(
+    w: _Work,
+    target: int,
+    hi: int,
+    at: Callable[[Part, int], Part],
+    only: Callable[[Part], bool] | None = None,
+) -> None:
+    """The largest per-part cap in [0, hi] at which every part (of those `only` selects),
+    shortened by `at`, keeps the section within `target` (binary search: cost grows with
+    the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
     base = w.base
 
     def shortened(c: int) -> tuple[list[Part], list[int]]:
-        parts = [at(part, c) for part in originals]
+        parts = [at(p, c) if only is None or only(p) else p for p in originals]
         return parts, [w.cost_of(part) for part in parts]
 
     lo, best = 0, None

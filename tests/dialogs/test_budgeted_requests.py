@@ -247,3 +247,35 @@ async def test_dialogs_of_other_policies_cost_nothing(rtws: Path) -> None:
     assert not memory._states and not memory._estimates and not memory.pending
     assert rt.store.stats.statements > statements  # the drive ran, untouched by memory
     await rt.aclose()
+
+
+async def test_an_overflowing_dialog_summary_is_rewritten_shorter_by_the_model(rtws: Path) -> None:
+    set_window(rtws, 16_000)  # B = 4,000: the dialog summary's budget scales to 150
+    (rtws / "big.txt").write_text("L" * 8_000, "utf-8")
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count > 30:
+            return Turn(text="done")
+        return Turn(
+            text=f"step {count} " + "why " * 300, tool_calls=[call("read_file", path="big.txt")]
+        )
+
+    policy = Budgeted()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert policy.memory is not None
+    assert any(SectionKind.DIALOG_SUMMARY in b.compiled.compact for b in policy.compiled)
+    asked: list[int] = []
+
+    async def summarizer(prompt: str, target: int) -> str:
+        asked.append(target)
+        return "short"
+
+    assert await policy.memory.run_summaries(summarizer) == 1
+    assert asked and asked[0] < 150
+    [state] = policy.memory._states.values()
+    assert state.compaction is not None and state.compaction.narrative == "short"

@@ -154,3 +154,32 @@ def test_a_compaction_is_a_deterministic_view_of_the_stored_messages() -> None:
     again = type(c).model_validate(json.loads(c.model_dump_json()))
     more = [*msgs, UserMessage(text="next")]
     assert again.view(more) == c.view(more) and again.view(more)[-1] == more[-1]
+
+
+def test_an_overflowing_dialog_summary_is_cut_before_its_verdicts() -> None:
+    from mindloop.config.loop_memory import LoopMemoryConfig
+    from mindloop.memory import MemoryCompiler, Section, SectionKind
+    from mindloop.memory.compaction import DialogCompaction
+
+    c = DialogCompaction(
+        dialog_id="d",
+        course=1,
+        upto=10,
+        fold_before=10,
+        fold_tokens=60,
+        long_tokens=400,
+        narrative="story " * 4000,
+        verdicts=("n1 DONE: login works", "n2 DONE: tests pass"),
+        method=CompactionMethod.DROP,
+        llm_pending=True,
+        messages_at=12,
+        tokens_before=0,
+        tokens_after=0,
+        replaced=(),
+    )
+    section = Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(c.summary_parts()))
+    out = MemoryCompiler(LoopMemoryConfig()).compile([section], window=200_000)
+    kept = out.section(SectionKind.DIALOG_SUMMARY)
+    assert kept.parts[1].text == section.parts[1].text  # the verdicts whole
+    assert len(kept.parts[0].text) < len(section.parts[0].text)
+    assert out.compact == (SectionKind.DIALOG_SUMMARY,)

@@ -40,3 +40,32 @@ def test_every_fact_and_trigger_has_a_target() -> None:
     assert set(WRITE_BACK) == set(Fact) and set(TRIGGERS) == set(Trigger)
     assert WRITE_BACK[Fact.DIALOG_STATE].target is Target.DIALOG_SUMMARY
     assert TRIGGERS[Trigger.DIALOG_SIZE].by == COMPACTION
+
+
+def test_the_workspace_summary_is_written_by_plan_and_check_and_keeps_its_layout(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mindloop.config.loop_memory import LoopMemoryConfig
+    from mindloop.memory import MemoryCompiler
+    from mindloop.memory.workspace_summary import (
+        WorkspaceSummary,
+        save_workspace_summary,
+        workspace_summary,
+    )
+    from mindloop.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    ws = WorkspaceSummary(
+        layout=["src/app.py: the service", "tests/"],
+        commands=["pytest -q"],
+        checked_ref="abc1234",
+        detail=["note " * 400, "more " * 400],
+    )
+    with pytest.raises(PermissionError, match="only CHECK, PLAN"):
+        save_workspace_summary(store, "tasks/t.tsk", ws, writer="DO")
+    save_workspace_summary(store, "tasks/t.tsk", ws, writer="CHECK")
+    back = workspace_summary(store, "tasks/t.tsk")
+    assert back == ws and workspace_summary(store, "tasks/other.tsk") is None
+    out = MemoryCompiler(LoopMemoryConfig()).compile([back.section()], window=200_000)
+    [kept] = out.sections
+    assert [p.id for p in kept.parts][:2] == ["layout", "commands"]
+    assert "last green checked_ref: abc1234" in kept.parts[1].text
+    assert [t.dropped for t in out.trims] == [("detail-1",)]
