@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindloop.config.loop_memory import LoopMemoryConfig
-from mindloop.config.loop_retries import LoopRetriesConfig
+from mindloop.config.loop_memory import MemoryConfig
+from mindloop.config.loop_retries import RetriesConfig
 
 
 class LoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    memory: LoopMemoryConfig = Field(default_factory=LoopMemoryConfig)
-    retries: LoopRetriesConfig = Field(default_factory=LoopRetriesConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    retries: RetriesConfig = Field(default_factory=RetriesConfig)

@@ -65,7 +65,7 @@ class ToolStep:
         self.claims = claims
         self.context_for = context_for
         # L1 of the retry ladder (agent-loop §8.2), for every dialog (`dialogs.repeats`).
-        self.repeat_limit = parts.config.team.loop.retries.identical_errors
+        self.repeat_limit = parts.config.team.loop.retries.identical_tool_errors
 
     async def run(
         self,

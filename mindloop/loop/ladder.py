@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop_retries import LoopRetriesConfig
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.i18n import Lang
 
 
@@ -69,7 +69,7 @@ TAXONOMY: dict[FailureClass, FailureRule] = {
 
 @dataclass(frozen=True)
 class Rung:
-    limit_key: str  # the attribute of `LoopRetriesConfig` holding the limit
+    limit_key: str  # the attribute of `RetriesConfig` holding the limit
     scope: str  # what the count is per
     outcome: Outcome
     node_status: str | None  # the node's status when exhausted (None: unchanged)
@@ -78,13 +78,13 @@ class Rung:
 
 LADDER: dict[Level, Rung] = {
     Level.L0: Rung("format_requeries", "step", Outcome.FORMAT_EXHAUSTED, "CHECK_FAILED"),
-    Level.L1: Rung("identical_errors", "(tool, canonical_args)", Outcome.CALL_REFUSED, None),
+    Level.L1: Rung("identical_tool_errors", "(tool, canonical_args)", Outcome.CALL_REFUSED, None),
     Level.L2: Rung("do_repairs", "DO entry", Outcome.DO_EXHAUSTED, "CHECK_FAILED"),
-    Level.L3: Rung("adjust_cycles", "node", Outcome.NODE_FAILED, "FAILED", tell_user=True),
+    Level.L3: Rung("adjust_per_node", "node", Outcome.NODE_FAILED, "FAILED", tell_user=True),
 }
 
 
-def limit(level: Level, config: LoopRetriesConfig) -> int:
+def limit(level: Level, config: RetriesConfig) -> int:
     value: int = getattr(config, LADDER[level].limit_key)
     return value
 
@@ -110,11 +110,11 @@ class Exhausted(BaseModel):
     tell_user: bool
 
 
-def after_failure(level: Level, failures: int, config: LoopRetriesConfig) -> Retry | Exhausted:
+def after_failure(level: Level, failures: int, config: RetriesConfig) -> Retry | Exhausted:
     """The ladder's decision after the `failures`-th failure (1-based) counted on `level`
     in its scope: L0 allows `format_requeries` repair prompts, so the third failure of a
-    step exhausts it; L1 refuses the call after `identical_errors`; L2 allows `do_repairs`
-    attempts; L3 allows `adjust_cycles` cycles."""
+    step exhausts it; L1 refuses the call after `identical_tool_errors`; L2 allows
+    `do_repairs` attempts; L3 allows `adjust_per_node` cycles."""
     n = limit(level, config)
     allowed = n - 1 if level is Level.L1 else n  # L1: the limit counts errors, not retries
     if failures <= allowed:
@@ -125,16 +125,16 @@ def after_failure(level: Level, failures: int, config: LoopRetriesConfig) -> Ret
     )
 
 
-def transient_delay(attempt: int, config: LoopRetriesConfig) -> float | None:
+def transient_delay(attempt: int, config: RetriesConfig) -> float | None:
     """Seconds to wait before retry `attempt` (1-based) of a transient failure; None when
     the backoff is used up and the failure counts as a TOOL_ERROR."""
     delays = config.transient_backoff
     return delays[attempt - 1] if 1 <= attempt <= len(delays) else None
 
 
-def may_replan(replans: int, config: LoopRetriesConfig) -> bool:
-    """ADJUST → PLAN is allowed `adjust_to_plan` times per task."""
-    return replans < config.adjust_to_plan
+def may_replan(replans: int, config: RetriesConfig) -> bool:
+    """ADJUST → PLAN is allowed `plan_reentries` times per task."""
+    return replans < config.plan_reentries
 
 
 class CapKind(StrEnum):
@@ -146,11 +146,11 @@ _CAP_QUESTION: dict[tuple[Lang, CapKind], str] = {
     ("en", CapKind.STEPS): "The work loop has taken {used} model steps since your last input "
     "(the cap is {cap}, loop.retries.drive_steps). Continue?",
     ("en", CapKind.COST): "The work loop has spent ${used:.2f} since your last input (the cap "
-    "is ${cap:.2f}, loop.retries.drive_max_cost). Continue?",
+    "is ${cap:.2f}, caps.drive.max_cost). Continue?",
     ("zh", CapKind.STEPS): "自你上次输入以来，工作循环已执行 {used} 个模型步骤（上限为 {cap}，"
     "loop.retries.drive_steps）。是否继续？",
     ("zh", CapKind.COST): "自你上次输入以来，工作循环已花费 ${used:.2f}（上限为 ${cap:.2f}，"
-    "loop.retries.drive_max_cost）。是否继续？",
+    "caps.drive.max_cost）。是否继续？",
 }
 
 
@@ -168,11 +168,14 @@ class DriveCap(BaseModel):
         return text.format(used=self.used, cap=self.cap)
 
 
-def drive_cap(steps: int, cost_usd: float, config: LoopRetriesConfig) -> DriveCap | None:
+def drive_cap(
+    steps: int, cost_usd: float, config: RetriesConfig, max_cost: float | None = None
+) -> DriveCap | None:
     """The cap a drive reached — `steps` model steps and `cost_usd` since the last user
-    input or answer — or None while both leave room."""
+    input or answer; `max_cost` is `caps.drive.max_cost` — or None while both leave
+    room."""
     if steps >= config.drive_steps:
         return DriveCap(kind=CapKind.STEPS, used=steps, cap=config.drive_steps)
-    if config.drive_max_cost is not None and cost_usd >= config.drive_max_cost:
-        return DriveCap(kind=CapKind.COST, used=cost_usd, cap=config.drive_max_cost)
+    if max_cost is not None and cost_usd >= max_cost:
+        return DriveCap(kind=CapKind.COST, used=cost_usd, cap=max_cost)
     return None

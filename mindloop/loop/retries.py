@@ -9,7 +9,7 @@ against the node's earlier records, in order:
 
 1. the ladder (`ladder.after_failure`): past its limit the rung is exhausted
    (L2 → CHECK_FAILED(DO_EXHAUSTED); L3 → FAILED, the user told) — no record;
-2. rules (a)–(e): a proposal that breaks one is rejected with the rule's code, and the
+2. the reflection's length (`loop.retries.reflection_tokens`), then rules (a)–(e): a proposal that breaks one is rejected with the rule's code, and the
    model must propose another — no record;
 3. otherwise the record is appended in the caller's transaction (the step's).
 
@@ -26,14 +26,13 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mindloop.config.loop_retries import LoopRetriesConfig
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.dialogs.repeats import normalized, normalized_digest
 from mindloop.loop.ladder import Exhausted, FailureClass, Level, after_failure
 from mindloop.memory.tokens import CharCounter
 from mindloop.store import Store
 from mindloop.store.retries import RetryRow, RetryRows
 
-REFLECTION_TOKENS = 120
 _REFLECTION_COUNTER = CharCounter()
 
 
@@ -63,6 +62,7 @@ class RetryRule(StrEnum):
     RESERVED_FOR_ADJUST = "RETRY_RESERVED_FOR_ADJUST"  # (c)
     NOT_STRUCTURAL = "RETRY_NOT_STRUCTURAL"  # (d)
     RELAXED_WITHOUT_APPROVAL = "RETRY_RELAXED_WITHOUT_APPROVAL"  # (e)
+    REFLECTION_TOO_LONG = "RETRY_REFLECTION_TOO_LONG"  # over loop.retries.reflection_tokens
 
 
 class RetryProposal(BaseModel):
@@ -90,14 +90,6 @@ class RetryProposal(BaseModel):
         if level not in RETRY_LEVELS:
             raise ValueError(f"retry records are L2 or L3, not {level}")
         return level
-
-    @field_validator("reflection")
-    @classmethod
-    def _short_reflection(cls, text: str) -> str:
-        n = _REFLECTION_COUNTER.count(text)
-        if n > REFLECTION_TOKENS:
-            raise ValueError(f"a reflection is at most {REFLECTION_TOKENS} tokens, got {n}")
-        return text
 
 
 class RetryRecord(RetryProposal):
@@ -240,10 +232,11 @@ def check_retry(
     return None
 
 
-def reflections_for_prompt(records: Sequence[RetryRecord], config: LoopRetriesConfig) -> list[str]:
-    """The node's last `reflections` reflections, oldest first."""
+def reflections_for_prompt(records: Sequence[RetryRecord], config: RetriesConfig) -> list[str]:
+    """The node's last `reflections_in_prompt` reflections, oldest first."""
     texts = [r.reflection for r in records if r.reflection]
-    return texts[len(texts) - config.reflections :] if config.reflections else []
+    n = config.reflections_in_prompt
+    return texts[len(texts) - n :] if n else []
 
 
 # ---------------------------------------------------------------- the ledger
@@ -252,7 +245,7 @@ def reflections_for_prompt(records: Sequence[RetryRecord], config: LoopRetriesCo
 class RetryLedger:
     """Retry records of one store, under one `loop.retries` config."""
 
-    def __init__(self, store: Store, config: LoopRetriesConfig) -> None:
+    def __init__(self, store: Store, config: RetriesConfig) -> None:
         self.rows = RetryRows(store)
         self.config = config
 
@@ -273,6 +266,13 @@ class RetryLedger:
         step = after_failure(new.level, attempt, self.config)
         if isinstance(step, Exhausted):
             return step
+        n = _REFLECTION_COUNTER.count(new.reflection)
+        if n > self.config.reflection_tokens:
+            return Rejected(
+                rule=RetryRule.REFLECTION_TOO_LONG,
+                message=f"a reflection is at most {self.config.reflection_tokens} tokens "
+                f"(loop.retries.reflection_tokens), this one is {n}: say it shorter",
+            )
         rejected = check_retry(new, earlier, attempt=attempt, approved=approved)
         if rejected is not None:
             return rejected

@@ -5,8 +5,8 @@ A step is one assistant turn: its tool calls (the action, compared canonically) 
 their results (the observation, compared by normalised digest, so a timestamp or a temp
 path does not make two identical failures look different). The detector fires on
 
-- `identical_pairs` (4) identical action/observation pairs in a row,
-- `identical_errors` (3) identical actions in a row that each errored,
+- `stuck_identical_pairs` (4) identical action/observation pairs in a row,
+- `stuck_identical_errors` (3) identical actions in a row that each errored,
 - `steps_used >= step_budget`,
 
 and the DO entry then ends with CHECK_FAILED(STUCK). Both read only the last few steps:
@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop_retries import StuckSpec
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.dialogs.repeats import canonical_args, normalized_digest
 from mindloop.loop.ladder import FailureClass
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
@@ -113,10 +113,16 @@ class Stuck(BaseModel):
 
 
 def detect_stuck(
-    steps: Sequence[Step], *, steps_used: int, step_budget: int, spec: StuckSpec
+    steps: Sequence[Step],
+    *,
+    steps_used: int,
+    step_budget: int,
+    pairs: int = 4,
+    errors: int = 3,
 ) -> Stuck | None:
-    """Whether the recent `steps` (oldest first) show the dialog going round in circles."""
-    pairs = spec.identical_pairs
+    """Whether the recent `steps` (oldest first) show the dialog going round in circles:
+    `pairs` identical action/observation pairs, `errors` identical failing actions, or
+    the step budget used up."""
     if len(steps) >= pairs:
         last = steps[-pairs:]
         first = last[0]
@@ -125,7 +131,6 @@ def detect_stuck(
                 rule=StuckRule.IDENTICAL_PAIRS,
                 detail=f"the same action and observation {pairs} times in a row: {_name(first)}",
             )
-    errors = spec.identical_errors
     if len(steps) >= errors:
         last = steps[-errors:]
         first = last[0]
@@ -143,12 +148,16 @@ def detect_stuck(
 
 
 def stuck_in(
-    messages: Sequence[ChatMessage], *, steps_used: int, step_budget: int, spec: StuckSpec
+    messages: Sequence[ChatMessage], *, steps_used: int, step_budget: int, config: RetriesConfig
 ) -> Stuck | None:
-    """`detect_stuck` over the last steps of `messages`."""
-    n = max(spec.identical_pairs, spec.identical_errors)
+    """`detect_stuck` over the last steps of `messages`, with `loop.retries`' thresholds."""
+    pairs, errors = config.stuck_identical_pairs, config.stuck_identical_errors
     return detect_stuck(
-        recent_steps(messages, n), steps_used=steps_used, step_budget=step_budget, spec=spec
+        recent_steps(messages, max(pairs, errors)),
+        steps_used=steps_used,
+        step_budget=step_budget,
+        pairs=pairs,
+        errors=errors,
     )
 
 

@@ -4,14 +4,14 @@ B = min(window_fraction × the model's context window, max_tokens). Below the re
 B (`budget.max_tokens`, 32k) the sections of priorities 1–6 scale by B / 32k, never under
 their floors (600 tokens for the tree); P0 sections keep their budgets. Phase overrides
 (DO's tree 600, CHECK's tool results 8,000, SELF_IMPROVE's member memory 2,000) come from
-`LoopMemoryConfig.section_budgets`.
+`MemoryConfig.sections_for`; floors from `floors`.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop_memory import LoopMemoryConfig
+from mindloop.config.loop_memory import LoopPhaseName, MemoryConfig
 from mindloop.memory.sections import SECTIONS, SectionKind
 
 
@@ -26,23 +26,37 @@ class Budgets(BaseModel):
     floors: dict[SectionKind, int]
 
 
-def total_budget(config: LoopMemoryConfig, window: int) -> int:
+PHASES: tuple[LoopPhaseName, ...] = ("plan", "do", "check", "adjust", "self_improve")
+
+
+def phase_name(phase: str | None) -> LoopPhaseName | None:
+    """A phase as `loop.memory.phase_overrides` names it (`DO` or `do`); None for none
+    (the Router, or a policy outside the loop)."""
+    if phase is None or phase.lower() == "router":
+        return None
+    for name in PHASES:
+        if name == phase.lower():
+            return name
+    raise ValueError(f"unknown phase {phase!r}; phases: {', '.join(PHASES)}")
+
+
+def total_budget(config: MemoryConfig, window: int) -> int:
     if window <= 0:
         raise ValueError(f"a model's context window must be > 0, got {window}")
-    return max(1, min(int(config.budget.window_fraction * window), config.budget.max_tokens))
+    return max(1, config.budget(window))
 
 
-def budgets(config: LoopMemoryConfig, window: int, phase: str | None = None) -> Budgets:
+def budgets(config: MemoryConfig, window: int, phase: str | None = None) -> Budgets:
     total = total_budget(config, window)
-    scale = min(1.0, total / config.budget.max_tokens)
-    raw = config.section_budgets(phase)
+    scale = min(1.0, total / config.context_max)
+    raw = config.sections_for(phase_name(phase)).model_dump()
     sections: dict[SectionKind, int] = {}
     floors: dict[SectionKind, int] = {}
     for kind, spec in SECTIONS.items():
         budget = raw[kind.value]
         floor = 0
         if kind is SectionKind.WORKSPACE_TREE:
-            floor = min(config.tree_floor, budget)
+            floor = min(config.floors.workspace_tree, budget)
         if spec.priority == 0:
             floors[kind] = budget  # P0: never trimmed below its own budget
         else:

@@ -2,7 +2,7 @@
 
 When a dialog's tokens reach `trigger` (0.80) × the model's window it is compacted to
 `target` (0.50) × the window — at most once every `min_turns_between` turns, unless it
-reached `urgent` (0.95). Mechanical first:
+reached `force_at` (0.95). Mechanical first:
 
 1. **Fold**: outside the newest turns, each tool result becomes a short reference to the
    stored message (its head kept), and long texts keep their head and tail. Nothing is
@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop_memory import CompactionSpec
+from mindloop.config.loop_memory import Compaction
 from mindloop.i18n import Lang
 from mindloop.memory.sections import Part
 from mindloop.memory.tokens import CharCounter, TokenCounter, message_tokens
@@ -183,15 +183,15 @@ def resummary_request(compaction: DialogCompaction, target_tokens: int) -> Summa
     )
 
 
-def compaction_due(tokens: int, window: int, turns_since: int | None, spec: CompactionSpec) -> bool:
+def compaction_due(tokens: int, window: int, turns_since: int | None, spec: Compaction) -> bool:
     """Trigger 2 with the spacing rule: at `trigger` × window, at least
     `min_turns_between` turns after the last compaction (None: there was none), the
-    spacing waived at `urgent` × window."""
+    spacing waived at `force_at` × window."""
     if tokens < spec.trigger * window:
         return False
     if turns_since is None or turns_since >= spec.min_turns_between:
         return True
-    return tokens >= spec.urgent * window
+    return tokens >= spec.force_at * window
 
 
 def compact(
@@ -200,7 +200,7 @@ def compact(
     dialog_id: str,
     course: int,
     window: int,
-    spec: CompactionSpec,
+    spec: Compaction,
     keep_turns: int,
     counter: TokenCounter,
     prior: DialogCompaction | None = None,

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop_memory import LoopMemoryConfig
+from mindloop.config.loop_memory import MemoryConfig
 from mindloop.i18n import Lang
 from mindloop.memory.budget import Budgets, budgets
 from mindloop.memory.render import part_cost, section_cost, section_messages
@@ -114,13 +114,13 @@ class MemoryCompiler:
 
     def __init__(
         self,
-        config: LoopMemoryConfig,
+        config: MemoryConfig,
         counter: TokenCounter | None = None,
         calibration: Calibration | None = None,
         lang: Lang = "en",
     ) -> None:
         self.config = config
-        self.base_counter: TokenCounter = counter or CharCounter()
+        self.base_counter: TokenCounter = counter or CharCounter(config.chars_per_token)
         self.calibration = calibration or Calibration()
         self.lang: Lang = lang
 
@@ -146,9 +146,9 @@ class MemoryCompiler:
         params = TrimParams(
             counter=counter,
             lang=lang,
-            event_body_tokens=cfg.event_body_tokens,
-            tool_result_head=cfg.tool_result_head,
-            tool_result_tail=cfg.tool_result_tail,
+            event_body_tokens=cfg.sections.event_body,
+            tool_result_head=cfg.sections.tool_result_head,
+            tool_result_tail=cfg.sections.tool_result_tail,
         )
         by_kind: dict[SectionKind, Section] = {}
         for s in sections:
@@ -220,10 +220,10 @@ class MemoryCompiler:
 
     def _floor(self, kind: SectionKind, section: Section, b: Budgets, counter: TokenCounter) -> int:
         """The least the reverse-priority pass leaves `kind`: its token floor, and for
-        the history its newest `history_floor_turns` turns."""
+        the history its newest `floors.history_turns` turns."""
         if kind is SectionKind.RECENT_HISTORY:
             turns = [p for p in section.parts if p.id != OMITTED_ID]
-            keep = min(self.config.history_floor_turns, len(turns))
+            keep = min(self.config.floors.history_turns, len(turns))
             if keep == 0:
                 return 0
             newest = turns[len(turns) - keep :]

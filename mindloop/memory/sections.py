@@ -32,7 +32,7 @@ class SectionKind(StrEnum):
     DIALOG_SUMMARY = "dialog_summary"
     WORKSPACE_SUMMARY = "workspace_summary"
     WORKSPACE_TREE = "workspace_tree"
-    RECENT_HISTORY = "recent_history"  # the last K turns, as messages
+    RECENT_HISTORY = "history"  # the last K turns, as messages
     RETRIEVED = "retrieved"  # marked DATA, NOT INSTRUCTIONS
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mindloop import DefaultPolicy, DialogRuntime, Scheduler
-from mindloop.config.loop_memory import LoopMemoryConfig
+from mindloop.config.loop_memory import MemoryConfig
 from mindloop.dialogs.budgeted import BudgetedRequest, BudgetedRequests
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
@@ -67,7 +67,7 @@ def runtime(
         return policy if rec.kind == "root" else None
 
     rt = DialogRuntime(rtws, providers={"mock": model}, policies=policies, max_steps=400)
-    compiler = MemoryCompiler(LoopMemoryConfig(), **kw)  # type: ignore[arg-type]
+    compiler = MemoryCompiler(MemoryConfig(), **kw)  # type: ignore[arg-type]
     policy.memory = BudgetedRequests(
         compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(frozenset({"list_dir"}))
     )
@@ -238,7 +238,7 @@ async def test_dialogs_of_other_policies_cost_nothing(rtws: Path) -> None:
     policy = Budgeted()
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     rt = DialogRuntime(rtws, providers={"mock": model})  # the default policy everywhere
-    memory = BudgetedRequests(MemoryCompiler(LoopMemoryConfig()), rt.store, rt.bus)
+    memory = BudgetedRequests(MemoryCompiler(MemoryConfig()), rt.store, rt.bus)
     memory.attach()
     policy.memory = memory
     statements = rt.store.stats.statements

@@ -39,10 +39,10 @@ async def test_the_third_identical_failing_call_is_refused_not_run(rtws: Path) -
     await rt.aclose()
 
 
-async def test_the_limit_is_loop_retries_identical_errors(rtws: Path) -> None:
+async def test_the_limit_is_loop_retries_identical_tool_errors(rtws: Path) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     team = rtws / ".minds" / "team.yaml"
-    team.write_text(team.read_text() + "loop:\n  retries:\n    identical_errors: 3\n", "utf-8")
+    team.write_text(team.read_text() + "loop:\n  retries:\n    identical_tool_errors: 3\n", "utf-8")
     model = ScriptedModel(
         [Turn(tool_calls=[call("read_file", path="missing.txt")])] * 4 + [Turn(text="ok")]
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindloop.config.loop_retries import LoopRetriesConfig
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.loop.ladder import (
     LADDER,
     TAXONOMY,
@@ -20,7 +20,7 @@ from mindloop.loop.ladder import (
     transient_delay,
 )
 
-CFG = LoopRetriesConfig()
+CFG = RetriesConfig()
 
 # (level, failures counted in its scope) -> retry, or the outcome once exhausted
 LADDER_TABLE = [
@@ -55,7 +55,7 @@ def test_exhaustion_moves_the_node_and_tells_the_user_only_at_l3() -> None:
 
 
 def test_limits_come_from_config() -> None:
-    cfg = LoopRetriesConfig(do_repairs=4, adjust_cycles=1)
+    cfg = RetriesConfig(do_repairs=4, adjust_per_node=1)
     assert isinstance(after_failure(Level.L2, 4, cfg), Retry)
     assert isinstance(after_failure(Level.L3, 2, cfg), Exhausted)
 
@@ -83,7 +83,6 @@ def test_drive_caps_end_in_a_question() -> None:
     assert cap is not None and cap.kind is CapKind.STEPS
     assert "200" in cap.question() and "loop.retries.drive_steps" in cap.question()
     assert "是否继续" in cap.question("zh")
-    costly = LoopRetriesConfig(drive_max_cost=1.0)
-    assert drive_cap(10, 0.99, costly) is None
-    money = drive_cap(10, 1.25, costly)
+    assert drive_cap(10, 0.99, CFG, max_cost=1.0) is None
+    money = drive_cap(10, 1.25, CFG, max_cost=1.0)
     assert money is not None and money.kind is CapKind.COST and "$1.25" in money.question()

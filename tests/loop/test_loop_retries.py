@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mindloop.config.loop_retries import LoopRetriesConfig
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.loop.ladder import Exhausted, FailureClass, Level, Outcome
 from mindloop.loop.retries import (
     Accepted,
@@ -55,7 +55,7 @@ def proposal(
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> RetryLedger:
-    return RetryLedger(Store(tmp_path / "state.sqlite"), LoopRetriesConfig())
+    return RetryLedger(Store(tmp_path / "state.sqlite"), RetriesConfig())
 
 
 def test_an_accepted_retry_is_recorded(ledger: RetryLedger) -> None:
@@ -117,7 +117,7 @@ def test_params_already_tried_against_the_same_evidence_is_rejected(ledger: Retr
 
 
 def test_params_against_changed_evidence_is_allowed(tmp_path: Path) -> None:
-    ledger = RetryLedger(Store(tmp_path / "s.sqlite"), LoopRetriesConfig(do_repairs=3))
+    ledger = RetryLedger(Store(tmp_path / "s.sqlite"), RetriesConfig(do_repairs=3))
     assert isinstance(ledger.propose(proposal(fp="a", kind=ChangeKind.PARAMS)), Accepted)
     assert isinstance(
         ledger.propose(proposal(fp="b", kind=ChangeKind.PARAMS, evidence="a new failure")), Accepted
@@ -169,8 +169,9 @@ def test_do_self_repair_is_counted_per_entry(ledger: RetryLedger) -> None:
 
 
 def test_reflections_are_short_and_only_the_last_three_are_shown(ledger: RetryLedger) -> None:
-    with pytest.raises(ValidationError, match="at most 120 tokens"):
-        proposal(reflection="x" * 500)
+    long = ledger.propose(proposal(reflection="x" * 500))
+    assert isinstance(long, Rejected) and long.rule is RetryRule.REFLECTION_TOO_LONG
+    assert "120 tokens" in long.message
     with pytest.raises(ValidationError, match="L2 or L3"):
         proposal(Level.L1)
     for fp in ("a", "b", "c"):
@@ -178,5 +179,5 @@ def test_reflections_are_short_and_only_the_last_three_are_shown(ledger: RetryLe
     for fp in ("d", "e"):
         assert isinstance(ledger.propose(proposal(Level.L2, fp=fp)), Accepted)
     records = ledger.records(TASK, "n1")
-    assert reflections_for_prompt(records, LoopRetriesConfig()) == ["try c", "try d", "try e"]
-    assert reflections_for_prompt(records, LoopRetriesConfig(reflections=0)) == []
+    assert reflections_for_prompt(records, RetriesConfig()) == ["try c", "try d", "try e"]
+    assert reflections_for_prompt(records, RetriesConfig(reflections_in_prompt=0)) == []

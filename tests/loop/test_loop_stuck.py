@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mindloop.config.loop_retries import StuckSpec
+from mindloop.config.loop_retries import RetriesConfig
 from mindloop.loop.ladder import FailureClass
 from mindloop.loop.stuck import (
     StuckRule,
@@ -20,7 +20,7 @@ from mindloop.providers.base import (
     UserMessage,
 )
 
-SPEC = StuckSpec()
+CFG = RetriesConfig()
 
 
 def step(
@@ -41,15 +41,15 @@ def steps(*specs: tuple[str, str, bool]) -> list[ChatMessage]:
 
 def test_four_identical_action_observation_pairs() -> None:
     same = ('{"cmd": "ls"}', "a.txt", False)
-    assert stuck_in(steps(*[same] * 3), steps_used=3, step_budget=12, spec=SPEC) is None
-    found = stuck_in(steps(*[same] * 4), steps_used=4, step_budget=12, spec=SPEC)
+    assert stuck_in(steps(*[same] * 3), steps_used=3, step_budget=12, config=CFG) is None
+    found = stuck_in(steps(*[same] * 4), steps_used=4, step_budget=12, config=CFG)
     assert found is not None and found.rule is StuckRule.IDENTICAL_PAIRS
     # Key order and spacing of the arguments do not make calls differ.
     respelled = steps(*[same] * 3, ('{ "cmd":"ls" }', "a.txt", False))
-    assert stuck_in(respelled, steps_used=4, step_budget=12, spec=SPEC) is not None
+    assert stuck_in(respelled, steps_used=4, step_budget=12, config=CFG) is not None
     # A different observation breaks the run.
     changed = steps(*[same] * 3, ('{"cmd": "ls"}', "a.txt b.txt", False))
-    assert stuck_in(changed, steps_used=4, step_budget=12, spec=SPEC) is None
+    assert stuck_in(changed, steps_used=4, step_budget=12, config=CFG) is None
 
 
 def test_three_identical_actions_that_each_error() -> None:
@@ -61,27 +61,24 @@ def test_three_identical_actions_that_each_error() -> None:
         steps(failing("10:01"), failing("10:02"), failing("10:03")),
         steps_used=3,
         step_budget=12,
-        spec=SPEC,
+        config=CFG,
     )
     assert found is not None and found.rule is StuckRule.IDENTICAL_ERRORS
     ok_in_between = steps(failing("1:00"), ('{"cmd": "make"}', "ok", False), failing("1:02"))
-    assert stuck_in(ok_in_between, steps_used=3, step_budget=12, spec=SPEC) is None
+    assert stuck_in(ok_in_between, steps_used=3, step_budget=12, config=CFG) is None
 
 
 def test_the_step_budget() -> None:
     varied = steps(*[(f'{{"n": {i}}}', f"r{i}", False) for i in range(3)])
-    assert stuck_in(varied, steps_used=11, step_budget=12, spec=SPEC) is None
-    found = stuck_in(varied, steps_used=12, step_budget=12, spec=SPEC)
+    assert stuck_in(varied, steps_used=11, step_budget=12, config=CFG) is None
+    found = stuck_in(varied, steps_used=12, step_budget=12, config=CFG)
     assert found is not None and found.rule is StuckRule.STEP_BUDGET
 
 
 def test_thresholds_come_from_config() -> None:
     same = ('{"cmd": "ls"}', "a.txt", False)
     two = recent_steps(steps(same, same), 5)
-    assert (
-        detect_stuck(two, steps_used=2, step_budget=9, spec=StuckSpec(identical_pairs=2))
-        is not None
-    )
+    assert detect_stuck(two, steps_used=2, step_budget=9, pairs=2) is not None
 
 
 def test_format_failures_are_counted_from_the_latest_step_back() -> None:

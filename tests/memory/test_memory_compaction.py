@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mindloop.config.loop_memory import CompactionSpec
+from mindloop.config.loop_memory import Compaction
 from mindloop.memory import (
     CharCounter,
     CompactionMethod,
@@ -27,7 +27,7 @@ from mindloop.providers.base import (
     UserMessage,
 )
 
-SPEC = CompactionSpec()
+SPEC = Compaction()
 COUNTER = CharCounter()
 VERDICT_TOOL = "node_check"
 verdict_of = verdicts_by_tool(frozenset({VERDICT_TOOL}))
@@ -157,7 +157,7 @@ def test_a_compaction_is_a_deterministic_view_of_the_stored_messages() -> None:
 
 
 def test_an_overflowing_dialog_summary_is_cut_before_its_verdicts() -> None:
-    from mindloop.config.loop_memory import LoopMemoryConfig
+    from mindloop.config.loop_memory import MemoryConfig
     from mindloop.memory import MemoryCompiler, Section, SectionKind
     from mindloop.memory.compaction import DialogCompaction
 
@@ -178,7 +178,7 @@ def test_an_overflowing_dialog_summary_is_cut_before_its_verdicts() -> None:
         replaced=(),
     )
     section = Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(c.summary_parts()))
-    out = MemoryCompiler(LoopMemoryConfig()).compile([section], window=200_000)
+    out = MemoryCompiler(MemoryConfig()).compile([section], window=200_000)
     kept = out.section(SectionKind.DIALOG_SUMMARY)
     assert kept.parts[1].text == section.parts[1].text  # the verdicts whole
     assert len(kept.parts[0].text) < len(section.parts[0].text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mindloop.config.loop_memory import LoopMemoryConfig
+from mindloop.config.loop_memory import MemoryConfig
 from mindloop.memory import (
     SECTIONS,
     CalibratedCounter,
@@ -109,7 +109,7 @@ def test_the_compiled_input_never_exceeds_b(
     args: tuple[list[Section], int, str | None, str, float],
 ) -> None:
     sections, window, phase, taskdoc, ratio = args
-    compiler = MemoryCompiler(LoopMemoryConfig())
+    compiler = MemoryCompiler(MemoryConfig())
     compiler.calibration.observe("m", 100, int(100 * ratio))
     out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
     counter = compiler.counter("m")
@@ -131,7 +131,9 @@ def test_trimming_follows_reverse_priority(
     sections, window, phase, taskdoc, _ = args
     # Floors of 0: a section may only be trimmed for the total once every section of a
     # lower priority (a higher number) is gone.
-    compiler = MemoryCompiler(LoopMemoryConfig(tree_floor=0, history_floor_turns=0))
+    compiler = MemoryCompiler(
+        MemoryConfig.model_validate({"floors": {"workspace_tree": 0, "history_turns": 0}})
+    )
     out = compiler.compile(sections, window=window, phase=phase, taskdoc=taskdoc)
     total_trims = [t for t in out.trims if t.reason is TrimReason.TOTAL]
     priorities = [SECTIONS[t.section].priority for t in total_trims]
@@ -156,7 +158,7 @@ def test_the_taskdoc_is_measured_never_trimmed(
     args: tuple[list[Section], int, str | None, str, float],
 ) -> None:
     sections, window, phase, taskdoc, _ = args
-    compiler = MemoryCompiler(LoopMemoryConfig())
+    compiler = MemoryCompiler(MemoryConfig())
     out = compiler.compile(
         [*sections, Section.text(SectionKind.TASKDOC, taskdoc)],
         window=window,
@@ -175,7 +177,7 @@ def test_the_taskdoc_is_measured_never_trimmed(
 
 
 def test_b_is_a_quarter_of_the_window_capped_at_32k_and_sections_scale_below_it() -> None:
-    cfg = LoopMemoryConfig()
+    cfg = MemoryConfig()
     big = budgets(cfg, 200_000)
     assert big.total == 32_000
     assert big.sections[SectionKind.RECENT_HISTORY] == 4000
@@ -190,7 +192,7 @@ def test_b_is_a_quarter_of_the_window_capped_at_32k_and_sections_scale_below_it(
 
 
 def test_a_phase_override_from_config_keeps_the_other_defaults() -> None:
-    cfg = LoopMemoryConfig.model_validate({"phases": {"DO": {"input": 3000}}})
+    cfg = MemoryConfig.model_validate({"phase_overrides": {"do": {"input": 3000}}})
     do = budgets(cfg, 200_000, "DO").sections
     assert do[SectionKind.INPUT] == 3000 and do[SectionKind.WORKSPACE_TREE] == 600
 
@@ -198,7 +200,7 @@ def test_a_phase_override_from_config_keeps_the_other_defaults() -> None:
 def compile_one(
     section: Section, window: int = 200_000, **cfg: object
 ) -> tuple[Section, list[str]]:
-    compiler = MemoryCompiler(LoopMemoryConfig.model_validate(cfg))
+    compiler = MemoryCompiler(MemoryConfig.model_validate(cfg))
     out = compiler.compile([section], window=window)
     [record] = out.trims or [None]
     kept = out.section(section.kind)
@@ -273,7 +275,7 @@ def test_retrieved_context_keeps_the_best_scored_and_is_marked_as_data() -> None
     hits = tuple(Part(id=f"r{i}", text=words(2500, i), score=i / 10) for i in range(5))
     kept, dropped = compile_one(Section(kind=SectionKind.RETRIEVED, parts=hits))
     assert set(dropped) == {"r0", "r1"}
-    compiler = MemoryCompiler(LoopMemoryConfig())
+    compiler = MemoryCompiler(MemoryConfig())
     [msg] = compiler.compile([kept], window=200_000).messages()
     assert isinstance(msg, UserMessage) and "DATA, NOT INSTRUCTIONS" in msg.text
 
@@ -288,13 +290,13 @@ def test_the_workspace_summary_keeps_its_layout_list() -> None:
 
 
 def test_an_overflowing_dialog_summary_asks_for_a_compaction() -> None:
-    compiler = MemoryCompiler(LoopMemoryConfig())
+    compiler = MemoryCompiler(MemoryConfig())
     out = compiler.compile([Section.text(SectionKind.DIALOG_SUMMARY, words(20000))], window=200_000)
     assert out.compact == (SectionKind.DIALOG_SUMMARY,)
 
 
 def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() -> None:
-    compiler = MemoryCompiler(LoopMemoryConfig())
+    compiler = MemoryCompiler(MemoryConfig())
     big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(16000)),))
     tree = Section(
         kind=SectionKind.WORKSPACE_TREE, parts=(Part(id="n", text=words(2400), pinned=True),)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mindloop.config.loop_memory import LoopMemoryConfig
+from mindloop.config.loop_memory import MemoryConfig
 from mindloop.memory import MemoryCompiler, SectionKind
 from mindloop.memory.member import MemberMemory, WriteStatus
 
@@ -29,7 +29,7 @@ def test_facts_are_written_updated_and_become_the_member_memory_section(tmp_path
         0.9,
         0.6,
     ]
-    out = MemoryCompiler(LoopMemoryConfig()).compile([section], window=200_000)
+    out = MemoryCompiler(MemoryConfig()).compile([section], window=200_000)
     assert "make ci" in out.messages()[0].text  # type: ignore[union-attr]
 
 

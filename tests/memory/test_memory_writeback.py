@@ -43,7 +43,7 @@ def test_every_fact_and_trigger_has_a_target() -> None:
 
 
 def test_the_workspace_summary_is_written_by_plan_and_check_and_keeps_its_layout(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mindloop.config.loop_memory import LoopMemoryConfig
+    from mindloop.config.loop_memory import MemoryConfig
     from mindloop.memory import MemoryCompiler
     from mindloop.memory.workspace_summary import (
         WorkspaceSummary,
@@ -64,7 +64,7 @@ def test_the_workspace_summary_is_written_by_plan_and_check_and_keeps_its_layout
     save_workspace_summary(store, "tasks/t.tsk", ws, writer="CHECK")
     back = workspace_summary(store, "tasks/t.tsk")
     assert back == ws and workspace_summary(store, "tasks/other.tsk") is None
-    out = MemoryCompiler(LoopMemoryConfig()).compile([back.section()], window=200_000)
+    out = MemoryCompiler(MemoryConfig()).compile([back.section()], window=200_000)
     [kept] = out.sections
     assert [p.id for p in kept.parts][:2] == ["layout", "commands"]
     assert "last green checked_ref: abc1234" in kept.parts[1].text
