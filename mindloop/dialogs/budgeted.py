@@ -49,7 +49,7 @@ from mindloop.memory import (
 )
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
-from mindloop.memory.turns import Turn, split_turns, tail_turns, turn_part
+from mindloop.memory.turns import Turn, history_sections, split_turns
 from mindloop.providers.base import ChatMessage, GenerationRequest
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
@@ -191,18 +191,9 @@ class BudgetedRequests:
     ) -> tuple[Section, Section]:
         """The recent turns and the last step, from the end of the (compacted) dialog."""
         k = self.compiler.config.history_turns
-        start = compaction.upto if compaction else 0
-        turns = tail_turns(messages, k + 1, start)
-        if compaction is not None:
-            turns = [self._folded(t, compaction) for t in turns]
-        last: list[Turn] = []
-        if turns and turns[-1].is_step:
-            last = [turns.pop()]
-        recent = turns[len(turns) - k :] if k else []
-        return (
-            Section(kind=SectionKind.RECENT_HISTORY, parts=tuple(turn_part(t) for t in recent)),
-            Section(kind=SectionKind.TOOL_RESULTS, parts=tuple(turn_part(t, "step") for t in last)),
-        )
+        if compaction is None:
+            return history_sections(messages, k)
+        return history_sections(messages, k, compaction.upto, lambda t: self._folded(t, compaction))
 
     def _folded(self, turn: Turn, c: DialogCompaction) -> Turn:
         if turn.start >= c.fold_before:

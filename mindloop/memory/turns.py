@@ -9,7 +9,7 @@ the "recent history" section.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mindloop.memory.sections import Part, Section, SectionKind
@@ -74,11 +74,17 @@ def turn_part(turn: Turn, prefix: str = "turn") -> Part:
 
 
 def history_sections(
-    messages: Sequence[ChatMessage], turns: int, start: int = 0
+    messages: Sequence[ChatMessage],
+    turns: int,
+    start: int = 0,
+    fold: Callable[[Turn], Turn] | None = None,
 ) -> tuple[Section, Section]:
     """(recent history: the `turns` turns before the last step, the last step's calls
-    and results) of `messages[start:]`."""
+    and results) of `messages[start:]`, each turn passed through `fold` if given (a
+    compaction's view of old messages)."""
     all_turns = tail_turns(messages, turns + 1, start)
+    if fold is not None:
+        all_turns = [fold(t) for t in all_turns]
     last: list[Turn] = []
     if all_turns and all_turns[-1].is_step:
         last = [all_turns.pop()]
