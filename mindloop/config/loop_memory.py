@@ -22,6 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from mindloop.config.duration import Duration
+
 STRICT = ConfigDict(extra="forbid", strict=True)
 
 LoopPhaseName = Literal["plan", "do", "check", "adjust", "self_improve"]
@@ -126,7 +128,7 @@ class Compaction(BaseModel):
     target: float = Field(default=0.50, gt=0, lt=1)  # … compact to ≤ target × window
     min_turns_between: int = Field(default=2, ge=0)  # spacing between compactions …
     force_at: float = Field(default=0.95, gt=0, le=1)  # … waived at ≥ force_at × window
-    idle_task_end: float = Field(default=86400.0, gt=0)  # seconds idle: the task ends
+    idle_task_end: Duration = 86400.0  # a task idle this long ends (→ SELF_IMPROVE)
     # What mechanical compaction keeps: a folded tool result's head, a long old text's
     # head and tail; and the size the summary of dropped turns is held to.
     folded_result_tokens: int = Field(default=60, ge=0)
