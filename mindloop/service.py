@@ -305,7 +305,7 @@ class Project:
                 policies=self.loops,
             )
             rt.providers.on_retry(lambda notice: rt.bus.publish(_retry_event(notice)))
-            self.loops.rt = rt  # loop roots get their phase's policy whoever drives them
+            self.loops.bind(rt)  # loop roots get their phase's policy whoever drives them
             for listener in self._listeners:
                 rt.bus.subscribe(listener)
             self._runtime = rt
@@ -505,10 +505,8 @@ async def ask(project: Project, message: str) -> Asked:
     """Route `message` to a task with the Router (DESIGN.md §8.6, §8.8) and post it to
     that task's loop root (created on first use; a new package when the Router says
     `create_new_task`). The Router's run is recorded in any case; the message, the loop
-    root, its binding and the recorded decision commit together. Drive it with `run`.
-
-    Until the work loop drives loop roots, the root is driven by the engine's default
-    policy like any root dialog."""
+    root, its binding and the recorded decision commit together. `run` on its root then
+    runs the task's work loop (`run_task`)."""
     _check_text(message, "the message is empty: say something (nothing was created)")
     config = project.config
     router_member = config.team.loop.router.member or config.team.default_responder

@@ -98,10 +98,10 @@ app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
 app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
 app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
-for _name, _sub, _help in workspace_cmds.GROUPS:
-    app.add_typer(_sub, name=_name, help=_help)
 app.command()(worker)
 app.command()(workers)
+for _name, _sub, _help in workspace_cmds.GROUPS:
+    app.add_typer(_sub, name=_name, help=_help)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

@@ -41,6 +41,8 @@ class EventType(StrEnum):
     PHASE_START = "phase_start"
     PHASE_END = "phase_end"
     LOOP_ROUTED = "loop_routed"
+    CONTEXT_TRIMMED = "context_trimmed"
+    CONTEXT_COMPACTED = "context_compacted"
 
 
 # Kinds a slow subscriber may lose (the oldest first); every other kind is kept.
@@ -270,3 +272,29 @@ class LoopRouted(Event):
     hint_dropped: str | None = None  # HINT_ILLEGAL: why the hint was dropped
     done: int = 0  # execution nodes terminal
     total: int = 0  # execution nodes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextTrimmed(Event):
+    """A budgeted request was compiled with sections trimmed (`memory.compiler`): the
+    trim log. `trims` are `memory.TrimRecord`s as dicts; `taskdoc_over` is set when the
+    Taskdoc (sent whole) passed its budget."""
+
+    type: ClassVar[EventType] = EventType.CONTEXT_TRIMMED
+    budget: int
+    tokens: int
+    trims: tuple[dict[str, Any], ...] = ()
+    taskdoc_tokens: int = 0
+    taskdoc_over: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted(Event):
+    """A dialog was compacted (`memory.compaction`): how, and what it replaced."""
+
+    type: ClassVar[EventType] = EventType.CONTEXT_COMPACTED
+    method: str
+    tokens_before: int
+    tokens_after: int
+    replaced: tuple[str, ...] = ()
+    llm_pending: bool = False

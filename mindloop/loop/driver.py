@@ -27,6 +27,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
@@ -48,6 +49,9 @@ from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reas
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
+from mindloop.memory import MemoryCompiler
+from mindloop.memory.compaction import verdicts_by_tool
+from mindloop.memory.summarizer import provider_summarizer
 from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
@@ -55,6 +59,8 @@ from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
+# Tool calls whose results are verdicts a compaction keeps verbatim (DONE, FAILED …).
+VERDICT_TOOLS = frozenset({"node_transition"})
 KEEP_SEEN = 10_000  # root lookups a long-running process remembers
 
 
@@ -62,13 +68,39 @@ class LoopPolicies:
     """The runtime's policy resolver for loop roots: the policy of the phase each root is
     in. The phases of the roots this process drives are set by their loops; another root
     is looked up once (one indexed read when its dialog is first loaded; a long watch
-    forgets old lookups), never per step, and dialogs that are not roots never are."""
+    forgets old lookups), never per step, and dialogs that are not roots never are.
+
+    Bound to a runtime (`bind`), it also holds the loop's memory: the budgeted requests
+    every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
 
     def __init__(self, lang: Lang) -> None:
-        self.table = PolicyTable(lang)
+        self.table = PolicyTable(lang, lambda: self.memory)
         self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
+        self.memory: BudgetedRequests | None = None
+
+    def bind(self, rt: DialogRuntime) -> None:
+        """Serve `rt`'s loop roots (once per runtime)."""
+        if self.rt is rt:
+            return
+        self.rt = rt
+        compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
+        self.memory = BudgetedRequests(
+            compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
+        )
+        self.memory.attach()
+
+    async def run_summaries(self, rt: DialogRuntime, member_id: str) -> None:
+        """The LLM summaries compactions left pending, off the request path (between
+        phases), on the loop member's model."""
+        if self.memory is None or not self.memory.pending:
+            return
+        member = rt.config.member(member_id)
+        summarizer = provider_summarizer(
+            rt.providers, member.provider, rt.parts.model_name(member), member=member.id
+        )
+        await self.memory.run_summaries(summarizer)
 
     def set(self, root_id: str, phase: Phase | None) -> None:
         self._driven[root_id] = phase
@@ -136,7 +168,7 @@ class TaskLoop:
     ) -> None:
         self.rt = rt
         self.policies = policies
-        policies.rt = rt
+        policies.bind(rt)
         self.state = bind(rt, task_path, member=member)
         self.task = self.state.task_path
         self.root = self.state.root_id
@@ -187,6 +219,7 @@ class TaskLoop:
             if state.ended is not None and not state.closed:
                 state = phase_ops.close(self.rt, state, None)
                 self._publish_end(state)
+            await self.policies.run_summaries(self.rt, self._member())
             messages = phase_ops.phase_messages(self.rt, state)
             if state.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
                 is_user_input(m) for m in messages
@@ -398,6 +431,9 @@ class TaskLoop:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _member(self) -> str:
+        return self.rt.store.get_dialog(self.root).member
 
     def _load(self) -> ls.LoopState:
         found = ls.get(self.rt.store, self.task)

@@ -11,7 +11,7 @@ phase gets `LoopPolicy(phase)`:
 - **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
-  phase);
+  phase), the messages compiled within the memory budget (`dialogs.budgeted`);
 - **goes on** until a `phase_end` call succeeds.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`): they
@@ -21,9 +21,10 @@ costs nothing per step and survives a crash.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.outcomes import StepOutcome
 from mindloop.dialogs.policy import TOOL_NOT_ALLOWED, DefaultPolicy, Refusal
 from mindloop.dialogs.routing import Route, RouteKind, refuse_route
@@ -40,18 +41,26 @@ if TYPE_CHECKING:
 
 TOOL_NOT_ALLOWED_IN_PHASE = "TOOL_NOT_ALLOWED_IN_PHASE"
 
+
+def _none() -> BudgetedRequests | None:
+    return None
+
+
 _MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
 
 
 class LoopPolicy(DefaultPolicy):
     """The turn policy of a loop root in one phase (one instance per phase, shared)."""
 
-    def __init__(self, phase: Phase, lang: Lang) -> None:
+    def __init__(
+        self, phase: Phase, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none
+    ) -> None:
         self.spec: PhaseSpec = PHASES[phase]
         self.phase = phase
         self.lang: Lang = lang
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
+        self._memory = memory
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -76,10 +85,21 @@ class LoopPolicy(DefaultPolicy):
     def compile_request(
         self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
     ) -> GenerationRequest:
+        """The member's system prompt (persona, rules, the whole Taskdoc) and the phase's
+        rules; the messages compiled within the memory budget B (agent-loop §7: recent
+        turns, the last step's results, the dialog's compaction summary) when the loop
+        has its memory, else the history as it is."""
         member = live.member
+        system = parts.system_prompt(live) + "\n\n" + self._system
+        memory = self._memory()
+        if memory is not None:
+            out = memory.compile_request(
+                live, parts, tools, phase=self.spec.phase.value, system=system
+            )
+            return out.request
         return GenerationRequest.model_construct(
             model=parts.model_name(member),
-            system=parts.system_prompt(live) + "\n\n" + self._system,
+            system=system,
             messages=parts.messages(live),
             tools=parts.specs(tools),
             params=parts.params(member, fbr=False),
@@ -153,11 +173,12 @@ def count_refusals(messages: Iterable[MessageRecord]) -> int:
 
 
 class PolicyTable:
-    """The policy of each phase in one work language (built once per runtime)."""
+    """The policy of each phase in one work language (built once per runtime), with the
+    loop's budgeted requests when it has them."""
 
-    def __init__(self, lang: Lang) -> None:
+    def __init__(self, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none) -> None:
         self.lang: Lang = lang
-        self._policies = {p: LoopPolicy(p, lang) for p in Phase}
+        self._policies = {p: LoopPolicy(p, lang, memory) for p in Phase}
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]

@@ -41,3 +41,17 @@ class StaleVersion(WorkspaceError):
             "read it again (node_get) and retry",
             arg="expected_version",
         )
+
+
+class WriteConflict(MindloopError):
+    """A node row moved on under a write that the session checked in the same
+    transaction: not the caller's mistake but a race the transaction must not commit
+    (it is rolled back whole). Deliberately not a `WorkspaceError`: nothing may catch it
+    and go on writing in that transaction."""
+
+    def __init__(self, node_id: str, expected: int) -> None:
+        self.node_id, self.expected = node_id, expected
+        super().__init__(
+            f"WRITE_CONFLICT: node {node_id} is no longer at version {expected}; "
+            "the transaction was rolled back"
+        )

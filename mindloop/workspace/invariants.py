@@ -56,7 +56,9 @@ def problems(state: WorkspaceState) -> list[str]:
             out.append(f"{n.id}: deps that do not exist: {', '.join(missing)}")
         if n.kind is NodeKind.PLANNING:
             # 7. a planning node's status is derived, never set
-            derived = planning_status(nodes[c].status for c in n.children if c in nodes)
+            derived = planning_status(
+                (nodes[c].status for c in n.children if c in nodes), started=n.started
+            )
             if n.status is not derived:
                 out.append(f"invariant 7: planning node {n.id} is {n.status}, derived {derived}")
             continue

@@ -3,7 +3,7 @@ transaction).
 
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
-the version it expects, so a write that raced anyway is refused (`StaleVersion`) and the
+the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
 transaction rolls back whole. After the commit the projections are rewritten
 (`Store.after_commit`, once per task per transaction).
 """
@@ -18,7 +18,7 @@ from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as rows
 from mindloop.workspace.commands import Change
-from mindloop.workspace.errors import StaleVersion
+from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
 from mindloop.workspace.state import WorkspaceState
 
@@ -121,7 +121,7 @@ def write(store: Store, change: Change) -> None:
             )
             seq += 1
         elif old != node and not rows.update_node(store, task, nid, old.version, **_node_row(node)):
-            raise StaleVersion(nid, old.version, -1)
+            raise WriteConflict(nid, old.version)
     if before.index != after.index:
         rows.replace_docs(
             store,

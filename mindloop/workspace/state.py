@@ -93,18 +93,19 @@ class WorkspaceState:
         return out
 
 
-def planning_status(children: Iterable[NodeStatus]) -> NodeStatus:
+def planning_status(children: Iterable[NodeStatus], *, started: bool = False) -> NodeStatus:
     """agent-loop §5.2: DONE if all children are DONE or CANCELLED; FAILED if all are
     terminal and one FAILED; IN_PROGRESS if any child started; else NEW (also with no
-    children at all)."""
+    children at all). A node that was split while in progress (`started`) stays
+    IN_PROGRESS until its children end: its work goes on in them."""
     statuses = list(children)
     if not statuses:
-        return NodeStatus.NEW
+        return NodeStatus.IN_PROGRESS if started else NodeStatus.NEW
     if all(s in (NodeStatus.DONE, NodeStatus.CANCELLED) for s in statuses):
         return NodeStatus.DONE
     if all(s in TERMINAL for s in statuses) and NodeStatus.FAILED in statuses:
         return NodeStatus.FAILED
-    if any(s is not NodeStatus.NEW for s in statuses):
+    if started or any(s is not NodeStatus.NEW for s in statuses):
         return NodeStatus.IN_PROGRESS
     return NodeStatus.NEW
 
@@ -115,7 +116,8 @@ def refresh_planning(state: WorkspaceState) -> None:
     for node in reversed(order):
         if node.kind is NodeKind.PLANNING:
             node.status = planning_status(
-                state.nodes[c].status for c in node.children if c in state.nodes
+                (state.nodes[c].status for c in node.children if c in state.nodes),
+                started=node.started,
             )
 
 

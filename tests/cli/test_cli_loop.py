@@ -50,19 +50,18 @@ COMPLETE = {
 SCRIPT = [
     # first: SELF_IMPROVE's input quotes earlier messages of the dialog
     {"contains": "Phase SELF_IMPROVE (entry", "tool_calls": [_end("END", "tidied")]},
+    # PLAN sees the user's message (it comes just before its input); the node's title
+    # carries what later phases must know (their context is the last few turns)
+    {"contains": ["Phase PLAN (entry", "ask first"], "tool_calls": [_create("careful greeting")]},
+    {"contains": ["Phase PLAN (entry", "fail it"], "tool_calls": [_create("doomed greeting")]},
     {"contains": "Phase PLAN (entry", "tool_calls": [_create("greeting")]},
     {"role": "tool", "contains": "created n1", "tool_calls": [_end("DO", "planned")]},
-    {
-        "contains": "Phase DO (entry",
-        "context_contains": "ask first",
-        "response": "!?@human Formal or casual?\n",
-    },
+    {"contains": ["Phase DO (entry", "careful"], "response": "!?@human Formal or casual?\n"},
     {"contains": "answer from the human", "tool_calls": [_move("n1", "COMPLETE", **COMPLETE)]},
     {"contains": "Phase DO (entry", "tool_calls": [_move("n1", "COMPLETE", **COMPLETE)]},
     {"role": "tool", "contains": "IN_PROGRESS → COMPLETE", "tool_calls": [_end("CHECK")]},
     {
-        "contains": "Phase CHECK (entry",
-        "context_contains": "fail it",
+        "contains": ["Phase CHECK (entry", "doomed"],
         "tool_calls": [_move("n1", "CHECK_FAILED"), _end("ADJUST")],
     },
     {

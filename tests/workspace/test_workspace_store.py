@@ -13,7 +13,7 @@ from mindloop.store import schema as t
 from mindloop.store import workspace as rows
 from mindloop.workspace import repo
 from mindloop.workspace.commands import Session
-from mindloop.workspace.errors import StaleVersion
+from mindloop.workspace.errors import StaleVersion, WriteConflict
 from mindloop.workspace.models import NodeStatus
 from tests.workspace.ws_util import CHAT, TASK, apply, tree
 
@@ -74,7 +74,7 @@ def test_versions_bump_on_change_and_a_stale_write_changes_nothing(tmp_path: Pat
     _save(store, lambda s: s.update(node_id="n1", notes="third"))
     s = Session(stale, CHAT, now=3.0)
     s.transition(node_id="n1", to=NodeStatus.IN_PROGRESS, reason="go")
-    with pytest.raises(StaleVersion), store.tx():
+    with pytest.raises(WriteConflict), store.tx():
         repo.write(store, s.finish())
     now = repo.load(store, TASK)
     assert now.nodes["n1"].status is NodeStatus.NEW and now.nodes["n1"].notes == "third"

@@ -141,6 +141,9 @@ def test_planning_nodes_are_derived_and_never_set() -> None:
     assert planning_status([S.DONE, S.CANCELLED]) is S.DONE
     assert planning_status([S.DONE, S.FAILED]) is S.FAILED
     assert planning_status([S.FAILED, S.NEW]) is S.IN_PROGRESS
+    # a node split while in progress stays in progress until its children end
+    assert planning_status([S.NEW, S.NEW], started=True) is S.IN_PROGRESS
+    assert planning_status([S.DONE, S.DONE], started=True) is S.DONE
     state = done(state, "n2")
     assert state.nodes["n1"].status is S.IN_PROGRESS  # n3 not started, n2 done
     assert state.nodes["root"].status is S.IN_PROGRESS
