@@ -79,10 +79,11 @@ async def _web(
 ) -> int:
     from mindloop import service
     from mindloop.cli.chat_cmd import start_logging
-    from mindloop.web.server import is_loopback, serve
+    from mindloop.web.server import is_loopback, refuse_remote, serve
 
+    refuse_remote(host, allow_remote)  # before anything is opened or written
     project = service.open_project(rtws)
-    if not is_loopback(host) and allow_remote:
+    if not is_loopback(host):
         err_console.print(
             f"warning: serving on {host}, not only on this machine: anyone who can reach it "
             "and learns the token can read and steer your agents",

@@ -49,6 +49,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def refuse_remote(host: str, allow_remote: bool) -> None:
+    """A non-loopback address only when explicitly allowed."""
+    if not is_loopback(host) and not allow_remote:
+        raise MindloopError(
+            f"--host {host} is not a loopback address: anyone who can reach it and learns the "
+            "token can steer your agents; pass --allow-remote to do it anyway"
+        )
+
+
 @dataclass(frozen=True)
 class Serving:
     url: str  # with the token
@@ -74,11 +83,7 @@ async def serve(
     announce: Callable[[Serving], None],
 ) -> None:
     """Serve until stopped (Ctrl-C / SIGTERM)."""
-    if not is_loopback(host) and not allow_remote:
-        raise MindloopError(
-            f"--host {host} is not a loopback address: anyone who can reach it and learns the "
-            "token can steer your agents; pass --allow-remote to do it anyway"
-        )
+    refuse_remote(host, allow_remote)
     sock = listen(host, port)
     token = secrets.token_urlsafe(24)
     serving = address(sock, host, token)
