@@ -52,13 +52,22 @@ def _event(sub: Subscription, item: FeedItem) -> ServerSentEvent | None:
     return ServerSentEvent(item.model_dump_json(), event=item.kind)
 
 
-async def _follow(state: WebState, scope: Scope, since: Cursor) -> AsyncIterator[ServerSentEvent]:
+async def _follow(
+    state: WebState, scope: Scope, since: Cursor, origin: str
+) -> AsyncIterator[ServerSentEvent]:
     feed = state.live
     sub, missed = feed.subscribe(scope, since)
     deadline = time.monotonic() + state.options.stream_lifetime
     try:
-        hello = {"position": sub.cursor.encode()}
-        yield ServerSentEvent(json.dumps(hello), event="hello", retry=state.options.retry_ms)
+        # The position the stream starts from is its first id: a browser that loses the
+        # connection before anything else arrived resumes from there.
+        start = sub.cursor.encode()
+        yield ServerSentEvent(
+            json.dumps({"position": start, "from": origin}),
+            event="hello",
+            id=start,
+            retry=state.options.retry_ms,
+        )
         yield ServerSentEvent("{}", event="state")
         for item in missed:
             ev = _event(sub, item)
@@ -86,7 +95,9 @@ async def _follow(state: WebState, scope: Scope, since: Cursor) -> AsyncIterator
 
 async def events(request: Request) -> Response:
     state = web(request)
-    raw = request.headers.get("last-event-id") or request.query_params.get("since")
+    resumed = request.headers.get("last-event-id")
+    raw = resumed or request.query_params.get("since")
+    origin = "last-event-id" if resumed else "since" if raw else "now"
     try:
         since = Cursor.decode(raw) if raw else state.live.cursor()
     except CursorError as exc:
@@ -94,7 +105,7 @@ async def events(request: Request) -> Response:
     q = request.query_params
     scope = Scope(root=q.get("root") or None, task=q.get("task") or None)
     return EventSourceResponse(
-        _follow(state, scope, since),
+        _follow(state, scope, since, origin),
         ping=15,
         send_timeout=30,
         headers={"cache-control": "no-store"},

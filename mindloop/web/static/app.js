@@ -144,6 +144,11 @@
 
   // ------------------------------------------------------------------ the stream
 
+  function seen(ev) {
+    // The position the browser will send back as Last-Event-ID if the stream drops.
+    if (ev.lastEventId) document.body.dataset.streamSeen = ev.lastEventId;
+  }
+
   function connect(url) {
     const source = new EventSource(url);
     source.addEventListener("open", () => say("live", "open"));
@@ -151,9 +156,23 @@
       if (source.readyState === EventSource.CLOSED) say("disconnected: reload the page", "closed");
       else say("reconnecting…", "retry");
     });
+    source.addEventListener("hello", (ev) => {
+      // Where this stream started, and from what: `last-event-id` after a reconnect.
+      const hello = JSON.parse(ev.data);
+      document.body.dataset.streamFrom = hello.from;
+      document.body.dataset.streamPosition = hello.position;
+      seen(ev);
+    });
     source.addEventListener("state", () => schedule("state"));
-    source.addEventListener("taskdoc", () => schedule("taskdoc"));
-    source.addEventListener("entry", (ev) => addEntry(JSON.parse(ev.data)));
+    source.addEventListener("taskdoc", (ev) => {
+      seen(ev);
+      schedule("taskdoc");
+    });
+    source.addEventListener("entry", (ev) => {
+      seen(ev);
+      addEntry(JSON.parse(ev.data));
+    });
+    source.addEventListener("mark", seen);
     source.addEventListener("chunk", (ev) => addChunk(JSON.parse(ev.data)));
     source.addEventListener("live", (ev) => liveEvent(JSON.parse(ev.data)));
     source.addEventListener("reset", () => location.reload());

@@ -1,0 +1,338 @@
+"""The web UI in a real browser (headless Chromium), against a real `mindloop web` on the
+mock provider: what a person sees and does.
+
+- a chat started from the composer streams in live (thinking and text while the model
+  generates) and is answered, and the dialog page takes a second message in place;
+- a question (`!?@human`) is answered in the inbox, and the dialog goes on;
+- a Taskdoc section edited in its pane is recorded with the human as its author, and the
+  section's last-updated line changes — live, also when an agent's `change_mind` changes
+  a section; an edit started from a stale text is refused and the draft kept;
+- an event stream cut off while the team works resumes from `Last-Event-ID`: what was
+  committed meanwhile appears once;
+- the UI works while a separate `mindloop run --watch` drives the dialogs.
+
+Every wait is on something observable (the page, the store, a process's output).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mindloop.store import Store
+from tests.dialogs.procs import Procs, read_store, wait_until
+from tests.scenario_util import write_script, write_team
+from tests.web.webproc import Web, start_web
+
+TIMEOUT = 60.0
+TASK = "tasks/example.tsk"
+
+SCRIPT: list[dict[str, Any]] = [
+    # A streamed answer, slow enough to be watched.
+    {
+        "contains": "hello web",
+        "thinking": "The human says hello; greet back.",
+        "response": "Hello from the mock provider, streamed word by word to your browser.",
+        "delay_ms": 1200,
+        "chunk_delay_ms": 60,
+    },
+    {"contains": "and again", "response": "Answered again."},
+    # A question for the human, then the answer to it.
+    {"contains": "answer from the human", "response": "Using SQLite, as you said."},
+    {
+        "contains": "pick a database",
+        "response": "One decision is yours.\n!?@human Which database should we use?\n"
+        "!?Postgres or SQLite?\n",
+    },
+    # An agent's change of the Taskdoc.
+    {"role": "tool", "contains": "replaced", "response": "Progress recorded."},
+    {
+        "contains": "record progress",
+        "tool_calls": [
+            {
+                "name": "change_mind",
+                "arguments": {"selector": "progress", "content": "- Recorded by the agent."},
+            }
+        ],
+    },
+    {"regex": "^msg \\d+$", "response": "Ack."},
+]
+
+
+@pytest.fixture
+def procs(rtws: Path, tmp_path: Path) -> Iterator[Procs]:
+    write_team(rtws, {"dev": {"toolsets": ["*"]}})
+    write_script(rtws, SCRIPT)
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def _open(page: Any, web: Web, path: str = "/") -> None:
+    """Log in with the printed address (sets the cookie), then go to `path`."""
+    page.goto(web.url)
+    assert "token" not in page.url
+    if path != "/":
+        page.goto(web.base + path)
+    _connected(page)
+
+
+def _connected(page: Any) -> None:
+    """The page's event stream is open (the page says `live`)."""
+    page.locator('[data-connection-state][data-state="open"]').wait_for()
+
+
+def _store(procs: Procs) -> Any:
+    return lambda read: read_store(procs.rtws, read)
+
+
+def _assistant_texts(store: Store, dialog_id: str) -> list[str]:
+    return [m.data["text"] for m in store.load_history(dialog_id) if m.kind == "assistant"]
+
+
+# ---------------------------------------------------------------------------- chat
+
+
+def test_a_chat_from_the_composer_streams_in_live_and_is_answered(procs: Procs, page: Any) -> None:
+    web = start_web(procs)
+    _open(page, web)
+    page.get_by_label("Message", exact=True).fill("hello web")
+    page.get_by_label("Task", exact=True).select_option(TASK)
+    page.get_by_role("button", name="Start the dialog").click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    dialog_id = page.url.rsplit("/", 1)[1]
+
+    # While the model generates, its thinking and text stream into the live box …
+    live = page.locator(f'[data-live="{dialog_id}"]')
+    live.locator("[data-live-text]", has_text="streamed").wait_for()
+    assert "greet back" in live.locator("[data-live-thinking]").inner_text()
+    assert page.locator(".entry.k-assistant").count() == 0  # not committed yet
+    # … then the committed answer replaces it.
+    answer = page.locator(".entry.k-assistant", has_text="streamed word by word to your browser")
+    answer.wait_for()
+    assert live.is_hidden()
+    assert page.locator(".entry.k-thinking", has_text="greet back").count() == 1
+    assert page.locator(".entry.k-user", has_text="hello web").count() == 1
+
+    # A second message from the dialog page's composer: answered in place.
+    page.get_by_label("Message to @dev").fill("and again")
+    page.get_by_role("button", name="Send").click()
+    page.locator(".entry.k-assistant", has_text="Answered again.").wait_for()
+    assert page.url.endswith(dialog_id)  # no navigation: it came in live
+    assert page.get_by_label("Message to @dev").input_value() == ""
+    assert page.locator(".entry.k-assistant").count() == 2
+    assert page.locator(".entry.k-user").count() == 2
+    # Usage of the dialog is shown (and refreshed with its state).
+    page.locator("[data-dialog-usage]", has_text=" in / ").wait_for()
+    texts = read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
+    assert texts == [
+        "Hello from the mock provider, streamed word by word to your browser.",
+        "Answered again.",
+    ]
+
+    # The task list shows the task's dialogs and cost.
+    page.goto(web.base + "/")
+    row = page.locator(f'tr[data-task="{TASK}"]')
+    assert row.locator("[data-task-status]").inner_text() == "idle"
+    assert row.locator("td").nth(3).inner_text() == "1"  # dialogs
+
+
+# ---------------------------------------------------------------------------- questions
+
+
+def test_a_question_is_answered_in_the_inbox_and_the_dialog_goes_on(
+    procs: Procs, page: Any
+) -> None:
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "pick a database", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
+
+    _open(page, web, "/inbox")
+    assert page.locator("[data-inbox-count]").get_attribute("data-inbox-count") == "1"
+    question = page.locator("[data-question]")
+    assert "Which database should we use?" in question.inner_text()
+    assert "Postgres or SQLite?" in question.inner_text()
+    question.get_by_label("Your answer to @dev").fill("SQLite")
+    question.get_by_role("button", name="Answer").click()
+
+    page.locator("[data-no-questions]").wait_for()  # gone from the inbox, live
+    page.locator('[data-inbox-count="0"]').wait_for()
+    assert page.url.endswith("/inbox")
+
+    page.goto(f"{web.base}/dialogs/{dialog_id}")
+    page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.").wait_for()
+    tellask = page.locator(".tellask", has_text="Which database should we use?")
+    assert "@human" in tellask.inner_text()
+    assert page.locator(".entry.k-user", has_text="SQLite").count() == 1  # the answer, once
+
+
+# ---------------------------------------------------------------------------- the Taskdoc
+
+
+def _section(page: Any, name: str) -> Any:
+    return page.locator(f'[data-section="{name}"]')
+
+
+def test_a_section_edit_is_recorded_with_the_human_as_actor(procs: Procs, page: Any) -> None:
+    web = start_web(procs)
+    _open(page, web, f"/task/{TASK}")
+    goals, progress = _section(page, "goals"), _section(page, "progress")
+    assert goals.locator("[data-actor]").inner_text() == "human/unknown"  # written by init
+    before = float(goals.locator("[data-updated-at]").get_attribute("data-updated-at"))
+
+    # An agent's change_mind shows up live, with the agent as its author.
+    web.call("POST", "/chat", {"message": "record progress", "task": TASK})
+    progress.locator("[data-actor]", has_text=re.compile("^dev$")).wait_for()
+    assert "Recorded by the agent." in progress.locator("[data-content]").inner_text()
+
+    # The human replaces the goals, explicitly one section.
+    goals.get_by_text("Edit Goals").click()
+    box = goals.get_by_label("New text of goals.md (replaces the whole section)")
+    box.fill("Ship the web UI.\n- Tested in a real browser.")
+    goals.get_by_role("button", name="Replace goals.md").click()
+    goals.locator("[data-actor]", has_text=re.compile("^human$")).wait_for()
+    assert "Ship the web UI." in goals.locator("[data-content]").inner_text()
+    after = float(goals.locator("[data-updated-at]").get_attribute("data-updated-at"))
+    assert after > before
+    assert "changed outside" not in goals.locator("[data-updated]").inner_text()
+    # The combined view is the effective Taskdoc, with the new goals in it.
+    page.get_by_role("tab", name="Combined (effective)").click()
+    assert "Ship the web UI." in page.locator("[data-effective]").inner_text()
+    page.get_by_role("tab", name="Sections").click()
+
+    history = read_store(procs.rtws, lambda s: s.taskdoc_history(TASK, "goals.md"))
+    last = history[-1]
+    assert (last.actor_member, last.actor_dialog) == ("human", None)
+    assert last.content_after == "Ship the web UI.\n- Tested in a real browser.\n"
+
+    # An edit started from a text that changed meanwhile is refused; the draft is kept.
+    progress.get_by_text("Edit Progress").click()
+    draft = progress.get_by_label("New text of progress.md (replaces the whole section)")
+    draft.fill("- My stale rewrite.")
+    web.call(
+        "POST",
+        "/taskdoc/edit",
+        {"task": TASK, "section": "progress", "content": "- Changed by someone else."},
+    )
+    progress.get_by_role("button", name="Replace progress.md").click()
+    error = progress.locator("[data-form-error]")
+    error.wait_for()
+    assert "changed since this edit started" in error.inner_text()
+    assert draft.input_value() == "- My stale rewrite."
+    content = read_store(procs.rtws, lambda s: s.taskdoc_history(TASK, "progress.md")[-1])
+    assert content.content_after == "- Changed by someone else.\n"
+
+
+# ---------------------------------------------------------------------------- resume
+
+
+def test_a_stream_cut_off_while_the_team_works_resumes_from_last_event_id(
+    procs: Procs, page: Any
+) -> None:
+    """The stream ends (its lifetime is short here); the browser's reconnect is held
+    back while the question is answered and the team replies; let through, it carries
+    `Last-Event-ID`, and what was committed meanwhile appears once."""
+    web = start_web(procs, "--stream-lifetime", "2")
+    started = web.call("POST", "/chat", {"message": "pick a database", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    questions = wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
+    _open(page, web, f"/dialogs/{dialog_id}")
+    page.locator(".entry.k-assistant", has_text="One decision is yours.").wait_for()
+
+    body = page.locator("body")
+    assert body.get_attribute("data-stream-from") == "since"  # the page's own position
+    held: list[Any] = []
+    page.route("**/events?*", lambda route: held.append(route))
+    page.locator('[data-connection-state][data-state="retry"]').wait_for()  # it ended
+    for _ in range(600):  # the browser reconnects after the retry delay (1 s)
+        if held:
+            break
+        page.wait_for_timeout(50)  # lets Playwright take the intercepted request
+    assert held, "the browser did not reconnect"
+    position = body.get_attribute("data-stream-seen")  # what it will send back
+    assert position is not None and re.fullmatch(r"m\d+\.e\d+\.c\d+", position)
+
+    question_id = questions[0]["question"]["id"]
+    web.call("POST", f"/questions/{question_id}/answer", {"answer": "SQLite"})
+    wait_until(
+        lambda: "Using SQLite, as you said." in read_store(
+            procs.rtws, lambda s: _assistant_texts(s, dialog_id)
+        ),
+        TIMEOUT,
+        "the reply in the store",
+    )
+    reply = page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.")
+    assert reply.count() == 0  # the stream is held: nothing could arrive
+
+    held[0].continue_()
+    reply.wait_for()
+    page.unroute("**/events?*")
+    _connected(page)
+    # The stream resumed from what the browser had seen, sent as Last-Event-ID.
+    assert body.get_attribute("data-stream-from") == "last-event-id"
+    assert body.get_attribute("data-stream-position") == position
+    assert page.locator(".entry.k-user", has_text="SQLite").count() == 1
+    assert reply.count() == 1
+    shown = page.locator("[data-entry]").evaluate_all("els => els.map(e => e.id)")
+    assert len(shown) == len(set(shown))  # nothing twice
+    stored = read_store(procs.rtws, lambda s: [f"m{m.id}" for m in s.load_history(dialog_id)])
+    assert shown == stored  # every message of the dialog, in order
+
+
+# ---------------------------------------------------------------------------- run --watch
+
+
+def test_the_ui_works_while_a_separate_run_watch_drives(procs: Procs, page: Any) -> None:
+    """With `--no-drive` the server drives nothing: the `run --watch` beside it answers
+    the chat and the question started in the browser, and the page shows it from the
+    store."""
+    watcher = procs.start("run", "--watch")
+    web = start_web(procs, "--no-drive")
+    _open(page, web)
+    page.get_by_label("Message", exact=True).fill("pick a database")
+    page.get_by_label("Task", exact=True).select_option(TASK)
+    page.get_by_role("button", name="Start the dialog").click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    dialog_id = page.url.rsplit("/", 1)[1]
+
+    question = page.locator("[data-question]")
+    question.wait_for()
+    question.get_by_label("Your answer to @dev").fill("SQLite")
+    question.get_by_role("button", name="Answer").click()
+    page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.").wait_for()
+    assert dialog_id in watcher.output()  # the watcher drove it
+    gens = read_store(procs.rtws, lambda s: s.generations(dialog_id))
+    assert len(gens) == 2  # the question, then the reply: each driven once
+
+
+def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: Any) -> None:
+    """The server and a `run --watch` both drive: the claim gives each drive to one of
+    them, never both; each message is answered once and shown once."""
+    procs.start("run", "--watch")
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "msg 0", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    _open(page, web, f"/dialogs/{dialog_id}")
+    composer = page.get_by_label("Message to @dev")
+    for n in range(1, 4):
+        page.locator(".entry.k-assistant").nth(n - 1).wait_for()
+        composer.fill(f"msg {n}")
+        page.get_by_role("button", name="Send").click()
+    page.locator(".entry.k-assistant").nth(3).wait_for()
+    wait_until(
+        lambda: read_store(procs.rtws, lambda s: s.get_dialog(dialog_id).status.value) == "idle",
+        TIMEOUT,
+        "the dialog to settle",
+    )
+    texts = read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
+    assert texts == ["Ack."] * 4
+    assert len(read_store(procs.rtws, lambda s: s.generations(dialog_id))) == 4
+    assert page.locator(".entry.k-assistant").count() == 4
+    assert page.locator(".entry.k-user").count() == 4
