@@ -28,7 +28,8 @@ def web(
     allow_remote: Annotated[
         bool,
         typer.Option(
-            "--allow-remote", help="Allow a --host that is not a loopback address (prints a warning)."
+            "--allow-remote",
+            help="Allow a --host that is not a loopback address (prints a warning).",
         ),
     ] = False,
     open_browser: Annotated[

@@ -42,9 +42,7 @@ def create_app(project: Project, options: WebOptions) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        feed = Feed(
-            project.runtime.store, EntryRenderer(env), poll_interval=options.poll_interval
-        )
+        feed = Feed(project.runtime.store, EntryRenderer(env), poll_interval=options.poll_interval)
         project.subscribe(feed.on_event)
         state.feed = feed
         poller = asyncio.create_task(feed.run(), name="web:feed")

@@ -126,7 +126,11 @@ async def _login(scope: Scope, send: Send, token: str, query: dict[str, str]) ->
     location = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "")
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
     await _respond(
-        send, 303, "text/plain", b"", extra=[(b"location", location.encode()), (b"set-cookie", cookie.encode())]
+        send,
+        303,
+        "text/plain",
+        b"",
+        extra=[(b"location", location.encode()), (b"set-cookie", cookie.encode())],
     )
 
 

@@ -219,9 +219,7 @@ class Subscription:
 
     scope: Scope
     cursor: Cursor
-    queue: asyncio.Queue[FeedItem | None] = field(
-        default_factory=lambda: asyncio.Queue(QUEUE_SIZE)
-    )
+    queue: asyncio.Queue[FeedItem | None] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
     overflowed: bool = False
 
     def offer(self, item: FeedItem | None) -> None:
@@ -266,9 +264,7 @@ RenderEntry = Callable[[MessageRecord | StoredEvent], str]
 class Feed:
     """One per server: polls the store, bridges the bus, serves every stream."""
 
-    def __init__(
-        self, store: Store, render: RenderEntry, *, poll_interval: float = 0.5
-    ) -> None:
+    def __init__(self, store: Store, render: RenderEntry, *, poll_interval: float = 0.5) -> None:
         self.store = store
         self.render = render
         self.poll_interval = poll_interval
@@ -289,7 +285,9 @@ class Feed:
                 )
                 text = ev.text  # type: ignore[attr-defined]
                 root = self._root_known(ev.dialog_id)
-                self._offer(ChunkItem(dialog_id=ev.dialog_id, root_id=root, stream=stream, text=text))
+                self._offer(
+                    ChunkItem(dialog_id=ev.dialog_id, root_id=root, stream=stream, text=text)
+                )
             return
         if isinstance(ev, DriveStarted) and ev.dialog_id and ev.root_id and ev.task:
             self._dialogs[ev.dialog_id] = (ev.root_id, ev.task)
@@ -297,7 +295,9 @@ class Feed:
             live = LiveItem(
                 dialog_id=ev.dialog_id,
                 root_id=self._root_known(ev.dialog_id),
-                what="generation_start" if isinstance(ev, GenerationStarted) else "generation_restart",
+                what="generation_start"
+                if isinstance(ev, GenerationStarted)
+                else "generation_restart",
                 member=getattr(ev, "member", None),
                 model=getattr(ev, "model", None),
             )
@@ -391,7 +391,11 @@ class Feed:
         rec = row.record
         if isinstance(rec, TaskdocChange):
             return TaskdocItem(
-                log_id=rec.id, task=rec.task_path, section=rec.section, actor=rec.actor_member, ts=rec.ts
+                log_id=rec.id,
+                task=rec.task_path,
+                section=rec.section,
+                actor=rec.actor_member,
+                ts=rec.ts,
             )
         assert rec.dialog_id is not None
         is_msg = isinstance(rec, MessageRecord)

@@ -42,9 +42,7 @@ def _event(sub: Subscription, item: FeedItem) -> ServerSentEvent | None:
     if isinstance(item, EntryItem | TaskdocItem):
         if not sub.advance(item):
             return None
-        return ServerSentEvent(
-            item.model_dump_json(), event=item.kind, id=sub.cursor.encode()
-        )
+        return ServerSentEvent(item.model_dump_json(), event=item.kind, id=sub.cursor.encode())
     if isinstance(item, MarkItem):
         if not sub.advance(item):
             return None
@@ -69,8 +67,8 @@ async def _follow(
             retry=state.options.retry_ms,
         )
         yield ServerSentEvent("{}", event="state")
-        for item in missed:
-            ev = _event(sub, item)
+        for old in missed:
+            ev = _event(sub, old)
             if ev is not None:
                 yield ev
         while True:
@@ -113,4 +111,3 @@ async def events(request: Request) -> Response:
 
 
 routes = [Route("/events", events)]
-

@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from mindloop import service
-from mindloop.errors import NotFoundError
 from mindloop.dialogs.tellask.parser import CallFinishEvent, MarkdownEvent, TellaskStreamParser
+from mindloop.errors import NotFoundError
 from mindloop.service import DialogSummary, Project
 from mindloop.store import (
     DialogRecord,
@@ -302,7 +302,7 @@ def entry_view(row: MessageRecord | StoredEvent) -> EntryView:
     if isinstance(row, StoredEvent):
         return _event_view(row)
     d = row.data
-    base = {
+    base: dict[str, Any] = {
         "id": f"m{row.id}",
         "dialog_id": row.dialog_id,
         "kind": row.kind,
@@ -348,7 +348,12 @@ def entry_view(row: MessageRecord | StoredEvent) -> EntryView:
 
 
 def _event_view(ev: StoredEvent) -> EntryView:
-    base = {"id": f"e{ev.id}", "dialog_id": ev.dialog_id or "", "kind": ev.type, "ts": ev.ts}
+    base: dict[str, Any] = {
+        "id": f"e{ev.id}",
+        "dialog_id": ev.dialog_id or "",
+        "kind": ev.type,
+        "ts": ev.ts,
+    }
     d = ev.data
     if ev.type == "generation_cancelled":
         partial = str(d.get("text") or "").strip() or "(nothing yet)"

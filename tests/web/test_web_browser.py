@@ -262,8 +262,9 @@ def test_a_stream_cut_off_while_the_team_works_resumes_from_last_event_id(
     question_id = questions[0]["question"]["id"]
     web.call("POST", f"/questions/{question_id}/answer", {"answer": "SQLite"})
     wait_until(
-        lambda: "Using SQLite, as you said." in read_store(
-            procs.rtws, lambda s: _assistant_texts(s, dialog_id)
+        lambda: (
+            "Using SQLite, as you said."
+            in read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
         ),
         TIMEOUT,
         "the reply in the store",
@@ -336,3 +337,48 @@ def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: 
     assert len(read_store(procs.rtws, lambda s: s.generations(dialog_id))) == 4
     assert page.locator(".entry.k-assistant").count() == 4
     assert page.locator(".entry.k-user").count() == 4
+
+
+# ---------------------------------------------------------------------------- the demo
+
+
+def test_the_demo_runs_in_the_browser_only(tmp_path: Path, page: Any) -> None:
+    """A new user's session: the demo's project, `mindloop web`, and then only the
+    browser: start the task, watch the team (tools, a teammate, three FBR samples, a
+    Taskdoc change), answer its question, see it done."""
+    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
+
+    rtws = prepare_demo_rtws(tmp_path / "demo")
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        web = start_web(procs)
+        _open(page, web, f"/task/{DEMO_TASK}")
+        page.get_by_label("Message", exact=True).fill(DEMO_PROMPT)
+        page.get_by_role("button", name="Start the dialog").click()
+        page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+
+        question = page.locator("[data-question]")
+        question.wait_for()
+        assert "Keep a Changelog" in question.inner_text()
+        tree = page.locator(".tree-list")
+        assert tree.locator("text=FBR").count() == 3
+        assert tree.locator("text=@reviewer").count() == 1
+        assert page.locator(".entry.k-tool_call", has_text="change_mind").count() == 1
+        assert page.locator(".entry.k-tellask_result", has_text="FBR").count() == 3
+        question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
+        question.get_by_role("button", name="Answer").click()
+        page.locator(
+            ".entry.k-assistant", has_text="human confirmed the changelog format"
+        ).wait_for()
+        page.locator("[data-no-questions]").wait_for()
+
+        page.goto(f"{web.base}/task/{DEMO_TASK}")
+        progress = _section(page, "progress")
+        assert progress.locator("[data-actor]").inner_text() == "dev"
+        assert "CHANGELOG.md started" in progress.locator("[data-content]").inner_text()
+        page.goto(web.base + "/")
+        assert (
+            page.locator(f'tr[data-task="{DEMO_TASK}"] [data-task-status]').inner_text() == "idle"
+        )
+    finally:
+        procs.close()

@@ -13,7 +13,6 @@ import http.client
 import json
 import re
 import signal
-import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -100,7 +99,7 @@ class EventStream:
         while True:
             try:
                 raw = self.resp.fp.readline()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise AssertionError(f"no event within {timeout}s") from None
             if not raw:
                 raise AssertionError("the event stream ended")
