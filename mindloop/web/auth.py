@@ -123,7 +123,10 @@ def _secured(send: Send) -> Send:
 async def _login(scope: Scope, send: Send, token: str, query: dict[str, str]) -> None:
     """Set the cookie and send the browser to the same address without the token."""
     rest = {k: v for k, v in query.items() if k != "token"}
-    location = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "")
+    path = str(scope.get("path") or "/")
+    if not path.startswith("/") or path.startswith("//"):
+        path = "/"  # only a path of this server
+    location = path + (f"?{urlencode(rest)}" if rest else "")
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
     await _respond(
         send,

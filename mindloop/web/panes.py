@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mindloop import service
 from mindloop.errors import NotFoundError
 from mindloop.service import Project
 from mindloop.web import views
@@ -35,7 +36,7 @@ def _taskdoc(project: Project, task: str) -> dict[str, Any]:
 
 
 def _dialogs(project: Project, task: str) -> dict[str, Any]:
-    return {"trees": views.trees(project, task), "members": views.members(project)}
+    return {"trees": views.trees(project, task), "task_usage": service.task_usage(project, task)}
 
 
 def _questions(project: Project, task: str) -> dict[str, Any]:

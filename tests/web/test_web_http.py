@@ -129,6 +129,11 @@ def test_a_bad_input_is_refused_with_the_use_cases_words_and_nothing_changes(web
     )
     assert status == 400 and "content is required" in json.loads(body)["error"]
     assert not _dialogs(web)
+    started = web.call("POST", "/chat", {"message": "first question"})
+    status, _, body = web.request("POST", f"/dialogs/{started['dialog']['id']}/retry")
+    assert status == 400 and "nothing to retry" in json.loads(body)["error"]
+    status, headers, _ = web.request("GET", f"//elsewhere.example?token={web.token}", bearer=False)
+    assert status == 303 and headers["location"] == "/"  # only a path of this server
 
 
 # ---------------------------------------------------------------------------- the stream
