@@ -80,10 +80,16 @@ async def _web(
 ) -> int:
     from mindloop import service
     from mindloop.cli.chat_cmd import start_logging
-    from mindloop.web.server import is_loopback, refuse_remote, serve
+    from mindloop.web.server import is_loopback, listen, refuse_remote, serve
 
-    refuse_remote(host, allow_remote)  # before anything is opened or written
+    # Everything that can be refused is, before anything is written (state, logs).
+    refuse_remote(host, allow_remote)
     project = service.open_project(rtws)
+    try:
+        sock = listen(host, port)
+    except BaseException:
+        await project.aclose()
+        raise
     if not is_loopback(host):
         err_console.print(
             f"warning: serving on {host}, not only on this machine: anyone who can reach it "
@@ -104,9 +110,8 @@ async def _web(
         start_logging(project, verbose)
         await serve(
             project,
+            sock,
             host=host,
-            port=port,
-            allow_remote=allow_remote,
             open_browser=open_browser,
             drive=drive,
             stream_lifetime=stream_lifetime,

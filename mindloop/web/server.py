@@ -73,18 +73,15 @@ def address(sock: socket.socket, host: str, token: str) -> Serving:
 
 async def serve(
     project: Project,
+    sock: socket.socket,
     *,
     host: str = "127.0.0.1",
-    port: int = 0,
-    allow_remote: bool = False,
     open_browser: bool = False,
     drive: bool = True,
     stream_lifetime: float = 600.0,
     announce: Callable[[Serving], None],
 ) -> None:
-    """Serve until stopped (Ctrl-C / SIGTERM)."""
-    refuse_remote(host, allow_remote)
-    sock = listen(host, port)
+    """Serve on `sock` (from `listen`) until stopped (Ctrl-C / SIGTERM)."""
     token = secrets.token_urlsafe(24)
     serving = address(sock, host, token)
     project.runtime  # noqa: B018 - open the state now: a refusal stops before serving

@@ -9,6 +9,7 @@ mock provider, and stops it as a user does (Ctrl-C).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,11 +101,21 @@ def test_the_printed_address_sets_a_cookie_and_drops_the_token(web: Web) -> None
     assert not _dialogs(web)
 
 
-def test_only_loopback_is_served_unless_allowed(rtws: Path) -> None:
+def test_what_cannot_be_served_is_refused_before_anything_is_written(rtws: Path) -> None:
     out = ml("-C", str(rtws), "web", "--host", "0.0.0.0", cwd=rtws)
     assert out.returncode == 1
     assert "not a loopback address" in out.stderr and "--allow-remote" in out.stderr
     assert not (rtws / STATE_DIR).exists()  # refused before anything was written
+    missing = ml("-C", str(rtws / "nope"), "web", cwd=rtws)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = ml("-C", str(rtws), "web", "--port", str(port), cwd=rtws)
+    assert busy.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+    assert not (rtws / STATE_DIR).exists()  # not even a log
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10")
 
