@@ -32,14 +32,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from mindloop.errors import NotFoundError
 from mindloop.events.types import (
-    CHUNK_TYPES,
     DriveStarted,
     Event,
     EventType,
     GenerationRestarted,
     GenerationStarted,
     TextChunk,
+    ThinkingChunk,
 )
 from mindloop.store import DialogRecord, MessageRecord, Store, TaskdocChange
 from mindloop.store import feed as store_feed
@@ -278,30 +279,34 @@ class Feed:
 
     def on_event(self, ev: Event) -> None:
         """The bus listener: cheap, inline with the engine."""
-        if ev.type in CHUNK_TYPES:
+        if isinstance(ev, TextChunk | ThinkingChunk):
             if self.subs and ev.dialog_id is not None:
                 stream: Literal["text", "thinking"] = (
                     "text" if isinstance(ev, TextChunk) else "thinking"
                 )
-                text = ev.text  # type: ignore[attr-defined]
                 root = self._root_known(ev.dialog_id)
                 self._offer(
-                    ChunkItem(dialog_id=ev.dialog_id, root_id=root, stream=stream, text=text)
+                    ChunkItem(dialog_id=ev.dialog_id, root_id=root, stream=stream, text=ev.text)
                 )
             return
         if isinstance(ev, DriveStarted) and ev.dialog_id and ev.root_id and ev.task:
             self._dialogs[ev.dialog_id] = (ev.root_id, ev.task)
-        if isinstance(ev, GenerationStarted | GenerationRestarted) and ev.dialog_id and self.subs:
-            live = LiveItem(
-                dialog_id=ev.dialog_id,
-                root_id=self._root_known(ev.dialog_id),
-                what="generation_start"
-                if isinstance(ev, GenerationStarted)
-                else "generation_restart",
-                member=getattr(ev, "member", None),
-                model=getattr(ev, "model", None),
-            )
-            self._offer(live)
+        if self.subs and ev.dialog_id is not None:
+            root = self._root_known(ev.dialog_id)
+            if isinstance(ev, GenerationStarted):
+                self._offer(
+                    LiveItem(
+                        dialog_id=ev.dialog_id,
+                        root_id=root,
+                        what="generation_start",
+                        member=ev.member,
+                        model=ev.model,
+                    )
+                )
+            elif isinstance(ev, GenerationRestarted):
+                self._offer(
+                    LiveItem(dialog_id=ev.dialog_id, root_id=root, what="generation_restart")
+                )
         if ev.type in WAKING:
             self.wake.set()
 
@@ -459,8 +464,6 @@ class _Row:
 
 
 def _find_dialog(store: Store, dialog_id: str) -> DialogRecord | None:
-    from mindloop.errors import NotFoundError
-
     try:
         return store.get_dialog(dialog_id)
     except NotFoundError:
