@@ -37,7 +37,8 @@ SCRIPT: list[dict[str, Any]] = [
         "contains": "hello web",
         "thinking": "The human says hello; greet back.",
         "response": "Hello from the mock provider, streamed word by word to your browser.",
-        "delay_ms": 1200,
+        # Time for the dialog page to load and subscribe, even on a loaded machine.
+        "delay_ms": 3000,
         "chunk_delay_ms": 60,
     },
     {"contains": "and again", "response": "Answered again."},
@@ -239,7 +240,7 @@ def test_a_stream_cut_off_while_the_team_works_resumes_from_last_event_id(
     """The stream ends (its lifetime is short here); the browser's reconnect is held
     back while the question is answered and the team replies; let through, it carries
     `Last-Event-ID`, and what was committed meanwhile appears once."""
-    web = start_web(procs, "--stream-lifetime", "2")
+    web = start_web(procs, "--stream-lifetime", "3")
     started = web.call("POST", "/chat", {"message": "pick a database", "task": TASK})
     dialog_id = started["dialog"]["id"]
     questions = wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
@@ -247,7 +248,6 @@ def test_a_stream_cut_off_while_the_team_works_resumes_from_last_event_id(
     page.locator(".entry.k-assistant", has_text="One decision is yours.").wait_for()
 
     body = page.locator("body")
-    assert body.get_attribute("data-stream-from") == "since"  # the page's own position
     held: list[Any] = []
     page.route("**/events?*", lambda route: held.append(route))
     page.locator('[data-connection-state][data-state="retry"]').wait_for()  # it ended

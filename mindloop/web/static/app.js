@@ -43,9 +43,6 @@
       el.dataset.stale = "1";
       return;
     }
-    const open = [...el.querySelectorAll("details[open][id]")].map((d) => d.id);
-    const selected = el.querySelector("[role=tab][aria-selected=true]");
-    const tab = selected ? selected.id : null;
     let res;
     try {
       res = await fetch(el.dataset.fragment, { headers: { Accept: "text/html" } });
@@ -59,6 +56,10 @@
       el.dataset.stale = "1";
       return;
     }
+    // What the person opened or chose stays so (read now: they may have acted meanwhile).
+    const open = [...el.querySelectorAll("details[open][id]")].map((d) => d.id);
+    const selected = el.querySelector("[role=tab][aria-selected=true]");
+    const tab = selected ? selected.id : null;
     el.innerHTML = html;
     delete el.dataset.stale;
     for (const id of open) {
