@@ -3,7 +3,8 @@
 The public Python API (everything in `__all__`):
 
 - `open_project(rtws)` and the use cases on it, the same ones the CLI runs:
-  `start_chat`, `post`, `answer`, `retry`, `run` (the scheduler, once or `watch=True`),
+  `start_chat`, `post`, `ask` (through the Router), `answer`, `retry`, `run` (the scheduler,
+  once or `watch=True`),
   `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`; results are typed (`Posted`,
   `DriveReport` with its `Outcome`, `Transcript` …). See `mindloop.service`.
 - The engine underneath: `DialogRuntime` (create, post, drive dialogs) and `Scheduler`.
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "mindloop.service": (
         "Answered",
+        "Asked",
         "DeletedTree",
         "DialogSummary",
         "DriveReport",
@@ -42,6 +44,7 @@ _EXPORTS = {
         "Transcript",
         "TreeNode",
         "answer",
+        "ask",
         "delete_tree",
         "dialog_trees",
         "list_dialogs",
@@ -72,6 +75,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "Answered",
+    "Asked",
     "Config",
     "ConfigError",
     "DefaultPolicy",
@@ -99,6 +103,7 @@ __all__ = [
     "TreeNode",
     "TurnPolicy",
     "answer",
+    "ask",
     "check_config",
     "delete_tree",
     "dialog_trees",
@@ -128,6 +133,7 @@ if TYPE_CHECKING:
     from mindloop.rtws import init_rtws
     from mindloop.service import (
         Answered,
+        Asked,
         DeletedTree,
         DialogSummary,
         DriveReport,
@@ -137,6 +143,7 @@ if TYPE_CHECKING:
         Transcript,
         TreeNode,
         answer,
+        ask,
         delete_tree,
         dialog_trees,
         list_dialogs,

@@ -18,7 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds
+from mindloop.cli import dialogs_cmds, self_cmds
+from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
@@ -26,6 +27,7 @@ from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
 from mindloop.cli.web_cmd import web
+from mindloop.cli.worker_cmds import worker, workers
 from mindloop.errors import MindloopError
 
 app = typer.Typer(
@@ -85,6 +87,7 @@ app.command()(init)
 app.command()(check)
 app.command()(schema)
 app.command()(chat)
+app.command()(ask)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)
@@ -92,8 +95,11 @@ app.command()(demo)
 app.command()(web)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
+app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
 app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
+app.command()(worker)
+app.command()(workers)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

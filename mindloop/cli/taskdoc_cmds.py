@@ -46,19 +46,19 @@ def _ts(t: float | None) -> str:
 
 def _store_if_any(rtws: Path) -> Store | None:
     """The rtws store if the runtime ever ran here (reading must not create state)."""
-    from mindloop.store import STATE_DIR, STATE_FILE, Store
+    from mindloop.store import Store
 
-    return Store.for_rtws(rtws) if (rtws / STATE_DIR / STATE_FILE).exists() else None
+    return Store.for_rtws(rtws) if Store.exists_for(rtws) else None
 
 
 def _audit_created(rtws: Path, pkg: TaskPackage) -> None:
-    """Record the sections a human created (`taskdoc.human.record_created`)."""
+    """Record the sections a human created (see `taskdoc.mind.record_created`)."""
     from mindloop.store import Store
-    from mindloop.taskdoc.human import record_created
+    from mindloop.taskdoc.mind import record_created
 
     store = Store.for_rtws(rtws)
     try:
-        record_created(pkg, store)
+        record_created(pkg, store, HUMAN_ACTOR)
     finally:
         store.close()
 

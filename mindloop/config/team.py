@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mindloop.config.caps import CapsConfig
+from mindloop.config.loop import LoopConfig
 from mindloop.config.model_params import ModelParams, merge_model_params
 from mindloop.config.problems import KeyPath, render_value
 from mindloop.i18n import Lang
@@ -219,6 +220,7 @@ class TeamSpec(BaseModel):
     caps: CapsConfig = Field(default_factory=CapsConfig)  # spending caps (`config.caps`)
     # Modules whose `@tool` functions become toolsets named after the module.
     python_tools: list[ModuleName] = Field(default_factory=list)
+    loop: LoopConfig = Field(default_factory=LoopConfig)  # the work loop (`config.loop`)
 
 
 class TeamConfig(BaseModel):
@@ -232,6 +234,7 @@ class TeamConfig(BaseModel):
     work_language: Lang = "en"
     caps: CapsConfig = Field(default_factory=CapsConfig)
     python_tools: list[str] = Field(default_factory=list)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:
@@ -302,6 +305,12 @@ def resolve_team(
     elif responder not in all_ids:
         known = ", ".join(all_ids) or "(none)"
         issues.append((("default_responder",), f"{responder!r} is not a member (members: {known})"))
+    router = spec.loop.router.member
+    if router is not None and router not in all_ids:
+        known = ", ".join(all_ids) or "(none)"
+        issues.append(
+            (("loop", "router", "member"), f"{router!r} is not a member (members: {known})")
+        )
     if issues or responder is None or len(members) < len(all_ids):
         return None, issues
     return TeamConfig(
@@ -311,4 +320,5 @@ def resolve_team(
         work_language=spec.work_language,
         caps=spec.caps,
         python_tools=list(spec.python_tools),
+        loop=spec.loop,
     ), issues

@@ -16,7 +16,12 @@ from mindloop.dialogs.caps import CapGuard
 from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.course import start_new_course
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT
-from mindloop.dialogs.generation import GenerationOutcome, run_generation
+from mindloop.dialogs.generation import (
+    GENERATION_CODEC,
+    GenerationOutcome,
+    generation_key,
+    run_generation,
+)
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.outcomes import (
     Continue,
@@ -33,6 +38,7 @@ from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, WaitState
 from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
+from mindloop.durable.steps import Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
     DriveEnded,
@@ -44,7 +50,15 @@ from mindloop.events.types import (
 )
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool, generation_caller
-from mindloop.store import DialogStatus, MessageRecord, Store, UsageTotals
+from mindloop.store import (
+    DialogRecord,
+    DialogStatus,
+    MessageRecord,
+    Store,
+    UsageTotals,
+    crash_points,
+)
+from mindloop.tools.base import call_key
 
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
@@ -67,6 +81,7 @@ class Driver:
         tools: ToolStep,
         claims: Claims,
         wake: asyncio.Event,
+        steps: Steps | None = None,
     ) -> None:
         self.store = store
         self.tree = tree
@@ -76,6 +91,9 @@ class Driver:
         self.tools = tools
         self.claims = claims
         self.wake = wake
+        # The durable step boundary around the model call (None: the call is made
+        # directly; see `mindloop.durable`).
+        self.steps = steps
         self.caps = CapGuard(store, parts.config.team.caps, parts.lang)
 
     async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
@@ -86,16 +104,16 @@ class Driver:
         # failure leaves an earlier state that recovery handles the same way; the next
         # durable commit makes them durable too (the WAL is replayed in order).
         with self.store.tx(durable=False):
-            if not self.claims.take(did):  # another live process drives it: skip it
+            fresh = self.claims.take(did)
+            if fresh is None:  # another live process drives it: skip it
                 result.reason = DriveEnd.CLAIMED
                 return result
             # Under the claim (and the write lock), the view is made current: nobody but
             # this drive appends turns now, and what others appended is seen.
-            self._sync(live)
+            self._sync(live, fresh)
             state = self.tree.wait_state(did)
             if not state.drivable:
-                self.store.update_dialog(did, status=DialogStatus.WAITING)
-                self.claims.release(did)
+                self.claims.settle(did, DialogStatus.WAITING)
                 result.reason = DriveEnd.WAITING
                 return result
             self._take_inbox(live)
@@ -193,10 +211,21 @@ class Driver:
                 dialog_id=did, member=live.member.id, model=req.model, provider=live.member.provider
             )
         )
-        try:
+
+        async def generate() -> GenerationOutcome:
             await run_generation(
                 self.providers.stream(live.member.provider, req), self.bus, did, out
             )
+            return out
+
+        try:
+            if self.steps is None:
+                await generate()
+            else:
+                key = generation_key(
+                    did, live.record.course, live.history.last_id, len(live.history)
+                )
+                out = await self.steps.run("generation", key, generate, GENERATION_CODEC)
         except asyncio.CancelledError:
             # Interrupted mid-stream: the partial output is not a turn. Persisted as one it
             # would end the dialog's turn (a side dialog would never reply) and could
@@ -210,6 +239,8 @@ class Driver:
                     "generation_cancelled", did, {"text": out.text, "thinking": out.thinking}
                 )
             raise
+        if crash_points.CRASH is not None:  # tests only: the model answered, nothing committed
+            crash_points.CRASH.reached("generation.after")
         decision = decide_turn(live, self.parts, out, req.model)
         commit_turn(self.store, self.tree, live, decision, self.claims)
         usage.add(decision.generation)
@@ -273,25 +304,24 @@ class Driver:
         status = SETTLED_STATUS.get(end, DialogStatus.IDLE)
         with self.store.tx(durable=False):
             if resume:
-                self.store.update_dialog(live.id, status=status, needs_drive=True)
+                self.claims.settle(live.id, status, needs_drive=True)
             else:
-                self.store.update_dialog(live.id, status=status)
+                self.claims.settle(live.id, status)
             self.store.record_event(
                 "drive_end",
                 live.id,
                 {"reason": str(end), "steps": result.steps, "error": result.error},
             )
-            self.claims.release(live.id)
         live.record.status = status
         self.bus.publish(
             DriveEnded(dialog_id=live.id, reason=str(end), steps=result.steps, error=result.error)
         )
 
-    def _sync(self, live: LiveDialog) -> None:
-        """Inside the claim's tx: the record as stored; the history loaded (a new view),
-        reloaded (another drive changed the course) or caught up with what others
-        appended since an earlier drive of this process (replies, answers, posts)."""
-        fresh = self.store.get_dialog(live.id)
+    def _sync(self, live: LiveDialog, fresh: DialogRecord) -> None:
+        """Inside the claim's tx, given the record as the claim left it: the history
+        loaded (a new view), reloaded (another drive changed the course) or caught up
+        with what others appended since an earlier drive of this process (replies,
+        answers, posts)."""
         if not live.loaded or fresh.course != live.record.course:
             live.record = fresh
             live.reload_history(self.store)
@@ -309,17 +339,32 @@ class Driver:
                     dialog_id=live.id,
                     course=live.record.course,
                     kind="tool_result",
-                    data={
+                    data=self._recorded_result(live, i, c)
+                    or {
                         "call_id": c.id,
                         "name": c.name,
                         "content": INTERRUPTED_TOOL_RESULT,
                         "is_error": True,
                     },
                 )
-                for c in dangling
+                for i, c in enumerate(dangling)
             ]
             live.history.extend(self.store.append_messages(recs))
         live.history.extend(self.tree.take_responses(live.record))
+
+    def _recorded_result(
+        self, live: LiveDialog, index: int, call: ToolCall
+    ) -> dict[str, object] | None:
+        """A dangling call's result as a durable step recorded it before the crash (a
+        recovered drive workflow), or None: then it is answered as interrupted."""
+        gen = live.history.open_generation
+        if self.steps is None or gen is None:
+            return None
+        value = self.steps.recorded("tool", call_key(live.id, gen, index))
+        if value is None:
+            return None
+        text, is_error = value["text"], value["is_error"]
+        return {"call_id": call.id, "name": call.name, "content": text, "is_error": is_error}
 
 
 def _nothing_to_answer(live: LiveDialog) -> bool:

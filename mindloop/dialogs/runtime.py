@@ -17,6 +17,7 @@ answer a question, drive a dialog. The work is done by modules with one job each
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, Sink
 from mindloop.dialogs.waits import WaitKind
+from mindloop.durable.steps import Steps
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
@@ -83,6 +85,7 @@ class DialogRuntime:
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
@@ -117,9 +120,18 @@ class DialogRuntime:
             self.bus,
             self.providers,
             self.parts,
-            ToolStep(self.store, self.bus, self.parts, self.claims, self.tree, self._tool_context),
+            ToolStep(
+                self.store,
+                self.bus,
+                self.parts,
+                self.claims,
+                self.tree,
+                self._tool_context,
+                steps,
+            ),
             self.claims,
             self.wake,
+            steps,
         )
 
     async def aclose(self) -> None:
@@ -309,10 +321,12 @@ class DialogRuntime:
     def _tool_context(self, live: LiveDialog, key: str) -> ToolContext:
         """What one tool call sees: typed facts and the narrow services bound to this
         dialog (never the engine itself)."""
+        if live.tool_context is not None:
+            return dataclasses.replace(live.tool_context, call_key=key)
         m = live.member
         did = live.id
         publish = self.bus.publish  # the hook reaches the bus, never the engine
-        return ToolContext(
+        live.tool_context = ToolContext(
             rtws=self.rtws,
             member=m.id,
             dialog_id=did,
@@ -335,3 +349,4 @@ class DialogRuntime:
                 TaskdocChanged(dialog_id=did, section=section)
             ),
         )
+        return live.tool_context

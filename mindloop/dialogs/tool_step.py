@@ -14,7 +14,7 @@ they commit in that same transaction, which is then durable.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from mindloop.dialogs.claims import Claims
@@ -22,6 +22,7 @@ from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
 from mindloop.dialogs.waits import WaitKind
+from mindloop.durable.steps import Codec, JsonObject, Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
@@ -55,6 +56,7 @@ class ToolStep:
         claims: Claims,
         tree: DialogTree,
         context_for: Callable[[LiveDialog, str], ToolContext],
+        steps: Steps | None = None,
     ) -> None:
         self.tree = tree
         self.store = store
@@ -62,6 +64,7 @@ class ToolStep:
         self.parts = parts
         self.claims = claims
         self.context_for = context_for
+        self.steps = steps  # the durable step boundary (None: tools run directly)
 
     async def run(
         self,
@@ -77,7 +80,8 @@ class ToolStep:
         offered_names = [t.name for t in offered]
 
         async def one(index: int, call: ToolCall) -> ToolOutput:
-            ctx = self.context_for(live, call_key(did, generation_id, index))
+            key = call_key(did, generation_id, index)
+            ctx = self.context_for(live, key)
             self.bus.publish(
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
@@ -89,12 +93,15 @@ class ToolStep:
             else:  # an unknown name is answered by the registry, listing what is offered
                 if crash_points.CRASH is not None:  # tests only
                     crash_points.CRASH.reached("tool.before", call.name)
-                out = await registry.execute(
-                    call.name,
-                    call.arguments,
-                    ctx,
-                    allowed=None if registry.get(call.name) else offered_names,
-                )
+                allowed = None if registry.get(call.name) else offered_names
+
+                def execute() -> Awaitable[ToolOutput]:
+                    return registry.execute(call.name, call.arguments, ctx, allowed=allowed)
+
+                if self.steps is None:
+                    out = await execute()
+                else:
+                    out = await self.steps.run("tool", key, execute, TOOL_CODEC)
                 if crash_points.CRASH is not None:
                     crash_points.CRASH.reached("tool.after", call.name)
             self.bus.publish(
@@ -145,3 +152,17 @@ class ToolStep:
                 self.tree.waits.open(live.id, WaitKind(kind), key, payload, due_at=due_at)
             case StartDetached(member=member, message=message, sink=sink, payload=payload):
                 self.tree.start_detached(live.record, member, message, sink=sink, payload=payload)
+
+
+def _encode_output(out: ToolOutput) -> JsonObject:
+    # Store effects are code, not data: a result that has them runs again on replay
+    # (its effects are keyed by the call key and commit with the result).
+    return {"text": out.text, "is_error": out.is_error, "rerun": bool(out.effects)}
+
+
+def _decode_output(data: JsonObject) -> ToolOutput:
+    return ToolOutput(data["text"], is_error=data["is_error"])
+
+
+# A tool call's result as a durable step records it (see `mindloop.durable`).
+TOOL_CODEC = Codec(_encode_output, _decode_output)

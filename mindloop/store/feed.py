@@ -12,10 +12,10 @@ Everything here is a read. `marks` is one statement of scalar subqueries over pr
 keys and small aggregates, cheap enough to poll a few times a second; the rows after a
 mark are read only when a mark moved.
 
-Ordering caveat: ids are handed out when rows are inserted. On SQLite writers hold the
-database's write lock until they commit, so a reader never sees id n+1 before id n; a
-database whose writers commit concurrently (PostgreSQL) needs a reader that re-reads a
-short window behind its marks.
+Why a position is enough: ids are handed out when rows are inserted, and on every dialect
+write transactions run one at a time (SQLite's write lock, the PostgreSQL dialect's
+advisory lock), each holding it until it commits — so a reader never sees id n+1 before
+id n, and nothing appears later behind a position already reported.
 """
 
 from __future__ import annotations

@@ -224,5 +224,146 @@ def _v3_to_v4(conn: sa.Connection) -> None:
     _add_columns(conn, generations, ["cost_usd"])
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v0_to_v1, _v1_to_v2, _v2_to_v3, _v3_to_v4]
+# ---------------------------------------------------------------- the work loop: tasks, Router
+# (issue 12; DESIGN.md §8.7, §8.8). Records and statements: `store/tasks.py`,
+# `store/router_log.py`.
+
+# One loop root per task: the `*.tsk` package bound to the root dialog its loop drives,
+# with the loop's own state of the task. `mindloop chat --task` roots are not listed here.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("task_path", sa.String, nullable=False, unique=True),
+    sa.Column("root_id", sa.String, nullable=False, unique=True),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("phase", sa.String, nullable=True),  # None until the loop first runs
+    sa.Column("status", sa.String, nullable=False),  # ACTIVE | WAITING | DONE | FAILED
+    sa.Column("status_reason", sa.Text, nullable=True),
+    sa.Column("plan_reentries", sa.Integer, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),  # optimistic locking of loop writes
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("ix_tasks_updated", "updated_at"),
+)
+
+# Every Router call: what it was given, what it decided (or why it could not), its usage.
+router_decisions = sa.Table(
+    "router_decisions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("candidates", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # accepted | failed
+    sa.Column("decision", sa.JSON, nullable=True),
+    sa.Column("attempts", sa.JSON, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("task_path", sa.String, nullable=True),  # the task the message went to
+    sa.Column("root_id", sa.String, nullable=True),  # … and its loop root
+    sa.Column("created_task", sa.Boolean, nullable=False),
+    sa.Column("member", sa.String, nullable=False),
+    sa.Column("provider", sa.String, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=True),
+    sa.Column("output_tokens", sa.Integer, nullable=True),
+    sa.Column("cost_usd", sa.Float, nullable=True),
+)
+
+
+def _v4_to_v5(conn: sa.Connection) -> None:
+    """The work loop's tasks (one loop root per task) and the Router's decisions."""
+    metadata.create_all(conn, tables=[tasks, router_decisions])
+
+
+# ---------------------------------------------------------------- self-improve (issue 12.7)
+# The outbox of outward effects (KB requests first), the receiver-side dedupe registry,
+# and the cursors that make a pass (SELF_IMPROVE) resumable. Statements and records:
+# `store/outbox.py`, `store/cursors.py`.
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),  # msg_id (time-ordered)
+    sa.Column("kind", sa.String, nullable=False),  # kb_request
+    sa.Column("call_key", sa.String, nullable=False, unique=True),  # the tool call's key
+    sa.Column("idempotency_key", sa.String, nullable=False, index=True),
+    sa.Column("source_dialog", sa.String, nullable=False),
+    sa.Column("source_member", sa.String, nullable=False),
+    sa.Column("task_path", sa.String, nullable=True),
+    sa.Column("target", sa.String, nullable=False),  # the receiving member
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | duplicate | acked | dead
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", sa.Float, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("sent_at", sa.Float, nullable=True),
+    sa.Column("delivered_to", sa.String, nullable=True),  # the receiving dialog
+    sa.Column("duplicate_of", sa.String, nullable=True),  # the msg_id first received
+    sa.Column("acked_at", sa.Float, nullable=True),
+    sa.Index("ix_outbox_status_next", "status", "next_attempt_at"),
+)
+
+received_keys = sa.Table(
+    "received_keys",
+    metadata,
+    sa.Column("receiver", sa.String, primary_key=True),  # e.g. the KB member
+    sa.Column("key", sa.String, primary_key=True),  # an idempotency key
+    sa.Column("msg_id", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=False),
+    sa.Column("received_at", sa.Float, nullable=False),
+)
+
+cursors = sa.Table(
+    "cursors",
+    metadata,
+    sa.Column("scope", sa.String, primary_key=True),  # e.g. a task's loop root dialog
+    sa.Column("name", sa.String, primary_key=True),  # e.g. self_improve
+    sa.Column("value", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
+def _self_improve_tables(conn: sa.Connection) -> None:
+    """The outbox, the received-keys registry and cursors (self-improve, issue 12.7)."""
+    metadata.create_all(conn, tables=[outbox, received_keys, cursors])
+
+
+# ---------------------------------------------------------------------- scale-out workers
+# (issue 15: `mindloop worker` processes sharing one PostgreSQL database; `store/workers.py`)
+
+workers = sa.Table(
+    "workers",
+    metadata,
+    sa.Column("executor_id", sa.String, primary_key=True),  # its DBOS executor id
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("rtws", sa.String, nullable=False),  # the rtws path as the worker sees it
+    sa.Column("fingerprint", sa.String, nullable=False),  # of the rtws's configuration
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("claim_owner", sa.String, nullable=False),  # its runtime's claims owner id
+    sa.Column("ttl", sa.Float, nullable=False),  # dead when not heard from for this long
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped_at", sa.Float, nullable=True),  # stopped on its own
+    sa.Column("recovered_by", sa.String, nullable=True),  # the worker that took its work
+    sa.Column("recovered_at", sa.Float, nullable=True),
+)
+
+
+def _workers_table(conn: sa.Connection) -> None:
+    """Scale-out workers: who runs, their heartbeats, who recovered a dead one's work."""
+    metadata.create_all(conn, tables=[workers])
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [
+    _v0_to_v1,
+    _v1_to_v2,
+    _v2_to_v3,
+    _v3_to_v4,
+    _v4_to_v5,
+    _self_improve_tables,
+    _workers_table,
+]
 SCHEMA_VERSION = len(MIGRATIONS)

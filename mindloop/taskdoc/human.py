@@ -1,4 +1,4 @@
-"""The human's side of a Taskdoc: create a package, replace one section, name its maintainer.
+"""The human's side of a Taskdoc: replace one section, name its maintainer.
 
 A person changes a Taskdoc through the same audited write as an agent's `change_mind`,
 recorded with the actor `human`, whichever face they use (`mindloop taskdoc edit`, the web
@@ -10,13 +10,11 @@ meanwhile is never silently overwritten.
 
 from __future__ import annotations
 
-import time
-
 from mindloop.errors import MindloopError
 from mindloop.i18n import Lang
 from mindloop.store import Store, TaskdocChange
 from mindloop.taskdoc import fsio
-from mindloop.taskdoc.mind import change_mind, known_sections
+from mindloop.taskdoc.mind import change_mind
 from mindloop.taskdoc.package import TaskPackage
 from mindloop.taskdoc.sections import SECTION_SUFFIX, SectionError, parse_section_ref
 
@@ -39,28 +37,6 @@ def section_ref(ref: str, what: str = "section") -> str:
         return parse_section_ref(ref)
     except SectionError as exc:
         raise MindloopError(f"{what} {ref!r}: {exc.text.removeprefix('Error: ')}") from None
-
-
-def record_created(pkg: TaskPackage, store: Store) -> None:
-    """Record the sections a person created (empty ones too), so a section's history
-    starts at version 1 with who created it, not as "changed outside mindloop"."""
-    for rel in known_sections(pkg):
-        if not pkg.section_exists(rel):
-            continue
-        text = pkg.read_section(rel)
-        store.record_taskdoc_change(
-            TaskdocChange(
-                task_path=pkg.rel_path,
-                section=rel,
-                actor_member=HUMAN_ACTOR,
-                actor_dialog=None,
-                ts=time.time(),
-                hash_before=None,
-                hash_after=fsio.sha256_text(text),
-                content_before=None,
-                content_after=text,
-            )
-        )
 
 
 def edit_section(

@@ -18,7 +18,8 @@ from starlette.routing import Route
 from mindloop import service
 from mindloop.errors import MindloopError
 from mindloop.taskdoc import TaskPackage
-from mindloop.taskdoc.human import edit_section, record_created
+from mindloop.taskdoc.human import HUMAN_ACTOR, edit_section
+from mindloop.taskdoc.mind import record_created
 from mindloop.web.state import done, fields, web
 
 
@@ -43,7 +44,7 @@ async def new_task(request: Request) -> Response:
     pkg = TaskPackage.create(
         state.project.rtws, slug, goal=form.get("goal") or None, constraints=constraints
     )
-    record_created(pkg, state.project.runtime.store)
+    record_created(pkg, state.project.runtime.store, HUMAN_ACTOR)
     return done(request, _task_url(pkg.rel_path), task=pkg.rel_path)
 
 

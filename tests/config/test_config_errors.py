@@ -178,7 +178,7 @@ def test_unknown_root_key(tmp_path: Path) -> None:
     write_config(tmp_path, team=SAMPLE_TEAM + "shell_specialist: [alice]\n")
     assert problem_lines(tmp_path) == [
         f"{TEAM}:13: shell_specialist: unknown key (allowed: member_defaults, "
-        "default_responder, members, work_language, caps, python_tools)"
+        "default_responder, members, work_language, caps, python_tools, loop)"
     ]
 
 

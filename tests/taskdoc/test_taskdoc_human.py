@@ -12,17 +12,18 @@ from mindloop.errors import MindloopError
 from mindloop.store import Store
 from mindloop.taskdoc import TaskPackage, section_status
 from mindloop.taskdoc.human import (
+    HUMAN_ACTOR,
     EditConflict,
     content_hash,
     edit_section,
     maintainer,
-    record_created,
 )
+from mindloop.taskdoc.mind import record_created
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "state.sqlite")
+    s = Store.for_rtws(tmp_path)
     yield s
     s.close()
 
@@ -32,7 +33,7 @@ def pkg(tmp_path: Path, store: Store) -> TaskPackage:
     rtws = tmp_path / "rtws"
     rtws.mkdir()
     made = TaskPackage.create(rtws, "login", goal="Users can log in", constraints=["No cookies"])
-    record_created(made, store)
+    record_created(made, store, HUMAN_ACTOR)
     return made
 
 

@@ -37,9 +37,10 @@ SCRIPT: list[dict[str, Any]] = [
         "contains": "hello web",
         "thinking": "The human says hello; greet back.",
         "response": "Hello from the mock provider, streamed word by word to your browser.",
-        # Time for the dialog page to load and subscribe, even on a loaded machine.
+        # Time for the dialog page to load and subscribe, even on a loaded machine; then
+        # seconds of streaming, so the live text can be seen before the answer commits.
         "delay_ms": 3000,
-        "chunk_delay_ms": 60,
+        "chunk_delay_ms": 250,
     },
     {"contains": "and again", "response": "Answered again."},
     # A question for the human, then the answer to it.

@@ -33,7 +33,7 @@ from mindloop.web.feed import (
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "state.sqlite")
+    s = Store.for_rtws(tmp_path)
     yield s
     s.close()
 

@@ -192,6 +192,7 @@ def test_a_position_the_server_did_not_write_is_refused(web: Web) -> None:
     stream.close()
 
 
+@pytest.mark.sqlite_only
 def test_state_is_created_only_when_the_server_starts(procs: Procs, rtws: Path) -> None:
     assert not (rtws / STATE_DIR / STATE_FILE).exists()
     web = start_web(procs)
