@@ -6,7 +6,8 @@ connection without losing or repeating anything. The store already holds that hi
 `messages`, `events` and `taskdoc_changes` are append-only logs with increasing ids, so a
 reader's position is the last id it saw in each (`FeedMarks`), and what it missed is the
 rows after them. Dialogs, questions and waits are state, not logs: a reader only needs to
-know *that* they changed (`FeedMarks.stamp`), then reads them again.
+know *that* they changed (`FeedMarks.stamp`), then reads them again; so are the tasks'
+loop states (phase, status).
 
 Everything here is a read. `marks` is one statement of scalar subqueries over primary
 keys and small aggregates, cheap enough to poll a few times a second; the rows after a
@@ -30,7 +31,7 @@ from mindloop.store.records import MessageRecord, TaskdocChange
 from mindloop.store.store import Store
 
 _m, _e, _c = t.messages.c, t.events.c, t.taskdoc_changes.c
-_d, _q, _w = t.dialogs.c, t.questions.c, t.waits.c
+_d, _q, _w, _t = t.dialogs.c, t.questions.c, t.waits.c, t.tasks.c
 
 
 def _scalar(expr: Any) -> sa.ScalarSelect[Any]:
@@ -51,6 +52,9 @@ MARKS = sa.select(
     _scalar(sa.func.count(_w.id)),
     _scalar(sa.func.max(sa.func.coalesce(_w.resolved_at, _w.created_at))),
     sa.select(sa.func.count(_w.id)).where(_w.status == "open").scalar_subquery(),
+    # A task's loop moved (phase, status).
+    _scalar(sa.func.count(_t.id)),
+    _scalar(sa.func.max(_t.updated_at)),
 )
 
 

@@ -1,5 +1,6 @@
-"""What the browser changes (POST): start a task, start a chat, post to a dialog, answer a
-question, replace one Taskdoc section, retry a stopped tree.
+"""What the browser changes (POST): start a task, start a chat, ask (the Router routes the
+message to a task's loop root), post to a dialog, answer a question, replace one Taskdoc
+section, retry a stopped tree.
 
 Each is the use case the CLI runs (`mindloop.service`, `taskdoc.human`), so a refusal is
 the same `MindloopError` with the same words and nothing is written. A change that makes
@@ -61,6 +62,22 @@ async def start_chat(request: Request) -> Response:
     return done(request, f"/dialogs/{posted.dialog.id}", dialog=posted.dialog)
 
 
+async def ask(request: Request) -> Response:
+    """A message routed by the Router to a task's loop root (a new task if it says so)."""
+    state = web(request)
+    form = await fields(request)
+    asked = await service.ask(state.project, form.get("message", ""))
+    root = asked.posted.dialog
+    state.driver.kick(root.root_id)
+    return done(
+        request,
+        f"/dialogs/{root.id}",
+        task=asked.task.task_path,
+        created_task=asked.created_task,
+        reply=asked.reply,
+    )
+
+
 async def post_message(request: Request) -> Response:
     state = web(request)
     form = await fields(request)
@@ -113,6 +130,7 @@ async def retry(request: Request) -> Response:
 routes = [
     Route("/tasks", new_task, methods=["POST"]),
     Route("/chat", start_chat, methods=["POST"]),
+    Route("/ask", ask, methods=["POST"]),
     Route("/dialogs/{id}/messages", post_message, methods=["POST"]),
     Route("/dialogs/{id}/retry", retry, methods=["POST"]),
     Route("/questions/{id}/answer", answer, methods=["POST"]),

@@ -43,7 +43,12 @@ def _questions(project: Project, task: str) -> dict[str, Any]:
     return {"questions": views.questions(project, task=task)}
 
 
+def _loop(project: Project, task: str) -> dict[str, Any]:
+    return {"loop": views.loop_of(project, task)}
+
+
 TASK_PANES: list[TaskPane] = [
+    TaskPane("loop", "Work loop", "_loop.html", ("state",), _loop, wide=True),
     TaskPane("taskdoc", "Taskdoc", "_taskdoc.html", ("taskdoc",), _taskdoc, wide=True),
     TaskPane("questions", "Open questions", "_questions.html", ("state",), _questions),
     TaskPane("dialogs", "Dialogs, usage and cost", "_trees.html", ("state",), _dialogs),

@@ -25,6 +25,7 @@ from mindloop.store import (
     UsageTotals,
 )
 from mindloop.store.feed import StoredEvent
+from mindloop.store.tasks import TaskRecord
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.effective import format_violation, render_effective_taskdoc
 from mindloop.taskdoc.human import content_hash, maintainer
@@ -42,6 +43,7 @@ class TaskRow(BaseModel):
     dialogs: int
     usage: UsageTotals
     updated_at: float | None  # the latest change of any of its dialogs
+    loop: TaskRecord | None = None  # its work loop (phase, status), once it has a loop root
 
 
 def task_status(dialogs: list[DialogRecord], open_questions: int) -> str:
@@ -80,6 +82,7 @@ def task_rows(project: Project) -> list[TaskRow]:
     asked: dict[str, int] = defaultdict(int)
     for q in service.list_questions(project):
         asked[root_task.get(q.root_id, "")] += 1
+    loops = {t.task_path: t for t in project.runtime.store.iter_tasks()}
     rows = []
     for path in sorted(set(discover_packages(project.rtws)) | set(by_task)):
         mine = by_task.get(path, [])
@@ -97,9 +100,15 @@ def task_rows(project: Project) -> list[TaskRow]:
                 dialogs=len(mine),
                 usage=usage,
                 updated_at=max((d.updated_at for d in mine), default=None),
+                loop=loops.get(path),
             )
         )
     return rows
+
+
+def loop_of(project: Project, task: str) -> TaskRecord | None:
+    """The task's work loop (its loop root, phase and status), if it has one."""
+    return project.runtime.store.task_by_path(task)
 
 
 # ---------------------------------------------------------------------------- Taskdoc

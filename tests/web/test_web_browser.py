@@ -25,6 +25,7 @@ import pytest
 
 from mindloop.store import Store
 from tests.dialogs.procs import Procs, read_store, wait_until
+from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
 from tests.web.webproc import Web, start_web
 
@@ -32,14 +33,22 @@ TIMEOUT = 60.0
 TASK = "tasks/example.tsk"
 
 SCRIPT: list[dict[str, Any]] = [
+    # The Router's decision for `ask`, then the new task's loop root answering.
+    route(
+        match="a login page",
+        create_new_task=True,
+        new_task_slug="login",
+        new_task_topic="Users can log in",
+        quick_reply="Starting a login task.",
+    ),
+    {"contains": "a login page", "response": "Login form drafted."},
     # A streamed answer, slow enough to be watched.
     {
         "contains": "hello web",
         "thinking": "The human says hello; greet back.",
         "response": "Hello from the mock provider, streamed word by word to your browser.",
-        # Time for the dialog page to load and subscribe, even on a loaded machine; then
-        # seconds of streaming, so the live text can be seen before the answer commits.
-        "delay_ms": 3000,
+        # Seconds of streaming, so the live text can be seen before the answer commits.
+        "delay_ms": 500,
         "chunk_delay_ms": 250,
     },
     {"contains": "and again", "response": "Answered again."},
@@ -104,45 +113,67 @@ def _assistant_texts(store: Store, dialog_id: str) -> list[str]:
 def test_a_chat_from_the_composer_streams_in_live_and_is_answered(procs: Procs, page: Any) -> None:
     web = start_web(procs)
     _open(page, web)
-    page.get_by_label("Message", exact=True).fill("hello web")
+    page.get_by_label("Message to a member").fill("and again")
     page.get_by_label("Task", exact=True).select_option(TASK)
     page.get_by_role("button", name="Start the dialog").click()
     page.wait_for_url(re.compile(r"/dialogs/\w+$"))
     dialog_id = page.url.rsplit("/", 1)[1]
+    page.locator(".entry.k-assistant", has_text="Answered again.").wait_for()
 
+    # A message from the dialog page's composer: no navigation, it streams in live.
+    page.get_by_label("Message to @dev").fill("hello web")
+    page.get_by_role("button", name="Send").click()
     # While the model generates, its thinking and text stream into the live box …
     live = page.locator(f'[data-live="{dialog_id}"]')
     live.locator("[data-live-text]", has_text="streamed").wait_for()
     assert "greet back" in live.locator("[data-live-thinking]").inner_text()
-    assert page.locator(".entry.k-assistant").count() == 0  # not committed yet
+    assert page.get_by_label("Message to @dev").input_value() == ""
+    assert page.locator(".entry.k-assistant").count() == 1  # not committed yet
     # … then the committed answer replaces it.
     answer = page.locator(".entry.k-assistant", has_text="streamed word by word to your browser")
     answer.wait_for()
     assert live.is_hidden()
+    assert page.url.endswith(dialog_id)
     assert page.locator(".entry.k-thinking", has_text="greet back").count() == 1
     assert page.locator(".entry.k-user", has_text="hello web").count() == 1
-
-    # A second message from the dialog page's composer: answered in place.
-    page.get_by_label("Message to @dev").fill("and again")
-    page.get_by_role("button", name="Send").click()
-    page.locator(".entry.k-assistant", has_text="Answered again.").wait_for()
-    assert page.url.endswith(dialog_id)  # no navigation: it came in live
-    assert page.get_by_label("Message to @dev").input_value() == ""
     assert page.locator(".entry.k-assistant").count() == 2
     assert page.locator(".entry.k-user").count() == 2
     # Usage of the dialog is shown (and refreshed with its state).
     page.locator("[data-dialog-usage]", has_text=" in / ").wait_for()
     texts = read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
     assert texts == [
-        "Hello from the mock provider, streamed word by word to your browser.",
         "Answered again.",
+        "Hello from the mock provider, streamed word by word to your browser.",
     ]
 
     # The task list shows the task's dialogs and cost.
     page.goto(web.base + "/")
     row = page.locator(f'tr[data-task="{TASK}"]')
     assert row.locator("[data-task-status]").inner_text() == "idle"
-    assert row.locator("td").nth(3).inner_text() == "1"  # dialogs
+    assert row.locator("[data-task-dialogs]").inner_text() == "1"
+    assert row.locator("[data-task-loop]").inner_text() == "-"  # a free dialog: no work loop
+
+
+def test_ask_routes_the_message_to_a_task_and_its_work_loop_answers(
+    procs: Procs, page: Any
+) -> None:
+    web = start_web(procs)
+    _open(page, web)
+    page.get_by_label("Message", exact=True).fill("Please build a login page")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    page.locator(".entry.k-assistant", has_text="Login form drafted.").wait_for()
+    root = page.url.rsplit("/", 1)[1]
+    task = read_store(procs.rtws, lambda s: s.task_by_root(root))
+    assert task is not None and task.task_path == "tasks/login.tsk"
+
+    page.goto(f"{web.base}/task/tasks/login.tsk")
+    loop = page.locator("[data-loop]")
+    assert root in loop.inner_text()
+    assert loop.locator("[data-loop-status]").inner_text() == "ACTIVE"
+    assert _section(page, "goals").locator("[data-actor]").inner_text() == "router"
+    page.goto(web.base + "/")
+    assert "ACTIVE" in page.locator('tr[data-task="tasks/login.tsk"] [data-task-loop]').inner_text()
 
 
 # ---------------------------------------------------------------------------- questions
@@ -298,7 +329,7 @@ def test_the_ui_works_while_a_separate_run_watch_drives(procs: Procs, page: Any)
     watcher = procs.start("run", "--watch")
     web = start_web(procs, "--no-drive")
     _open(page, web)
-    page.get_by_label("Message", exact=True).fill("pick a database")
+    page.get_by_label("Message to a member").fill("pick a database")
     page.get_by_label("Task", exact=True).select_option(TASK)
     page.get_by_role("button", name="Start the dialog").click()
     page.wait_for_url(re.compile(r"/dialogs/\w+$"))
