@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds, self_cmds
+from mindloop.cli import dialogs_cmds, self_cmds, workspace_cmds
 from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
@@ -100,6 +100,8 @@ app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate T
 app.command("tasks")(tasks_command)
 app.command()(worker)
 app.command()(workers)
+for _name, _sub, _help in workspace_cmds.GROUPS:
+    app.add_typer(_sub, name=_name, help=_help)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

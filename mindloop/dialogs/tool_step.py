@@ -29,6 +29,7 @@ from mindloop.providers.base import ToolCall
 from mindloop.store import MessageRecord, Store, crash_points
 from mindloop.tools.base import (
     Effect,
+    EffectResult,
     OpenWait,
     StartDetached,
     StoreEffect,
@@ -119,39 +120,68 @@ class ToolStep:
             results = [await one(0, calls[0])]
         else:  # independent calls run concurrently
             results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
-        msgs = [
-            MessageRecord(
-                dialog_id=did,
-                course=live.record.course,
-                kind="tool_result",
-                data={"call_id": c.id, "name": c.name, "content": r.text, "is_error": r.is_error},
-            )
-            for c, r in zip(calls, results, strict=True)
-        ]
-        effects = [e for r in results for e in r.effects]
+        any_effects = any(r.effects for r in results)
+        opened = False
         # Durable only when the tools asked for store effects: those commit with their
         # results (a crash leaves both or neither), and what they start (a wait, a side
         # dialog) must not be lost once the tool reported it.
-        with self.store.tx(durable=bool(effects)):
+        with self.store.tx(durable=any_effects):
             # A drive that lost its claim while the tools ran records nothing: the new
             # driver answers these calls as interrupted (tools are at-least-once).
             self.claims.renew(did)
+            if any_effects:  # each call's effects, in call order; they may recast its result
+                for i, r in enumerate(results):
+                    if r.effects:
+                        results[i], started = self._apply_all(live, r)
+                        opened = opened or started
+            msgs = [
+                MessageRecord(
+                    dialog_id=did,
+                    course=live.record.course,
+                    kind="tool_result",
+                    data={
+                        "call_id": c.id,
+                        "name": c.name,
+                        "content": r.text,
+                        "is_error": r.is_error,
+                    },
+                )
+                for c, r in zip(calls, results, strict=True)
+            ]
             live.history.extend(self.store.append_messages(msgs))
-            for effect in effects:
-                self._apply(live, effect)
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
-        return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))
+        return StepEffects(waits=opened)
 
-    def _apply(self, live: LiveDialog, effect: Effect) -> None:
+    def _apply_all(self, live: LiveDialog, out: ToolOutput) -> tuple[ToolOutput, bool]:
+        """Inside the results' transaction: carry out one call's effects in order. A store
+        effect may recast the result (`EffectResult`); after an error one, the call's
+        later effects are skipped (it wrote nothing, and what follows depended on it).
+        Returns the result and whether a wait was opened."""
+        opened = False
+        for effect in out.effects:
+            recast = self._apply(live, effect)
+            if recast is not None:
+                out = ToolOutput(recast.text, is_error=recast.is_error, effects=out.effects)
+                if recast.is_error:
+                    break
+            opened = opened or isinstance(effect, OpenWait)
+        return out, opened
+
+    def _apply(self, live: LiveDialog, effect: Effect) -> EffectResult | None:
         """Inside the results' transaction: carry out one effect."""
         match effect:
             case StoreEffect(apply=apply):
-                apply(self.store)
+                return apply(self.store)
             case OpenWait(kind=kind, key=key, payload=payload, due_at=due_at):
                 self.tree.waits.open(live.id, WaitKind(kind), key, payload, due_at=due_at)
-            case StartDetached(member=member, message=message, sink=sink, payload=payload):
-                self.tree.start_detached(live.record, member, message, sink=sink, payload=payload)
+            case StartDetached(
+                member=member, message=message, sink=sink, payload=payload, side_id=side_id
+            ):
+                self.tree.start_detached(
+                    live.record, member, message, sink=sink, payload=payload, side_id=side_id
+                )
+        return None
 
 
 def _encode_output(out: ToolOutput) -> JsonObject:

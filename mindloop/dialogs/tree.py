@@ -239,6 +239,7 @@ class DialogTree:
         sink: str,
         payload: dict[str, Any] | None = None,
         headline: str = "",
+        side_id: str | None = None,
     ) -> DialogRecord:
         """Open a detached side dialog (inside the caller's transaction): the caller does
         not wait for it; its final reply goes to the sink `sink` (called in the reply's
@@ -247,7 +248,7 @@ class DialogTree:
         if sink not in self.sinks:
             known = ", ".join(sorted(self.sinks)) or "(none)"
             raise MindloopError(f"no reply sink {sink!r} is registered (sinks: {known})")
-        side_id = new_id("s")
+        side_id = side_id or new_id("s")
         wait = self.waits.open(
             caller.id, WaitKind.DETACHED, side_id, {"sink": sink, "member": member}
         )

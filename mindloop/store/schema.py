@@ -357,6 +357,78 @@ def _workers_table(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[workers])
 
 
+# ---------------------------------------------------------------------- task workspaces
+# Nodes (TODOs), the doc index, rules and the workspace log of each task (issue 11): the
+# store is authoritative, the files under `<task>.tsk/workspace/` are projections. A node
+# is one JSON record (`workspace.models.Node`) with the columns queries need beside it;
+# `version` is what every write expects (optimistic locking).
+
+ws_meta = sa.Table(
+    "ws_meta",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("lang", sa.String, nullable=False),
+    sa.Column("focus", sa.String, nullable=False),
+    sa.Column("offered", sa.JSON, nullable=False),  # docs the start scan found
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+ws_nodes = sa.Table(
+    "ws_nodes",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("node_id", sa.String, primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),  # creation order within the task
+    sa.Column("parent_id", sa.String, nullable=True),
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+ws_docs = sa.Table(
+    "ws_docs",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # active | expired
+)
+
+ws_rules = sa.Table(
+    "ws_rules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False, index=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("source", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+ws_log = sa.Table(
+    "ws_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("node_id", sa.String, nullable=True),  # None: the workspace's own log
+    sa.Column("at", sa.Float, nullable=False),
+    sa.Column("actor", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Index("ix_ws_log_task_node", "task_path", "node_id", "id"),
+)
+
+WORKSPACE_TABLES = [ws_meta, ws_nodes, ws_docs, ws_rules, ws_log]
+
+
+def _workspace_tables(conn: sa.Connection) -> None:
+    """Task workspaces: nodes, doc index, rules, log (issue 11)."""
+    metadata.create_all(conn, tables=WORKSPACE_TABLES)
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -365,5 +437,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v4_to_v5,
     _self_improve_tables,
     _workers_table,
+    _workspace_tables,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -354,3 +354,14 @@ def test_a_patch_leaves_every_other_section_as_it_was(text: str, op: str, conten
         if doc.normal_title(t) != doc.normal_title(title) and titles.count(t) == 1:
             assert after.get(t) == body
     assert doc.find_section(doc.split_blocks(new), title) is not None
+
+
+def test_an_unclosed_code_fence_never_swallows_the_sections_after_it() -> None:
+    """Found by the property above: a file ending inside a fence hid a section appended
+    after it, and a body with an open fence would hide every later section."""
+    appended = doc.apply_op("```\n", "Target zone", "replace", "")
+    assert doc.section_text(appended, "Target zone") == "## Target zone\n"
+    text = "## A\nalpha\n\n## B\nbeta\n"
+    patched = doc.apply_op(text, "A", "replace", "```python\nprint(1)")
+    assert [title for _, title in doc.headings(patched)] == ["A", "B"]
+    assert doc.section_text(patched, "B") == "## B\nbeta\n"
