@@ -7,7 +7,7 @@ connection without losing or repeating anything. The store already holds that hi
 reader's position is the last id it saw in each (`FeedMarks`), and what it missed is the
 rows after them. Dialogs, questions and waits are state, not logs: a reader only needs to
 know *that* they changed (`FeedMarks.stamp`), then reads them again; so are the tasks'
-loop states (phase, status).
+loop states (phase, status) and their workspaces (nodes, rules, docs).
 
 Everything here is a read. `marks` is one statement of scalar subqueries over primary
 keys and small aggregates, cheap enough to poll a few times a second; the rows after a
@@ -32,6 +32,7 @@ from mindloop.store.store import Store
 
 _m, _e, _c = t.messages.c, t.events.c, t.taskdoc_changes.c
 _d, _q, _w, _t = t.dialogs.c, t.questions.c, t.waits.c, t.tasks.c
+_wn, _wd, _wr, _wl = t.ws_nodes.c, t.ws_docs.c, t.ws_rules.c, t.ws_log.c
 
 
 def _scalar(expr: Any) -> sa.ScalarSelect[Any]:
@@ -55,6 +56,15 @@ MARKS = sa.select(
     # A task's loop moved (phase, status).
     _scalar(sa.func.count(_t.id)),
     _scalar(sa.func.max(_t.updated_at)),
+    # A workspace changed: a node written, a rule or doc added, removed or expired (every
+    # workspace command also appends to its log).
+    _scalar(sa.func.count(_wn.node_id)),
+    _scalar(sa.func.max(_wn.updated_at)),
+    _scalar(sa.func.max(_wl.id)),
+    _scalar(sa.func.count(_wr.id)),
+    _scalar(sa.func.max(_wr.id)),
+    _scalar(sa.func.count(_wd.path)),
+    sa.select(sa.func.count(_wd.path)).where(_wd.status == "expired").scalar_subquery(),
 )
 
 

@@ -47,8 +47,13 @@ def _loop(project: Project, task: str) -> dict[str, Any]:
     return {"loop": views.loop_of(project, task)}
 
 
+def _nodes(project: Project, task: str) -> dict[str, Any]:
+    return {"ws": views.node_tree(project, task)}
+
+
 TASK_PANES: list[TaskPane] = [
     TaskPane("loop", "Work loop", "_loop.html", ("state",), _loop, wide=True),
+    TaskPane("nodes", "Node tree", "_nodes.html", ("state",), _nodes, wide=True),
     TaskPane("taskdoc", "Taskdoc", "_taskdoc.html", ("taskdoc",), _taskdoc, wide=True),
     TaskPane("questions", "Open questions", "_questions.html", ("state",), _questions),
     TaskPane("dialogs", "Dialogs, usage and cost", "_trees.html", ("state",), _dialogs),

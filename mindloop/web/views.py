@@ -31,6 +31,8 @@ from mindloop.taskdoc.effective import format_violation, render_effective_taskdo
 from mindloop.taskdoc.human import content_hash, maintainer
 from mindloop.taskdoc.mind import is_injected, section_status
 from mindloop.taskdoc.sections import SECTION_SUFFIX, TOP_LEVEL
+from mindloop.workspace.api import WorkspaceApi, WorkspaceView
+from mindloop.workspace.models import LogEntry
 
 # ---------------------------------------------------------------------------- tasks
 
@@ -109,6 +111,25 @@ def task_rows(project: Project) -> list[TaskRow]:
 def loop_of(project: Project, task: str) -> TaskRecord | None:
     """The task's work loop (its loop root, phase and status), if it has one."""
     return project.runtime.store.task_by_path(task)
+
+
+class NodeTree(BaseModel):
+    """A task's workspace: its node tree (depth first), rules, doc index, and each node's
+    log entries."""
+
+    view: WorkspaceView
+    logs: dict[str, list[LogEntry]]
+
+
+def node_tree(project: Project, task: str) -> NodeTree:
+    with WorkspaceApi(project.rtws, task, store=project.runtime.store) as api:
+        shown = api.show()
+        logs: dict[str, list[LogEntry]] = defaultdict(list)
+        if shown.exists:
+            for entry in api.log():
+                if entry.node_id is not None:
+                    logs[entry.node_id].append(entry)
+    return NodeTree(view=shown, logs=dict(logs))
 
 
 # ---------------------------------------------------------------------------- Taskdoc

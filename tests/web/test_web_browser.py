@@ -263,6 +263,76 @@ def test_a_section_edit_is_recorded_with_the_human_as_actor(procs: Procs, page: 
     assert content.content_after == "- Changed by someone else.\n"
 
 
+# ---------------------------------------------------------------------------- the node tree
+
+
+def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, page: Any) -> None:
+    """The task's workspace written by another process (as the work loop's planner
+    writes it): nodes with their status, assignee, deps and doc references — an expired
+    one marked — the rules and the doc index appear on the open task page."""
+    from mindloop.workspace.api import WorkspaceApi
+    from mindloop.workspace.commands import DocInput
+    from mindloop.workspace.models import NodeKind, RefAction
+    from mindloop.workspace.transitions import Authority
+
+    (procs.rtws / "docs").mkdir()
+    (procs.rtws / "docs" / "auth.md").write_text("# Auth\n", "utf-8")
+    (procs.rtws / "docs" / "old.md").write_text("# Old\n", "utf-8")
+    web = start_web(procs)
+    _open(page, web, f"/task/{TASK}")
+    page.locator("[data-no-workspace]").wait_for()
+
+    planner = Authority.chat()
+    with WorkspaceApi(procs.rtws, TASK) as api:
+        api.add_rule("Keep every change small")
+        api.command(
+            lambda s: s.create_node(
+                parent_id="root",
+                kind=NodeKind.PLANNING,
+                title="Log-in",
+                requirement="Users can log in.",
+            ),
+            authority=planner,
+        )
+        form = api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Write the form",
+                requirement="A form with e-mail and password.",
+                docs=[DocInput("docs/auth.md", "the design"), DocInput("docs/old.md")],
+                assignee="MEMBER:dev",
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Test it",
+                requirement="An end-to-end test.",
+                deps=[form.id],
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.EXPIRE),
+            authority=planner,
+        )
+
+    node = page.locator(f'[data-node="{form.id}"]')
+    node.wait_for()
+    assert "Write the form" in node.inner_text() and "@dev" in node.inner_text()
+    assert node.locator("[data-node-status]").inner_text() == "NEW"
+    node.locator("summary").click()
+    assert node.locator('[data-doc="docs/old.md"]').get_attribute("data-doc-status") == "expired"
+    assert node.locator('[data-doc="docs/auth.md"]').get_attribute("data-doc-status") == "active"
+    assert "expire reference: docs/old.md" in node.locator(".node-log").inner_text()
+    assert f"after {form.id}" in page.locator('[data-node="n3"]').inner_text()
+    assert page.locator("[data-rule]").inner_text() == "Keep every change small"
+    assert page.locator('.docs [data-doc="docs/auth.md"]').count() == 1
+
+
 # ---------------------------------------------------------------------------- resume
 
 
