@@ -99,6 +99,15 @@ class ContextBuilder:
             return ""
         return "# Your teammates\n" + "\n".join(lines)
 
+    def taskdoc(self, dialog: DialogRecord, root_member: str) -> str:
+        """The effective Taskdoc as the system prompt carries it (whole, never trimmed)."""
+        return render_effective_taskdoc(
+            self.package(dialog.task_path),
+            is_root=dialog.kind == "root",
+            maintainer=root_member,
+            lang=self.lang,
+        )
+
     def system_prompt(self, dialog: DialogRecord, member: MemberConfig, root_member: str) -> str:
         parts = [
             self.persona(member),
@@ -107,11 +116,6 @@ class ContextBuilder:
             self.team_roster(member),
             encapsulation_rules(self.lang),
             self.rules(dialog.task_path) if self.rules is not None else "",
-            render_effective_taskdoc(
-                self.package(dialog.task_path),
-                is_root=dialog.kind == "root",
-                maintainer=root_member,
-                lang=self.lang,
-            ),
+            self.taskdoc(dialog, root_member),
         ]
         return "\n\n".join(p for p in parts if p)

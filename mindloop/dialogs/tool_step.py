@@ -1,7 +1,9 @@
 """The tool step of a drive: run the calls a generation requested, record their results.
 
 Every call is first put to the dialog's turn policy (`check_call`): a refused call gets
-the refusal's code and message as its result, distinct from an unknown tool. Allowed
+the refusal's code and message as its result, distinct from an unknown tool. A call that
+already failed twice the same way with the same arguments is refused too
+(`dialogs.repeats`). Allowed
 calls run through the registry (`ToolRegistry.execute`, where every failure becomes an
 error result the model can read); independent calls run concurrently. The results commit
 together in one lazy transaction: lost only with a power failure before the next durable
@@ -65,6 +67,8 @@ class ToolStep:
         self.parts = parts
         self.claims = claims
         self.context_for = context_for
+        # L1 of the retry ladder (agent-loop §8.2), for every dialog (`dialogs.repeats`).
+        self.repeat_limit = parts.config.team.loop.retries.identical_tool_errors
         self.steps = steps  # the durable step boundary (None: tools run directly)
 
     async def run(
@@ -79,6 +83,7 @@ class ToolStep:
         did = live.id
         registry = self.parts.tools
         offered_names = [t.name for t in offered]
+        repeats = live.repeats
 
         async def one(index: int, call: ToolCall) -> ToolOutput:
             key = call_key(did, generation_id, index)
@@ -89,6 +94,8 @@ class ToolStep:
             refusal = None
             if registry.get(call.name) is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
+            if refusal is None and repeats.failing:  # a third identical failing call
+                refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
             else:  # an unknown name is answered by the registry, listing what is offered
@@ -105,6 +112,8 @@ class ToolStep:
                     out = await self.steps.run("tool", key, execute, TOOL_CODEC)
                 if crash_points.CRASH is not None:
                     crash_points.CRASH.reached("tool.after", call.name)
+                if out.is_error or repeats.failing:
+                    repeats.record(call.name, call.arguments, out.text, out.is_error)
             self.bus.publish(
                 ToolResulted(
                     dialog_id=did,

@@ -429,6 +429,56 @@ def _workspace_tables(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=WORKSPACE_TABLES)
 
 
+# ---------------------------------------------------------------- loop memory and retries
+# (issue 12, parts 5–6: `mindloop.store.summaries`, `mindloop.store.retries`)
+
+# Write-back targets of agent-loop §7.3: a dialog's compactions (kind `dialog`) and a
+# task's workspace summary (kind `workspace`), newest last.
+summaries = sa.Table(
+    "summaries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=True),
+    sa.Column("kind", sa.String, nullable=False),  # dialog | workspace
+    sa.Column("course", sa.Integer, nullable=True),
+    sa.Column("writer", sa.String, nullable=False),  # a phase, or `compaction`
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_summaries_dialog", "dialog_id", "kind", "id"),
+    sa.Index("ix_summaries_task", "task_path", "kind", "id"),
+)
+
+# Every L2 self-repair attempt and L3 ADJUST cycle (agent-loop §8.3).
+retry_records = sa.Table(
+    "retry_records",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("todo_id", sa.String, nullable=False),
+    sa.Column("level", sa.String, nullable=False),  # L2 | L3
+    sa.Column("entry", sa.Integer, nullable=False),  # L2: the node's DO entry
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("failure_class", sa.String, nullable=False),
+    sa.Column("evidence_digest", sa.String, nullable=False),
+    sa.Column("evidence_refs", sa.JSON, nullable=False),
+    sa.Column("reflection", sa.Text, nullable=False),
+    sa.Column("change_kind", sa.String, nullable=False),
+    sa.Column("change_summary", sa.Text, nullable=False),
+    sa.Column("fingerprint", sa.String, nullable=False),
+    sa.Column("relaxes_acceptance", sa.Boolean, nullable=False),
+    sa.Column("approval_id", sa.String, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_retry_records_node", "task_path", "todo_id", "level", "id"),
+)
+
+
+def _loop_memory_and_retries(conn: sa.Connection) -> None:
+    """Compaction summaries and retry records (the work loop's memory and retries)."""
+    metadata.create_all(conn, tables=[summaries, retry_records])
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -438,5 +488,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _self_improve_tables,
     _workers_table,
     _workspace_tables,
+    _loop_memory_and_retries,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
