@@ -27,6 +27,7 @@ from mindloop.cli.loop_cmds import status
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
+from mindloop.cli.web_cmd import web
 from mindloop.cli.worker_cmds import worker, workers
 from mindloop.errors import MindloopError
 
@@ -93,6 +94,7 @@ app.command()(questions)
 app.command()(answer)
 app.command()(demo)
 app.command()(status)
+app.command()(web)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
 app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
