@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mindloop.config.caps import CapsConfig
+from mindloop.config.loop import LoopConfig
 from mindloop.config.model_params import ModelParams, merge_model_params
 from mindloop.config.problems import KeyPath, render_value
 from mindloop.i18n import Lang
@@ -121,10 +122,23 @@ def check_module_name(name: str) -> str:
     return name
 
 
+def check_approval_name(name: str) -> str:
+    """An `approval_required` entry: the name of one tool or one toolset, as written in
+    `tools`/`toolsets` but without '*' or '!' (an approval list only adds)."""
+    if not name or name != name.strip() or any(c.isspace() for c in name) or name[0] in "!*":
+        raise PydanticCustomError(
+            "config",
+            "must be the name of a tool or a toolset (no '*', no '!'), got {got}",
+            {"got": render_value(name)},
+        )
+    return name
+
+
 GrantDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=True))]
 DenyDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=False))]
 ToolName = Annotated[str, AfterValidator(check_tool_name)]
 ModuleName = Annotated[str, AfterValidator(check_module_name)]
+ApprovalName = Annotated[str, AfterValidator(check_approval_name)]
 
 
 class MemberSpec(BaseModel):
@@ -140,6 +154,9 @@ class MemberSpec(BaseModel):
     fbr_model_params: ModelParams | None = None
     toolsets: list[ToolName] | None = None
     tools: list[ToolName] | None = None
+    # Calls of these tools (or of any tool of these toolsets) wait for the human's
+    # approval before they run (`dialogs.approvals`).
+    approval_required: list[ApprovalName] | None = None
     read_dirs: list[GrantDir] | None = None
     write_dirs: list[GrantDir] | None = None
     no_read_dirs: list[DenyDir] | None = None
@@ -180,6 +197,7 @@ class MemberConfig(BaseModel):
     fbr_model_params: ModelParams = Field(default_factory=lambda: ModelParams())
     toolsets: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
     tools: list[str] = Field(default_factory=list)
+    approval_required: list[str] = Field(default_factory=list)
     read_dirs: list[str] = Field(default_factory=list)
     write_dirs: list[str] = Field(default_factory=list)
     no_read_dirs: list[str] = Field(default_factory=list)
@@ -219,6 +237,7 @@ class TeamSpec(BaseModel):
     caps: CapsConfig = Field(default_factory=CapsConfig)  # spending caps (`config.caps`)
     # Modules whose `@tool` functions become toolsets named after the module.
     python_tools: list[ModuleName] = Field(default_factory=list)
+    loop: LoopConfig = Field(default_factory=LoopConfig)  # the work loop (`config.loop`)
 
 
 class TeamConfig(BaseModel):
@@ -232,6 +251,7 @@ class TeamConfig(BaseModel):
     work_language: Lang = "en"
     caps: CapsConfig = Field(default_factory=CapsConfig)
     python_tools: list[str] = Field(default_factory=list)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
 
     @model_validator(mode="after")
     def _responder_exists(self) -> TeamConfig:
@@ -311,4 +331,5 @@ def resolve_team(
         work_language=spec.work_language,
         caps=spec.caps,
         python_tools=list(spec.python_tools),
+        loop=spec.loop,
     ), issues

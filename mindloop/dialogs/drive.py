@@ -44,7 +44,7 @@ from mindloop.events.types import (
 )
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool, generation_caller
-from mindloop.store import DialogStatus, MessageRecord, Store, UsageTotals
+from mindloop.store import DialogStatus, MessageRecord, ResponseRecord, Store, UsageTotals
 
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
@@ -98,8 +98,8 @@ class Driver:
                 self.claims.release(did)
                 result.reason = DriveEnd.WAITING
                 return result
-            self._take_inbox(live)
-        if _nothing_to_answer(live):
+            approved = self._take_inbox(live)
+        if _nothing_to_answer(live) and not approved:
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
@@ -115,7 +115,7 @@ class Driver:
         )
         try:
             with self.claims.heartbeat(did):
-                end = await self._steps(live, state, max_steps, result)
+                end = await self._steps(live, state, max_steps, result, approved)
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
             # turn in hand was rolled back; nothing more is written here.
@@ -135,19 +135,34 @@ class Driver:
         return result
 
     async def _steps(
-        self, live: LiveDialog, state: WaitState, max_steps: int, result: DriveResult
+        self,
+        live: LiveDialog,
+        state: WaitState,
+        max_steps: int,
+        result: DriveResult,
+        approved: list[ResponseRecord],
     ) -> DriveEnd:
-        """The step loop; how it ended."""
+        """The step loop; how it ended. Calls the human approved run first."""
         for step in range(1, max_steps + 1):
+            if approved:
+                effects = await self.tools.run_approved(live, approved)
+                approved = []
+                if effects.waits:
+                    state = self.tree.wait_state(live.id)
+                    if state.waiting and not state.asked_back:
+                        return DriveEnd.WAITING
             cap = self.caps.reached(live, result.usage)
             if cap is not None:
                 result.cap = cap
                 self._note(live, cap)
                 return DriveEnd.CAP_REACHED
             result.steps = step
-            if step > 1 and state.pending:  # replies only come while tellasks are out
+            if step > 1 and (state.pending or state.inbox):  # replies, or a wait's news
                 with self.store.tx(durable=False):
-                    self._take_inbox(live)
+                    approved = self._take_inbox(live)
+                state = state.taken()
+                if approved:
+                    continue  # run them before the next generation (a step of its own)
             outcome, state = await self._step(live, state, result.usage)
             if isinstance(outcome, Failed):
                 result.error = outcome.error
@@ -237,8 +252,8 @@ class Driver:
             return Failed(str(out.error)), state
         if decision.calls:
             effects = await self.tools.run(live, decision.calls, offered, decision.generation.id)
-            if effects.waits:
-                state = self.tree.wait_state(did)
+            if effects.waits:  # a wait opened: parked, or resolved at once by a kept event
+                state = self.tree.wait_state(did).with_inbox()
             if live.course.pending is not None:
                 start_new_course(self.store, self.bus, live)
         # Only this dialog's own tellasks make it wait; others only resolve waits.
@@ -299,9 +314,10 @@ class Driver:
         live.record = fresh
         live.history.extend(self.store.messages_after(live.id, fresh.course, live.history.last_id))
 
-    def _take_inbox(self, live: LiveDialog) -> None:
+    def _take_inbox(self, live: LiveDialog) -> list[ResponseRecord]:
         """Inside a tx: queued replies into history; dangling tool calls (a crash between
-        a generation and its tool results) get an explicit 'interrupted' result."""
+        a generation and its tool results) get an explicit 'interrupted' result. Returns
+        the approved calls waiting to run (they stay queued until they ran)."""
         dangling = _unanswered_calls(live.history.messages)
         if dangling:
             recs = [
@@ -319,7 +335,9 @@ class Driver:
                 for c in dangling
             ]
             live.history.extend(self.store.append_messages(recs))
-        live.history.extend(self.tree.take_responses(live.record))
+        held: list[ResponseRecord] = []
+        live.history.extend(self.tree.take_responses(live.record, held))
+        return held
 
 
 def _nothing_to_answer(live: LiveDialog) -> bool:

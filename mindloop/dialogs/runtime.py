@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.dialogs.approvals import Approvals, ApprovalView
 from mindloop.dialogs.claims import Claims, claim_ttl_from_env
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.dialogs.drive import Driver
@@ -30,9 +31,19 @@ from mindloop.dialogs.live import LiveCache, LiveDialog
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.policy import DefaultPolicy, PolicyResolver, TurnPolicy
 from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.staleness import WorkspaceRef
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, Sink
-from mindloop.dialogs.waits import WaitKind
+from mindloop.dialogs.wait_kinds import (
+    ApprovalDecision,
+    Decision,
+    Resolution,
+    WaitEvent,
+    WaitKind,
+    WaitMode,
+    WaitPayload,
+)
+from mindloop.dialogs.waits import Ingested, Waits
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
@@ -83,6 +94,7 @@ class DialogRuntime:
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
+        workspace_ref: WorkspaceRef | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
@@ -101,8 +113,17 @@ class DialogRuntime:
         self.providers = ProviderPool(self.config.llm, self.rtws, providers)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
-        self.tree = DialogTree(self.store, self.bus, self.lang, sinks)
-        self.waits = self.tree.waits
+        # Waits snapshot the task when they open (staleness on resume): `workspace_ref`
+        # gives a task's workspace ref (the workspace package's; none: not compared).
+        self.waits = Waits(
+            self.store,
+            self.bus,
+            self.config.team.loop.waits,
+            rtws=self.rtws,
+            workspace_ref=workspace_ref,
+        )
+        self.tree = DialogTree(self.store, self.bus, self.lang, sinks, waits=self.waits)
+        self.approvals = Approvals(self.store, self.bus, self.waits)
         self.max_steps = max_steps
         self.context = ContextBuilder(self.rtws, self.config, self.lang)
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
@@ -238,32 +259,95 @@ class DialogRuntime:
         self,
         dialog_id: str,
         kind: WaitKind,
-        key: str,
-        payload: dict[str, Any] | None = None,
+        key: str | None = None,
+        payload: WaitPayload | dict[str, Any] | None = None,
         *,
         due_at: float | None = None,
+        node: str | None = None,
+        mode: WaitMode = WaitMode.ALL,
     ) -> WaitRecord:
-        """Make a dialog wait on something (a timer, an approval, an external event): it
-        is not driven while a blocking wait is open. Tools do this through their store
-        effects, in the step's transaction."""
+        """Make a dialog wait on something (`wait_kinds.WaitKind`; `payload` that kind's
+        model): a dialog-level wait of a blocking kind parks it while open; a node's wait
+        does not. Tools do this through their store effects, in the step's transaction.
+        Returns the record (already resolved if an event kept earlier matched it)."""
+        task_path = self.store.get_dialog(dialog_id).task_path
         with self.store.tx():
-            rec = self.waits.open(dialog_id, kind, key, payload, due_at=due_at)
+            rec = self.waits.open(
+                dialog_id,
+                kind,
+                key,
+                payload,
+                due_at=due_at,
+                node=node,
+                mode=mode,
+                task_path=task_path,
+            )
         self.wake.set()
         return rec
 
     def resolve_wait(
         self,
         wait_id: str,
-        resolution: dict[str, Any] | None = None,
+        resolution: Resolution | dict[str, Any] | None = None,
         *,
         status: WaitStatus = WaitStatus.RESOLVED,
     ) -> WaitRecord | None:
         """Resolve an open wait (once: None if it was not open); its dialog gets a note
-        and is driven on."""
+        and is driven on. Prefer `deliver` with the kind's typed event."""
+        if status is WaitStatus.RESOLVED and self.store.get_wait(wait_id).kind == WaitKind.APPROVAL:
+            raise MindloopError("an approval is decided with approve / reject, not resolved")
         rec = self.waits.resolve(wait_id, resolution, status=status)
         if rec is not None:
             self.wake.set()
         return rec
+
+    def deliver(self, event: WaitEvent, *, dialog_id: str | None = None) -> Ingested:
+        """An event from outside (`wait_kinds`: a system event, an async tool's result, a
+        tellask reply …): it resolves the open waits of its kind and key it matches, or is
+        kept until such a wait is registered (kinds that keep early events)."""
+        done = self.waits.ingest(event, dialog_id=dialog_id)
+        if done.resolved:
+            self.wake.set()
+        return done
+
+    # ------------------------------------------------------------------ approvals
+
+    def approve(
+        self,
+        approval_id: str,
+        *,
+        by: str = "human",
+        expected_digest: str | None = None,
+        edited_args: str | None = None,
+    ) -> WaitRecord:
+        """Approve a waiting call (with `edited_args`: approve the human's arguments
+        instead). The dialog's next drive runs exactly that call; returns the record."""
+        decision = Decision.APPROVE if edited_args is None else Decision.EDIT
+        event = ApprovalDecision(
+            approval_id=approval_id, decision=decision, by=by, edited_args=edited_args
+        )
+        rec = self.approvals.decide(event, expected_digest=expected_digest)
+        self.wake.set()
+        return rec
+
+    def reject(
+        self,
+        approval_id: str,
+        reason: str,
+        *,
+        by: str = "human",
+        expected_digest: str | None = None,
+    ) -> WaitRecord:
+        """Reject a waiting call: it never runs; the dialog reads the reason and goes on."""
+        event = ApprovalDecision(
+            approval_id=approval_id, decision=Decision.REJECT, by=by, reason=reason
+        )
+        rec = self.approvals.decide(event, expected_digest=expected_digest)
+        self.wake.set()
+        return rec
+
+    def pending_approvals(self, root_ids: list[str] | None = None) -> list[ApprovalView]:
+        return self.approvals.pending(root_ids=root_ids)
 
     def start_detached(
         self,

@@ -17,15 +17,16 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mindloop.dialogs import approvals
 from mindloop.dialogs.claims import Claims
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
-from mindloop.dialogs.waits import WaitKind
+from mindloop.dialogs.wait_kinds import ApprovalPayload, WaitKind, WaitMode
 from mindloop.events.bus import EventBus
-from mindloop.events.types import ToolCalled, ToolResulted
+from mindloop.events.types import ApprovalRequested, ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
-from mindloop.store import MessageRecord, Store, crash_points
+from mindloop.store import MessageRecord, ResponseRecord, Store, crash_points
 from mindloop.tools.base import (
     Effect,
     OpenWait,
@@ -82,10 +83,17 @@ class ToolStep:
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
             refusal = None
-            if registry.get(call.name) is not None:
+            tool = registry.get(call.name)
+            if tool is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
+            elif (
+                tool is not None
+                and live.member.approval_required
+                and approvals.needs_approval(live.member, tool)
+            ):  # not run: it waits for the human's decision
+                out = approvals.request(live.member.id, call, tool, ctx.call_key)
             else:  # an unknown name is answered by the registry, listing what is offered
                 if crash_points.CRASH is not None:  # tests only
                     crash_points.CRASH.reached("tool.before", call.name)
@@ -141,7 +149,89 @@ class ToolStep:
         match effect:
             case StoreEffect(apply=apply):
                 apply(self.store)
-            case OpenWait(kind=kind, key=key, payload=payload, due_at=due_at):
-                self.tree.waits.open(live.id, WaitKind(kind), key, payload, due_at=due_at)
+            case OpenWait(
+                kind=kind, key=key, payload=payload, due_at=due_at, wait_id=wid, mode=mode
+            ):
+                rec = self.tree.waits.open(
+                    live.id,
+                    WaitKind(kind),
+                    key,
+                    payload,
+                    due_at=due_at,
+                    wait_id=wid,
+                    node=live.node,
+                    mode=WaitMode(mode),
+                    task_path=live.record.task_path,
+                )
+                if rec.kind == WaitKind.APPROVAL:
+                    p = ApprovalPayload.model_validate(rec.payload)
+                    self.bus.publish(
+                        ApprovalRequested(
+                            dialog_id=live.id,
+                            approval_id=rec.id,
+                            member=p.member,
+                            tool=p.tool,
+                            arguments=p.arguments,
+                            args_digest=p.args_digest,
+                        )
+                    )
             case StartDetached(member=member, message=message, sink=sink, payload=payload):
                 self.tree.start_detached(live.record, member, message, sink=sink, payload=payload)
+
+    async def run_approved(self, live: LiveDialog, items: Sequence[ResponseRecord]) -> StepEffects:
+        """Run the calls the human approved (queued in the dialog's inbox by
+        `Approvals.decide`), each exactly as approved — the call its approval record
+        allows, checked by digest — with its original call key. Their results reach the
+        model as notes, committed with the inbox items marked done and the tools' effects
+        (durably): a crash before that commit runs them again (at-least-once, keyed),
+        never twice after."""
+        did = live.id
+        registry = self.parts.tools
+        notes: list[MessageRecord] = []
+        effects: list[Effect] = []
+        for item in items:
+            d = item.data
+            allowed = approvals.approved_digest(self.store.get_wait(d["wait_id"]))
+            if approvals.args_digest(d["tool"], d["arguments"]) != allowed:
+                text = approvals.tampered_note(d)
+            else:
+                ctx = self.context_for(live, d["call_key"])
+                self.bus.publish(
+                    ToolCalled(
+                        dialog_id=did,
+                        call_id=d["call_id"],
+                        name=d["tool"],
+                        arguments=d["arguments"],
+                    )
+                )
+                if crash_points.CRASH is not None:  # tests only
+                    crash_points.CRASH.reached("tool.before", d["tool"])
+                out = await registry.execute(d["tool"], d["arguments"], ctx)
+                if crash_points.CRASH is not None:
+                    crash_points.CRASH.reached("tool.after", d["tool"])
+                self.bus.publish(
+                    ToolResulted(
+                        dialog_id=did,
+                        call_id=d["call_id"],
+                        name=d["tool"],
+                        text=out.text,
+                        is_error=out.is_error,
+                    )
+                )
+                text = approvals.approved_note(d, out.text, out.is_error)
+                effects.extend(out.effects)
+            notes.append(
+                MessageRecord(
+                    dialog_id=did,
+                    course=live.record.course,
+                    kind="note",
+                    data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
+                )
+            )
+        with self.store.tx():
+            self.claims.renew(did)
+            live.history.extend(self.store.append_messages(notes))
+            self.store.mark_delivered([i.id for i in items])
+            for effect in effects:
+                self._apply(live, effect)
+        return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))

@@ -117,6 +117,7 @@ DELETE_TREE_ROWS = (
     ),
     sa.delete(t.reminders).where(t.reminders.c.dialog_id.in_(_ids)),
     sa.delete(t.waits).where(t.waits.c.dialog_id.in_(_ids)),
+    sa.delete(t.wait_events).where(t.wait_events.c.dialog_id.in_(_ids)),
     sa.delete(t.dialogs).where(_d.id.in_(_ids)),
 )
 
