@@ -4,7 +4,8 @@ The public Python API (everything in `__all__`):
 
 - `open_project(rtws)` and the use cases on it, the same ones the CLI runs:
   `start_chat`, `post`, `answer`, `retry`, `run` (the scheduler, once or `watch=True`),
-  `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`; results are typed (`Posted`,
+  `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`, and the approvals:
+  `list_approvals`, `approve`, `reject`; results are typed (`Posted`,
   `DriveReport` with its `Outcome`, `Transcript` …). See `mindloop.service`.
 - The engine underneath: `DialogRuntime` (create, post, drive dialogs) and `Scheduler`.
 - Configuration: `load_config`, `check_config`, `init_rtws` (scaffold an rtws).
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "mindloop.service": (
         "Answered",
+        "Decided",
         "DeletedTree",
         "DialogSummary",
         "DriveReport",
@@ -42,12 +44,15 @@ _EXPORTS = {
         "Transcript",
         "TreeNode",
         "answer",
+        "approve",
         "delete_tree",
         "dialog_trees",
+        "list_approvals",
         "list_dialogs",
         "list_questions",
         "open_project",
         "post",
+        "reject",
         "retry",
         "run",
         "show_dialog",
@@ -74,6 +79,7 @@ __all__ = [
     "Answered",
     "Config",
     "ConfigError",
+    "Decided",
     "DefaultPolicy",
     "DeletedTree",
     "DialogRuntime",
@@ -99,15 +105,18 @@ __all__ = [
     "TreeNode",
     "TurnPolicy",
     "answer",
+    "approve",
     "check_config",
     "delete_tree",
     "dialog_trees",
     "init_rtws",
+    "list_approvals",
     "list_dialogs",
     "list_questions",
     "load_config",
     "open_project",
     "post",
+    "reject",
     "retry",
     "run",
     "show_dialog",
@@ -128,6 +137,7 @@ if TYPE_CHECKING:
     from mindloop.rtws import init_rtws
     from mindloop.service import (
         Answered,
+        Decided,
         DeletedTree,
         DialogSummary,
         DriveReport,
@@ -137,12 +147,15 @@ if TYPE_CHECKING:
         Transcript,
         TreeNode,
         answer,
+        approve,
         delete_tree,
         dialog_trees,
+        list_approvals,
         list_dialogs,
         list_questions,
         open_project,
         post,
+        reject,
         retry,
         run,
         show_dialog,

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from mindloop.cli import dialogs_cmds
+from mindloop.cli.approvals_cmds import approve, reject
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
@@ -87,6 +88,8 @@ app.command()(chat)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)
+app.command()(approve)
+app.command()(reject)
 app.command()(demo)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")

@@ -154,9 +154,6 @@ class MemberSpec(BaseModel):
     fbr_model_params: ModelParams | None = None
     toolsets: list[ToolName] | None = None
     tools: list[ToolName] | None = None
-    # Calls of these tools (or of any tool of these toolsets) wait for the human's
-    # approval before they run (`dialogs.approvals`).
-    approval_required: list[ApprovalName] | None = None
     read_dirs: list[GrantDir] | None = None
     write_dirs: list[GrantDir] | None = None
     no_read_dirs: list[DenyDir] | None = None
@@ -164,6 +161,9 @@ class MemberSpec(BaseModel):
     persona: str | None = None
     gofor: str | None = None
     hidden: bool | None = None
+    # Calls of these tools (or of any tool of these toolsets) wait for the human's
+    # approval before they run (`dialogs.approvals`).
+    approval_required: list[ApprovalName] | None = None
 
     @field_validator("fbr_effort", mode="plain")
     @classmethod
@@ -197,7 +197,6 @@ class MemberConfig(BaseModel):
     fbr_model_params: ModelParams = Field(default_factory=lambda: ModelParams())
     toolsets: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
     tools: list[str] = Field(default_factory=list)
-    approval_required: list[str] = Field(default_factory=list)
     read_dirs: list[str] = Field(default_factory=list)
     write_dirs: list[str] = Field(default_factory=list)
     no_read_dirs: list[str] = Field(default_factory=list)
@@ -205,6 +204,7 @@ class MemberConfig(BaseModel):
     persona: str = ""
     gofor: str | None = None
     hidden: bool = False
+    approval_required: list[str] = Field(default_factory=list)
 
     @field_validator("fbr_effort", mode="plain")
     @classmethod

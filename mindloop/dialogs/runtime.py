@@ -44,7 +44,7 @@ from mindloop.dialogs.wait_kinds import (
     WaitPayload,
 )
 from mindloop.dialogs.waits import Ingested, Waits
-from mindloop.errors import MindloopError
+from mindloop.errors import MindloopError, NotFoundError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
 from mindloop.i18n import Lang
@@ -229,10 +229,26 @@ class DialogRuntime:
         if not answer.strip():
             raise MindloopError("the answer is empty")
         with self.store.tx():
-            q = self.tree.answer_question(question_id, answer)
+            try:
+                q = self.tree.answer_question(question_id, answer)
+            except NotFoundError:
+                self._not_an_approval(question_id)
+                raise
         self.live.evict(q.dialog_id)
         self.wake.set()
         return q.dialog_id
+
+    def _not_an_approval(self, wait_id: str) -> None:
+        """An approval is never answered by free text: name the commands that decide it."""
+        try:
+            rec = self.store.get_wait(wait_id)
+        except NotFoundError:
+            return
+        if rec.kind == WaitKind.APPROVAL:
+            raise MindloopError(
+                f"{wait_id} is an approval, not a question: it is decided only with "
+                f"`mindloop approve {wait_id}` or `mindloop reject {wait_id} --reason …`"
+            )
 
     def retry_stopped(self, root_id: str | None = None) -> list[str]:
         """Mark to drive again the dialogs (of one tree, or all) that stopped short of an

@@ -92,7 +92,8 @@ class Ingested(BaseModel):
 def wait_note(rec: WaitRecord) -> str:
     """The note a resolved wait leaves in its dialog's history."""
     res = rec.resolution or {}
-    event = res.get("event") if isinstance(res.get("event"), dict) else {}
+    found = res.get("event")
+    event: dict[str, Any] = found if isinstance(found, dict) else {}
     what = f"{rec.kind} wait {rec.key!r}"
     if rec.status is WaitStatus.EXPIRED:
         why = event.get("why") if event else None

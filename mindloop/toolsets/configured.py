@@ -85,7 +85,7 @@ def config_registry(config: Config, *, lang: Lang | None = None) -> ToolRegistry
 def build_registry(
     config: Config, *, lang: Lang | None = None, mcp: McpMode = McpMode.SELECTED
 ) -> RegistryBuild:
-    registry = standard_registry(lang or config.team.work_language)
+    registry = standard_registry(lang or config.team.work_language, waits=config.team.loop.waits)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)
     _add_entry_points(build)
