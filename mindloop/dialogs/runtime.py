@@ -17,7 +17,7 @@ answer a question, drive a dialog. The work is done by modules with one job each
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from mindloop.store import (
     DialogRecord,
     DialogStatus,
     MessageRecord,
+    QuestionRecord,
     Store,
     WaitRecord,
     WaitStatus,
@@ -237,6 +238,32 @@ class DialogRuntime:
         self.live.evict(q.dialog_id)
         self.wake.set()
         return q.dialog_id
+
+    def ask_human(
+        self,
+        dialog_id: str,
+        headline: str,
+        body: str = "",
+        *,
+        options: Sequence[str] = (),
+        default_assumption: str | None = None,
+    ) -> QuestionRecord:
+        """Put a question to the human for a dialog (as `!?@human` does), with the options
+        and the default assumption agent-loop's WAIT_USER_INPUT carries: unanswered after
+        `loop.waits.user_input_timeout`, the default is assumed and the user told."""
+        if not headline.strip():
+            raise MindloopError("the question is empty")
+        with self.store.tx():
+            rec = self.store.get_dialog(dialog_id)
+            q = self.tree.ask(
+                rec,
+                headline.strip(),
+                body.strip(),
+                options=options,
+                default_assumption=default_assumption,
+            )
+        self.wake.set()
+        return q
 
     def _not_an_approval(self, wait_id: str) -> None:
         """An approval is never answered by free text: name the commands that decide it."""

@@ -13,7 +13,7 @@ waiting on it; a tellask-back (side → its caller) is answered first and only t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -205,20 +205,40 @@ class DialogTree:
         return self.store.append_messages([rec])[0]
 
     def _ask_human(self, caller: DialogRecord, call: Any) -> QuestionRecord:
+        return self.ask(caller, call.headline.strip(), call.body.strip(), call_id=call.call_id)
+
+    def ask(
+        self,
+        caller: DialogRecord,
+        headline: str,
+        body: str = "",
+        *,
+        call_id: str | None = None,
+        options: Sequence[str] = (),
+        default_assumption: str | None = None,
+    ) -> QuestionRecord:
+        """Put a question to the human for `caller` (inside the caller's transaction): the
+        question parks the dialog until answered; its WAIT_USER_INPUT record carries the
+        timeout policy — after `loop.waits.user_input_timeout` the stated default is
+        assumed (the dialog reads so, the user is told), or without one the human is
+        reminded — and closes with the answer."""
         q = QuestionRecord(
             id=new_id("q4h-"),
             dialog_id=caller.id,
             root_id=caller.root_id,
-            headline=call.headline.strip(),
-            body=call.body.strip(),
-            call_id=call.call_id,
+            headline=headline,
+            body=body,
+            call_id=call_id or new_id(),
             course=caller.course,
         )
         q = self.store.add_question(q)
-        # Its timeout policy (48 h, then the stated default or a reminder): a record that
-        # does not park the dialog (the question does) and closes with the answer.
         question = q.headline + (f"\n{q.body}" if q.body else "")
-        payload = UserInputPayload(q4h_id=q.id, question=question)
+        payload = UserInputPayload(
+            q4h_id=q.id,
+            question=question,
+            options=list(options),
+            default_assumption=default_assumption,
+        )
         self.waits.open(caller.id, WaitKind.USER_INPUT, q.id, payload, task_path=caller.task_path)
         self.bus.publish(
             QuestionAsked(dialog_id=caller.id, question_id=q.id, headline=q.headline, body=q.body)
