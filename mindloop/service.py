@@ -445,7 +445,11 @@ def answer(
         raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
     store = project.runtime.store
     if check_provider:
-        question = store.get_question(question_id)
+        try:
+            question = store.get_question(question_id)
+        except NotFoundError:
+            project.runtime.not_an_approval(question_id)
+            raise
         if question.status == "open":
             project.check_member(store.get_dialog(question.dialog_id).member)
     did = project.runtime.answer_question(question_id, text)

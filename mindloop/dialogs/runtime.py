@@ -233,7 +233,7 @@ class DialogRuntime:
             try:
                 q = self.tree.answer_question(question_id, answer)
             except NotFoundError:
-                self._not_an_approval(question_id)
+                self.not_an_approval(question_id)
                 raise
         self.live.evict(q.dialog_id)
         self.wake.set()
@@ -265,8 +265,9 @@ class DialogRuntime:
         self.wake.set()
         return q
 
-    def _not_an_approval(self, wait_id: str) -> None:
-        """An approval is never answered by free text: name the commands that decide it."""
+    def not_an_approval(self, wait_id: str) -> None:
+        """Raise, naming the commands that decide it, if `wait_id` (given as a question
+        id) is an approval: an approval is never answered by free text."""
         try:
             rec = self.store.get_wait(wait_id)
         except NotFoundError:
