@@ -74,7 +74,7 @@ def call_summary(tool: str, arguments: str) -> str:
         inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
     else:
         inner = arguments
-    text = f"{tool}({inner})".replace("\n", " ")
+    text = " ".join(f"{tool}({inner})".split())  # one line, whatever the arguments hold
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
