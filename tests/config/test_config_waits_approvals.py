@@ -5,6 +5,7 @@ approval-name guard hold for any input (hypothesis)."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from mindloop.config import load_config, tool_selection_problems
 from mindloop.config.durations import UNITS, DurationError, format_duration, parse_duration
+from mindloop.config.loop_waits import WaitsConfig
 from mindloop.config.team import check_approval_name
 from mindloop.toolsets import standard_registry
 from tests.config.config_testutil import SAMPLE_TEAM, problem_lines, write_config
@@ -85,6 +87,18 @@ def test_an_approval_name_that_is_no_tool_or_toolset_is_located(tmp_path: Path) 
         f"{TEAM}:9: members.alice.approval_required.0: unknown tool or toolset 'shel' "
         "(did you mean shell?)"
     )
+
+
+def test_the_readme_examples_load(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Waits and approvals") :]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    members, loop = blocks[0], blocks[1]
+    ops = members.replace("members:\n", "").replace("toolsets: [fs, shell]", "toolsets: ['*']")
+    write_config(tmp_path, team=SAMPLE_TEAM + ops + loop)
+    config = load_config(tmp_path)
+    assert config.team.members["ops"].approval_required == ["shell", "write_file"]
+    assert config.team.loop.waits == WaitsConfig()  # the example shows the defaults
 
 
 # ---------------------------------------------------------------------- properties
