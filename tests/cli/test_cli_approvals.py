@@ -22,6 +22,8 @@ def _project(tmp_path: Path) -> Path:
         proj,
         [
             {"match": "write it", "response": "Writing.", "tool_calls": WRITE},
+            {"match": "ask first", "response": "!?@human Which file?\n"},
+            {"contains": "answer from the human", "response": "Writing.", "tool_calls": WRITE},
             {"contains": "The human approved", "response": "written"},
             {"contains": "The human rejected", "response": "not written"},
         ],
@@ -84,3 +86,17 @@ def test_an_unknown_approval_and_a_bad_approval_name_are_clear_errors(tmp_path: 
         out.stderr
     )
     assert "did you mean write_file?" in out.stderr
+
+
+def test_answer_exits_4_when_the_dialog_then_waits_on_an_approval(tmp_path: Path) -> None:
+    proj = _project(tmp_path)
+    c = ("-C", str(proj))
+    asked = ml("chat", *c, "-t", TASK, "ask first", cwd=tmp_path)
+    assert asked.returncode == 4
+    [q] = json.loads(ml("questions", *c, "--json", cwd=tmp_path).stdout)
+    assert q["kind"] == "question"
+    answered = ml("answer", *c, q["id"], "out.txt", cwd=tmp_path)
+    assert answered.returncode == 4, answered.stdout + answered.stderr
+    assert "approval apv-" in answered.stdout and "reject with:" in answered.stdout
+    [a] = json.loads(ml("questions", *c, "--json", cwd=tmp_path).stdout)
+    assert a["kind"] == "approval" and a["tool"] == "write_file"
