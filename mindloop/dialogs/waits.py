@@ -205,9 +205,11 @@ class Waits:
         )
         with self.store.tx():
             self.store.add_wait(rec)
+            self.changed = True
+            self.bus.publish(
+                WaitOpened(dialog_id=dialog_id, wait_id=rec.id, kind=kind, key=rec.key)
+            )
             early = self._match_kept(rec) if spec.keeps_early else None
-        self.changed = True
-        self.bus.publish(WaitOpened(dialog_id=dialog_id, wait_id=rec.id, kind=kind, key=rec.key))
         return early or rec
 
     def _match_kept(self, rec: WaitRecord) -> WaitRecord | None:
@@ -344,7 +346,7 @@ class Waits:
                 if rest > 0:
                     rows.remind(self.store, rec.id, now + rest, reminded=False)
                     return None
-            return self.expire(rec, f"no result after {format_duration(now - rec.created_at)}")
+            return self.expire(rec, f"nothing came in {format_duration(now - rec.created_at)}")
         if policy is OnTimeout.ASSUME_DEFAULT:
             default = UserInputPayload.model_validate(rec.payload).default_assumption
             if default is not None:
@@ -376,8 +378,9 @@ class Waits:
 
     def remind(self, rec: WaitRecord, now: float) -> None:
         """Tell the human an open wait on them is still open; due again in its interval."""
-        spec = WAIT_KINDS[WaitKind(rec.kind)]
-        every = spec.remind_in(self.config) or self.config.user_input_remind_every
+        every = WAIT_KINDS[WaitKind(rec.kind)].remind_in(self.config)
+        if every is None:
+            raise MindloopError(f"a {rec.kind} wait has no reminder interval")
         if not rows.remind(self.store, rec.id, now + every):
             return  # closed meanwhile
         text = reminder_text(rec, now)
