@@ -75,6 +75,9 @@ log = logging.getLogger(__name__)
 
 # The inbox item kind of a runtime note (a resolved wait's outcome).
 NOTE = "note"
+# When a wait whose timeout failed (a damaged record) is tried again, in seconds: the
+# scheduler sleeps until the next due time, so a due time left in the past would spin it.
+RETRY_BROKEN = 60.0
 
 # What ending a wait of one kind does beyond closing the record (the tree's part: fail a
 # side dialog's sink, answer a question with its default). Returns the closed record, or
@@ -327,8 +330,9 @@ class Waits:
         for rec in self.store.due_waits(now):
             try:
                 done = self._fall_due(rec, now)
-            except Exception:  # one broken record must not stop the others
+            except Exception:  # one broken record must not stop the others, nor spin
                 log.exception("wait %s (%s) could not be timed out", rec.id, rec.kind)
+                rows.remind(self.store, rec.id, now + RETRY_BROKEN, reminded=False)
                 continue
             if done is not None:
                 closed.append(done)

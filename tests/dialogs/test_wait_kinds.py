@@ -412,3 +412,18 @@ async def test_an_event_kept_for_one_dialog_is_not_matched_by_another(rtws: Path
     assert w1.status is WaitStatus.RESOLVED  # matched at registration
     assert time.time() - w1.created_at < 60
     await rt.aclose()
+
+
+async def test_a_damaged_record_that_cannot_time_out_is_put_off_not_spun_on(rtws: Path) -> None:
+    write_team(rtws, {"dev": {}})
+    rt = _rt(rtws, ScriptedModel([]))
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    bad = WaitRecord(id="apv-bad", dialog_id=root.id, kind="approval", key="k", due_at=1.0)
+    rt.store.add_wait(bad)  # no payload: its reminder cannot be written
+    timer = rt.open_wait(root.id, WaitKind.TIMER, "t", {"fire_at": 2.0})
+    now = time.time()
+    assert [w.id for w in rt.waits.fire_due(now)] == [timer.id]  # the others still fire
+    put_off = rt.store.get_wait("apv-bad")
+    assert put_off.status is WaitStatus.OPEN and put_off.due_at >= now + 60  # type: ignore[operator]
+    assert rt.waits.next_due() == put_off.due_at
+    await rt.aclose()
