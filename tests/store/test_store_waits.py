@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from mindloop.store import Store, WaitRecord, WaitStatus
 from mindloop.store import schema as t
 from mindloop.store.waits import all_kept_events, consume_event, keep_event, kept_events
@@ -51,3 +53,17 @@ def test_a_kept_event_is_consumed_once_and_only_where_it_is_scoped(tmp_path: Pat
     assert not consume_event(s, anyone, "w-2")  # once
     assert [e.id for e in all_kept_events(s)] == [mine]
     s.close()
+
+
+def test_the_wait_statements_compile_for_postgresql() -> None:
+    """Nothing of the waits' store is SQLite-only SQL."""
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateTable
+
+    from mindloop.store import waits as rows
+
+    found = [v for v in vars(rows).values() if isinstance(v, sa.Executable)]
+    assert len(found) >= 9
+    for stmt in found:
+        stmt.compile(dialect=postgresql.dialect())
+    CreateTable(t.wait_events).compile(dialect=postgresql.dialect())
