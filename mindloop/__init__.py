@@ -3,7 +3,8 @@
 The public Python API (everything in `__all__`):
 
 - `open_project(rtws)` and the use cases on it, the same ones the CLI runs:
-  `start_chat`, `post`, `answer`, `retry`, `run` (the scheduler, once or `watch=True`),
+  `start_chat`, `post`, `ask` (through the Router), `answer`, `retry`, `run` (the scheduler,
+  once or `watch=True`),
   `list_dialogs`, `show_dialog`, `dialog_trees`, `list_questions`, and the approvals:
   `list_approvals`, `approve`, `reject`; results are typed (`Posted`,
   `DriveReport` with its `Outcome`, `Transcript` …). See `mindloop.service`.
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "mindloop.service": (
         "Answered",
+        "Asked",
         "Decided",
         "DeletedTree",
         "DialogSummary",
@@ -45,6 +47,7 @@ _EXPORTS = {
         "TreeNode",
         "answer",
         "approve",
+        "ask",
         "delete_tree",
         "dialog_trees",
         "list_approvals",
@@ -77,6 +80,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "Answered",
+    "Asked",
     "Config",
     "ConfigError",
     "Decided",
@@ -106,6 +110,7 @@ __all__ = [
     "TurnPolicy",
     "answer",
     "approve",
+    "ask",
     "check_config",
     "delete_tree",
     "dialog_trees",
@@ -137,6 +142,7 @@ if TYPE_CHECKING:
     from mindloop.rtws import init_rtws
     from mindloop.service import (
         Answered,
+        Asked,
         Decided,
         DeletedTree,
         DialogSummary,
@@ -148,6 +154,7 @@ if TYPE_CHECKING:
         TreeNode,
         answer,
         approve,
+        ask,
         delete_tree,
         dialog_trees,
         list_approvals,

@@ -1,5 +1,6 @@
-"""The use cases every face calls: open a project, start a chat, post, answer a question,
-retry a dialog that stopped on an error, run (or watch), and list and show what is stored.
+"""The use cases every face calls: open a project, start a chat, post, ask (a message the
+Router routes to a task), answer a question, retry a dialog that stopped on an error, run
+(or watch), and list and show what is stored.
 
 The CLI, the demo command and the web UI must do each of these the same way, so the way
 lives here, once:
@@ -26,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -49,6 +49,8 @@ from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.loop.router import Router, RoutingFailed
+from mindloop.loop.tasks import create_task_package, one_line, post_to_task, task_candidates
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
 from mindloop.providers.mock_script import MockScriptError, validate_script
@@ -60,12 +62,15 @@ from mindloop.store import (
     GenerationRecord,
     MessageRecord,
     QuestionRecord,
+    RouterRecord,
     Store,
+    TaskRecord,
     UsageTotals,
 )
 from mindloop.store.waits import open_waits_of_kind
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
+from mindloop.taskdoc.package import slug_from_text
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import config_registry
 
@@ -432,6 +437,80 @@ def post(project: Project, dialog: str, message: str) -> Posted:
     msg = project.runtime.post_user_message(rec.id, message)
     log.info("posted to dialog %s", rec.id)
     return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
+
+
+class Asked(BaseModel):
+    """A message the Router routed (`ask`): its decision, as recorded, and where it went."""
+
+    routing: RouterRecord  # the Router's run as stored (candidates, decision, usage)
+    task: TaskRecord  # the task the message went to
+    posted: Posted  # the message, in the task's loop root
+    created_task: str | None = None  # the package made for the message, if any
+
+    @property
+    def reply(self) -> str | None:
+        """The Router's quick reply, when it chose to reply to the user."""
+        decision = self.routing.decision
+        if decision is None or not decision.should_reply_user:
+            return None
+        return decision.quick_reply or None
+
+
+ROUTER_ACTOR = "router"  # who created a package the Router made, in the Taskdoc audit
+
+
+async def ask(project: Project, message: str) -> Asked:
+    """Route `message` to a task with the Router (DESIGN.md §8.6, §8.8) and post it to
+    that task's loop root (created on first use; a new package when the Router says
+    `create_new_task`). The Router's run is recorded in any case; the message, the loop
+    root, its binding and the recorded decision commit together. Drive it with `run`.
+
+    Until the work loop drives loop roots, the root is driven by the engine's default
+    policy like any root dialog."""
+    _check_text(message, "the message is empty: say something (nothing was created)")
+    config = project.config
+    router_member = config.team.loop.router.member or config.team.default_responder
+    project.check_member(router_member)
+    project.check_member(config.team.default_responder)  # the loop root's member
+    rt = project.runtime
+    store = rt.store
+    kb = task_key(project.rtws, config.team.loop.kb.package)
+    candidates = task_candidates(
+        store, project.rtws, limit=config.team.loop.router.recent_tasks, exclude=[kb]
+    )
+    routing = await Router(config, rt.providers, lang=rt.lang).route(message, candidates)
+    decision = routing.decision
+    if decision is None:
+        raise RoutingFailed(store.record_router_decision(routing))
+    created = topic = None
+    if decision.create_new_task:
+        topic = one_line(decision.new_task_topic or "") or one_line(message)
+        goal = message if one_line(message) == topic else f"# {topic}\n\n{message}"
+        slug = decision.new_task_slug or topic
+        pkg = create_task_package(
+            project.rtws, store, slug, goal, actor=ROUTER_ACTOR, reserved=[kb]
+        )
+        created = pkg.rel_path
+    target = created or decision.target_task_id or ""
+    stored: list[RouterRecord] = []
+
+    def record(task: TaskRecord, _msg: MessageRecord) -> None:
+        done = routing.model_copy(
+            update={
+                "task_path": task.task_path,
+                "root_id": task.root_id,
+                "created_task": bool(created),
+            }
+        )
+        stored.append(store.record_router_decision(done))
+
+    task, msg = post_to_task(rt, target, message, topic=topic, also=record)
+    root = store.get_dialog(task.root_id)
+    log.info(
+        "asked: routed to %s (loop root %s)%s", task.task_path, root.id, " (new)" if created else ""
+    )
+    posted = Posted(dialog=root, message=msg, tree=store.list_dialogs(root_id=root.id))
+    return Asked(routing=stored[-1], task=task, posted=posted, created_task=created)
 
 
 def answer(
@@ -815,10 +894,7 @@ def task_key(rtws: Path, raw: str) -> str:
     return os.path.normpath(path.as_posix()).replace(os.sep, "/")
 
 
-def task_slug(message: str, max_words: int = 5) -> str:
-    """`Fix the login page!` -> `fix-the-login-page`; `task` when nothing is left."""
-    words = re.findall(r"[a-z0-9]+", message.lower())[:max_words]
-    return "-".join(words)[:48].strip("-") or "task"
+task_slug = slug_from_text  # `Fix the login page!` -> `fix-the-login-page`
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -20,6 +20,7 @@ import typer
 
 from mindloop.cli import dialogs_cmds
 from mindloop.cli.approvals_cmds import approve, reject
+from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
@@ -85,6 +86,7 @@ app.command()(init)
 app.command()(check)
 app.command()(schema)
 app.command()(chat)
+app.command()(ask)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)

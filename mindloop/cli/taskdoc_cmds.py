@@ -52,30 +52,13 @@ def _store_if_any(rtws: Path) -> Store | None:
 
 
 def _audit_created(rtws: Path, pkg: TaskPackage) -> None:
-    """Record the sections a human created (empty ones too), so history starts at version 1
-    and a fresh package shows who created each section, not "changed outside mindloop"."""
-    from mindloop.store import Store, TaskdocChange
-    from mindloop.taskdoc import fsio
-    from mindloop.taskdoc.mind import known_sections
+    """Record the sections a human created (see `taskdoc.mind.record_created`)."""
+    from mindloop.store import Store
+    from mindloop.taskdoc.mind import record_created
 
     store = Store.for_rtws(rtws)
     try:
-        for rel in known_sections(pkg):
-            text = pkg.read_section(rel)
-            if pkg.section_exists(rel):
-                store.record_taskdoc_change(
-                    TaskdocChange(
-                        task_path=pkg.rel_path,
-                        section=rel,
-                        actor_member=HUMAN_ACTOR,
-                        actor_dialog=None,
-                        ts=time.time(),
-                        hash_before=None,
-                        hash_after=fsio.sha256_text(text),
-                        content_before=None,
-                        content_after=text,
-                    )
-                )
+        record_created(pkg, store, HUMAN_ACTOR)
     finally:
         store.close()
 

@@ -16,6 +16,7 @@ from mindloop.config.loader import (
     located_problem,
     tool_selection_problems,
 )
+from mindloop.config.loop import LoopConfig
 from mindloop.config.mcp import (
     MCP_FILE,
     McpConfig,
@@ -57,6 +58,7 @@ __all__ = [
     "ConfigProblem",
     "GeneralParams",
     "LlmConfig",
+    "LoopConfig",
     "McpConfig",
     "McpServerConfig",
     "MemberConfig",

@@ -322,6 +322,12 @@ def resolve_team(
     elif responder not in all_ids:
         known = ", ".join(all_ids) or "(none)"
         issues.append((("default_responder",), f"{responder!r} is not a member (members: {known})"))
+    router = spec.loop.router.member
+    if router is not None and router not in all_ids:
+        known = ", ".join(all_ids) or "(none)"
+        issues.append(
+            (("loop", "router", "member"), f"{router!r} is not a member (members: {known})")
+        )
     if issues or responder is None or len(members) < len(all_ids):
         return None, issues
     return TeamConfig(

@@ -27,9 +27,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from mindloop.errors import MindloopError
-from mindloop.store import DialogStatus, Store
+from mindloop.store import DialogRecord, DialogStatus, Store
 
 # How long a claim lives without renewal; `MINDLOOP_CLAIM_TTL` (seconds) overrides it.
 DEFAULT_CLAIM_TTL = 60.0
@@ -116,10 +117,11 @@ class Claims:
         self.owner = Owner.this_process().id
         self._renewed: dict[str, float] = {}  # dialog -> when its claim was last extended
 
-    def take(self, dialog_id: str) -> bool:
-        """Inside the caller's transaction: claim the dialog and mark it running."""
+    def take(self, dialog_id: str) -> DialogRecord | None:
+        """Inside the caller's transaction: claim the dialog and mark it running; its
+        record as it now stands, or None if another live process holds it."""
         taken = self.store.claim_dialog(dialog_id, self.owner, self.ttl)
-        if taken:
+        if taken is not None:
             self._renewed[dialog_id] = time.monotonic()
         return taken
 
@@ -134,9 +136,11 @@ class Claims:
             raise ClaimLost(f"dialog {dialog_id}: this process no longer holds its claim")
         self._renewed[dialog_id] = time.monotonic()
 
-    def release(self, dialog_id: str) -> None:
+    def settle(self, dialog_id: str, status: DialogStatus, **fields: Any) -> None:
+        """Inside the caller's transaction: the dialog's final status and the release of
+        its claim, in one statement."""
         self._renewed.pop(dialog_id, None)
-        self.store.release_claim(dialog_id, self.owner)
+        self.store.settle_dialog(dialog_id, self.owner, status=status, **fields)
 
     @contextlib.contextmanager
     def heartbeat(self, dialog_id: str) -> Iterator[None]:

@@ -44,7 +44,14 @@ from mindloop.events.types import (
 )
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolCall, ToolResultMessage
 from mindloop.providers.pool import ProviderPool, generation_caller
-from mindloop.store import DialogStatus, MessageRecord, ResponseRecord, Store, UsageTotals
+from mindloop.store import (
+    DialogRecord,
+    DialogStatus,
+    MessageRecord,
+    ResponseRecord,
+    Store,
+    UsageTotals,
+)
 
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
@@ -86,16 +93,16 @@ class Driver:
         # failure leaves an earlier state that recovery handles the same way; the next
         # durable commit makes them durable too (the WAL is replayed in order).
         with self.store.tx(durable=False):
-            if not self.claims.take(did):  # another live process drives it: skip it
+            fresh = self.claims.take(did)
+            if fresh is None:  # another live process drives it: skip it
                 result.reason = DriveEnd.CLAIMED
                 return result
             # Under the claim (and the write lock), the view is made current: nobody but
             # this drive appends turns now, and what others appended is seen.
-            self._sync(live)
+            self._sync(live, fresh)
             state = self.tree.wait_state(did)
             if not state.drivable:
-                self.store.update_dialog(did, status=DialogStatus.WAITING)
-                self.claims.release(did)
+                self.claims.settle(did, DialogStatus.WAITING)
                 result.reason = DriveEnd.WAITING
                 return result
             approved = self._take_inbox(live)
@@ -288,25 +295,24 @@ class Driver:
         status = SETTLED_STATUS.get(end, DialogStatus.IDLE)
         with self.store.tx(durable=False):
             if resume:
-                self.store.update_dialog(live.id, status=status, needs_drive=True)
+                self.claims.settle(live.id, status, needs_drive=True)
             else:
-                self.store.update_dialog(live.id, status=status)
+                self.claims.settle(live.id, status)
             self.store.record_event(
                 "drive_end",
                 live.id,
                 {"reason": str(end), "steps": result.steps, "error": result.error},
             )
-            self.claims.release(live.id)
         live.record.status = status
         self.bus.publish(
             DriveEnded(dialog_id=live.id, reason=str(end), steps=result.steps, error=result.error)
         )
 
-    def _sync(self, live: LiveDialog) -> None:
-        """Inside the claim's tx: the record as stored; the history loaded (a new view),
-        reloaded (another drive changed the course) or caught up with what others
-        appended since an earlier drive of this process (replies, answers, posts)."""
-        fresh = self.store.get_dialog(live.id)
+    def _sync(self, live: LiveDialog, fresh: DialogRecord) -> None:
+        """Inside the claim's tx, given the record as the claim left it: the history
+        loaded (a new view), reloaded (another drive changed the course) or caught up
+        with what others appended since an earlier drive of this process (replies,
+        answers, posts)."""
         if not live.loaded or fresh.course != live.record.course:
             live.record = fresh
             live.reload_history(self.store)

@@ -18,6 +18,7 @@ from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.history import History
 from mindloop.dialogs.policy import TurnPolicy
 from mindloop.store import DialogRecord, Reminder, Store
+from mindloop.tools.base import ToolContext
 from mindloop.toolsets import CourseSwitch
 
 ROOTS_KEPT = 1024  # root members remembered (a fixed, small amount of memory)
@@ -39,6 +40,9 @@ class LiveDialog:
     # calls open belong to that node and do not park the dialog (`Waits.open`).
     node: str | None = None
     users: int = 0  # drives holding (or waiting for) this view
+    # What its tool calls see, built at the first call (each call gets a copy with its
+    # own call key): nothing in it changes while the view lives.
+    tool_context: ToolContext | None = None
 
     @property
     def id(self) -> str:

@@ -17,6 +17,7 @@ answer a question, drive a dialog. The work is done by modules with one job each
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -250,7 +251,7 @@ class DialogRuntime:
     ) -> QuestionRecord:
         """Put a question to the human for a dialog (as `!?@human` does), with the options
         and the default assumption agent-loop's WAIT_USER_INPUT carries: unanswered after
-        `loop.waits.user_input_timeout`, the default is assumed and the user told."""
+        `loop.waits.user_input.timeout`, the default is assumed and the user told."""
         if not headline.strip():
             raise MindloopError("the question is empty")
         with self.store.tx():
@@ -437,10 +438,12 @@ class DialogRuntime:
     def _tool_context(self, live: LiveDialog, key: str) -> ToolContext:
         """What one tool call sees: typed facts and the narrow services bound to this
         dialog (never the engine itself)."""
+        if live.tool_context is not None:
+            return dataclasses.replace(live.tool_context, call_key=key)
         m = live.member
         did = live.id
         publish = self.bus.publish  # the hook reaches the bus, never the engine
-        return ToolContext(
+        live.tool_context = ToolContext(
             rtws=self.rtws,
             member=m.id,
             dialog_id=did,
@@ -463,3 +466,4 @@ class DialogRuntime:
                 TaskdocChanged(dialog_id=did, section=section)
             ),
         )
+        return live.tool_context

@@ -219,7 +219,7 @@ class DialogTree:
     ) -> QuestionRecord:
         """Put a question to the human for `caller` (inside the caller's transaction): the
         question parks the dialog until answered; its WAIT_USER_INPUT record carries the
-        timeout policy — after `loop.waits.user_input_timeout` the stated default is
+        timeout policy — after `loop.waits.user_input.timeout` the stated default is
         assumed (the dialog reads so, the user is told), or without one the human is
         reminded — and closes with the answer."""
         q = QuestionRecord(

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindloop.config.loop_waits import WaitsConfig
+from mindloop.config.loop import WaitsConfig
 
 
 class WaitKind(StrEnum):
@@ -226,14 +226,22 @@ class SystemEvent(WaitEvent):
 
 # ---------------------------------------------------------------------- the table
 
+# A duration of `loop.waits`, by its dotted path (`WaitsConfig` in `config.loop`).
 DurationKey = Literal[
-    "user_input_timeout",
-    "user_input_remind_every",
-    "approval_remind_every",
-    "subagent_active_limit",
-    "tool_timeout",
-    "system_event_timeout",
+    "user_input.timeout",
+    "user_input.remind_every",
+    "approval.remind_every",
+    "subagent.active",
+    "tool.timeout",
+    "system_event.timeout",
 ]
+
+
+def duration(config: WaitsConfig, key: DurationKey) -> float:
+    value: Any = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -249,11 +257,11 @@ class WaitSpec:
     id_prefix: str = "w-"
 
     def due_in(self, config: WaitsConfig) -> float | None:
-        return None if self.after is None else float(getattr(config, self.after))
+        return None if self.after is None else duration(config, self.after)
 
     def remind_in(self, config: WaitsConfig) -> float | None:
         key = self.remind_every or self.after
-        return None if key is None else float(getattr(config, key))
+        return None if key is None else duration(config, key)
 
 
 WAIT_KINDS: dict[WaitKind, WaitSpec] = {
@@ -265,8 +273,8 @@ WAIT_KINDS: dict[WaitKind, WaitSpec] = {
         payload=UserInputPayload,
         event=Q4hAnswered,
         on_timeout=OnTimeout.ASSUME_DEFAULT,
-        after="user_input_timeout",
-        remind_every="user_input_remind_every",
+        after="user_input.timeout",
+        remind_every="user_input.remind_every",
     ),
     WaitKind.APPROVAL: WaitSpec(
         "WAIT_USER_APPROVAL",
@@ -274,7 +282,7 @@ WAIT_KINDS: dict[WaitKind, WaitSpec] = {
         payload=ApprovalPayload,
         event=ApprovalDecision,
         on_timeout=OnTimeout.REMIND_ONLY,
-        after="approval_remind_every",
+        after="approval.remind_every",
         id_prefix="apv-",
     ),
     # A node dispatch does not park its caller; past its active-time or wall-clock limit
@@ -285,7 +293,7 @@ WAIT_KINDS: dict[WaitKind, WaitSpec] = {
         payload=SubagentPayload,
         event=TellaskReply,
         on_timeout=OnTimeout.FAIL,
-        after="subagent_active_limit",
+        after="subagent.active",
     ),
     WaitKind.TOOL: WaitSpec(
         "WAIT_TOOL",
@@ -293,7 +301,7 @@ WAIT_KINDS: dict[WaitKind, WaitSpec] = {
         payload=ToolWaitPayload,
         event=ToolResult,
         on_timeout=OnTimeout.FAIL,
-        after="tool_timeout",
+        after="tool.timeout",
         keeps_early=True,
     ),
     WaitKind.TIMER: WaitSpec(
@@ -309,7 +317,7 @@ WAIT_KINDS: dict[WaitKind, WaitSpec] = {
         payload=SystemEventPayload,
         event=SystemEvent,
         on_timeout=OnTimeout.FAIL,
-        after="system_event_timeout",
+        after="system_event.timeout",
         keeps_early=True,
     ),
 }

@@ -33,8 +33,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mindloop.config.durations import format_duration
-from mindloop.config.loop_waits import WaitsConfig
+from mindloop.config.duration import format_duration
+from mindloop.config.loop import WaitsConfig
 from mindloop.dialogs.staleness import (
     Staleness,
     WorkspaceRef,
@@ -372,12 +372,12 @@ class Waits:
         less the time its own questions waited for the human) against the active limit,
         and the wall-clock limit."""
         wall = now - rec.created_at
-        wall_left = self.config.subagent_wall_limit - wall
+        wall_left = self.config.subagent.wall_clock - wall
         asked = 0.0
         for start, end in rows.question_spans(self.store, rec.key):
             if start >= rec.created_at:
                 asked += (end if end is not None else now) - start
-        active_left = self.config.subagent_active_limit - (wall - asked)
+        active_left = self.config.subagent.active - (wall - asked)
         return max(0.0, min(wall_left, active_left))
 
     def remind(self, rec: WaitRecord, now: float) -> None:

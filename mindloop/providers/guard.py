@@ -45,10 +45,13 @@ class AttemptGuard:
     `next(stream)` for each event, `failed(err)` on a failure, `end` in any case.
     `partial` is what the attempt streamed so far.
 
-    The deadlines cost one timer per attempt, not one per event: the timer cancels the
-    task only while the guard is waiting on the provider (`_waiting`). If it fires while
-    the consumer is busy, the next wait gets a zero timeout instead, so an event that is
-    already there is still delivered and only a wait that would block fails."""
+    The deadlines cost one timer per attempt, not one per event: set for the first-content
+    deadline, it moves itself on to the overall deadline when it goes off after content
+    came (no cancel and re-arm at the first content, which every attempt reaches). It
+    cancels the task only while the guard is waiting on the provider (`_waiting`). If it
+    fires while the consumer is busy, the next wait gets a zero timeout instead, so an
+    event that is already there is still delivered and only a wait that would block
+    fails."""
 
     def __init__(self, provider: str, deadlines: Deadlines | None = None) -> None:
         self.provider = provider
@@ -120,7 +123,9 @@ class AttemptGuard:
             return event
         if not self._content:
             self._content = True
-            self._on_first_content()
+            if self._overdue:  # the first-content deadline went off with this event waiting
+                self._overdue = False
+                self._arm(self._start + self.deadlines.total)  # type: ignore[union-attr]
         return event
 
     def failed(self, err: ProviderError) -> ProviderError:
@@ -146,20 +151,21 @@ class AttemptGuard:
             raise
 
     def _on_deadline(self) -> None:
+        assert self.deadlines is not None
+        end = self._start + self.deadlines.total
+        if self._content and self._timer is not None and self._timer.when() < end:
+            # The first-content deadline, passed with content: only the overall one
+            # applies now.
+            self._arm(end)
+            return
         if self._waiting and self._task is not None:
             self._fired = True
             self._task.cancel()
         else:
             self._overdue = True
 
-    def _on_first_content(self) -> None:
-        """From now on only the overall deadline applies."""
-        if self._timer is None or self.deadlines is None:
-            return
-        self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(self._start + self.deadlines.total, self._on_deadline)
-        self._overdue = False
+    def _arm(self, when: float) -> None:
+        self._timer = asyncio.get_running_loop().call_at(when, self._on_deadline)
 
     def _late(self) -> ProviderError:
         assert self.deadlines is not None

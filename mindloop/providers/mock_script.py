@@ -161,7 +161,7 @@ class ErrorScript(_Strict):
 
 
 MATCHERS = ("match", "contains", "regex")
-FILTERS = ("member", "role", "context_contains")
+FILTERS = ("member", "role", "context_contains", "offers_tool")
 OUTPUTS = ("thinking", "response", "tool_calls", "error")
 
 
@@ -176,6 +176,9 @@ class ResponseEntry(_Strict):
     member: str | None = None
     role: Literal["user", "tool", "assistant"] | None = None
     context_contains: StrList | None = None
+    # The request offers this function tool: tells a standalone call that offers exactly
+    # one tool (the Router's `route_message`) apart from a dialog's generation.
+    offers_tool: str | None = Field(default=None, min_length=1)
 
     thinking: str | None = None
     response: str | None = None
@@ -207,7 +210,7 @@ class ResponseEntry(_Strict):
         if not used and not self.default and not has_filter:
             raise ValueError(
                 "needs a condition: one of match, contains, regex; or a filter (member, "
-                "role, context_contains); or `default: true` for a catch-all"
+                "role, context_contains, offers_tool); or `default: true` for a catch-all"
             )
         if self.after_chunks is not None and self.error is None:
             raise ValueError("`after_chunks` only applies together with `error`")
@@ -256,6 +259,10 @@ class RequestView:
         self.role: str | None = last.role if last is not None else None
         self.text: str = message_text(last) if last is not None else ""
         self.member = request.member
+
+    @cached_property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(tool.name for tool in self.request.tools)
 
     @cached_property
     def normalized(self) -> str:
@@ -314,6 +321,8 @@ class CompiledEntry:
         if spec.member is not None and spec.member != view.member:
             return False
         if spec.role is not None and spec.role != view.role:
+            return False
+        if spec.offers_tool is not None and spec.offers_tool not in view.tool_names:
             return False
         if self.exact is not None and self.exact != view.normalized:
             return False

@@ -180,28 +180,26 @@ class ProviderPool:
 
         return tell
 
-    async def stream(
-        self, provider_name: str, request: GenerationRequest
-    ) -> AsyncIterator[StreamEvent]:
+    def stream(self, provider_name: str, request: GenerationRequest) -> AsyncIterator[StreamEvent]:
         """Stream one generation with retries, deadlines and `Retry-After` as the provider's
         llm.yaml entry sets them, holding a concurrency slot throughout; each retry is
-        told to the `on_retry` listeners."""
+        told to the `on_retry` listeners. (The retry loop itself holds the slot: no
+        generator layer of its own here, which every event would pass through.)"""
         provider = self.get(provider_name)
         cfg = self._llm.providers[provider_name]
         deadlines = Deadlines(
             first_content=cfg.first_content_deadline, total=cfg.generation_deadline
         )
-        async with self._limits[provider_name]:
-            async for ev in stream_with_retry(
-                provider,
-                request,
-                max_attempts=cfg.max_retries,
-                retry_after_cap=cfg.retry_after_cap,
-                deadlines=deadlines,
-                sleep=self._sleep,
-                on_retry=self._retrying(provider_name, provider, request, cfg.max_retries),
-            ):
-                yield ev
+        return stream_with_retry(
+            provider,
+            request,
+            max_attempts=cfg.max_retries,
+            retry_after_cap=cfg.retry_after_cap,
+            deadlines=deadlines,
+            sleep=self._sleep,
+            on_retry=self._retrying(provider_name, provider, request, cfg.max_retries),
+            slot=self._limits[provider_name],
+        )
 
     async def aclose(self) -> None:
         for name, prov in self._providers.items():

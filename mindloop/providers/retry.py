@@ -82,6 +82,7 @@ async def stream_with_retry(
     deadlines: Deadlines | None = None,
     sleep: Sleep = asyncio.sleep,
     on_retry: OnRetry | None = None,
+    slot: asyncio.Semaphore | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Stream `request` from `provider`, retrying retriable `ProviderError`s.
 
@@ -91,42 +92,49 @@ async def stream_with_retry(
     had already yielded events, a `StreamRestart(attempt, reason)` is yielded before the
     retried stream's events. Non-retriable errors surface at once; when attempts run out
     the last error is raised with "(after N attempts)" added. Either way the error's
-    `partial` holds what its attempt had streamed (None if nothing).
+    `partial` holds what its attempt had streamed (None if nothing). `slot` (a
+    provider's concurrency limit) is held from the first attempt to the end.
     """
-    attempts = max(1, max_attempts)
-    attempt = 1
-    while True:
-        dirty = False  # events yielded by this attempt that a retry would invalidate
-        guard = AttemptGuard(provider.name, deadlines)
-        stream: AsyncIterator[StreamEvent] | None = None
-        guard.begin()
-        try:
-            stream = provider.stream(request)
-            while True:
-                try:
-                    event = await guard.next(stream)
-                except StopAsyncIteration:
-                    return
-                dirty = True
-                yield event
-        except ProviderError as err:
-            failure = guard.failed(err)
-        finally:
-            guard.end()
-            if stream is not None:
-                await _close(stream)
-        if not failure.retriable:
-            raise failure
-        if attempt >= attempts:
-            noun = "attempt" if attempt == 1 else "attempts"
-            failure.args = (f"{failure} (after {attempt} {noun})", *failure.args[1:])
-            raise failure
-        delay = retry_delay(
-            attempt - 1, failure.retry_after, base_delay, max_delay, retry_after_cap
-        )
-        attempt += 1
-        if on_retry is not None:
-            on_retry(attempt, failure, delay)
-        if dirty:
-            yield StreamRestart(attempt=attempt, reason=str(failure))
-        await sleep(delay)
+    if slot is not None:  # the provider's concurrency limit, held to the end
+        await slot.acquire()
+    try:
+        attempts = max(1, max_attempts)
+        attempt = 1
+        while True:
+            dirty = False  # events yielded by this attempt that a retry would invalidate
+            guard = AttemptGuard(provider.name, deadlines)
+            stream: AsyncIterator[StreamEvent] | None = None
+            guard.begin()
+            try:
+                stream = provider.stream(request)
+                while True:
+                    try:
+                        event = await guard.next(stream)
+                    except StopAsyncIteration:
+                        return
+                    dirty = True
+                    yield event
+            except ProviderError as err:
+                failure = guard.failed(err)
+            finally:
+                guard.end()
+                if stream is not None:
+                    await _close(stream)
+            if not failure.retriable:
+                raise failure
+            if attempt >= attempts:
+                noun = "attempt" if attempt == 1 else "attempts"
+                failure.args = (f"{failure} (after {attempt} {noun})", *failure.args[1:])
+                raise failure
+            delay = retry_delay(
+                attempt - 1, failure.retry_after, base_delay, max_delay, retry_after_cap
+            )
+            attempt += 1
+            if on_retry is not None:
+                on_retry(attempt, failure, delay)
+            if dirty:
+                yield StreamRestart(attempt=attempt, reason=str(failure))
+            await sleep(delay)
+    finally:
+        if slot is not None:
+            slot.release()

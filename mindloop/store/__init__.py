@@ -17,7 +17,9 @@ from mindloop.store.records import (
     WaitRecord,
     WaitStatus,
 )
+from mindloop.store.router_log import RouterAttempt, RouterCandidate, RouterDecision, RouterRecord
 from mindloop.store.store import STATE_DIR, STATE_FILE, Store, StoreError, new_id
+from mindloop.store.tasks import LoopPhase, TaskRecord, TaskStatus
 
 __all__ = [
     "STATE_DIR",
@@ -26,14 +28,21 @@ __all__ = [
     "DialogRecord",
     "DialogStatus",
     "GenerationRecord",
+    "LoopPhase",
     "MessageKind",
     "MessageRecord",
     "PendingTellask",
     "QuestionRecord",
     "Reminder",
     "ResponseRecord",
+    "RouterAttempt",
+    "RouterCandidate",
+    "RouterDecision",
+    "RouterRecord",
     "Store",
     "StoreError",
+    "TaskRecord",
+    "TaskStatus",
     "TaskdocChange",
     "UsageTotals",
     "WaitRecord",

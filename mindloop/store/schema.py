@@ -168,7 +168,7 @@ waits = sa.Table(
     sa.Column("status", sa.String, nullable=False),  # open | resolved | cancelled | expired
     sa.Column("resolution", sa.JSON, nullable=True),
     sa.Column("resolved_at", sa.Float, nullable=True),
-    # v5 (waits and approvals, `_waits_and_approvals`): the workspace node it belongs to
+    # v6 (waits and approvals): the workspace node it belongs to
     # (None: the dialog itself), how it combines with the node's other waits (all | any),
     # what the task looked like when it was opened (staleness), reminders sent so far.
     sa.Column("node", sa.String, nullable=True),
@@ -231,6 +231,58 @@ def _v3_to_v4(conn: sa.Connection) -> None:
     _add_columns(conn, generations, ["cost_usd"])
 
 
+# ---------------------------------------------------------------- the work loop: tasks, Router
+# (issue 12; DESIGN.md §8.7, §8.8). Records and statements: `store/tasks.py`,
+# `store/router_log.py`.
+
+# One loop root per task: the `*.tsk` package bound to the root dialog its loop drives,
+# with the loop's own state of the task. `mindloop chat --task` roots are not listed here.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("task_path", sa.String, nullable=False, unique=True),
+    sa.Column("root_id", sa.String, nullable=False, unique=True),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("phase", sa.String, nullable=True),  # None until the loop first runs
+    sa.Column("status", sa.String, nullable=False),  # ACTIVE | WAITING | DONE | FAILED
+    sa.Column("status_reason", sa.Text, nullable=True),
+    sa.Column("plan_reentries", sa.Integer, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),  # optimistic locking of loop writes
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("ix_tasks_updated", "updated_at"),
+)
+
+# Every Router call: what it was given, what it decided (or why it could not), its usage.
+router_decisions = sa.Table(
+    "router_decisions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("candidates", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # accepted | failed
+    sa.Column("decision", sa.JSON, nullable=True),
+    sa.Column("attempts", sa.JSON, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("task_path", sa.String, nullable=True),  # the task the message went to
+    sa.Column("root_id", sa.String, nullable=True),  # … and its loop root
+    sa.Column("created_task", sa.Boolean, nullable=False),
+    sa.Column("member", sa.String, nullable=False),
+    sa.Column("provider", sa.String, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=True),
+    sa.Column("output_tokens", sa.Integer, nullable=True),
+    sa.Column("cost_usd", sa.Float, nullable=True),
+)
+
+
+def _v4_to_v5(conn: sa.Connection) -> None:
+    """The work loop's tasks (one loop root per task) and the Router's decisions."""
+    metadata.create_all(conn, tables=[tasks, router_decisions])
+
+
 # ---------------------------------------------------------------------- waits and approvals
 # (agent-loop §6: the six wait kinds, early events, staleness; `dialogs.waits`)
 
@@ -252,7 +304,7 @@ wait_events = sa.Table(
 )
 
 
-def _waits_and_approvals(conn: sa.Connection) -> None:
+def _v5_to_v6(conn: sa.Connection) -> None:
     """Wait records carry their node, mode, staleness snapshot and reminder count; early
     events are kept until their wait is registered."""
     _add_columns(conn, waits, ["node", "mode", "snapshot", "reminders"])
@@ -264,6 +316,7 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v1_to_v2,
     _v2_to_v3,
     _v3_to_v4,
-    _waits_and_approvals,
+    _v4_to_v5,
+    _v5_to_v6,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -95,13 +95,16 @@ def compile_for(stmt: sa.Executable, dialect: sa.Dialect, keys: Sequence[str]) -
     binds = [compiled.binds[n] for n in names]
     defaults = tuple(_NEED if b.required or b.key in keys else b.effective_value for b in binds)
     to_db = tuple(_to_db(b.type) for b in binds)
-    selected = getattr(stmt, "selected_columns", None)
-    cols = list(selected) if selected is not None and isinstance(stmt, sa.Select) else []
+    cols: list[Any]
+    if isinstance(stmt, sa.Select):
+        cols = list(stmt.selected_columns)
+    else:  # a write: what its RETURNING clause gives back, if it has one
+        cols = list(getattr(stmt, "exported_columns", ()))
     return Compiled(
         sql=compiled.string,
         names=names,
         defaults=defaults,
         to_db=to_db,
-        keys=tuple(c.key for c in cols),
+        keys=tuple(str(c.key) for c in cols),
         from_db=tuple(_from_db(c.type) for c in cols),
     )

@@ -46,7 +46,9 @@ from mindloop.store.records import (
     WaitRecord,
     WaitStatus,
 )
+from mindloop.store.router_log import RouterLog
 from mindloop.store.sqlite import SqliteDialect
+from mindloop.store.tasks import TaskRows
 
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
@@ -79,7 +81,7 @@ class StoreStats:
             self.lazy_commits += 1
 
 
-class Store:
+class Store(TaskRows, RouterLog):
     """Durable runtime state. `durable=True` flushes every commit to disk unless a
     transaction asks otherwise (`tx(durable=False)`); `durable=False` never waits for it."""
 
@@ -337,10 +339,11 @@ class Store:
 
     def claim_dialog(
         self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
-    ) -> bool:
+    ) -> DialogRecord | None:
         """Take the dialog's claim for `owner` until `now + ttl` and mark it running (not
-        marked to drive), if nobody else holds an unexpired claim on it; whether it was
-        taken (False too for an unknown dialog).
+        marked to drive), if nobody else holds an unexpired claim on it; the dialog's
+        record as it now stands, or None if it was not taken (None too for an unknown
+        dialog).
 
         One conditional update in a transaction that holds the write lock from its start,
         so of processes racing for a dialog exactly one wins. It joins the caller's
@@ -349,7 +352,12 @@ class Store:
         start = time.time() if now is None else now
         params = {"_id": dialog_id, "_owner": owner, "_now": start, "_expires": start + ttl}
         with self.tx(durable=False):
-            return self._write(q.CLAIM_DIALOG, params) == 1
+            self.stats.statements += 1
+            keys, rows = self._dialect.read(q.CLAIM_DIALOG, params)
+            if not rows:
+                return None
+            self._changed = True
+            return DialogRecord.model_validate(dict(zip(keys, rows[0], strict=True)))
 
     def renew_claim(
         self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
@@ -367,6 +375,15 @@ class Store:
         caller's transaction together with the dialog's final status."""
         with self.tx(durable=False):
             return self._write(q.RELEASE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
+
+    def settle_dialog(self, dialog_id: str, owner: str, **fields: Any) -> None:
+        """A drive's end: set `fields` (its final status, …) and drop `owner`'s claim if
+        it still holds it, in one statement (joining the caller's transaction)."""
+        fields["updated_at"] = time.time()
+        fields["_id"] = dialog_id
+        fields["_owner"] = owner
+        if self._write(q.SETTLE_DIALOG, fields) == 0:
+            raise NotFoundError(f"no dialog with id {dialog_id!r}")
 
     def tree_busy(self, root_id: str) -> bool:
         """Whether a dialog of the tree is running (in any process) or marked to drive."""

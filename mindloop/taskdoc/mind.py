@@ -287,6 +287,30 @@ def known_sections(pkg: TaskPackage) -> list[str]:
     return rels
 
 
+def record_created(pkg: TaskPackage, store: Store, actor: str) -> None:
+    """Record the sections of a package just created (empty ones too) as changes by
+    `actor`, so their history starts at version 1 and shows who created each section,
+    not "changed outside mindloop" (`mindloop task new`, a task the Router creates)."""
+    now = time.time()
+    with store.tx():
+        for rel in known_sections(pkg):
+            if pkg.section_exists(rel):
+                text = pkg.read_section(rel)
+                store.record_taskdoc_change(
+                    TaskdocChange(
+                        task_path=pkg.rel_path,
+                        section=rel,
+                        actor_member=actor,
+                        actor_dialog=None,
+                        ts=now,
+                        hash_before=None,
+                        hash_after=fsio.sha256_text(text),
+                        content_before=None,
+                        content_after=text,
+                    )
+                )
+
+
 def section_status(pkg: TaskPackage, store: Store | None) -> list[SectionStatus]:
     """Per section: exists, size, last updated (time, actor) — reconciling first.
 

@@ -34,6 +34,15 @@ DEFAULT_TASKS_DIR = "tasks"
 LAYOUT_SCAN_LIMIT = 2048
 EXTRA_INDEX_LIMIT = 64
 _SLUG_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]*(?:\.[a-zA-Z0-9_-]+)*")
+_SLUG_WORD = re.compile(r"[a-z0-9]+")
+
+
+def slug_from_text(text: str, max_words: int = 5) -> str:
+    """A package slug from free text: `Fix the login page!` -> `fix-the-login-page`;
+    `task` when nothing is left."""
+    words = _SLUG_WORD.findall(text.lower())[:max_words]
+    return "-".join(words)[:48].strip("-") or "task"
+
 
 ViolationKind = Literal[
     "top_level_file_under_subdir",

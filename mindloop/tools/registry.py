@@ -164,7 +164,9 @@ class ToolRegistry:
         except Exception as err:  # a tool bug must not end the dialog; the model sees it
             text = scrub_rtws(f"{tool_name} failed: {type(err).__name__}: {err}", ctx.rtws)
             return ToolOutput(cap_text(printable(text), cap), is_error=True)
-        return dataclasses.replace(result, text=cap_text(printable(result.text), cap))
+        text = cap_text(printable(result.text), cap)
+        # Most results are short printable text: returned as they are, not copied.
+        return result if text is result.text else dataclasses.replace(result, text=text)
 
 
 def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:

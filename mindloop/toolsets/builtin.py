@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mindloop.config.loop_waits import WaitsConfig
+from mindloop.config.loop import WaitsConfig
 from mindloop.i18n import Lang
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets.control import control_tools

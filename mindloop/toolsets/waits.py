@@ -5,8 +5,8 @@ The tool only asks: its result carries an `OpenWait` effect, registered by the e
 the step's transaction, so the wait exists exactly when the result does. The dialog is
 not driven while it waits; the timer's due time (or the event, delivered with
 `DialogRuntime.deliver`) resumes it with a note. A timer may be at most
-`loop.waits.timer_max_ahead` ahead (24 h by default); an event wait times out after
-`loop.waits.system_event_timeout` and the dialog reads that it did.
+`loop.waits.timer.max_ahead` ahead (24 h by default); an event wait times out after
+`loop.waits.system_event.timeout` and the dialog reads that it did.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from mindloop.config.durations import format_duration
-from mindloop.config.loop_waits import WaitsConfig
+from mindloop.config.duration import format_duration
+from mindloop.config.loop import WaitsConfig
 from mindloop.tools.base import OpenWait, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 
@@ -82,7 +82,7 @@ def wait_tools(config: WaitsConfig | None = None) -> list[Tool[Any]]:
             text = (
                 f"Waiting for the event {args.event_type!r}"
                 + (f" matching {args.filter}" if args.filter else "")
-                + f" (at most {format_duration(limits.system_event_timeout)})."
+                + f" (at most {format_duration(limits.system_event.timeout)})."
             )
             return ToolOutput(text, effects=(OpenWait("external", args.event_type, payload),))
         now = time.time()
@@ -92,9 +92,9 @@ def wait_tools(config: WaitsConfig | None = None) -> list[Tool[Any]]:
             return ToolOutput(str(exc), is_error=True)
         if fire_at <= now:
             return ToolOutput(f"at: {_iso(fire_at)} has passed already", is_error=True)
-        if fire_at - now > limits.timer_max_ahead:
+        if fire_at - now > limits.timer.max_ahead:
             return ToolOutput(
-                f"a timer may be at most {format_duration(limits.timer_max_ahead)} ahead; "
+                f"a timer may be at most {format_duration(limits.timer.max_ahead)} ahead; "
                 f"{_iso(fire_at)} is {format_duration(fire_at - now)} away",
                 is_error=True,
             )

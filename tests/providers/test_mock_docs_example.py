@@ -20,6 +20,7 @@ from mindloop.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
     ToolResultMessage,
+    ToolSpec,
     UserMessage,
 )
 from mindloop.providers.mock import MockProvider
@@ -108,3 +109,20 @@ def test_every_script_block_in_the_doc_is_valid(tmp_path: Path) -> None:
         path = tmp_path / f"block{number}.yaml"
         path.write_text(block, encoding="utf-8")
         assert validate_script(path) == [], block
+
+
+async def test_the_router_example_answers_only_the_routers_call(tmp_path: Path) -> None:
+    provider = script_from_doc(tmp_path, "offers_tool: route_message")
+    tool = ToolSpec(name="route_message", description="route", parameters={"type": "object"})
+    routed = GenerationRequest(
+        model="mock-model",
+        system="router",
+        messages=[UserMessage(text="Continue the  login work")],
+        tools=[tool],
+    )
+    [call] = [e.call for e in [e async for e in provider.stream(routed)] if e.type == "tool_call"]
+    assert call.name == "route_message"
+    assert json.loads(call.arguments)["target_task_id"] == "tasks/login.tsk"
+    in_a_dialog = routed.model_copy(update={"tools": []})
+    with pytest.raises(ProviderError, match="Mock Response Not Found"):
+        [e async for e in provider.stream(in_a_dialog)]

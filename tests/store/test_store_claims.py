@@ -192,12 +192,12 @@ def test_an_older_database_gets_the_claim_columns_and_keeps_its_rows(tmp_path: P
     con.execute("ALTER TABLE dialogs DROP COLUMN claim_expires")
     con.execute("DROP TABLE waits")  # v3
     con.execute("ALTER TABLE generations DROP COLUMN cost_usd")  # v4
-    con.execute("DROP TABLE wait_events")  # v5
+    con.execute("DROP TABLE wait_events")  # v6
     con.execute("UPDATE schema_version SET version = 1")
     con.commit()
     con.close()
     s = Store(db)
-    assert s.schema_version() == t.SCHEMA_VERSION == 5
+    assert s.schema_version() == t.SCHEMA_VERSION
     assert s.open_waits("old") == []  # v3's table is there too
     assert s.get_dialog("old").claim_owner is None
     assert s.claim_dialog("old", "p1", TTL)
@@ -212,7 +212,7 @@ def test_every_statement_and_migration_compiles_for_postgresql() -> None:
     for stmt in statements:
         stmt.compile(dialect=pg)
     claim = str(q.CLAIM_DIALOG.compile(dialect=pg))
-    assert claim.startswith("UPDATE dialogs SET") and claim.count("claim_owner") == 3
+    assert claim.startswith("UPDATE dialogs SET") and "RETURNING" in claim
     for table in t.metadata.sorted_tables:
         sa.schema.CreateTable(table).compile(dialect=pg)
     ddl = sa.schema.CreateColumn(t.dialogs.c.claim_expires).compile(dialect=pg)
