@@ -49,6 +49,7 @@ from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.router import Router, RoutingFailed
 from mindloop.loop.tasks import create_task_package, one_line, post_to_task, task_candidates
 from mindloop.providers.base import Provider
@@ -67,6 +68,7 @@ from mindloop.store import (
     TaskRecord,
     UsageTotals,
 )
+from mindloop.store.location import database_url
 from mindloop.store.waits import open_waits_of_kind
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
@@ -243,7 +245,7 @@ class Project:
         return self.rtws / STATE_DIR / STATE_FILE
 
     def has_state(self) -> bool:
-        return self.state_file.is_file()
+        return database_url() is not None or self.state_file.is_file()
 
     def subscribe(self, listener: Listener) -> None:
         """Hear the runtime's events (a renderer, a web socket …) from now on."""
@@ -474,7 +476,7 @@ async def ask(project: Project, message: str) -> Asked:
     project.check_member(config.team.default_responder)  # the loop root's member
     rt = project.runtime
     store = rt.store
-    kb = task_key(project.rtws, config.team.loop.kb.package)
+    kb = task_key(project.rtws, config.team.loop.kb.task_path)
     candidates = task_candidates(
         store, project.rtws, limit=config.team.loop.router.recent_tasks, exclude=[kb]
     )
@@ -704,12 +706,15 @@ async def run(
     seen from `root_id`'s tree when given."""
     rt = project.runtime
     resumed = project.recover()
-    sched = Scheduler(rt)
+    # The outbox's KB requests are delivered by every run (cheaply: one read of the
+    # outbox per poll interval); the KB dialog they wake is driven by a run of all trees.
+    tickers = [KbDispatcher(rt)]
+    sched = Scheduler(rt, tickers=tickers)
     if root_id is not None and not watch and stop is None:
         # Follow the tree until it settles: a dialog of it that another live process
         # drives (a `run --watch`, the web UI) is not driven here, but waited for; other
         # trees are not driven here at all (ending with this tree would cut them off).
-        sched = Scheduler(rt, root_id=root_id)
+        sched = Scheduler(rt, root_id=root_id, tickers=tickers)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
     log.info("run started%s", " (watching)" if watch and root_id is None else "")
     results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
@@ -872,14 +877,14 @@ def open_state(rtws: Path) -> Store | None:
     untouched), an initialised rtws without state simply has no dialogs and questions.
     Whatever else is at the state path (a directory, a damaged file) is the store's to
     refuse."""
-    if (rtws / STATE_DIR / STATE_FILE).exists():
+    if database_url() is None and (rtws / STATE_DIR / STATE_FILE).exists():
         return Store.for_rtws(rtws)
     if not (rtws / ".minds").is_dir():
         raise RtwsError(
             f"{rtws} is not a mindloop rtws (no .minds/ and no {STATE_DIR}/{STATE_FILE}); "
             f"create one with `mindloop init` or choose one with -C DIR"
         )
-    return None
+    return Store.for_rtws(rtws) if database_url() is not None else None
 
 
 def task_key(rtws: Path, raw: str) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from mindloop.store.location import DATABASE_URL_ENV
 
 
 def write_team(rtws: Path, members: dict[str, dict[str, Any]], **defaults: Any) -> None:
@@ -34,17 +37,24 @@ def as_user(user: int | None) -> list[str]:
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
 
 
+def state_env() -> dict[str, str]:
+    """What a child process needs to find this test's state: the database URL when the
+    suite runs on PostgreSQL (`MINDLOOP_TEST_DATABASE`), else nothing (the rtws's file)."""
+    return {k: os.environ[k] for k in (DATABASE_URL_ENV,) if os.environ.get(k)}
+
+
 def ml(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env);
     as another user if `user` is given (see `as_user`)."""
     home = str(cwd or Path.cwd())
+    shared = state_env()
     return subprocess.run(
         [*as_user(user), sys.executable, "-m", "mindloop.cli.app", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": home, **(env or {})},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": home, **shared, **(env or {})},
     )

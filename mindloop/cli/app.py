@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds
+from mindloop.cli import dialogs_cmds, self_cmds
 from mindloop.cli.approvals_cmds import approve, reject
 from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
@@ -27,6 +27,7 @@ from mindloop.cli.demo_cmd import demo
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
+from mindloop.cli.worker_cmds import worker, workers
 from mindloop.errors import MindloopError
 
 app = typer.Typer(
@@ -95,8 +96,11 @@ app.command()(reject)
 app.command()(demo)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
+app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
 app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate Taskdocs.")
 app.command("tasks")(tasks_command)
+app.command()(worker)
+app.command()(workers)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

@@ -248,6 +248,16 @@ def print_capped(report: service.DriveReport) -> None:
 
 def run(
     ctx: typer.Context,
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            help="With MINDLOOP_DATABASE_URL: start this task's root dialog on the "
+            "scale-out workers (`mindloop worker`) and follow it."
+        ),
+    ] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="With TASK: its first message.")
+    ] = None,
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep running and pick up new work (Ctrl-C stops).")
     ] = False,
@@ -276,6 +286,10 @@ def run(
     Exit codes: 0 done, 1 error, 3 step limit, 4 a question or an approval waits on you,
     130 interrupted."""
     rtws = get_rtws(ctx)
+    if task is not None:  # on the workers of the rtws's database (README "Scale-out")
+        from mindloop.cli.worker_cmds import run_on_workers
+
+        raise typer.Exit(run_on_workers(rtws, task, message, as_json))
     if dialog is not None and not retry_errors:
         raise MindloopError("--dialog chooses the tree --retry-errors retries: add --retry-errors")
     if watch and as_json:

@@ -46,9 +46,9 @@ def _ts(t: float | None) -> str:
 
 def _store_if_any(rtws: Path) -> Store | None:
     """The rtws store if the runtime ever ran here (reading must not create state)."""
-    from mindloop.store import STATE_DIR, STATE_FILE, Store
+    from mindloop.store import Store
 
-    return Store.for_rtws(rtws) if (rtws / STATE_DIR / STATE_FILE).exists() else None
+    return Store.for_rtws(rtws) if Store.exists_for(rtws) else None
 
 
 def _audit_created(rtws: Path, pkg: TaskPackage) -> None:

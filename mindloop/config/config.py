@@ -7,9 +7,28 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.config.llm import LlmConfig, ModelInfo, ProviderConfig
+from mindloop.config.loop_kb import KB_TOOLSETS, KB_WRITE_DIRS
 from mindloop.config.mcp import McpConfig
 from mindloop.config.team import MemberConfig, TeamConfig
 from mindloop.errors import MindloopError
+
+
+def default_kb_member(team: TeamConfig, member_id: str) -> MemberConfig:
+    """The `kb` member used when team.yaml declares none (`config.loop_kb`): hidden, with
+    the default responder's provider, model and params, `fs` and `control`, writing only
+    under `kb/`."""
+    base = team.members[team.default_responder]
+    return MemberConfig(
+        id=member_id,
+        name="Knowledge base",
+        provider=base.provider,
+        model=base.model,
+        model_params=base.model_params,
+        toolsets=list(KB_TOOLSETS),
+        write_dirs=list(KB_WRITE_DIRS),
+        gofor="keeps the team's knowledge base (kb/)",
+        hidden=True,
+    )
 
 
 class Config(BaseModel):
@@ -24,8 +43,11 @@ class Config(BaseModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     def member(self, member_id: str) -> MemberConfig:
-        """The member with this id; a clear error naming the known members otherwise."""
+        """The member with this id (the default `kb` member when team.yaml declares none
+        under `loop.kb.member`); a clear error naming the known members otherwise."""
         found = self.team.members.get(member_id)
+        if found is None and member_id == self.team.loop.kb.member:
+            return default_kb_member(self.team, member_id)
         if found is None:
             known = ", ".join(self.team.members) or "(none)"
             raise MindloopError(

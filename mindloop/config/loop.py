@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from mindloop.config.duration import Duration
+from mindloop.config.loop_kb import KbConfig
+from mindloop.config.loop_self_md import SelfMdConfig
 
 STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -309,36 +311,6 @@ class RetriesConfig(BaseModel):
 
 
 # ---------------------------------------------------------------- self-improve (§9)
-
-
-class SelfMdConfig(BaseModel):
-    """`loop.self_md`: `self_md_patch` on `.minds/team/<member>/self.md` (agent-loop §9.1)."""
-
-    model_config = STRICT
-
-    protected_sections: list[str] = Field(default_factory=lambda: ["Hard rules"])
-    git_commit: bool = False  # commit self.md and its history when the rtws is a git repo
-    require_approval: bool = False  # patches become approvals instead of being applied
-    max_tokens: int = Field(default=1500, ge=1)  # the whole file
-    max_net_tokens_per_call: int = Field(default=200, ge=1)
-    max_calls_per_run: int = Field(default=3, ge=1)
-
-
-class KbConfig(BaseModel):
-    """`loop.kb`: `kb_request` delivery to the KB teammate (agent-loop §9.2, DESIGN.md
-    §8.11): one KB dialog per rtws, at-least-once with backoff, deduplicated on receipt."""
-
-    model_config = STRICT
-
-    member: str = Field(default="kb", min_length=1)
-    package: str = Field(default="tasks/kb.tsk", min_length=1)
-    session_slug: str = Field(default="kb-inbox", min_length=1)
-    max_content_tokens: int = Field(default=1500, ge=1)
-    ack_timeout: Duration = 3600.0  # no reply within this: redelivered
-    retry_initial: Duration = 1.0  # backoff doubles from here …
-    retry_max: Duration = 3600.0  # … up to this
-    give_up_after: Duration = 24 * 3600.0  # then the row is DEAD
-    keep_received_keys: Duration = 7 * 86400.0  # the receiver's dedupe window
 
 
 class SelfImproveConfig(BaseModel):

@@ -7,11 +7,12 @@ history is the in-memory `History`, never re-read from the store.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 from mindloop.config import Config, MemberConfig
-from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, text_for
+from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, SELF_MD_HEADING, text_for
 from mindloop.i18n import Lang
 from mindloop.store.records import DialogRecord
 from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
@@ -44,6 +45,8 @@ class ContextBuilder:
         self.lang = lang
         self._files = _StatCache()
         self._packages: dict[str, TaskPackage] = {}
+        self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
+        self._self_md_paths: dict[str, Path] = {}
 
     def package(self, task_path: str) -> TaskPackage:
         pkg = self._packages.get(task_path)
@@ -54,6 +57,26 @@ class ContextBuilder:
     def persona(self, member: MemberConfig) -> str:
         text = self._files.read(self.rtws / member.persona).strip()
         return text or text_for(DEFAULT_PERSONA, self.lang).format(name=member.name)
+
+    def self_md(self, member: MemberConfig) -> str:
+        """The member's own `self.md` under a heading naming its hash ("" when it has
+        none); one `stat` per generation while the file is unchanged."""
+        path = self._self_md_paths.get(member.id)
+        if path is None:
+            path = self._self_md_paths[member.id] = (
+                self.rtws / ".minds" / "team" / member.id / "self.md"
+            )
+        text = self._files.read(path)
+        hit = self._self_md.get(member.id)
+        if hit is not None and hit[0] is text:
+            return hit[1]
+        rendered = ""
+        if text.strip():
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+            heading = text_for(SELF_MD_HEADING, self.lang).format(sha=sha)
+            rendered = f"{heading}\n\n{text.strip()}"
+        self._self_md[member.id] = (text, rendered)
+        return rendered
 
     def team_roster(self, member: MemberConfig) -> str:
         lines = []
@@ -69,6 +92,7 @@ class ContextBuilder:
     def system_prompt(self, dialog: DialogRecord, member: MemberConfig, root_member: str) -> str:
         parts = [
             self.persona(member),
+            self.self_md(member),
             text_for(RUNTIME_RULES, self.lang),
             self.team_roster(member),
             encapsulation_rules(self.lang),

@@ -16,7 +16,12 @@ from mindloop.dialogs.caps import CapGuard
 from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.course import start_new_course
 from mindloop.dialogs.formats import INTERRUPTED_TOOL_RESULT
-from mindloop.dialogs.generation import GenerationOutcome, run_generation
+from mindloop.dialogs.generation import (
+    GENERATION_CODEC,
+    GenerationOutcome,
+    generation_key,
+    run_generation,
+)
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.outcomes import (
     Continue,
@@ -33,6 +38,7 @@ from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, WaitState
 from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
+from mindloop.durable.steps import Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
     DriveEnded,
@@ -51,7 +57,9 @@ from mindloop.store import (
     ResponseRecord,
     Store,
     UsageTotals,
+    crash_points,
 )
+from mindloop.tools.base import call_key
 
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
@@ -74,6 +82,7 @@ class Driver:
         tools: ToolStep,
         claims: Claims,
         wake: asyncio.Event,
+        steps: Steps | None = None,
     ) -> None:
         self.store = store
         self.tree = tree
@@ -83,6 +92,9 @@ class Driver:
         self.tools = tools
         self.claims = claims
         self.wake = wake
+        # The durable step boundary around the model call (None: the call is made
+        # directly; see `mindloop.durable`).
+        self.steps = steps
         self.caps = CapGuard(store, parts.config.team.caps, parts.lang)
 
     async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
@@ -215,10 +227,21 @@ class Driver:
                 dialog_id=did, member=live.member.id, model=req.model, provider=live.member.provider
             )
         )
-        try:
+
+        async def generate() -> GenerationOutcome:
             await run_generation(
                 self.providers.stream(live.member.provider, req), self.bus, did, out
             )
+            return out
+
+        try:
+            if self.steps is None:
+                await generate()
+            else:
+                key = generation_key(
+                    did, live.record.course, live.history.last_id, len(live.history)
+                )
+                out = await self.steps.run("generation", key, generate, GENERATION_CODEC)
         except asyncio.CancelledError:
             # Interrupted mid-stream: the partial output is not a turn. Persisted as one it
             # would end the dialog's turn (a side dialog would never reply) and could
@@ -232,6 +255,8 @@ class Driver:
                     "generation_cancelled", did, {"text": out.text, "thinking": out.thinking}
                 )
             raise
+        if crash_points.CRASH is not None:  # tests only: the model answered, nothing committed
+            crash_points.CRASH.reached("generation.after")
         decision = decide_turn(live, self.parts, out, req.model)
         commit_turn(self.store, self.tree, live, decision, self.claims)
         usage.add(decision.generation)
@@ -331,19 +356,34 @@ class Driver:
                     dialog_id=live.id,
                     course=live.record.course,
                     kind="tool_result",
-                    data={
+                    data=self._recorded_result(live, i, c)
+                    or {
                         "call_id": c.id,
                         "name": c.name,
                         "content": INTERRUPTED_TOOL_RESULT,
                         "is_error": True,
                     },
                 )
-                for c in dangling
+                for i, c in enumerate(dangling)
             ]
             live.history.extend(self.store.append_messages(recs))
         held: list[ResponseRecord] = []
         live.history.extend(self.tree.take_responses(live.record, held))
         return held
+
+    def _recorded_result(
+        self, live: LiveDialog, index: int, call: ToolCall
+    ) -> dict[str, object] | None:
+        """A dangling call's result as a durable step recorded it before the crash (a
+        recovered drive workflow), or None: then it is answered as interrupted."""
+        gen = live.history.open_generation
+        if self.steps is None or gen is None:
+            return None
+        value = self.steps.recorded("tool", call_key(live.id, gen, index))
+        if value is None:
+            return None
+        text, is_error = value["text"], value["is_error"]
+        return {"call_id": call.id, "name": call.name, "content": text, "is_error": is_error}
 
 
 def _nothing_to_answer(live: LiveDialog) -> bool:

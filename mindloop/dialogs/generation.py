@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from mindloop.durable.steps import Codec, JsonObject
 from mindloop.events.bus import EventBus
 from mindloop.events.types import GenerationRestarted, TextChunk, ThinkingChunk
 from mindloop.providers.base import GenerationRequest, ProviderError, StreamEvent, ToolCall
@@ -65,6 +67,54 @@ async def run_generation(
         out.text = "".join(text)
         out.thinking = "".join(thinking)
         out.ended_at = time.time()
+
+
+def _encode_outcome(out: GenerationOutcome) -> JsonObject:
+    err = out.error
+    return {
+        "text": out.text,
+        "thinking": out.thinking,
+        "calls": [c.model_dump() for c in out.calls],
+        "input_tokens": out.input_tokens,
+        "output_tokens": out.output_tokens,
+        "finish_reason": out.finish_reason,
+        "error": None
+        if err is None
+        else {"message": str(err), "retriable": err.retriable, "status": err.status},
+        "cancelled": out.cancelled,
+        "started_at": out.started_at,
+        "ended_at": out.ended_at,
+    }
+
+
+def _decode_outcome(data: JsonObject) -> GenerationOutcome:
+    err = data.get("error")
+    return GenerationOutcome(
+        text=data["text"],
+        thinking=data["thinking"],
+        calls=[ToolCall.model_validate(c) for c in data["calls"]],
+        input_tokens=data["input_tokens"],
+        output_tokens=data["output_tokens"],
+        finish_reason=data["finish_reason"],
+        error=None
+        if err is None
+        else ProviderError(err["message"], retriable=err["retriable"], status=err["status"]),
+        cancelled=data["cancelled"],
+        started_at=data["started_at"],
+        ended_at=data["ended_at"],
+    )
+
+
+# A generation's outcome as a durable step records it (JSON; see `mindloop.durable`).
+GENERATION_CODEC = Codec(_encode_outcome, _decode_outcome)
+
+
+def generation_key(dialog_id: str, course: int, last_message_id: int, n_messages: int) -> str:
+    """What a generation is, for a durable step: the dialog, its course and the history
+    its request was built from (the newest stored message, and the view's length, which
+    also counts what was added without a stored id yet)."""
+    raw = f"gen|{dialog_id}|{course}|{last_message_id}|{n_messages}"
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def request_for_log(req: GenerationRequest) -> dict[str, object]:

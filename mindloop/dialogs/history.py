@@ -122,6 +122,11 @@ class History:
             else:
                 self.messages.append(_user_message({"text": held}))
 
+    @property
+    def open_generation(self) -> int | None:
+        """The stored generation whose tool calls still wait for results, if any."""
+        return self._last_gen if self._open_calls else None
+
     def extend(self, recs: Iterable[MessageRecord]) -> None:
         for rec in recs:
             self.add(rec)

@@ -29,6 +29,15 @@ DEFAULT_PERSONA = {
     "zh": "你是 {name}，团队中能干且细心的一员。",
 }
 
+# Heads the member's own `.minds/team/<member>/self.md` (agent-loop §9.1); `sha` is the
+# start of the file's sha256, the base a `self_md_patch` call names.
+SELF_MD_HEADING = {
+    "en": "# Your self.md (sha256 {sha})\nHow you work, in your own words; changed only "
+    "through self-improvement (`self_md_patch`).",
+    "zh": "# 你的 self.md（sha256 {sha}）\n你用自己的话写下的工作方式；只能在自我改进阶段通过 "
+    "`self_md_patch` 修改。",
+}
+
 STEP_LIMIT_NOTE = {
     "en": "[mindloop] Stopped after {n} steps in one drive (the per-drive step limit). "
     "Send a message to continue.",

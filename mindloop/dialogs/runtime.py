@@ -45,6 +45,7 @@ from mindloop.dialogs.wait_kinds import (
     WaitPayload,
 )
 from mindloop.dialogs.waits import Ingested, Waits
+from mindloop.durable.steps import Steps
 from mindloop.errors import MindloopError, NotFoundError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
@@ -97,6 +98,7 @@ class DialogRuntime:
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
         workspace_ref: WorkspaceRef | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
         self.config = config or load_config(self.rtws)
@@ -140,9 +142,18 @@ class DialogRuntime:
             self.bus,
             self.providers,
             self.parts,
-            ToolStep(self.store, self.bus, self.parts, self.claims, self.tree, self._tool_context),
+            ToolStep(
+                self.store,
+                self.bus,
+                self.parts,
+                self.claims,
+                self.tree,
+                self._tool_context,
+                steps,
+            ),
             self.claims,
             self.wake,
+            steps,
         )
 
     async def aclose(self) -> None:

@@ -7,6 +7,11 @@ claim of is neither selected nor waited for. A dialog waiting on side dialogs, t
 or a wait record is not driven. Starting a run first recovers what a dead process left
 running (and `watch` keeps recovering, as claims of dead processes expire). Provider
 concurrency is limited by the provider pool.
+
+Tickers are work a run does beside the drives, on the run's own clock (the outbox
+dispatcher, `loop.kb.KbDispatcher`): the run asks each for its next due time only at the
+poll interval (never per step) and once more before a run without `watch` ends, and
+ticks it when that time has come. A run without tickers does nothing more.
 """
 
 from __future__ import annotations
@@ -14,13 +19,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
 from mindloop.dialogs.runtime import DialogRuntime, DriveEnd, DriveResult
 
 # How many recent drive results a watching run keeps (its memory must not grow with the
 # number of dialogs it ever drove).
 KEEP_WATCHED = 1000
+TICKER_RETRY = 5.0  # seconds before a ticker that raised is ticked again
+
+
+class Ticker(Protocol):
+    """Periodic work of a run (see the module doc)."""
+
+    def next_due(self) -> float | None:
+        """When it next has work (epoch seconds), None when it has none; may read the
+        store (it is asked at the poll interval, not per step)."""
+        ...
+
+    def tick(self, now: float) -> bool:
+        """Do the work due at `now`; True when a dialog may have become drivable."""
+        ...
 
 
 class Scheduler:
@@ -30,8 +50,10 @@ class Scheduler:
         *,
         max_concurrent_drives: int = 1000,
         root_id: str | None = None,
+        tickers: Sequence[Ticker] = (),
     ) -> None:
         self.rt = runtime
+        self.tickers = list(tickers)
         self.max_concurrent = max_concurrent_drives
         # Drive only this tree's dialogs (a run that follows one tree and ends when it
         # settles would otherwise cut off the drives it started in other trees).
@@ -70,6 +92,7 @@ class Scheduler:
         self.resumed += self.rt.recover()
         recovery_due = time.monotonic() + self.rt.claims.ttl / 2
         next_due = waits.next_due()
+        ticks = self._ticker_dues()
         reread_due = time.monotonic() + poll_interval
         try:
             while True:
@@ -80,18 +103,27 @@ class Scheduler:
                 if waits.changed or time.monotonic() >= reread_due:
                     waits.changed = False
                     next_due = waits.next_due()
+                    ticks = self._ticker_dues()
                     reread_due = time.monotonic() + poll_interval
                 if next_due is not None and next_due <= time.time():
                     waits.fire_due()
                     next_due = waits.next_due()
+                ticks = self._tick_due(ticks)
                 room = self.max_concurrent - len(running)
                 for did in self.drivable(running.keys() | broken)[: max(0, room)]:
                     running[did] = asyncio.create_task(self.rt.drive(did), name=f"drive:{did}")
                 if stop is not None and stop():
                     break
-                until_due = None if next_due is None else max(0.0, next_due - time.time())
+                soonest = min((d for d in (next_due, *ticks) if d is not None), default=None)
+                until_due = None if soonest is None else max(0.0, soonest - time.time())
                 if not running:
                     if not watch:
+                        # Before ending: what the tickers have due now (a request a last
+                        # step queued) may give this run more to drive.
+                        if self.tickers:
+                            ticks = self._tick_due(self._ticker_dues())
+                            if self.drivable(running.keys() | broken):
+                                continue
                         break
                     timeout = poll_interval if until_due is None else min(poll_interval, until_due)
                     with contextlib.suppress(TimeoutError):
@@ -122,3 +154,23 @@ class Scheduler:
             if running:
                 await asyncio.gather(*running.values(), return_exceptions=True)
         return self.results
+
+    def _ticker_dues(self) -> list[float | None]:
+        return [t.next_due() for t in self.tickers]
+
+    def _tick_due(self, dues: list[float | None]) -> list[float | None]:
+        """Tick the tickers whose time has come; their next due times."""
+        if not self.tickers:
+            return dues
+        now = time.time()
+        out = list(dues)
+        for i, (ticker, due) in enumerate(zip(self.tickers, dues, strict=True)):
+            if due is not None and due <= now:
+                try:
+                    if ticker.tick(now):
+                        self.rt.wake.set()
+                    out[i] = ticker.next_due()
+                except Exception as exc:  # a ticker's failure must not end the drives
+                    self.errors.append(exc)
+                    out[i] = now + TICKER_RETRY
+        return out

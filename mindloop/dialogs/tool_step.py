@@ -14,8 +14,9 @@ they commit in that same transaction, which is then durable.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mindloop.dialogs import approvals
 from mindloop.dialogs.claims import Claims
@@ -23,6 +24,7 @@ from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
 from mindloop.dialogs.wait_kinds import ApprovalPayload, WaitKind, WaitMode
+from mindloop.durable.steps import Codec, JsonObject, Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ApprovalRequested, ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
@@ -56,6 +58,7 @@ class ToolStep:
         claims: Claims,
         tree: DialogTree,
         context_for: Callable[[LiveDialog, str], ToolContext],
+        steps: Steps | None = None,
     ) -> None:
         self.tree = tree
         self.store = store
@@ -63,6 +66,7 @@ class ToolStep:
         self.parts = parts
         self.claims = claims
         self.context_for = context_for
+        self.steps = steps  # the durable step boundary (None: tools run directly)
 
     async def run(
         self,
@@ -78,7 +82,8 @@ class ToolStep:
         offered_names = [t.name for t in offered]
 
         async def one(index: int, call: ToolCall) -> ToolOutput:
-            ctx = self.context_for(live, call_key(did, generation_id, index))
+            key = call_key(did, generation_id, index)
+            ctx = self.context_for(live, key)
             self.bus.publish(
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
@@ -97,12 +102,15 @@ class ToolStep:
             else:  # an unknown name is answered by the registry, listing what is offered
                 if crash_points.CRASH is not None:  # tests only
                     crash_points.CRASH.reached("tool.before", call.name)
-                out = await registry.execute(
-                    call.name,
-                    call.arguments,
-                    ctx,
-                    allowed=None if registry.get(call.name) else offered_names,
-                )
+                allowed = None if registry.get(call.name) else offered_names
+
+                def execute() -> Awaitable[ToolOutput]:
+                    return registry.execute(call.name, call.arguments, ctx, allowed=allowed)
+
+                if self.steps is None:
+                    out = await execute()
+                else:
+                    out = await self.steps.run("tool", key, execute, TOOL_CODEC)
                 if crash_points.CRASH is not None:
                     crash_points.CRASH.reached("tool.after", call.name)
             self.bus.publish(
@@ -186,7 +194,6 @@ class ToolStep:
         (durably): a crash before that commit runs them again (at-least-once, keyed),
         never twice after."""
         did = live.id
-        registry = self.parts.tools
         notes: list[MessageRecord] = []
         effects: list[Effect] = []
         for item in items:
@@ -206,7 +213,7 @@ class ToolStep:
                 )
                 if crash_points.CRASH is not None:  # tests only
                     crash_points.CRASH.reached("tool.before", d["tool"])
-                out = await registry.execute(d["tool"], d["arguments"], ctx)
+                out = await self._execute_approved(d, ctx)
                 if crash_points.CRASH is not None:
                     crash_points.CRASH.reached("tool.after", d["tool"])
                 self.bus.publish(
@@ -235,3 +242,28 @@ class ToolStep:
             for effect in effects:
                 self._apply(live, effect)
         return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))
+
+    async def _execute_approved(self, d: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """An approved call through the registry — as a durable step under its call key
+        when the drive runs as a workflow, like every other call."""
+
+        def execute() -> Awaitable[ToolOutput]:
+            return self.parts.tools.execute(d["tool"], d["arguments"], ctx)
+
+        if self.steps is None:
+            return await execute()
+        return await self.steps.run("tool", d["call_key"], execute, TOOL_CODEC)
+
+
+def _encode_output(out: ToolOutput) -> JsonObject:
+    # Store effects are code, not data: a result that has them runs again on replay
+    # (its effects are keyed by the call key and commit with the result).
+    return {"text": out.text, "is_error": out.is_error, "rerun": bool(out.effects)}
+
+
+def _decode_output(data: JsonObject) -> ToolOutput:
+    return ToolOutput(data["text"], is_error=data["is_error"])
+
+
+# A tool call's result as a durable step records it (see `mindloop.durable`).
+TOOL_CODEC = Codec(_encode_output, _decode_output)

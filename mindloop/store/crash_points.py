@@ -6,7 +6,8 @@ Tests set `MINDLOOP_TEST_CRASH_AT` in a child process's environment:
   time it reaches `<point>`: `commit.before` / `commit.after` (a store transaction that
   changed rows, just before / just after it commits: `Store.tx`), `tool.before` /
   `tool.after` (a tool call just before it runs / just after it returned, its result not
-  committed yet: `ToolStep`);
+  committed yet: `ToolStep`), `generation.after` (a model call returned, its turn not
+  committed yet: `Driver`);
 - `count:<file>` ends nothing but appends `<point> <n> <where>` to `<file>` at every
   point reached: how a test enumerates the points of a scenario.
 
@@ -22,7 +23,7 @@ import sys
 
 CRASH_ENV = "MINDLOOP_TEST_CRASH_AT"
 CRASH_EXIT_CODE = 86
-POINTS = ("commit.before", "commit.after", "tool.before", "tool.after")
+POINTS = ("commit.before", "commit.after", "tool.before", "tool.after", "generation.after")
 
 
 class CrashPoints:

@@ -168,7 +168,7 @@ waits = sa.Table(
     sa.Column("status", sa.String, nullable=False),  # open | resolved | cancelled | expired
     sa.Column("resolution", sa.JSON, nullable=True),
     sa.Column("resolved_at", sa.Float, nullable=True),
-    # v6 (waits and approvals): the workspace node it belongs to
+    # `_waits_and_approvals`: the workspace node it belongs to
     # (None: the dialog itself), how it combines with the node's other waits (all | any),
     # what the task looked like when it was opened (staleness), reminders sent so far.
     sa.Column("node", sa.String, nullable=True),
@@ -283,6 +283,87 @@ def _v4_to_v5(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[tasks, router_decisions])
 
 
+# ---------------------------------------------------------------- self-improve (issue 12.7)
+# The outbox of outward effects (KB requests first), the receiver-side dedupe registry,
+# and the cursors that make a pass (SELF_IMPROVE) resumable. Statements and records:
+# `store/outbox.py`, `store/cursors.py`.
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),  # msg_id (time-ordered)
+    sa.Column("kind", sa.String, nullable=False),  # kb_request
+    sa.Column("call_key", sa.String, nullable=False, unique=True),  # the tool call's key
+    sa.Column("idempotency_key", sa.String, nullable=False, index=True),
+    sa.Column("source_dialog", sa.String, nullable=False),
+    sa.Column("source_member", sa.String, nullable=False),
+    sa.Column("task_path", sa.String, nullable=True),
+    sa.Column("target", sa.String, nullable=False),  # the receiving member
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | duplicate | acked | dead
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", sa.Float, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("sent_at", sa.Float, nullable=True),
+    sa.Column("delivered_to", sa.String, nullable=True),  # the receiving dialog
+    sa.Column("duplicate_of", sa.String, nullable=True),  # the msg_id first received
+    sa.Column("acked_at", sa.Float, nullable=True),
+    sa.Index("ix_outbox_status_next", "status", "next_attempt_at"),
+)
+
+received_keys = sa.Table(
+    "received_keys",
+    metadata,
+    sa.Column("receiver", sa.String, primary_key=True),  # e.g. the KB member
+    sa.Column("key", sa.String, primary_key=True),  # an idempotency key
+    sa.Column("msg_id", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=False),
+    sa.Column("received_at", sa.Float, nullable=False),
+)
+
+cursors = sa.Table(
+    "cursors",
+    metadata,
+    sa.Column("scope", sa.String, primary_key=True),  # e.g. a task's loop root dialog
+    sa.Column("name", sa.String, primary_key=True),  # e.g. self_improve
+    sa.Column("value", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
+def _self_improve_tables(conn: sa.Connection) -> None:
+    """The outbox, the received-keys registry and cursors (self-improve, issue 12.7)."""
+    metadata.create_all(conn, tables=[outbox, received_keys, cursors])
+
+
+# ---------------------------------------------------------------------- scale-out workers
+# (issue 15: `mindloop worker` processes sharing one PostgreSQL database; `store/workers.py`)
+
+workers = sa.Table(
+    "workers",
+    metadata,
+    sa.Column("executor_id", sa.String, primary_key=True),  # its DBOS executor id
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("rtws", sa.String, nullable=False),  # the rtws path as the worker sees it
+    sa.Column("fingerprint", sa.String, nullable=False),  # of the rtws's configuration
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("claim_owner", sa.String, nullable=False),  # its runtime's claims owner id
+    sa.Column("ttl", sa.Float, nullable=False),  # dead when not heard from for this long
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped_at", sa.Float, nullable=True),  # stopped on its own
+    sa.Column("recovered_by", sa.String, nullable=True),  # the worker that took its work
+    sa.Column("recovered_at", sa.Float, nullable=True),
+)
+
+
+def _workers_table(conn: sa.Connection) -> None:
+    """Scale-out workers: who runs, their heartbeats, who recovered a dead one's work."""
+    metadata.create_all(conn, tables=[workers])
+
+
 # ---------------------------------------------------------------------- waits and approvals
 # (agent-loop §6: the six wait kinds, early events, staleness; `dialogs.waits`)
 
@@ -304,7 +385,7 @@ wait_events = sa.Table(
 )
 
 
-def _v5_to_v6(conn: sa.Connection) -> None:
+def _waits_and_approvals(conn: sa.Connection) -> None:
     """Wait records carry their node, mode, staleness snapshot and reminder count; early
     events are kept until their wait is registered."""
     _add_columns(conn, waits, ["node", "mode", "snapshot", "reminders"])
@@ -317,6 +398,8 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v2_to_v3,
     _v3_to_v4,
     _v4_to_v5,
-    _v5_to_v6,
+    _self_improve_tables,
+    _workers_table,
+    _waits_and_approvals,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

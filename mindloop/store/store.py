@@ -32,6 +32,7 @@ from mindloop.store import statements as q
 from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
+from mindloop.store.location import database_url, env_dialect
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -121,7 +122,14 @@ class Store(TaskRows, RouterLog):
 
     @classmethod
     def for_rtws(cls, rtws: Path, *, durable: bool = True) -> Store:
-        return cls(Path(rtws) / STATE_DIR / STATE_FILE, durable=durable)
+        """The rtws's store: its SQLite file, or the database `MINDLOOP_DATABASE_URL` names."""
+        dialect = env_dialect(durable=durable)
+        return cls(Path(rtws) / STATE_DIR / STATE_FILE, durable=durable, dialect=dialect)
+
+    @staticmethod
+    def exists_for(rtws: Path) -> bool:
+        """Whether the rtws has runtime state to open (a database URL always has)."""
+        return database_url() is not None or (Path(rtws) / STATE_DIR / STATE_FILE).exists()
 
     @property
     def dialect(self) -> StoreDialect:

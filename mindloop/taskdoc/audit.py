@@ -64,6 +64,7 @@ from pydantic import BaseModel
 
 from mindloop.store import STATE_DIR, STATE_FILE, Store, StoreError, TaskdocChange
 from mindloop.store.crash_points import CRASH_ENV, CRASH_EXIT_CODE
+from mindloop.store.location import database_url
 from mindloop.taskdoc import fsio
 from mindloop.taskdoc.discovery import discover_packages
 from mindloop.taskdoc.package import TaskPackage
@@ -202,7 +203,7 @@ def reconcile_locked(pkg: TaskPackage, store: Store) -> list[str]:
 
 def _rtws_store(pkg: TaskPackage) -> Store | None:
     """The rtws's own store, if the runtime ever ran here (reading creates no state)."""
-    if not (pkg.rtws / STATE_DIR / STATE_FILE).is_file():
+    if database_url() is None and not (pkg.rtws / STATE_DIR / STATE_FILE).is_file():
         return None
     return Store.for_rtws(pkg.rtws)
 
@@ -289,7 +290,7 @@ def audit_warnings(rtws: Path | str) -> list[str]:
     """Every section of every package of the rtws whose file disagrees with its last audit
     record, one line each (for `mindloop check`); [] when the runtime never ran here."""
     rtws = Path(rtws).resolve()
-    if not (rtws / STATE_DIR / STATE_FILE).is_file():
+    if database_url() is None and not (rtws / STATE_DIR / STATE_FILE).is_file():
         return []
     try:
         store = Store.for_rtws(rtws)

@@ -21,6 +21,8 @@ from mindloop.errors import MindloopError
 from mindloop.tools.base import Tool, ToolContext, ToolOutput, printable
 from mindloop.tools.pathguard import AccessDenied, os_error_text, scrub_rtws
 
+_LOOP_OWNED = "owned by the work loop: its phases offer it, members do not select it"
+
 
 class ToolArgs(BaseModel):
     """Base for tool argument models: unknown arguments are errors, not silently dropped."""
@@ -48,13 +50,20 @@ def _describe_validation_error(tool: str, err: ValidationError) -> str:
 
 
 class ToolRegistry:
-    """Named toolsets of tools; tool names are unique across toolsets."""
+    """Named toolsets of tools; tool names are unique across toolsets.
+
+    A toolset added with `loop_owned=True` (the work loop's tools: `self_md_patch`,
+    `kb_request`, …) can be executed like any other, but no member selects it: `select`
+    never returns it (not even for `'*'`) and refuses its name, and `toolset_names` /
+    `tool_names` (what team.yaml may name) leave it out. A turn policy offers it
+    (DESIGN.md §8.9)."""
 
     def __init__(self) -> None:
         self._toolsets: dict[str, list[Tool[Any]]] = {}
         self._tools: dict[str, Tool[Any]] = {}
+        self._loop_owned: set[str] = set()  # toolset names
 
-    def add_toolset(self, name: str, tools: list[Tool[Any]]) -> None:
+    def add_toolset(self, name: str, tools: list[Tool[Any]], *, loop_owned: bool = False) -> None:
         if name in self._toolsets:
             raise MindloopError(f"toolset {name!r} is already registered")
         for tool in tools:
@@ -67,14 +76,31 @@ class ToolRegistry:
             tool.toolset = name
             self._tools[tool.name] = tool
         self._toolsets[name] = list(tools)
+        if loop_owned:
+            self._loop_owned.add(name)
+
+    def has_toolset(self, name: str) -> bool:
+        return name in self._toolsets
 
     @property
     def toolset_names(self) -> list[str]:
-        return list(self._toolsets)
+        """The toolsets a member may select (loop-owned ones left out)."""
+        return [n for n in self._toolsets if n not in self._loop_owned]
 
     @property
     def tool_names(self) -> list[str]:
-        return list(self._tools)
+        """The tools a member may select (loop-owned ones left out)."""
+        return [n for n, t in self._tools.items() if t.toolset not in self._loop_owned]
+
+    def loop_tools(self, names: Iterable[str]) -> list[Tool[Any]]:
+        """The loop-owned tools named (a policy's offer); unknown names are errors."""
+        found = []
+        for name in names:
+            tool = self._tools.get(name)
+            if tool is None or tool.toolset not in self._loop_owned:
+                raise MindloopError(f"{name!r} is not a loop-owned tool of this registry")
+            found.append(tool)
+        return found
 
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
@@ -89,8 +115,9 @@ class ToolRegistry:
         for entry in toolsets:
             name = entry.strip()
             if name == "*":
-                for members in self._toolsets.values():
-                    included.update((t.name, t) for t in members)
+                for set_name, members in self._toolsets.items():
+                    if set_name not in self._loop_owned:
+                        included.update((t.name, t) for t in members)
             elif name.startswith("!"):
                 target = name[1:].strip()
                 if target in self._toolsets:
@@ -99,6 +126,8 @@ class ToolRegistry:
                     excluded.add(target)
                 else:
                     unknown.append(f"toolset or tool {target!r}")
+            elif name in self._loop_owned:
+                unknown.append(f"toolset {name!r} ({_LOOP_OWNED})")
             elif name in self._toolsets:
                 included.update((t.name, t) for t in self._toolsets[name])
             else:
@@ -107,7 +136,9 @@ class ToolRegistry:
         for entry in tools:
             name = entry.strip()
             target = name[1:].strip() if name.startswith("!") else name
-            if target not in self._tools:
+            if target in self._tools and self._tools[target].toolset in self._loop_owned:
+                unknown.append(f"tool {target!r} ({_LOOP_OWNED})")
+            elif target not in self._tools:
                 unknown.append(f"tool {target!r}")
             elif name.startswith("!"):
                 excluded.add(target)
@@ -116,8 +147,9 @@ class ToolRegistry:
 
         if unknown:
             raise MindloopError(
-                f"unknown {', '.join(unknown)}; toolsets: {', '.join(self._toolsets) or '(none)'}"
-                f"; tools: {', '.join(self._tools) or '(none)'}"
+                f"unknown {', '.join(unknown)}; toolsets: "
+                f"{', '.join(self.toolset_names) or '(none)'}"
+                f"; tools: {', '.join(self.tool_names) or '(none)'}"
             )
         order = {name: i for i, name in enumerate(self._tools)}
         chosen = [t for name, t in included.items() if name not in excluded]

@@ -41,6 +41,8 @@ from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets.builtin import standard_registry
 from mindloop.toolsets.mcp import ServerTools
 from mindloop.toolsets.python import PythonToolError, entry_point_toolsets, module_tools
+from mindloop.toolsets.self_improve import add_loop_toolsets
+from mindloop.toolsets.waits import add_wait_toolset
 
 # How long building a registry waits for the MCP servers it starts, beyond the longest
 # `startup_timeout` among them (they start in parallel).
@@ -85,7 +87,9 @@ def config_registry(config: Config, *, lang: Lang | None = None) -> ToolRegistry
 def build_registry(
     config: Config, *, lang: Lang | None = None, mcp: McpMode = McpMode.SELECTED
 ) -> RegistryBuild:
-    registry = standard_registry(lang or config.team.work_language, waits=config.team.loop.waits)
+    registry = standard_registry(lang or config.team.work_language)
+    add_loop_toolsets(registry, config)
+    add_wait_toolset(registry, config.team.loop.waits)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)
     _add_entry_points(build)
@@ -95,7 +99,7 @@ def build_registry(
 
 def _add(build: RegistryBuild, name: str, tools: list[Tool[Any]]) -> str | None:
     """Register a toolset; the problem (a name taken) as a sentence, or None."""
-    if name in build.registry.toolset_names:
+    if build.registry.has_toolset(name):
         return f"the toolset name {name!r} is taken by another toolset"
     for tool in tools:
         other = build.registry.get(tool.name)
@@ -120,7 +124,7 @@ def _add_python_tools(config: Config, build: RegistryBuild) -> None:
         except PythonToolError as err:
             taken = str(err)
         if taken is not None:
-            if module not in build.registry.toolset_names:
+            if not build.registry.has_toolset(module):
                 build.registry.add_toolset(module, [])  # known, unusable: one problem
             build.problems.append(
                 located_problem(config.rtws, TEAM_FILE, ("python_tools", i), taken)

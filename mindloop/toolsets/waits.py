@@ -1,5 +1,6 @@
 """The `waits` toolset: `wait_for`, a timer or a system event (agent-loop §6.2 WAIT_TIMER,
-WAIT_SYSTEM_EVENT).
+WAIT_SYSTEM_EVENT). It is loop-owned (DESIGN.md §8.9): no member selects it in team.yaml;
+a turn policy offers it (`registry.loop_tools(WAIT_TOOLS)`).
 
 The tool only asks: its result carries an `OpenWait` effect, registered by the engine in
 the step's transaction, so the wait exists exactly when the result does. The dialog is
@@ -20,7 +21,10 @@ from pydantic import Field, model_validator
 from mindloop.config.duration import format_duration
 from mindloop.config.loop import WaitsConfig
 from mindloop.tools.base import OpenWait, Tool, ToolContext, ToolOutput
-from mindloop.tools.registry import ToolArgs
+from mindloop.tools.registry import ToolArgs, ToolRegistry
+
+WAIT_TOOLSET = "waits"
+WAIT_TOOLS = ("wait_for",)
 
 DESCRIPTION = (
     "Pause this dialog until a time comes or a system event arrives, then continue. Give "
@@ -103,3 +107,8 @@ def wait_tools(config: WaitsConfig | None = None) -> list[Tool[Any]]:
         return ToolOutput(text, effects=(wait,))
 
     return [Tool[WaitForArgs]("wait_for", DESCRIPTION, WaitForArgs, wait_for)]
+
+
+def add_wait_toolset(registry: ToolRegistry, config: WaitsConfig | None = None) -> None:
+    """Register the loop-owned `waits` toolset (offered by turn policies only)."""
+    registry.add_toolset(WAIT_TOOLSET, wait_tools(config), loop_owned=True)

@@ -31,7 +31,7 @@ from mindloop.events.types import (
     TextChunk,
     ThinkingChunk,
 )
-from tests.scenario_util import ml, write_script
+from tests.scenario_util import ml, state_env, write_script
 
 TASK = "tasks/example.tsk"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -198,7 +198,7 @@ def test_watch_says_it_started_tags_every_line_and_says_when_idle(tmp_path: Path
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
     )
     seen: list[str] = []
     try:

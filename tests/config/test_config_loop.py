@@ -61,12 +61,8 @@ def test_no_loop_block_gives_the_references_defaults(tmp_path: Path) -> None:
     assert (r.stuck_identical_pairs, r.stuck_identical_errors) == (4, 3)
     # §9
     assert loop.self_md.protected_sections == ["Hard rules"]
-    assert (loop.self_md.max_net_tokens_per_call, loop.self_md.max_calls_per_run) == (200, 3)
-    assert (loop.kb.member, loop.kb.session_slug, loop.kb.package) == (
-        "kb",
-        "kb-inbox",
-        "tasks/kb.tsk",
-    )
+    assert (loop.self_md.max_net_tokens_per_call, loop.self_md.max_tokens) == (200, 1500)
+    assert (loop.kb.member, loop.kb.task_path, loop.kb.retry_hours) == ("kb", "tasks/kb.tsk", 24)
     assert loop.self_improve.batch_messages == 40
     assert loop.router.member is None and loop.router.max_attempts == 2
 

@@ -3,11 +3,14 @@ of what a crash at that point leaves behind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.store import Store, WaitRecord, WaitStatus
+from mindloop.store.location import env_dialect
 
 
 class CrashingStore(Store):
@@ -17,7 +20,7 @@ class CrashingStore(Store):
 
     def __init__(self, path: Path, event: str, after: bool) -> None:
         self.event, self.after, self.armed = event, after, False
-        super().__init__(path, durable=False)
+        super().__init__(path, durable=False, dialect=env_dialect(durable=False))
 
     def _reached(self, type: str) -> None:
         if type == self.event and not self.after:
@@ -64,3 +67,23 @@ def process_died(rt: DialogRuntime) -> None:
     for did, owner in rt.store.running_claims():
         if owner:
             rt.store.expire_claim(did, owner)
+
+
+class DiesAfterCommit(Store):
+    """Dies (raises SystemExit) right after the first commit after which `when(store)`
+    holds — what a process killed between that commit and whatever it would have done
+    next leaves behind."""
+
+    def __init__(self, path: Path, when: Callable[[Store], bool]) -> None:
+        self.when, self.armed = when, False
+        super().__init__(path, durable=False)
+        self.armed = True  # the schema migration in __init__ does not count
+
+    @contextmanager
+    def tx(self, *, durable: bool = True) -> Iterator[Any]:
+        outer = self._depth == 0
+        with Store.tx(self, durable=durable) as conn:
+            yield conn
+        if outer and self.armed and self.when(self):
+            self.armed = False
+            raise SystemExit("killed after the commit")

@@ -22,13 +22,14 @@ What "exactly once" means here, read from the store alone:
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mindloop.store import STATE_DIR, STATE_FILE, GenerationRecord, QuestionRecord, Store
+import sqlalchemy as sa
+
+from mindloop.store import GenerationRecord, QuestionRecord, Store, schema
 from tests.dialogs.crash_scenario import Snapshot
 
 
@@ -68,14 +69,12 @@ class State(Snapshot):
 
 def _all_questions(rtws: Path) -> list[QuestionRecord]:
     """Every row of the questions table (the store lists open ones only), read-only."""
-    db = rtws / STATE_DIR / STATE_FILE
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    store = Store.for_rtws(rtws)
     try:
-        cur = con.execute("SELECT * FROM questions ORDER BY asked_at")
-        keys = [c[0] for c in cur.description]
-        return [QuestionRecord.model_validate(dict(zip(keys, row, strict=True))) for row in cur]
+        query = sa.select(schema.questions).order_by(schema.questions.c.asked_at)
+        return store._records(QuestionRecord, query)
     finally:
-        con.close()
+        store.close()
 
 
 def generation_inputs(state: State) -> dict[str, Counter[tuple[int, int]]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from mindloop.store import STATE_DIR, STATE_FILE, Store
+from mindloop.store.location import DATABASE_URL_ENV
 
 T = TypeVar("T")
 
@@ -102,6 +103,8 @@ def child_env(rtws: Path, extra: dict[str, str]) -> dict[str, str]:
         "NO_COLOR": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    if os.environ.get(DATABASE_URL_ENV):  # the suite on PostgreSQL: children share it
+        env[DATABASE_URL_ENV] = os.environ[DATABASE_URL_ENV]
     return {**env, **extra}
 
 
@@ -111,6 +114,8 @@ def tail(proc: Proc, lines: int = 30) -> str:
 
 
 def has_state(rtws: Path) -> bool:
+    if os.environ.get(DATABASE_URL_ENV):
+        return True
     return (rtws / STATE_DIR / STATE_FILE).is_file()
 
 

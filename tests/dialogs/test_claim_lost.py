@@ -45,7 +45,7 @@ async def test_a_stalled_drive_that_was_taken_over_commits_nothing(rtws: Path) -
     taken: list[bool] = []
 
     def thief() -> None:  # another process, once the claim expired
-        other = Store(rt.store.path)
+        other = Store.for_rtws(rtws)  # the same database, as another process opens it
         deadline = time.time() + 5
         while time.time() < deadline and other.get_dialog(root.id).claim_owner is None:
             time.sleep(0.01)  # until this process's drive holds it

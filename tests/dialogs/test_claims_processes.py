@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mindloop.store import DialogStatus, Store
 from tests.dialogs import crash_scenario as cs
 from tests.dialogs import invariants as inv
@@ -57,6 +59,7 @@ TRIALS = 5
 SLOW_ANSWER = "the one and only answer"
 
 
+@pytest.mark.sqlite_only  # copies the rtws per trial: its state must live in the copy
 def test_a_killed_chat_is_resumed_by_exactly_one_of_two_runs(rtws: Path, tmp_path: Path) -> None:
     """`chat` with a slow answer, SIGKILLed while its generation streams (the dialog is
     `running` under its claim); then two `run` at the same instant. In every trial one of

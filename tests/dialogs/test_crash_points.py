@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mindloop.store import Store
 from mindloop.store.crash_points import CRASH_ENV, CRASH_EXIT_CODE, POINTS
 from mindloop.taskdoc import TaskPackage
@@ -242,6 +244,7 @@ def sample(points: list[Point], k: int) -> list[Point]:
     return tools + [commits[int(i * step)] for i in range(room)]
 
 
+@pytest.mark.sqlite_only  # a fresh rtws per crash point: its state must live in it
 def test_a_kill_at_every_commit_and_tool_boundary_resumes_to_the_same_end(
     tmp_path: Path,
 ) -> None:

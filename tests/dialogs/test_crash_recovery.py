@@ -172,6 +172,7 @@ def _run_trial(trial: Trial, d: Durations) -> None:
     trial.expect(cs.check_done(cs.Snapshot.read(trial.rtws), trial.rtws), "at the end")
 
 
+@pytest.mark.sqlite_only  # a fresh rtws per trial: its state must live in it
 def test_sigkill_at_random_points_keeps_the_tree_consistent(tmp_path: Path) -> None:
     template = cs.build_template(tmp_path / "template")
     fork = cs.ForkLauncher()

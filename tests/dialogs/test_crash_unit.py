@@ -23,6 +23,7 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.rtws import init_rtws
 from mindloop.store import Store
+from mindloop.store.location import env_dialect
 from tests.dialogs import crash_scenario as cs
 from tests.scenario_util import write_script, write_team
 
@@ -39,7 +40,7 @@ class CrashingStore(Store):
         self.commits = 0
         self.crash_at = 0  # the schema migration in __init__ does not count
         self.dead = False
-        super().__init__(path, durable=False)
+        super().__init__(path, durable=False, dialect=env_dialect(durable=False))
         self.crash_at = crash_at
 
     def _rows(self, stmt: Any, params: Any = None) -> list[Any]:
@@ -131,6 +132,7 @@ async def _recover_and_finish(rtws: Path) -> list[str]:
     return problems + cs.check_done(cs.Snapshot.read(rtws), rtws)
 
 
+@pytest.mark.sqlite_only  # a fresh rtws per crash point: its state must live in it
 async def test_a_crash_at_any_commit_recovers_to_the_same_end_state(tmp_path: Path) -> None:
     """Every durable state the scenario passes through is a possible crash state: die at
     each commit in turn (rolled back), restart, and the tree must end exactly as without
@@ -156,7 +158,7 @@ class CrashOnAppend(Store):
     """Dies when asked to append records that `when` selects (before they commit)."""
 
     def __init__(self, path: Path, when: Any) -> None:
-        super().__init__(path, durable=False)
+        super().__init__(path, durable=False, dialect=env_dialect(durable=False))
         self.when = when
 
     def append_messages(self, msgs: Any) -> Any:

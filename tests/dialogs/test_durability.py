@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.store import Store
@@ -117,6 +119,7 @@ async def test_a_question_for_the_human_is_durable_before_it_is_shown(rtws: Path
     await rt.aclose()
 
 
+@pytest.mark.sqlite_only  # SQLite's pragma (PostgreSQL's lazy commit: test_store_postgres)
 def test_a_lazy_transaction_restores_full_sync_and_commits(tmp_path: Path) -> None:
     store = Store.for_rtws(tmp_path)
     db = tmp_path / ".mindloop" / "state.sqlite"

@@ -8,11 +8,16 @@ test_waits.py): no test sleeps."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.policy import DefaultPolicy
+from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.tree import DetachedReply
@@ -35,14 +40,29 @@ from mindloop.testing import ScriptedModel, Turn, call
 from mindloop.tools.base import OpenWait, Tool, ToolContext, ToolOutput, call_key
 from mindloop.tools.registry import ToolArgs
 from mindloop.toolsets import standard_registry
+from mindloop.toolsets.waits import WAIT_TOOLS, add_wait_toolset
 from tests.scenario_util import write_team
 
 TASK = "tasks/example.tsk"
 HOUR = 3600.0
 
 
+class WaitForPolicy(DefaultPolicy):
+    """The member's tools plus the loop-owned `wait_for` (as the loop's phases offer it)."""
+
+    def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool[Any]]:
+        own = parts.member_tools(live.member, is_root=live.is_root)
+        return [*own, *parts.tools.loop_tools(WAIT_TOOLS)]
+
+
 def _rt(rtws: Path, model: ScriptedModel, **kw: object) -> DialogRuntime:
-    return DialogRuntime(rtws, providers={"mock": model}, tools=_registry(), **kw)  # type: ignore[arg-type]
+    return DialogRuntime(
+        rtws,
+        providers={"mock": model},
+        tools=_registry(),  # type: ignore[arg-type]
+        policies=lambda rec: WaitForPolicy(),
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def _said(rt: DialogRuntime, did: str) -> list[str]:
@@ -66,6 +86,7 @@ async def _start_job(args: JobArgs, ctx: ToolContext) -> ToolOutput:
 def _registry() -> object:
     reg = standard_registry()
     reg.add_toolset("jobs", [Tool[BaseModel]("start_job", "Start a job.", JobArgs, _start_job)])  # type: ignore[arg-type]
+    add_wait_toolset(reg)
     return reg
 
 
@@ -236,7 +257,7 @@ def _closed(store: Store, dialog_id: str) -> list[WaitRecord]:
 
 
 async def test_wait_for_a_time_fires_and_one_too_far_ahead_is_refused(rtws: Path) -> None:
-    write_team(rtws, {"dev": {"toolsets": ["waits"]}})
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     model = ScriptedModel(
         [
             Turn(tool_calls=[call("wait_for", seconds=25 * HOUR)]),
@@ -267,7 +288,7 @@ async def test_wait_for_a_time_fires_and_one_too_far_ahead_is_refused(rtws: Path
 
 
 async def test_wait_for_an_event_matches_its_filter_and_fails_after_24_hours(rtws: Path) -> None:
-    write_team(rtws, {"dev": {"toolsets": ["waits"]}})
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     model = ScriptedModel(
         [
             Turn(tool_calls=[call("wait_for", event_type="deploy", filter={"env": "prod"})]),

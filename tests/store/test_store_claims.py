@@ -5,7 +5,6 @@ the drive settles), and the queries that respect them (drivable, recovery)."""
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from mindloop.store import DialogRecord, QuestionRecord, Store
 from mindloop.store import schema as t
 from mindloop.store import statements as q
 from tests.store import claim_race
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, downgrade, open_store, url_for
 
 T0 = 1_000_000.0  # a fixed "now" for the single-process tests
 TTL = 30.0
@@ -129,8 +128,8 @@ def test_drivable_leaves_out_and_alone_what_another_live_process_holds(store: St
     assert (rec.status, rec.needs_drive) == ("waiting", False)
 
 
-def test_recovery_takes_running_dialogs_without_a_live_claim_only(tmp_path: Path) -> None:
-    s = Store.for_rtws(tmp_path)
+def test_recovery_takes_running_dialogs_without_a_live_claim_only(store: Store) -> None:
+    s = store
     for did in ("unclaimed", "held", "expired", "idle"):
         _dialog(s, did)
     s.update_dialog("unclaimed", status="running")  # left by a mindloop without claims
@@ -139,16 +138,19 @@ def test_recovery_takes_running_dialogs_without_a_live_claim_only(tmp_path: Path
     assert sorted(s.expired_running_dialogs(now=T0 + TTL + 1)) == ["expired", "unclaimed"]
     late = T0 + 100 + TTL + 1
     assert sorted(s.expired_running_dialogs(now=late)) == ["expired", "held", "unclaimed"]
-    s.close()
 
 
-def test_each_dialog_is_claimed_exactly_once_by_processes_racing_for_it(tmp_path: Path) -> None:
-    """Real processes on one database file, started together, each trying every dialog
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_each_dialog_is_claimed_exactly_once_by_processes_racing_for_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """Real processes on one database, started together, each trying every dialog
     twice in its own order: every dialog has exactly one owner, and nobody takes another's
     unexpired claim. Then the claims expire: a late process takes them all over, and the
     former owners can no longer renew them."""
-    db = tmp_path / "state.sqlite"
-    s = Store(db)
+    path = tmp_path / "state.sqlite"
+    s = open_store(path, kind)
+    db = str(path) if kind == "sqlite" else url_for(path)
     ids = [f"d{i:02d}" for i in range(40)]
     for did in ids:
         _dialog(s, did)
@@ -182,21 +184,22 @@ def test_each_dialog_is_claimed_exactly_once_by_processes_racing_for_it(tmp_path
     s.close()
 
 
-def test_an_older_database_gets_the_claim_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_older_database_gets_the_claim_columns_and_keeps_its_rows(
+    tmp_path: Path, kind: str
+) -> None:
     db = tmp_path / ".mindloop" / "state.sqlite"
-    s = Store(db)
+    s = open_store(db, kind)
     _dialog(s, "old")
-    s.close()
-    con = sqlite3.connect(db)  # back to schema v1, as the previous mindloop left it
-    con.execute("ALTER TABLE dialogs DROP COLUMN claim_owner")
-    con.execute("ALTER TABLE dialogs DROP COLUMN claim_expires")
-    con.execute("DROP TABLE waits")  # v3
-    con.execute("ALTER TABLE generations DROP COLUMN cost_usd")  # v4
-    con.execute("DROP TABLE wait_events")  # v6
-    con.execute("UPDATE schema_version SET version = 1")
-    con.commit()
-    con.close()
-    s = Store(db)
+    downgrade(  # back to schema v1, as the previous mindloop left it
+        s,
+        "ALTER TABLE dialogs DROP COLUMN claim_owner",
+        "ALTER TABLE dialogs DROP COLUMN claim_expires",
+        "DROP TABLE waits",  # v3
+        "ALTER TABLE generations DROP COLUMN cost_usd",  # v4
+        "UPDATE schema_version SET version = 1",
+    )
+    s = open_store(db, kind)
     assert s.schema_version() == t.SCHEMA_VERSION
     assert s.open_waits("old") == []  # v3's table is there too
     assert s.get_dialog("old").claim_owner is None

@@ -20,7 +20,7 @@ from mindloop.store import (
     TaskdocChange,
 )
 from mindloop.store.schema import SCHEMA_VERSION
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, downgrade, open_store
 
 
 def _dialog(did: str = "d1", **kw: object) -> DialogRecord:
@@ -36,6 +36,7 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
     s.close()
 
 
+@pytest.mark.sqlite_only
 def test_fresh_database_is_at_current_schema_and_uses_wal(tmp_path: Path) -> None:
     s = Store.for_rtws(tmp_path)
     assert s.schema_version() == SCHEMA_VERSION
@@ -45,24 +46,27 @@ def test_fresh_database_is_at_current_schema_and_uses_wal(tmp_path: Path) -> Non
     con.close()
 
 
-def test_reopen_keeps_data_and_does_not_rerun_migrations(tmp_path: Path) -> None:
-    s = Store.for_rtws(tmp_path)
+@pytest.mark.parametrize("kind", KINDS)
+def test_reopen_keeps_data_and_does_not_rerun_migrations(tmp_path: Path, kind: str) -> None:
+    db = tmp_path / ".mindloop" / "state.sqlite"
+    s = open_store(db, kind)
     s.create_dialog(_dialog())
     s.close()
-    s2 = Store.for_rtws(tmp_path)
+    s2 = open_store(db, kind)
     assert s2.get_dialog("d1").member == "dev"
+    assert s2.stats.durable_commits == 0  # no migration ran again
     s2.close()
 
 
-def test_newer_schema_is_refused_with_the_path(tmp_path: Path) -> None:
-    Store.for_rtws(tmp_path).close()
+@pytest.mark.parametrize("kind", KINDS)
+def test_newer_schema_is_refused_with_the_path(tmp_path: Path, kind: str) -> None:
     db = tmp_path / ".mindloop" / "state.sqlite"
-    con = sqlite3.connect(db)
-    con.execute("UPDATE schema_version SET version = 999")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="newer than this mindloop"):
-        Store(db)
+    s = open_store(db, kind)
+    where = s.dialect.location
+    downgrade(s, "UPDATE schema_version SET version = 999")
+    with pytest.raises(StoreError, match="newer than this mindloop") as err:
+        open_store(db, kind)
+    assert where in str(err.value)
 
 
 def test_transaction_rolls_back_everything_on_error(store: Store) -> None:

@@ -14,6 +14,9 @@ from mindloop.store import Store, StoreError
 from mindloop.store.schema import SCHEMA_VERSION
 from tests.store import claim_race
 
+# The SQLite state file itself (damaged, foreign, read-only): not a PostgreSQL matter.
+pytestmark = pytest.mark.sqlite_only
+
 
 def _state(tmp_path: Path, content: bytes) -> Path:
     db = tmp_path / ".mindloop" / "state.sqlite"

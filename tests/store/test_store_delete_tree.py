@@ -70,7 +70,12 @@ def _naming(store: Store, ids: list[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     with store.tx() as conn:
         for table in t.metadata.sorted_tables:
-            cols = [table.c[c] for c in DIALOG_COLUMNS if c in table.c]
+            # (a string column: `events.id` is a row number, not a dialog's)
+            cols = [
+                table.c[c]
+                for c in DIALOG_COLUMNS
+                if c in table.c and isinstance(table.c[c].type, sa.String)
+            ]
             if table is t.taskdoc_changes or not cols:
                 continue
             n = conn.execute(

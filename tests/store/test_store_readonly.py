@@ -9,9 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mindloop.store import DialogRecord, Store
 from tests.scenario_util import as_user
 from tests.store.readonly import make_read_only
+
+# The SQLite state file itself (damaged, foreign, read-only): not a PostgreSQL matter.
+pytestmark = pytest.mark.sqlite_only
 
 CHILD = """
 import json, sys

@@ -3,7 +3,6 @@ unpriced generations counted apart; and a v3 database gaining the cost column.""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from mindloop.store import DialogRecord, GenerationRecord, Store, UsageTotals
 from mindloop.store import schema as t
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, downgrade, open_store
 
 
 @pytest.fixture(params=KINDS)
@@ -90,18 +89,20 @@ def test_usage_sums_a_dialog_its_tree_and_its_task(store: Store) -> None:
         store.usage(dialog_id="r1", root_id="r1")
 
 
-def test_a_v3_database_gains_the_cost_column_and_keeps_its_generations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_v3_database_gains_the_cost_column_and_keeps_its_generations(
+    tmp_path: Path, kind: str
+) -> None:
     db = tmp_path / ".mindloop" / "state.sqlite"
-    s = Store(db)
+    s = open_store(db, kind)
     _dialog(s, "old", "old")
     _gen(s, "old", 10, 1, 0.5)
-    s.close()
-    con = sqlite3.connect(db)  # back to v3, as the previous mindloop left it
-    con.execute("ALTER TABLE generations DROP COLUMN cost_usd")
-    con.execute("UPDATE schema_version SET version = 3")
-    con.commit()
-    con.close()
-    s = Store(db)
+    downgrade(  # back to v3, as the previous mindloop left it
+        s,
+        "ALTER TABLE generations DROP COLUMN cost_usd",
+        "UPDATE schema_version SET version = 3",
+    )
+    s = open_store(db, kind)
     assert s.schema_version() == t.SCHEMA_VERSION
     [gen] = s.generations("old")
     assert (gen.input_tokens, gen.cost_usd) == (10, None)  # priced before costs were kept

@@ -1,0 +1,411 @@
+"""`mindloop worker`: one process of a scaled-out rtws, on DBOS Transact and PostgreSQL.
+
+Every worker of an rtws shares its PostgreSQL database (`MINDLOOP_DATABASE_URL`): the
+store's tables (the source of truth for dialogs, messages, questions, waits, Taskdoc
+history) and DBOS's system tables (schema `dbos`) side by side. What a worker does:
+
+- **Drives as queued workflows.** A dialog marked to drive (a new task, a tellask's side
+  dialog, a reply that revives its caller, an answered question) is enqueued as the DBOS
+  workflow `mindloop.drive(dialog_id)` on the queue `mindloop-drives`, by whichever worker
+  sees it first — the one whose drive made it drivable sees it at once (its engine's wake),
+  the others within a poll. The dialog id is the deduplication id: while a drive of a
+  dialog is queued or running, enqueueing it again returns that one. DBOS hands the
+  queue's workflows to the workers, at most `--concurrency` at a time on each. A tellask's
+  fan-out is so many queued workflows, driven on whichever workers have room.
+- **Steps.** Inside the workflow the drive's model calls and tool calls are DBOS steps
+  recorded as JSON (`dbos_steps.py`); workflow inputs and outputs are DBOS's portable JSON.
+  Nothing is pickled.
+- **Waits on the human** stay the store's: a dialog that asks a question ends its drive
+  (and its workflow) and is parked; `mindloop answer` — from any machine — records the
+  answer and marks the dialog in one transaction, and a worker enqueues its next drive. A
+  workflow blocked in DBOS `recv` would hold a slot of the queue for as long as a human
+  takes, and would be a second record of the question that could disagree with the one
+  every face (CLI, web UI, API) reads and answers.
+- **Heartbeat and takeover.** A worker registers (executor id, host, pid, rtws,
+  fingerprint) in the store's `workers` table and beats every quarter of its time to live.
+  A worker silent for its time to live (or stopped) is taken over by exactly one live
+  worker (`store/workers.py`): its claims end, and DBOS's recovery interface returns its
+  pending workflows to their queue (self-hosted DBOS recovers only its own executor's
+  workflows unless asked), where any worker dequeues them once. A recovered drive resumes
+  from the store, and finds the model calls that completed before the crash among its
+  workflow's recorded steps. One driver per dialog still holds through the claims: a
+  worker that was only slow, not dead, cannot commit after its claim was taken.
+- **One rtws.** Files are not in the database: all workers must run on one shared path.
+  A worker whose rtws differs from a live worker's (`fingerprint.py`) is refused.
+
+The engine reaches this module through `Engine` (built over a `DialogRuntime` by the CLI),
+so this layer does not import the dialog engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from mindloop.durable.dbos_steps import execution
+from mindloop.durable.fingerprint import fingerprint, leave_probe, remove_probe, sees_probe
+from mindloop.durable.steps import JsonObject
+from mindloop.errors import MindloopError
+from mindloop.store import Store
+from mindloop.store.workers import WorkerRecord, WorkerTable
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "mindloop"
+QUEUE = "mindloop-drives"
+DRIVE_WORKFLOW = "mindloop.drive"
+DEFAULT_POLL = 0.5  # seconds between looks for work other processes made drivable
+
+T = TypeVar("T")
+
+
+class WorkerError(MindloopError):
+    """A worker cannot start or go on (another rtws, no database, taken over)."""
+
+
+class Engine(Protocol):
+    """What a worker needs of the dialog engine (one `DialogRuntime`)."""
+
+    @property
+    def claim_owner(self) -> str: ...
+
+    @property
+    def wake(self) -> asyncio.Event: ...
+
+    async def drive(self, dialog_id: str) -> JsonObject:
+        """Drive the dialog once (inside its workflow); how the drive ended, as JSON."""
+        ...
+
+    def drivable(self) -> list[str]:
+        """Dialogs to drive now (the store's drive rule)."""
+        ...
+
+    def recover(self) -> list[str]:
+        """Mark to drive the dialogs whose claims expired."""
+        ...
+
+    def tick(self) -> None:
+        """Fire the timer waits that are due."""
+        ...
+
+
+def app_version() -> str:
+    """The DBOS application version: workers recover only workflows of their version."""
+    try:
+        return f"{APP_NAME}-{version('mindloop')}"
+    except PackageNotFoundError:
+        return f"{APP_NAME}-dev"
+
+
+def new_executor_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class _JsonSerializer:
+    """DBOS's serializer for anything not already portable JSON: JSON, never a pickle
+    (an exception is kept as its type and text)."""
+
+    def serialize(self, data: Any) -> str:
+        return json.dumps(data, default=lambda o: {"type": type(o).__name__, "text": str(o)})
+
+    def deserialize(self, serialized_data: str) -> Any:
+        return json.loads(serialized_data)
+
+    def name(self) -> str:
+        return "mindloop_json"
+
+
+def _serializer() -> Any:
+    from dbos import Serializer
+
+    class JsonSerializer(_JsonSerializer, Serializer):
+        pass
+
+    return JsonSerializer()
+
+
+def dbos_config(database_url: str, executor_id: str) -> Any:
+    from dbos import DBOSConfig
+
+    from mindloop.store.postgres import engine_url
+
+    url = engine_url(database_url).set(drivername="postgresql")
+    config: DBOSConfig = {
+        "name": APP_NAME,
+        "system_database_url": url.render_as_string(hide_password=False),
+        "executor_id": executor_id,
+        "application_version": app_version(),
+        "serializer": _serializer(),
+        "log_level": os.environ.get("MINDLOOP_DBOS_LOG_LEVEL", "WARNING"),
+        "notification_listener_polling_interval_sec": 0.1,
+    }
+    return config
+
+
+def _dialog_of(workflow_id: str) -> str:
+    """The dialog a drive workflow's id names (`drive-<dialog id>-<nonce>`)."""
+    return workflow_id.removeprefix("drive-").rpartition("-")[0]
+
+
+def enqueue_options(dialog_id: str) -> Any:
+    """How a drive is enqueued (by a worker, or by `mindloop run` through a client)."""
+    from dbos import EnqueueOptions, WorkflowSerializationFormat
+
+    options: EnqueueOptions = {
+        "queue_name": QUEUE,
+        "workflow_name": DRIVE_WORKFLOW,
+        "workflow_id": f"drive-{dialog_id}-{uuid.uuid4().hex[:8]}",
+        "deduplication_id": dialog_id,
+        "duplication_policy": "return-existing",
+        "app_version": app_version(),
+        "serialization_type": WorkflowSerializationFormat.PORTABLE,
+    }
+    return options
+
+
+# The worker of this process (DBOS is one instance per process): the drive workflow runs
+# its engine.
+_current: Worker | None = None
+_registered = False
+
+
+def _register_workflow() -> None:
+    global _registered
+    if _registered:
+        return
+    from dbos import DBOS, WorkflowSerializationFormat
+
+    @DBOS.workflow(name=DRIVE_WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
+    async def drive_workflow(dialog_id: str) -> JsonObject:
+        worker = _current
+        if worker is None:
+            raise WorkerError(f"no worker in this process to drive {dialog_id}")
+        task = asyncio.current_task()
+        if task is not None:
+            worker.drives.add(task)
+        try:
+            async with execution():
+                return await worker.engine.drive(dialog_id)
+        finally:
+            worker.drives.discard(task)  # type: ignore[arg-type]
+
+    _registered = True
+
+
+async def _outside_workflow(fn: Callable[[], T]) -> T:
+    """Run a blocking DBOS call in a thread, in a context of no workflow."""
+    clean = contextvars.Context()
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: clean.run(fn))
+
+
+class Worker:
+    """One worker process: registration, the dispatch loop, heartbeats, takeovers."""
+
+    def __init__(
+        self,
+        rtws: Path,
+        engine: Engine,
+        store: Store,
+        database_url: str,
+        *,
+        concurrency: int,
+        ttl: float,
+        poll: float = DEFAULT_POLL,
+        executor_id: str | None = None,
+    ) -> None:
+        self.rtws = rtws
+        self.engine = engine
+        self.store = store
+        self.table = WorkerTable(store)
+        self.database_url = database_url
+        self.concurrency = concurrency
+        self.ttl = ttl
+        self.poll = poll
+        self.executor_id = executor_id or new_executor_id()
+        self.fingerprint = fingerprint(rtws)
+        self.enqueued = 0  # drives this worker enqueued
+        self.taken_over: list[str] = []  # executors whose work this worker recovered
+        self.drives: set[asyncio.Task[Any]] = set()  # drive workflows running here
+
+    # ------------------------------------------------------------------ the fleet
+
+    def check_fleet(self, now: float | None = None) -> None:
+        """Refuse to join workers that run on another rtws (nothing written yet)."""
+        now = time.time() if now is None else now
+        for w in self.table.all():
+            if not w.alive(now):
+                continue
+            if w.fingerprint != self.fingerprint:
+                raise WorkerError(
+                    f"worker {w.executor_id} ({w.host}, pid {w.pid}) runs on an rtws whose "
+                    f"configuration differs (fingerprint {w.fingerprint} at {w.rtws}; here "
+                    f"{self.fingerprint} at {self.rtws}): every worker of one database must "
+                    "run on the same rtws, on a path they all share"
+                )
+            if not sees_probe(self.rtws, w.executor_id):
+                raise WorkerError(
+                    f"worker {w.executor_id} ({w.host}, pid {w.pid}) runs on {w.rtws}, and "
+                    f"its probe file is not in {self.rtws}/.mindloop/workers/: this is not "
+                    "the same rtws (a copy?); every worker of one database must run on one "
+                    "shared path"
+                )
+
+    def _register(self) -> None:
+        now = time.time()
+        leave_probe(self.rtws, self.executor_id)
+        self.table.register(
+            WorkerRecord(
+                executor_id=self.executor_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                rtws=str(self.rtws),
+                fingerprint=self.fingerprint,
+                concurrency=self.concurrency,
+                claim_owner=self.engine.claim_owner,
+                ttl=self.ttl,
+                started_at=now,
+                heartbeat_at=now,
+            )
+        )
+
+    # ------------------------------------------------------------------ running
+
+    async def launch(self) -> None:
+        """Start DBOS in this process (from inside the running loop, so that queued
+        workflows run on it) and declare the queue."""
+        global _current
+        from dbos import DBOS
+
+        _current = self
+        _register_workflow()
+        DBOS(config=dbos_config(self.database_url, self.executor_id))
+        DBOS.launch()
+        await DBOS.register_queue_async(
+            QUEUE,
+            worker_concurrency=self.concurrency,
+            polling_interval_sec=min(1.0, self.poll),
+            on_conflict="always_update",
+        )
+
+    async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> str:
+        """Work until `stop` is set or this worker was taken over; why it stopped."""
+        self.check_fleet()
+        why = "stopped"
+        try:
+            await self.launch()
+            # Registered once DBOS is up: its first heartbeat is the registration (DBOS's
+            # start may take longer than a time to live on a loaded machine).
+            self._register()
+            if on_ready is not None:
+                on_ready()
+            why = await self._loop(stop)
+        finally:
+            await self._shutdown(taken_over=why != "stopped")
+        return why
+
+    async def _loop(self, stop: asyncio.Event) -> str:
+        wake = self.engine.wake
+        next_beat = 0.0
+        while not stop.is_set():
+            wake.clear()
+            if time.monotonic() >= next_beat:
+                if not self.table.beat(self.executor_id):
+                    return "taken over by another worker (this one was silent too long)"
+                await self._take_over_gone()
+                self.engine.recover()
+                next_beat = time.monotonic() + self.ttl / 4
+            self.engine.tick()
+            drivable = self.engine.drivable()
+            if drivable:
+                queued = await self._queued()
+                for did in drivable:
+                    if did not in queued:
+                        await self.enqueue(did)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_first(wake, stop), self.poll)
+        return "stopped"
+
+    async def _queued(self) -> set[str]:
+        """Dialogs whose drive is queued or running now (one query, so that a long queue
+        is not enqueued again, deduplicated one by one, at every look)."""
+        from dbos import DBOS
+
+        def read() -> list[Any]:
+            return list(
+                DBOS.list_queued_workflows(
+                    queue_name=QUEUE, name=DRIVE_WORKFLOW, load_input=False, load_output=False
+                )
+            )
+
+        return {_dialog_of(w.workflow_id) for w in await _outside_workflow(read)}
+
+    async def enqueue(self, dialog_id: str) -> None:
+        from dbos import DBOS
+
+        options = enqueue_options(dialog_id)
+        await _outside_workflow(lambda: DBOS.enqueue_workflow_with_options(options, dialog_id))
+        self.enqueued += 1
+
+    async def _take_over_gone(self) -> None:
+        """Recover the work of workers that went silent, each by exactly one worker."""
+        from dbos import DBOS
+
+        for gone in self.table.gone():
+            if gone.executor_id == self.executor_id:
+                continue
+            if not self.table.take_over(gone, self.executor_id):
+                continue  # another worker took it over first
+            eid = gone.executor_id
+
+            def recover(eid: str = eid) -> list[Any]:
+                return list(DBOS._recover_pending_workflows([eid]))
+
+            handles = await _outside_workflow(recover)
+            self.taken_over.append(eid)
+            log.warning(
+                "worker %s took over silent worker %s: %d workflow(s) back on the queue",
+                self.executor_id,
+                eid,
+                len(handles),
+            )
+            remove_probe(self.rtws, eid)
+            self.engine.wake.set()
+
+    async def _shutdown(self, *, taken_over: bool) -> None:
+        """Settle the drives running here (each is marked to drive again, its claim
+        released: another worker takes it up at once), then leave."""
+        global _current
+        from dbos import DBOS
+
+        for task in list(self.drives):
+            task.cancel()
+        if self.drives:
+            await asyncio.wait(list(self.drives), timeout=30)
+
+        with contextlib.suppress(Exception):
+            if not taken_over:
+                self.table.stop(self.executor_id)  # the others take its work over at once
+            remove_probe(self.rtws, self.executor_id)
+        with contextlib.suppress(Exception):
+            await _outside_workflow(lambda: DBOS.destroy(destroy_registry=False))
+        _current = None
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

@@ -1,0 +1,105 @@
+"""What the SELF_IMPROVE phase uses beside its two tools (agent-loop §9.3): the progress
+cursor that makes a pass resumable, the dead KB requests it is shown, and — until the
+loop's phases exist — a turn policy that offers the loop-owned `self_improve` toolset.
+
+The cursor says how far a pass has read its root dialog: `(course, message_id)`, read in
+batches of at most `BATCH` messages. The phase advances it in the transaction that holds
+the batch's effects (use `cursor_effect` as a store effect of the step's last tool result,
+or `save_cursor` inside a `store.tx()`), after every `self_md_patch` of the batch has
+returned: a crash re-processes the batch, harmlessly, because both tools dedupe. After
+`MAX_CONSECUTIVE_ERRORS` failed batches in a row the pass stops until the next trigger
+(`stalled`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.policy import DefaultPolicy
+from mindloop.dialogs.request import RequestBuilder
+from mindloop.store import MessageRecord, Store
+from mindloop.store.cursors import Cursors, message_batch
+from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
+from mindloop.tools.base import StoreEffect, Tool
+from mindloop.toolsets.self_improve import KB_REQUEST_KIND, SELF_IMPROVE_TOOLS
+
+CURSOR_NAME = "self_improve"
+BATCH = 40
+MAX_CONSECUTIVE_ERRORS = 4
+
+
+class SelfImproveCursor(BaseModel):
+    """Where a SELF_IMPROVE pass over one root dialog stands."""
+
+    course: int = 1
+    message_id: int = 0  # the last message processed (0: none)
+    errors: int = 0  # failed batches in a row
+
+    @property
+    def stalled(self) -> bool:
+        return self.errors >= MAX_CONSECUTIVE_ERRORS
+
+
+def load_cursor(store: Store, root_id: str) -> SelfImproveCursor:
+    found = Cursors(store).get(root_id, CURSOR_NAME)
+    return SelfImproveCursor() if found is None else SelfImproveCursor.model_validate(found.value)
+
+
+def save_cursor(store: Store, root_id: str, cursor: SelfImproveCursor) -> None:
+    """Move the cursor (joins the caller's transaction)."""
+    Cursors(store).set(root_id, CURSOR_NAME, cursor.model_dump())
+
+
+def cursor_effect(root_id: str, cursor: SelfImproveCursor) -> StoreEffect:
+    """The cursor's move as a store effect: it commits with the tool result carrying it."""
+
+    def apply(store: Any) -> None:
+        save_cursor(store, root_id, cursor)
+
+    return StoreEffect(apply=apply, what=f"cursor {CURSOR_NAME}")
+
+
+def next_batch(
+    store: Store, root_id: str, cursor: SelfImproveCursor, limit: int = BATCH
+) -> tuple[list[MessageRecord], SelfImproveCursor]:
+    """The next messages after `cursor` (at most `limit`, one course at a time, moving to
+    the dialog's next course when one is read to its end) and the cursor after them.
+    An empty batch means the pass is done."""
+    current_course = store.get_dialog(root_id).course
+    course, after = cursor.course, cursor.message_id
+    while True:
+        msgs = message_batch(store, root_id, course, after, limit)
+        if msgs or course >= current_course:
+            break
+        course, after = course + 1, 0
+    last = msgs[-1].id if msgs else after
+    return msgs, SelfImproveCursor(course=course, message_id=last, errors=0)
+
+
+def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
+    """The cursor after a batch that failed: not moved, one more error counted."""
+    return cursor.model_copy(update={"errors": cursor.errors + 1})
+
+
+def dead_kb_requests(store: Store, member: str | None = None) -> list[OutboxRecord]:
+    """KB requests that were never delivered (shown in the next SELF_IMPROVE input)."""
+    return [
+        r
+        for r in Outbox(store).all()
+        if r.kind == KB_REQUEST_KIND
+        and r.status is OutboxStatus.DEAD
+        and (member is None or r.source_member == member)
+    ]
+
+
+class SelfImprovePolicy(DefaultPolicy):
+    """Today's behaviour plus the loop-owned `self_md_patch` and `kb_request`: what the
+    SELF_IMPROVE phase offers (DESIGN.md §8.9). The phase's own policy replaces this."""
+
+    def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
+        own = parts.member_tools(live.member, is_root=live.is_root)
+        return [*own, *parts.tools.loop_tools(SELF_IMPROVE_TOOLS)]

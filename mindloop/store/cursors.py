@@ -1,0 +1,86 @@
+"""Cursors: where a resumable pass over a dialog stands (agent-loop §9.3).
+
+A pass that works through something in batches (SELF_IMPROVE reads its root dialog ≤ 40
+messages at a time) keeps its position here, and advances it in the transaction that
+commits the batch's effects (its outbox rows): after a crash the batch is re-processed,
+never skipped. A cursor is a small JSON value under `(scope, name)`; the loop types it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+
+from mindloop.store import schema as t
+from mindloop.store.records import MessageRecord
+from mindloop.store.store import Store
+
+_c = t.cursors.c
+_GET = sa.select(t.cursors).where(
+    _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
+)
+_INSERT = sa.insert(t.cursors)
+_UPDATE = (
+    sa.update(t.cursors)
+    .where(_c.scope == sa.bindparam("_scope"), _c.name == sa.bindparam("_name"))
+    .values(value=sa.bindparam("_value"), updated_at=sa.bindparam("_now"))
+)
+_DELETE = sa.delete(t.cursors).where(
+    _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
+)
+
+_m = t.messages.c
+_BATCH = (
+    sa.select(t.messages)
+    .where(
+        _m.dialog_id == sa.bindparam("dialog_id"),
+        _m.course == sa.bindparam("course"),
+        _m.id > sa.bindparam("after_id"),
+    )
+    .order_by(_m.id)
+    .limit(sa.bindparam("limit"))
+)
+
+
+class CursorRecord(BaseModel):
+    scope: str
+    name: str
+    value: dict[str, Any] = Field(default_factory=dict)
+    updated_at: float = 0.0
+
+
+class Cursors:
+    """The cursors of one store; every method joins the caller's `store.tx()`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, scope: str, name: str) -> CursorRecord | None:
+        found = self.store._records(CursorRecord, _GET, {"scope": scope, "name": name})
+        return found[0] if found else None
+
+    def set(self, scope: str, name: str, value: dict[str, Any]) -> CursorRecord:
+        """Create or move the cursor (one transaction: read under the write lock)."""
+        now = time.time()
+        with self.store.tx():
+            params = {"_scope": scope, "_name": name, "_value": value, "_now": now}
+            if self.store._write(_UPDATE, params) == 0:
+                self.store._write(
+                    _INSERT, {"scope": scope, "name": name, "value": value, "updated_at": now}
+                )
+        return CursorRecord(scope=scope, name=name, value=value, updated_at=now)
+
+    def delete(self, scope: str, name: str) -> bool:
+        return self.store._write(_DELETE, {"scope": scope, "name": name}) == 1
+
+
+def message_batch(
+    store: Store, dialog_id: str, course: int, after_id: int, limit: int
+) -> list[MessageRecord]:
+    """At most `limit` messages of one course after `after_id`, oldest first: a cursor's
+    next batch, read without loading the rest of the dialog."""
+    params = {"dialog_id": dialog_id, "course": course, "after_id": after_id, "limit": limit}
+    return store._records(MessageRecord, _BATCH, params)

@@ -1,0 +1,26 @@
+"""Where an rtws's store lives: the SQLite file under `.mindloop/` (the default), or the
+PostgreSQL database `MINDLOOP_DATABASE_URL` names (every worker of a scaled-out rtws
+shares it). Read when a store is opened, never per statement."""
+
+from __future__ import annotations
+
+import os
+
+from mindloop.store.dialect import StoreDialect
+
+DATABASE_URL_ENV = "MINDLOOP_DATABASE_URL"
+
+
+def database_url() -> str | None:
+    """The database URL the environment names, or None (SQLite, one file per rtws)."""
+    return os.environ.get(DATABASE_URL_ENV, "").strip() or None
+
+
+def env_dialect(*, durable: bool) -> StoreDialect | None:
+    """The dialect `MINDLOOP_DATABASE_URL` selects, or None for the SQLite default."""
+    url = database_url()
+    if url is None:
+        return None
+    from mindloop.store.postgres import PostgresDialect
+
+    return PostgresDialect(url, durable=durable)

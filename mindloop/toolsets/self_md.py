@@ -1,0 +1,494 @@
+"""A member's `self.md`: how it works, in its own words, changed by SELF_IMPROVE through
+`self_md_patch` and by humans (agent-loop §9.1).
+
+The file lives at `.minds/team/<member>/self.md` and is rendered into that member's system
+prompt after its persona (`dialogs.context`). It is split into sections by `## ` headings
+(outside code fences); text before the first heading is the preamble, which only humans
+edit. A section is **protected** — humans only — when its title is listed in
+`loop.self_md.protected_sections` (default `Hard rules`, compared case-insensitively) or
+when its heading ends with `(protected)`, e.g. `## Safety (protected)`.
+
+Every change is traceable: before `self.md` is replaced, an entry is appended to
+`.minds/team/<member>/self.history.jsonl` with the whole previous content, the change,
+its rationale and evidence, and the idempotency key of the call (the engine's call key).
+`revert` appends an entry too; the history is never rewritten.
+
+Crash safety (the Taskdoc audit's order, `taskdoc/audit.py`), all under an exclusive
+`flock` on `self.md.lock`:
+
+1. the new content goes to a temp file beside `self.md`, fsynced;
+2. the history entry is appended and fsynced;
+3. the temp is renamed over `self.md` and the directory fsynced.
+
+A kill between 2 and 3 leaves a temp whose hash is the last entry's `new_sha256` while
+the file still has its `prev_sha256`: the next operation rolls it forward. Any other temp
+belongs to a change that never happened and is removed; a torn last history line (a kill
+inside step 2) is cut off. So a replayed call (same key) finds its entry and answers
+ALREADY_APPLIED, never applying twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from mindloop.config.loop_self_md import SelfMdConfig
+from mindloop.errors import MindloopError
+from mindloop.taskdoc.fsio import fsync_dir
+from mindloop.toolsets.privacy import privacy_problem
+from mindloop.toolsets.self_md_doc import (
+    PROTECTED_MARK,
+    Op,
+    apply_op,
+    count_tokens,
+    headings,
+    is_protected,
+    normal_body,
+    normal_title,
+    restore_section,
+    section_text,
+    sha256_hex,
+)
+
+SELF_MD = "self.md"
+HISTORY = "self.history.jsonl"
+LOCK = "self.md.lock"
+TEMP_PREFIX = ".self.md."
+TEMP_SUFFIX = ".tmp"
+MIN_BASE_PREFIX = 8  # hex characters of a base hash the model must give at least
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+class SelfMdError(MindloopError):
+    """A human's self.md operation that cannot be done (an unknown seq, a conflict)."""
+
+
+def member_dir(rtws: Path, member: str) -> Path:
+    return Path(rtws) / ".minds" / "team" / member
+
+
+def self_md_path(rtws: Path, member: str) -> Path:
+    return member_dir(rtws, member) / SELF_MD
+
+
+def rel_paths(member: str) -> tuple[str, str]:
+    """self.md and its history, rtws-relative (as git and users name them)."""
+    base = f".minds/team/{member}"
+    return f"{base}/{SELF_MD}", f"{base}/{HISTORY}"
+
+
+def read_text(path: Path) -> str:
+    """The file's text ("" when absent), decoded as the system prompt shows it."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+# ---------------------------------------------------------------------- history
+
+
+class HistoryEntry(BaseModel):
+    """One line of `self.history.jsonl`."""
+
+    seq: int
+    at: float
+    member: str
+    by: str  # the member (self_md_patch) or "human" (self revert)
+    idempotency_key: str  # the call key of the tool call (or a revert's own key)
+    content_key: str  # sha256(member | section | op | normalised content)
+    task_path: str | None = None
+    dialog_id: str | None = None
+    section: str
+    op: Literal["replace", "append", "delete", "revert"]
+    content: str  # the patch's content; for a revert, the whole restored file
+    prev_sha256: str
+    prev_content: str  # the whole previous file
+    new_sha256: str
+    rationale: str = ""
+    evidence_refs: list[str] = Field(default_factory=list)
+    status: Literal["applied"] = "applied"
+    reverts_seq: int | None = None
+
+    def new_content(self) -> str:
+        if self.op == "revert":
+            return self.content
+        return apply_op(self.prev_content, self.section, self.op, self.content)
+
+
+def content_key(member: str, section: str, op: str, content: str) -> str:
+    return sha256_hex(f"{member}|{normal_title(section)}|{op}|{normal_body(content)}")
+
+
+# ---------------------------------------------------------------------- results
+
+
+class PatchStatus(StrEnum):
+    APPLIED = "APPLIED"
+    ALREADY_APPLIED = "ALREADY_APPLIED"
+    CONFLICT = "CONFLICT"
+    REJECTED = "REJECTED"
+
+
+class RejectReason(StrEnum):
+    STALE_BASE = "STALE_BASE"  # with CONFLICT: the file changed since it was read
+    PROTECTED = "PROTECTED"  # a protected section, or the preamble
+    TOO_LARGE = "TOO_LARGE"  # over the net growth per call, or the file's budget
+    PRIVACY = "PRIVACY"  # looks like a secret or personal data
+    FORMAT = "FORMAT"  # a heading inside the content, a bad base hash, content on delete
+    NOT_FOUND = "NOT_FOUND"  # delete of a section that does not exist
+    NO_CHANGE = "NO_CHANGE"  # the section already says this
+
+
+class PatchResult(BaseModel):
+    """What `self_md_patch` answers (as JSON)."""
+
+    result: PatchStatus
+    reason: RejectReason | None = None
+    message: str | None = None
+    history_seq: int | None = None
+    sha256: str | None = None  # the file's hash now (the base of a next call)
+    git_commit: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result in (PatchStatus.APPLIED, PatchStatus.ALREADY_APPLIED)
+
+
+@dataclass(frozen=True)
+class PatchRequest:
+    section: str
+    op: Op
+    content: str
+    base_sha256: str
+    rationale: str
+    evidence_refs: tuple[str, ...]
+    key: str  # the call key
+    task_path: str | None = None
+    dialog_id: str | None = None
+
+
+def base_matches(base: str, current_hash: str) -> bool | None:
+    """Whether `base` (a full hash or a prefix of ≥ 8 hex characters, optionally
+    `sha256:`) names `current_hash`; None when it is not a hash at all."""
+    base = base.strip().lower().removeprefix("sha256:")
+    if len(base) < MIN_BASE_PREFIX or len(base) > 64 or not _HEX.fullmatch(base):
+        return None
+    return current_hash.startswith(base)
+
+
+# ---------------------------------------------------------------------- the file
+
+
+class SelfMdFile:
+    """One member's self.md and its history. Every operation takes the file lock."""
+
+    def __init__(self, rtws: Path, member: str) -> None:
+        self.rtws = Path(rtws)
+        self.member = member
+        self.dir = member_dir(self.rtws, member)
+        self.path = self.dir / SELF_MD
+        self.history_path = self.dir / HISTORY
+
+    def read(self) -> str:
+        return read_text(self.path)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The exclusive lock of this member's self.md (across processes); a crash
+        releases it. Recovers what a killed writer left before yielding."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._recover()
+            yield
+        finally:
+            os.close(fd)
+
+    # ---------------------------------------------------------------- history
+
+    def history(self) -> list[HistoryEntry]:
+        """Every entry, oldest first (a torn last line, left by a kill, is skipped)."""
+        try:
+            raw = self.history_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        entries = []
+        lines = raw.split("\n")
+        complete = lines[:-1]  # the part after the last newline is torn or empty
+        for n, line in enumerate(complete, 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(HistoryEntry.model_validate_json(line))
+            except ValidationError as err:
+                raise SelfMdError(
+                    f"{rel_paths(self.member)[1]}:{n}: not a history entry ({err.error_count()} "
+                    "problem(s)); fix or remove that line"
+                ) from None
+        return entries
+
+    def entry(self, seq: int) -> HistoryEntry:
+        for e in self.history():
+            if e.seq == seq:
+                return e
+        raise SelfMdError(
+            f"no change #{seq} in {rel_paths(self.member)[1]} (see `mindloop self history`)"
+        )
+
+    def _append_history(self, entry: HistoryEntry) -> None:
+        line = entry.model_dump_json() + "\n"
+        with open(self.history_path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        fsync_dir(self.dir)
+
+    # ---------------------------------------------------------------- recovery
+
+    def _temps(self) -> list[Path]:
+        try:
+            names = sorted(
+                n
+                for n in os.listdir(self.dir)
+                if n.startswith(TEMP_PREFIX) and n.endswith(TEMP_SUFFIX)
+            )
+        except FileNotFoundError:
+            return []
+        return [self.dir / n for n in names]
+
+    def _recover(self) -> None:
+        """Under the lock: cut a torn history line, roll a recorded change forward, and
+        remove temps of changes that never happened (module doc)."""
+        try:
+            raw = self.history_path.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        if raw and not raw.endswith(b"\n"):
+            with open(self.history_path, "r+b") as fh:
+                fh.truncate(raw.rfind(b"\n") + 1)
+                os.fsync(fh.fileno())
+        temps = self._temps()
+        if not temps:
+            return
+        history = self.history()
+        last = history[-1] if history else None
+        current = sha256_hex(self.read())
+        for tmp in temps:
+            if (
+                last is not None
+                and current == last.prev_sha256
+                and sha256_hex(read_text(tmp)) == last.new_sha256
+            ):
+                os.replace(tmp, self.path)
+                fsync_dir(self.dir)
+                current = last.new_sha256
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+
+    # ---------------------------------------------------------------- writing
+
+    def _write(self, entry: HistoryEntry, new_text: str) -> None:
+        """Steps 1–3 of the module doc; the caller holds the lock."""
+        tmp = self.dir / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(new_text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            self._append_history(entry)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        os.replace(tmp, self.path)
+        fsync_dir(self.dir)
+
+    def patch_locked(
+        self, req: PatchRequest, config: SelfMdConfig
+    ) -> tuple[PatchResult, HistoryEntry | None]:
+        """Apply one `self_md_patch` call (the procedure of agent-loop §9.1); the caller
+        holds `locked()`. Returns the result and the entry written (None when nothing
+        was written)."""
+        history = self.history()
+        current = self.read()
+        cur_hash = sha256_hex(current)
+        ckey = content_key(self.member, req.section, req.op, req.content)
+        for e in history:  # 1. a replayed call: applied once
+            if e.idempotency_key == req.key:
+                return _result(PatchStatus.ALREADY_APPLIED, cur_hash, seq=e.seq), None
+        last = history[-1] if history else None
+        if last is not None and last.content_key == ckey and last.new_sha256 == cur_hash:
+            # The same change again (a call re-issued after an interrupted result).
+            return _result(PatchStatus.ALREADY_APPLIED, cur_hash, seq=last.seq), None
+        matches = base_matches(req.base_sha256, cur_hash)  # 2. concurrent edits
+        if matches is None:
+            return _rejected(
+                RejectReason.FORMAT,
+                f"base_sha256 must be the hash of self.md as you read it (at least "
+                f"{MIN_BASE_PREFIX} hex characters); the file's is {cur_hash[:12]}",
+                cur_hash,
+            ), None
+        if not matches:
+            return PatchResult(
+                result=PatchStatus.CONFLICT,
+                reason=RejectReason.STALE_BASE,
+                message=f"self.md changed since you read it (your base {req.base_sha256[:12]}, "
+                f"now {cur_hash[:12]}); read the current self.md in your system prompt and "
+                "patch it again",
+                sha256=cur_hash,
+            ), None
+        problem = _check_rules(req, config)
+        if problem is not None:
+            return _rejected(*problem, cur_hash), None
+        try:
+            new_text = apply_op(current, req.section, req.op, req.content)
+        except KeyError:
+            return _rejected(
+                RejectReason.NOT_FOUND,
+                f"self.md has no section {req.section!r} to delete",
+                cur_hash,
+            ), None
+        if new_text == current:
+            return _rejected(
+                RejectReason.NO_CHANGE, f"section {req.section!r} already says this", cur_hash
+            ), None
+        old_tokens, new_tokens = count_tokens(current), count_tokens(new_text)
+        if new_tokens - old_tokens > config.max_net_tokens_per_call:
+            return _rejected(
+                RejectReason.TOO_LARGE,
+                f"this change adds {new_tokens - old_tokens} tokens; at most "
+                f"{config.max_net_tokens_per_call} per call (characters / 4): make it "
+                "shorter, or replace text instead of adding",
+                cur_hash,
+            ), None
+        if new_tokens > config.max_tokens and new_tokens > old_tokens:
+            return _rejected(
+                RejectReason.TOO_LARGE,
+                f"self.md would be {new_tokens} tokens; at most {config.max_tokens}: "
+                "condense or delete a section first",
+                cur_hash,
+            ), None
+        entry = HistoryEntry(
+            seq=(last.seq + 1) if last is not None else 1,
+            at=time.time(),
+            member=self.member,
+            by=self.member,
+            idempotency_key=req.key,
+            content_key=ckey,
+            task_path=req.task_path,
+            dialog_id=req.dialog_id,
+            section=" ".join(req.section.split()),
+            op=req.op,
+            content=req.content,
+            prev_sha256=cur_hash,
+            prev_content=current,
+            new_sha256=sha256_hex(new_text),
+            rationale=req.rationale,
+            evidence_refs=list(req.evidence_refs),
+        )
+        self._write(entry, new_text)  # 3.
+        return _result(PatchStatus.APPLIED, entry.new_sha256, seq=entry.seq), entry
+
+    def revert_locked(self, seq: int, *, key: str | None = None) -> HistoryEntry:
+        """Undo change `seq` (a human's `mindloop self revert`): the whole file as it was
+        before it when nothing changed since, else only its section, when that section
+        has not changed since. Appends an entry; raises `SelfMdError` when it cannot. The
+        caller holds `locked()`."""
+        target = self.entry(seq)
+        history = self.history()
+        current = self.read()
+        cur_hash = sha256_hex(current)
+        if cur_hash == target.new_sha256:
+            restored = target.prev_content
+        elif target.op != "revert" and section_text(current, target.section) == section_text(
+            target.new_content(), target.section
+        ):
+            restored = restore_section(current, target.prev_content, target.section)
+        else:
+            later = [
+                e.seq
+                for e in history
+                if e.seq > seq
+                and (e.op == "revert" or normal_title(e.section) == normal_title(target.section))
+            ]
+            since = (
+                f" (changed by #{', #'.join(map(str, later))})" if later else " (edited by hand)"
+            )
+            raise SelfMdError(
+                f"cannot revert #{seq}: section {target.section!r} changed since{since}; "
+                "revert the later changes first, or edit the file"
+            )
+        if restored == current:
+            raise SelfMdError(f"cannot revert #{seq}: self.md already has that content")
+        key = key or sha256_hex(f"revert|{self.member}|{seq}|{uuid.uuid4().hex}")
+        entry = HistoryEntry(
+            seq=history[-1].seq + 1,
+            at=time.time(),
+            member=self.member,
+            by="human",
+            idempotency_key=key,
+            content_key=content_key(self.member, target.section, "revert", restored),
+            section=target.section,
+            op="revert",
+            content=restored,
+            prev_sha256=cur_hash,
+            prev_content=current,
+            new_sha256=sha256_hex(restored),
+            rationale=f"revert #{seq}",
+            reverts_seq=seq,
+        )
+        self._write(entry, restored)
+        return entry
+
+
+def _result(status: PatchStatus, sha: str, *, seq: int | None) -> PatchResult:
+    return PatchResult(result=status, history_seq=seq, sha256=sha)
+
+
+def _rejected(reason: RejectReason, message: str, sha: str) -> PatchResult:
+    return PatchResult(result=PatchStatus.REJECTED, reason=reason, message=message, sha256=sha)
+
+
+def _check_rules(req: PatchRequest, config: SelfMdConfig) -> tuple[RejectReason, str] | None:
+    """The rules a change must follow whatever the file holds."""
+    title = " ".join(req.section.split())
+    if not title:
+        return (
+            RejectReason.PROTECTED,
+            "the preamble (text before the first ## heading) is for humans",
+        )
+    if "\n" in req.section.strip() or title.startswith("#"):
+        return RejectReason.FORMAT, "section is a title (the text after '## '), one line"
+    if is_protected(title, config.protected_sections):
+        return RejectReason.PROTECTED, (
+            f"section {title!r} is protected: only humans edit it (loop.self_md."
+            f"protected_sections, or a heading ending in {PROTECTED_MARK})"
+        )
+    if req.op == "delete" and req.content.strip():
+        return RejectReason.FORMAT, "delete takes no content"
+    if req.op != "delete" and not req.content.strip():
+        return RejectReason.FORMAT, f"{req.op} needs content (use delete to remove a section)"
+    if headings(req.content):
+        return RejectReason.FORMAT, "content must not contain '## ' headings: one section per call"
+    found = privacy_problem(req.content) or privacy_problem(req.rationale)
+    if found is not None:
+        return (
+            RejectReason.PRIVACY,
+            f"not written: {found}; self.md must hold no secrets or personal data",
+        )
+    return None

@@ -1,0 +1,246 @@
+"""Scale-out workers on a real PostgreSQL server (`tests/pg.py`): real `mindloop worker`
+processes on DBOS Transact, a model that counts its calls (`model_server.py`).
+
+- A worker dies right after a model call answered, before its turn was committed (the
+  crash point `generation.after`): another worker takes over its work, and the recovered
+  workflow does not call the model again for that step — it finds the step DBOS recorded.
+- Three workers drive many root dialogs with tellasks and questions; one is SIGKILLed
+  mid-way: its work is taken over once, every dialog gets its answer exactly once, no
+  model call completed twice (but the killed worker's last ones), nothing is lost.
+- `mindloop workers` lists them; a worker on another rtws is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from mindloop.store import Store
+from mindloop.store.location import DATABASE_URL_ENV
+from mindloop.store.workers import WorkerTable
+from tests import pg
+from tests.dialogs.procs import Proc, Procs, tail, wait_until
+from tests.durable.model_server import LLM_YAML, ModelServer
+from tests.scenario_util import ml, write_team
+
+TIMEOUT = 150.0  # generous: a loaded 2-core machine, several Python processes
+TTL = "3"  # seconds: a silent worker is taken over after this long
+
+
+@pytest.fixture
+def database() -> str:
+    return pg.server().database_url()
+
+
+def _project(rtws: Path, server: ModelServer) -> None:
+    write_team(rtws, {"dev": {}, "qa": {}}, provider="local", model="counting")
+    (rtws / ".minds" / "llm.yaml").write_text(LLM_YAML.format(url=server.url), "utf-8")
+
+
+def _procs(rtws: Path, tmp_path: Path, database: str) -> Procs:
+    return Procs(rtws, tmp_path / "logs", env={DATABASE_URL_ENV: database})
+
+
+def _worker(
+    procs: Procs, name: str, *extra: str, env: dict[str, str] | None = None, ttl: str = TTL
+) -> Proc:
+    env = {"LOCAL_MODEL_KEY": name, **(env or {})}
+    proc = procs.start("worker", "--ttl", ttl, *extra, env=env)
+    wait_until(lambda: _ready(proc), TIMEOUT, f"worker {name} to be ready")
+    return proc
+
+
+def _ready(proc: Proc) -> bool:
+    assert proc.alive(), f"the worker ended before it was ready\n{tail(proc)}"
+    return " ready: " in proc.output()
+
+
+def _store(database: str, monkeypatch: pytest.MonkeyPatch, rtws: Path) -> Store:
+    monkeypatch.setenv(DATABASE_URL_ENV, database)
+    return Store.for_rtws(rtws)
+
+
+def _workers_json(rtws: Path, database: str) -> list[dict[str, object]]:
+    done = ml("-C", str(rtws), "workers", "--all", "--json", env={DATABASE_URL_ENV: database})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_recovered_drive_does_not_call_the_model_again_for_a_completed_step(
+    rtws: Path, tmp_path: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ModelServer() as model:
+        _project(rtws, model)
+        procs = _procs(rtws, tmp_path, database)
+        try:
+            # A dies right after its first model call answered: the turn is not committed.
+            a = _worker(procs, "A", env={"MINDLOOP_TEST_CRASH_AT": "generation.after:1"})
+            run = procs.start("run", "tasks/example.tsk", "-m", "TASK 1")
+            assert procs.finish(a, TIMEOUT) == 86, tail(a)
+            assert [c.last for c in model.snapshot() if c.completed] == ["TASK 1"]
+            b = _worker(procs, "B")
+            assert procs.finish(run, TIMEOUT) == 0, tail(run) + "\n" + tail(b)
+            b.popen.send_signal(signal.SIGTERM)  # a graceful stop
+            assert procs.finish(b, TIMEOUT) == 0, tail(b)
+        finally:
+            procs.close()
+        calls = model.snapshot()
+    assert "done 1" in run.output()
+    # dev asks qa, qa checks, dev answers: three steps, each called once — the first by A,
+    # whose recorded answer B's recovered workflow used instead of calling again.
+    assert model.repeated() == {}
+    assert [c.worker for c in calls] == ["A", "B", "B"], [(c.worker, c.last) for c in calls]
+    listed = {w["executor_id"]: w for w in _workers_json(rtws, database)}
+    store = _store(database, monkeypatch, rtws)
+    try:
+        rows = {w.pid: w for w in WorkerTable(store).all()}
+        generations = store.generations(store.list_dialogs()[0].id)
+    finally:
+        store.close()
+    a_row, b_row = rows[a.pid], rows[b.pid]
+    assert a_row.recovered_by == b_row.executor_id  # taken over once, by B
+    assert listed[a_row.executor_id]["state"] == f"taken over by {b_row.executor_id}"
+    assert listed[b_row.executor_id]["state"] == "stopped"  # B stopped on SIGTERM
+    assert [g.finish_reason for g in generations] == ["stop", "stop"]  # both dev turns kept
+    # DBOS's records, in the same database, are JSON (no pickles): the workflows' inputs
+    # and outputs, and one recorded step per model call, each under its key
+    with psycopg.connect(database) as conn:
+        formats = conn.execute("SELECT DISTINCT serialization FROM dbos.workflow_status")
+        assert formats.fetchall() == [("portable_json",)]
+        steps = conn.execute(
+            "SELECT function_name, output FROM dbos.operation_outputs ORDER BY started_at_epoch_ms"
+        ).fetchall()
+    assert [name for name, _ in steps] == ["mindloop.generation"] * 3
+    outputs = [json.loads(out) for _, out in steps]
+    assert [o["value"]["text"].split()[0] for o in outputs] == ["!?@qa", "checked", "done"]
+    assert len({o["key"] for o in outputs}) == 3
+
+
+ROOTS = 12
+
+
+def test_three_workers_one_killed_every_dialog_answered_once(
+    rtws: Path, tmp_path: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindloop.dialogs.runtime import DialogRuntime
+
+    with ModelServer(delay=0.2) as model:
+        _project(rtws, model)
+        procs = _procs(rtws, tmp_path, database)
+        store = _store(database, monkeypatch, rtws)
+        try:
+            # (a longer time to live: three workers beat on a loaded two-core machine)
+            workers = [_worker(procs, f"W{i}", "--concurrency", "3", ttl="6") for i in range(3)]
+            listed = _workers_json(rtws, database)
+            assert sorted(w["state"] for w in listed) == ["live"] * 3
+            rt = DialogRuntime(rtws, store=store)
+            roots = {}
+            for n in range(ROOTS):
+                text = f"TASK {n}" + (" ASK" if n % 4 == 0 else "")
+                rec, _ = rt.start_root_dialog("tasks/example.tsk", text)
+                roots[n] = rec.id
+            rt.wake.set()
+            wait_until(
+                lambda: sum(c.completed for c in model.snapshot()) >= 10,
+                TIMEOUT,
+                "ten model calls",
+            )
+            killed = workers[1]
+            procs.kill(killed)
+
+            def settled() -> bool:
+                for q in store.open_questions():
+                    n = int(q.headline.split()[-1].rstrip("?"))
+                    done = ml(
+                        "-C", str(rtws), "answer", "--no-drive", q.id, f"answer {n}",
+                        env={DATABASE_URL_ENV: database},
+                    )  # fmt: skip
+                    assert done.returncode in (0, 4), done.stdout + done.stderr
+                return all(_final(store, roots[n]) == f"done {n}" for n in roots) and not any(
+                    store.tree_busy(r) for r in roots.values()
+                )
+
+            wait_until(settled, TIMEOUT * 2, "every root's final answer", interval=0.5)
+            live = [w for w in workers if w is not killed]
+            for w in live:
+                assert w.alive(), tail(w)
+            rows = {w.pid: w for w in WorkerTable(store).all()}
+            dialogs = store.list_dialogs()
+            answers = {
+                d.id: [
+                    m.data.get("text") for m in store.load_history(d.id) if m.kind == "assistant"
+                ]
+                for d in dialogs
+            }
+            results = {
+                d.id: [m for m in store.load_history(d.id) if m.kind == "tellask_result"]
+                for d in dialogs
+            }
+        finally:
+            procs.close()
+            store.close()
+        calls = model.snapshot()
+    killed_row = rows[killed.pid]
+    assert killed_row.recovered_by in {rows[w.pid].executor_id for w in live}
+    # no dialog lost, none answered twice: each root one tellask result and one final answer
+    for n, root in roots.items():
+        assert answers[root].count(f"done {n}") == 1, answers[root]
+        assert len(results[root]) == 1, results[root]
+    qa = [d for d in dialogs if d.member == "qa"]
+    assert len(qa) == ROOTS
+    assert all(len(answers[d.id]) == 1 and answers[d.id][0].startswith("checked ") for d in qa)
+    # every step called once, but the calls the killed worker made (it may have died
+    # between an answer and its record)
+    assert model.repeated(allowed_from={"W1"}) == {}
+    assert {c.worker for c in calls if c.completed} >= {"W0", "W2"}
+
+
+def _final(store: Store, root: str) -> str | None:
+    msgs = [m for m in store.load_history(root) if m.kind == "assistant"]
+    return str(msgs[-1].data.get("text", "")).strip() if msgs else None
+
+
+def test_a_worker_on_a_copy_of_the_rtws_is_refused(
+    rtws: Path, tmp_path: Path, database: str
+) -> None:
+    with ModelServer() as model:
+        _project(rtws, model)
+        copy = tmp_path / "copy"
+        shutil.copytree(rtws, copy)
+        procs = _procs(rtws, tmp_path, database)
+        try:
+            _worker(procs, "A")
+            other = Procs(copy, tmp_path / "logs2", env={DATABASE_URL_ENV: database})
+            try:
+                refused = other.start("worker", "--ttl", TTL, env={"LOCAL_MODEL_KEY": "X"})
+                assert other.finish(refused, TIMEOUT) == 1
+            finally:
+                other.close()
+            assert "not the same rtws" in refused.output(), tail(refused)
+            # a changed configuration is told apart as well
+            team = copy / ".minds" / "team.yaml"
+            data = yaml.safe_load(team.read_text("utf-8"))
+            data["members"]["ops"] = {}
+            team.write_text(yaml.safe_dump(data), "utf-8")
+            other = Procs(copy, tmp_path / "logs3", env={DATABASE_URL_ENV: database})
+            try:
+                refused = other.start("worker", "--ttl", TTL, env={"LOCAL_MODEL_KEY": "X"})
+                assert other.finish(refused, TIMEOUT) == 1
+            finally:
+                other.close()
+            assert "configuration differs" in refused.output(), tail(refused)
+        finally:
+            procs.close()
+
+
+def test_worker_commands_need_a_database_url(rtws: Path) -> None:
+    for args in (["worker"], ["workers"], ["run", "tasks/example.tsk"]):
+        done = ml("-C", str(rtws), *args, env={DATABASE_URL_ENV: ""})
+        assert done.returncode == 1
+        assert "needs MINDLOOP_DATABASE_URL" in done.stdout + done.stderr

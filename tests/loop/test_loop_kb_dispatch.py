@@ -1,0 +1,91 @@
+"""The KB dispatcher's delivery rules (agent-loop §9.2): a failed delivery is retried with
+backoff (1 s, doubling, capped) and the row becomes dead after the retry window; two
+dispatchers never both deliver one row; the run asks it for work only at its poll
+interval."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.loop.kb import KbDispatcher
+from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
+from mindloop.testing import ScriptedModel
+from tests.scenario_util import write_team
+
+
+def _row(n: int = 0, created_at: float = 0.0, key: str = "k1") -> OutboxRecord:
+    return OutboxRecord(
+        id=f"kb-{n}",
+        kind="kb_request",
+        call_key=f"{n:064x}",
+        idempotency_key=key,
+        source_dialog="d1",
+        source_member="dev",
+        target="kb",
+        payload={"kind": "GAP", "topic": "t", "content": "c"},
+        created_at=created_at,
+    )
+
+
+@pytest.fixture
+def rt(rtws: Path) -> DialogRuntime:
+    write_team(rtws, {"dev": {}})
+    return DialogRuntime(rtws, providers={"mock": ScriptedModel([])})
+
+
+async def test_a_failed_delivery_backs_off_then_dies(
+    rt: DialogRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Outbox(rt.store)
+    box.enqueue(_row())
+    dispatcher = KbDispatcher(rt)
+
+    def broken() -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(dispatcher, "kb_dialog", broken)
+    delays = []
+    for _ in range(3):
+        before = time.time()
+        (row,) = box.all()
+        assert dispatcher.deliver(row) is False
+        (row,) = box.all()
+        assert row.status is OutboxStatus.PENDING and row.last_error == "OSError: disk full"
+        assert row.next_attempt_at is not None
+        delays.append(round(row.next_attempt_at - before))
+    assert delays == [1, 2, 4] and row.attempts == 3
+    assert dispatcher.next_due() == row.next_attempt_at
+    assert dispatcher.tick(time.time()) is False  # not due yet: nothing tried
+    assert box.all()[0].attempts == 3
+
+    box.enqueue(_row(1, created_at=time.time() - 25 * 3600, key="k2"))  # past the window
+    (old,) = [r for r in box.all() if r.id == "kb-1"]
+    dispatcher.deliver(old)
+    (old,) = [r for r in box.all() if r.id == "kb-1"]
+    assert old.status is OutboxStatus.DEAD and old.next_attempt_at is None
+    await rt.aclose()
+
+
+async def test_a_row_is_delivered_by_one_dispatcher_only(rt: DialogRuntime) -> None:
+    box = Outbox(rt.store)
+    box.enqueue(_row())
+    (row,) = box.all()
+    one, two = KbDispatcher(rt), KbDispatcher(rt)
+    assert one.deliver(row) is True
+    assert two.deliver(row) is False  # the stale copy: already sent
+    (kb,) = [d for d in rt.store.list_dialogs(task_path="tasks/kb.tsk")]
+    assert sum(m.kind == "user" for m in rt.store.load_history(kb.id)) == 1
+    assert box.all()[0].status is OutboxStatus.SENT
+    await rt.aclose()
+
+
+async def test_an_empty_outbox_costs_one_read(rt: DialogRuntime) -> None:
+    dispatcher = KbDispatcher(rt)
+    before = rt.store.stats.statements
+    assert dispatcher.next_due() is None
+    assert rt.store.stats.statements - before == 1
+    await rt.aclose()
