@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mindloop.cli import dialogs_cmds, self_cmds
+from mindloop.cli import dialogs_cmds, self_cmds, workspace_cmds
 from mindloop.cli.approvals_cmds import approve, reject
 from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
@@ -27,6 +27,7 @@ from mindloop.cli.demo_cmd import demo
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
+from mindloop.cli.web_cmd import web
 from mindloop.cli.worker_cmds import worker, workers
 from mindloop.errors import MindloopError
 
@@ -94,6 +95,7 @@ app.command()(answer)
 app.command()(approve)
 app.command()(reject)
 app.command()(demo)
+app.command()(web)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")
 app.add_typer(self_cmds.app, name="self", help="A member's self.md: its history and reverts.")
@@ -101,6 +103,8 @@ app.add_typer(taskdoc_app, name="taskdoc", help="Show, edit, audit and migrate T
 app.command("tasks")(tasks_command)
 app.command()(worker)
 app.command()(workers)
+for _name, _sub, _help in workspace_cmds.GROUPS:
+    app.add_typer(_sub, name=_name, help=_help)
 
 
 GLOBAL_FLAGS = ("--debug", "--verbose")

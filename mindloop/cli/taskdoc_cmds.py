@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from mindloop.taskdoc.mind import SectionStatus
     from mindloop.taskdoc.package import TaskPackage
 
-HUMAN_ACTOR = "human"
+HUMAN_ACTOR = "human"  # `taskdoc.human.HUMAN_ACTOR` (not imported: the CLI loads cheaply)
 
 task_app = typer.Typer(no_args_is_help=True, help="Create Taskdoc packages.")
 taskdoc_app = typer.Typer(no_args_is_help=True, help="Inspect and migrate Taskdocs.")
@@ -78,16 +78,14 @@ def _open_package(rtws: Path, path: str) -> TaskPackage:
 def _maintainer(rtws: Path, store: Store | None, task_path: str) -> str:
     """The member of the latest root dialog on this Taskdoc, else the team's default
     responder (who a new dialog would start with), else the word `root`."""
-    if store is not None:
-        roots = [d for d in store.list_dialogs(task_path=task_path) if d.kind == "root"]
-        if roots:
-            return roots[-1].member
     from mindloop.config import load_config
+    from mindloop.taskdoc.human import maintainer
 
     try:
-        return load_config(rtws).team.default_responder
+        default = load_config(rtws).team.default_responder
     except MindloopError:
-        return "root"
+        default = "root"
+    return maintainer(store, task_path, default)
 
 
 def _lang(rtws: Path) -> Lang:
@@ -102,12 +100,9 @@ def _lang(rtws: Path) -> Lang:
 
 def _section_ref(ref: str, option: str = "--history") -> str:
     """The section named by an option or argument, or an error naming it."""
-    from mindloop.taskdoc.sections import SectionError, parse_section_ref
+    from mindloop.taskdoc.human import section_ref
 
-    try:
-        return parse_section_ref(ref)
-    except SectionError as exc:
-        raise MindloopError(f"{option} {ref!r}: {exc.text.removeprefix('Error: ')}") from None
+    return section_ref(ref, option)
 
 
 def _last_updated(statuses: list[SectionStatus]) -> SectionStatus | None:
@@ -411,8 +406,7 @@ def taskdoc_edit(
     recorded in its audit history with you (`human`) as the actor."""
     from mindloop.cli.common import read_message
     from mindloop.store import Store
-    from mindloop.taskdoc import fsio
-    from mindloop.taskdoc.mind import change_mind
+    from mindloop.taskdoc.human import EditConflict, content_hash, edit_section
 
     rtws = get_rtws(ctx)
     pkg = _open_package(rtws, path)
@@ -425,34 +419,20 @@ def taskdoc_edit(
             return
     else:
         text = read_message(content, file, what="content")
-    now = pkg.read_section_or_none(rel)
-    if now != before:  # someone (an agent's change_mind) changed it meanwhile
+    store = Store.for_rtws(rtws)
+    try:
+        change = edit_section(
+            pkg, rel, text, store=store, expected_hash=content_hash(before), lang=_lang(rtws)
+        )
+    except EditConflict:  # someone (an agent's change_mind) changed it meanwhile
         draft = _keep_draft(rtws, pkg, rel, text)
         raise MindloopError(
             f"{pkg.rel_path}/{rel} changed while you edited it; nothing was written. Your text "
             f"is in {draft}: compare it with `mindloop taskdoc show {pkg.rel_path}` and edit again"
-        )
-    category, _, name = rel.removesuffix(".md").rpartition("/")
-    store = Store.for_rtws(rtws)
-    try:
-        result = change_mind(
-            pkg,
-            selector=name,
-            category=category or None,
-            content=text,
-            actor_member=HUMAN_ACTOR,
-            actor_dialog=None,
-            is_root=True,
-            store=store,
-            lang=_lang(rtws),
-        )
+        ) from None
     finally:
         store.close()
-    if not result.ok:
-        raise MindloopError(f"{pkg.rel_path}/{rel}: {result.text.removeprefix('Error: ')}")
-    change = result.change
-    digest = change.hash_after[:12] if change else fsio.sha256_text(text)[:12]
-    console.out(f"{pkg.rel_path}/{rel} replaced by {HUMAN_ACTOR} ({digest})")
+    console.out(f"{pkg.rel_path}/{rel} replaced by {HUMAN_ACTOR} ({change.hash_after[:12]})")
 
 
 # ---------------------------------------------------------------- migrate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from mindloop.config import Config, MemberConfig
@@ -39,10 +40,19 @@ class _StatCache:
 
 
 class ContextBuilder:
-    def __init__(self, rtws: Path, config: Config, lang: Lang = "en") -> None:
+    def __init__(
+        self,
+        rtws: Path,
+        config: Config,
+        lang: Lang = "en",
+        *,
+        rules: Callable[[str], str] | None = None,
+    ) -> None:
         self.rtws = rtws
         self.config = config
         self.lang = lang
+        # The workspace rules of a task ("" without any): in every dialog of the task.
+        self.rules = rules
         self._files = _StatCache()
         self._packages: dict[str, TaskPackage] = {}
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
@@ -89,6 +99,15 @@ class ContextBuilder:
             return ""
         return "# Your teammates\n" + "\n".join(lines)
 
+    def taskdoc(self, dialog: DialogRecord, root_member: str) -> str:
+        """The effective Taskdoc as the system prompt carries it (whole, never trimmed)."""
+        return render_effective_taskdoc(
+            self.package(dialog.task_path),
+            is_root=dialog.kind == "root",
+            maintainer=root_member,
+            lang=self.lang,
+        )
+
     def system_prompt(self, dialog: DialogRecord, member: MemberConfig, root_member: str) -> str:
         parts = [
             self.persona(member),
@@ -96,11 +115,7 @@ class ContextBuilder:
             text_for(RUNTIME_RULES, self.lang),
             self.team_roster(member),
             encapsulation_rules(self.lang),
-            render_effective_taskdoc(
-                self.package(dialog.task_path),
-                is_root=dialog.kind == "root",
-                maintainer=root_member,
-                lang=self.lang,
-            ),
+            self.rules(dialog.task_path) if self.rules is not None else "",
+            self.taskdoc(dialog, root_member),
         ]
         return "\n\n".join(p for p in parts if p)

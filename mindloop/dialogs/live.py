@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from mindloop.config import Config, MemberConfig
 from mindloop.dialogs.history import History
 from mindloop.dialogs.policy import TurnPolicy
+from mindloop.dialogs.repeats import RepeatGuard
 from mindloop.store import DialogRecord, Reminder, Store
 from mindloop.tools.base import ToolContext
 from mindloop.toolsets import CourseSwitch
@@ -40,6 +41,7 @@ class LiveDialog:
     # calls open belong to that node and do not park the dialog (`Waits.open`).
     node: str | None = None
     users: int = 0  # drives holding (or waiting for) this view
+    repeats: RepeatGuard = field(default_factory=RepeatGuard)  # identical failing calls
     # What its tool calls see, built at the first call (each call gets a copy with its
     # own call key): nothing in it changes while the view lives.
     tool_context: ToolContext | None = None

@@ -29,6 +29,7 @@ from mindloop.dialogs.context import ContextBuilder
 from mindloop.dialogs.drive import Driver
 from mindloop.dialogs.fbr import FbrPolicy
 from mindloop.dialogs.live import LiveCache, LiveDialog
+from mindloop.dialogs.node_sink import node_sink
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.policy import DefaultPolicy, PolicyResolver, TurnPolicy
 from mindloop.dialogs.request import RequestBuilder
@@ -70,6 +71,9 @@ from mindloop.toolsets import (
     config_registry,
     llm_secret_env_names,
 )
+from mindloop.toolsets.workspace import NODE_SINK, StoreWorkspaceAccess
+from mindloop.workspace.api import refresh_all as refresh_projections
+from mindloop.workspace.rules import RulesText
 
 __all__ = ["DEFAULT_MAX_STEPS", "DialogRuntime", "DriveEnd", "DriveResult"]
 
@@ -126,10 +130,20 @@ class DialogRuntime:
             rtws=self.rtws,
             workspace_ref=workspace_ref,
         )
-        self.tree = DialogTree(self.store, self.bus, self.lang, sinks, waits=self.waits)
+        # Built-in sinks first: the workspace's dispatched nodes (`node_dispatch`).
+        self.tree = DialogTree(
+            self.store,
+            self.bus,
+            self.lang,
+            {NODE_SINK: node_sink(self.rtws), **(sinks or {})},
+            waits=self.waits,
+        )
         self.approvals = Approvals(self.store, self.bus, self.waits)
         self.max_steps = max_steps
-        self.context = ContextBuilder(self.rtws, self.config, self.lang)
+        self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
+        self.context = ContextBuilder(
+            self.rtws, self.config, self.lang, rules=RulesText(self.store, self.rtws, self.lang)
+        )
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
         self._secret_env_names = llm_secret_env_names(self.config.llm)
@@ -442,6 +456,9 @@ class DialogRuntime:
         claim expired, or it was a process of this host that no longer exists); never one
         a live process drives. Returns their ids."""
         found = self.claims.recover()
+        # The workspaces' files are projections written after each commit: a process that
+        # died between a commit and its files left them behind; bring them in line.
+        refresh_projections(self.store, self.rtws)
         if found:
             self.wake.set()
         return found
@@ -476,5 +493,6 @@ class DialogRuntime:
             on_taskdoc_changed=lambda section: publish(
                 TaskdocChanged(dialog_id=did, section=section)
             ),
+            workspace=self._workspace,
         )
         return live.tool_context

@@ -1,7 +1,9 @@
 """The tool step of a drive: run the calls a generation requested, record their results.
 
 Every call is first put to the dialog's turn policy (`check_call`): a refused call gets
-the refusal's code and message as its result, distinct from an unknown tool. Allowed
+the refusal's code and message as its result, distinct from an unknown tool. A call that
+already failed twice the same way with the same arguments is refused too
+(`dialogs.repeats`). Allowed
 calls run through the registry (`ToolRegistry.execute`, where every failure becomes an
 error result the model can read); independent calls run concurrently. The results commit
 together in one lazy transaction: lost only with a power failure before the next durable
@@ -31,6 +33,7 @@ from mindloop.providers.base import ToolCall
 from mindloop.store import MessageRecord, ResponseRecord, Store, crash_points
 from mindloop.tools.base import (
     Effect,
+    EffectResult,
     OpenWait,
     StartDetached,
     StoreEffect,
@@ -66,6 +69,8 @@ class ToolStep:
         self.parts = parts
         self.claims = claims
         self.context_for = context_for
+        # L1 of the retry ladder (agent-loop §8.2), for every dialog (`dialogs.repeats`).
+        self.repeat_limit = parts.config.team.loop.retries.identical_tool_errors
         self.steps = steps  # the durable step boundary (None: tools run directly)
 
     async def run(
@@ -80,6 +85,7 @@ class ToolStep:
         did = live.id
         registry = self.parts.tools
         offered_names = [t.name for t in offered]
+        repeats = live.repeats
 
         async def one(index: int, call: ToolCall) -> ToolOutput:
             key = call_key(did, generation_id, index)
@@ -91,6 +97,8 @@ class ToolStep:
             tool = registry.get(call.name)
             if tool is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
+            if refusal is None and repeats.failing:  # a third identical failing call
+                refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
             elif (
@@ -113,6 +121,8 @@ class ToolStep:
                     out = await self.steps.run("tool", key, execute, TOOL_CODEC)
                 if crash_points.CRASH is not None:
                     crash_points.CRASH.reached("tool.after", call.name)
+                if out.is_error or repeats.failing:
+                    repeats.record(call.name, call.arguments, out.text, out.is_error)
             self.bus.publish(
                 ToolResulted(
                     dialog_id=did,
@@ -128,35 +138,59 @@ class ToolStep:
             results = [await one(0, calls[0])]
         else:  # independent calls run concurrently
             results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
-        msgs = [
-            MessageRecord(
-                dialog_id=did,
-                course=live.record.course,
-                kind="tool_result",
-                data={"call_id": c.id, "name": c.name, "content": r.text, "is_error": r.is_error},
-            )
-            for c, r in zip(calls, results, strict=True)
-        ]
-        effects = [e for r in results for e in r.effects]
+        any_effects = any(r.effects for r in results)
+        opened = False
         # Durable only when the tools asked for store effects: those commit with their
         # results (a crash leaves both or neither), and what they start (a wait, a side
         # dialog) must not be lost once the tool reported it.
-        with self.store.tx(durable=bool(effects)):
+        with self.store.tx(durable=any_effects):
             # A drive that lost its claim while the tools ran records nothing: the new
             # driver answers these calls as interrupted (tools are at-least-once).
             self.claims.renew(did)
+            if any_effects:  # each call's effects, in call order; they may recast its result
+                for i, r in enumerate(results):
+                    if r.effects:
+                        results[i], started = self._apply_all(live, r)
+                        opened = opened or started
+            msgs = [
+                MessageRecord(
+                    dialog_id=did,
+                    course=live.record.course,
+                    kind="tool_result",
+                    data={
+                        "call_id": c.id,
+                        "name": c.name,
+                        "content": r.text,
+                        "is_error": r.is_error,
+                    },
+                )
+                for c, r in zip(calls, results, strict=True)
+            ]
             live.history.extend(self.store.append_messages(msgs))
-            for effect in effects:
-                self._apply(live, effect)
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
-        return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))
+        return StepEffects(waits=opened)
 
-    def _apply(self, live: LiveDialog, effect: Effect) -> None:
+    def _apply_all(self, live: LiveDialog, out: ToolOutput) -> tuple[ToolOutput, bool]:
+        """Inside the results' transaction: carry out one call's effects in order. A store
+        effect may recast the result (`EffectResult`); after an error one, the call's
+        later effects are skipped (it wrote nothing, and what follows depended on it).
+        Returns the result and whether a wait was opened."""
+        opened = False
+        for effect in out.effects:
+            recast = self._apply(live, effect)
+            if recast is not None:
+                out = ToolOutput(recast.text, is_error=recast.is_error, effects=out.effects)
+                if recast.is_error:
+                    break
+            opened = opened or isinstance(effect, OpenWait)
+        return out, opened
+
+    def _apply(self, live: LiveDialog, effect: Effect) -> EffectResult | None:
         """Inside the results' transaction: carry out one effect."""
         match effect:
             case StoreEffect(apply=apply):
-                apply(self.store)
+                return apply(self.store)
             case OpenWait(
                 kind=kind, key=key, payload=payload, due_at=due_at, wait_id=wid, mode=mode
             ):
@@ -183,8 +217,13 @@ class ToolStep:
                             args_digest=p.args_digest,
                         )
                     )
-            case StartDetached(member=member, message=message, sink=sink, payload=payload):
-                self.tree.start_detached(live.record, member, message, sink=sink, payload=payload)
+            case StartDetached(
+                member=member, message=message, sink=sink, payload=payload, side_id=side_id
+            ):
+                self.tree.start_detached(
+                    live.record, member, message, sink=sink, payload=payload, side_id=side_id
+                )
+        return None
 
     async def run_approved(self, live: LiveDialog, items: Sequence[ResponseRecord]) -> StepEffects:
         """Run the calls the human approved (queued in the dialog's inbox by
@@ -194,54 +233,57 @@ class ToolStep:
         (durably): a crash before that commit runs them again (at-least-once, keyed),
         never twice after."""
         did = live.id
-        notes: list[MessageRecord] = []
-        effects: list[Effect] = []
+        ran: list[tuple[dict[str, Any], ToolOutput | None]] = []  # None: refused (digest)
         for item in items:
             d = item.data
             allowed = approvals.approved_digest(self.store.get_wait(d["wait_id"]))
             if approvals.args_digest(d["tool"], d["arguments"]) != allowed:
-                text = approvals.tampered_note(d)
-            else:
-                ctx = self.context_for(live, d["call_key"])
-                self.bus.publish(
-                    ToolCalled(
-                        dialog_id=did,
-                        call_id=d["call_id"],
-                        name=d["tool"],
-                        arguments=d["arguments"],
-                    )
-                )
-                if crash_points.CRASH is not None:  # tests only
-                    crash_points.CRASH.reached("tool.before", d["tool"])
-                out = await self._execute_approved(d, ctx)
-                if crash_points.CRASH is not None:
-                    crash_points.CRASH.reached("tool.after", d["tool"])
-                self.bus.publish(
-                    ToolResulted(
-                        dialog_id=did,
-                        call_id=d["call_id"],
-                        name=d["tool"],
-                        text=out.text,
-                        is_error=out.is_error,
-                    )
-                )
-                text = approvals.approved_note(d, out.text, out.is_error)
-                effects.extend(out.effects)
-            notes.append(
-                MessageRecord(
-                    dialog_id=did,
-                    course=live.record.course,
-                    kind="note",
-                    data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
+                ran.append((d, None))
+                continue
+            ctx = self.context_for(live, d["call_key"])
+            self.bus.publish(
+                ToolCalled(
+                    dialog_id=did, call_id=d["call_id"], name=d["tool"], arguments=d["arguments"]
                 )
             )
+            if crash_points.CRASH is not None:  # tests only
+                crash_points.CRASH.reached("tool.before", d["tool"])
+            out = await self._execute_approved(d, ctx)
+            if crash_points.CRASH is not None:
+                crash_points.CRASH.reached("tool.after", d["tool"])
+            self.bus.publish(
+                ToolResulted(
+                    dialog_id=did,
+                    call_id=d["call_id"],
+                    name=d["tool"],
+                    text=out.text,
+                    is_error=out.is_error,
+                )
+            )
+            ran.append((d, out))
+        opened = False
         with self.store.tx():
             self.claims.renew(did)
+            notes = []
+            for d, result in ran:
+                if result is None:
+                    text = approvals.tampered_note(d)
+                else:
+                    if result.effects:  # they commit with the note; they may recast it
+                        result, started = self._apply_all(live, result)
+                        opened = opened or started
+                    text = approvals.approved_note(d, result.text, result.is_error)
+                notes.append(
+                    MessageRecord(
+                        dialog_id=did,
+                        course=live.record.course,
+                        kind="note",
+                        data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
+                    )
+                )
             live.history.extend(self.store.append_messages(notes))
             self.store.mark_delivered([i.id for i in items])
-            for effect in effects:
-                self._apply(live, effect)
-        return StepEffects(waits=any(isinstance(e, OpenWait) for e in effects))
+        return StepEffects(waits=opened)
 
     async def _execute_approved(self, d: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         """An approved call through the registry — as a durable step under its call key

@@ -288,6 +288,7 @@ class DialogTree:
         sink: str,
         payload: dict[str, Any] | None = None,
         headline: str = "",
+        side_id: str | None = None,
     ) -> DialogRecord:
         """Open a detached side dialog (inside the caller's transaction): the caller does
         not wait for it; its final reply goes to the sink `sink` (called in the reply's
@@ -296,7 +297,7 @@ class DialogTree:
         if sink not in self.sinks:
             known = ", ".join(sorted(self.sinks)) or "(none)"
             raise MindloopError(f"no reply sink {sink!r} is registered (sinks: {known})")
-        side_id = new_id("s")
+        side_id = side_id or new_id("s")
         binding = payload or {}
         wait = self.waits.open(
             caller.id,
@@ -305,10 +306,10 @@ class DialogTree:
             SubagentPayload(
                 member=member,
                 sink=sink,
-                todo_id=binding.get("todo_id"),
+                node_id=binding.get("node_id"),
                 session_slug=binding.get("session_slug"),
             ),
-            node=binding.get("todo_id"),
+            node=binding.get("node_id"),
             task_path=caller.task_path,
         )
         assignment = {

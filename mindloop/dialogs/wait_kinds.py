@@ -105,7 +105,7 @@ class ApprovalPayload(WaitPayload):
 class SubagentPayload(WaitPayload):
     member: str
     sink: str  # the reply sink (`DialogRuntime(sinks=…)`)
-    todo_id: str | None = None
+    node_id: str | None = None  # the workspace node dispatched (agent-loop's todo_id)
     session_slug: str | None = None
 
 

@@ -41,6 +41,8 @@ class EventType(StrEnum):
     WAIT_REMINDER = "wait_reminder"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_RESOLVED = "approval_resolved"
+    CONTEXT_TRIMMED = "context_trimmed"
+    CONTEXT_COMPACTED = "context_compacted"
 
 
 # Kinds a slow subscriber may lose (the oldest first); every other kind is kept.
@@ -264,3 +266,29 @@ class ApprovalResolved(Event):
     decision: str  # approve | reject | edit
     by: str
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextTrimmed(Event):
+    """A budgeted request was compiled with sections trimmed (`memory.compiler`): the
+    trim log. `trims` are `memory.TrimRecord`s as dicts; `taskdoc_over` is set when the
+    Taskdoc (sent whole) passed its budget."""
+
+    type: ClassVar[EventType] = EventType.CONTEXT_TRIMMED
+    budget: int
+    tokens: int
+    trims: tuple[dict[str, Any], ...] = ()
+    taskdoc_tokens: int = 0
+    taskdoc_over: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted(Event):
+    """A dialog was compacted (`memory.compaction`): how, and what it replaced."""
+
+    type: ClassVar[EventType] = EventType.CONTEXT_COMPACTED
+    method: str
+    tokens_before: int
+    tokens_after: int
+    replaced: tuple[str, ...] = ()
+    llm_pending: bool = False

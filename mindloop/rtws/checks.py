@@ -18,6 +18,7 @@ from mindloop.providers.pool import DEFAULT_SCRIPT_DIR
 from mindloop.providers.pricing import PriceTable
 from mindloop.taskdoc.audit import audit_warnings
 from mindloop.taskdoc.effective import layout_problems
+from mindloop.workspace.api import workspace_problems
 
 if TYPE_CHECKING:
     from mindloop.toolsets.configured import ServerReport
@@ -93,6 +94,7 @@ def inspect_rtws(rtws: Path, *, probe: bool = False) -> RtwsCheck:
         found.problems += [str(p) for p in names]
         found.problems += _mock_problems(rtws, config)
     found.problems += layout_problems(rtws)
+    found.problems += workspace_problems(rtws)
     return found
 
 

@@ -364,6 +364,128 @@ def _workers_table(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[workers])
 
 
+# ---------------------------------------------------------------------- task workspaces
+# Nodes (TODOs), the doc index, rules and the workspace log of each task (issue 11): the
+# store is authoritative, the files under `<task>.tsk/workspace/` are projections. A node
+# is one JSON record (`workspace.models.Node`) with the columns queries need beside it;
+# `version` is what every write expects (optimistic locking).
+
+ws_meta = sa.Table(
+    "ws_meta",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("lang", sa.String, nullable=False),
+    sa.Column("focus", sa.String, nullable=False),
+    sa.Column("offered", sa.JSON, nullable=False),  # docs the start scan found
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+ws_nodes = sa.Table(
+    "ws_nodes",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("node_id", sa.String, primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),  # creation order within the task
+    sa.Column("parent_id", sa.String, nullable=True),
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+ws_docs = sa.Table(
+    "ws_docs",
+    metadata,
+    sa.Column("task_path", sa.String, primary_key=True),
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # active | expired
+)
+
+ws_rules = sa.Table(
+    "ws_rules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False, index=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("source", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+ws_log = sa.Table(
+    "ws_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("node_id", sa.String, nullable=True),  # None: the workspace's own log
+    sa.Column("at", sa.Float, nullable=False),
+    sa.Column("actor", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Index("ix_ws_log_task_node", "task_path", "node_id", "id"),
+)
+
+WORKSPACE_TABLES = [ws_meta, ws_nodes, ws_docs, ws_rules, ws_log]
+
+
+def _workspace_tables(conn: sa.Connection) -> None:
+    """Task workspaces: nodes, doc index, rules, log (issue 11)."""
+    metadata.create_all(conn, tables=WORKSPACE_TABLES)
+
+
+# ---------------------------------------------------------------- loop memory and retries
+# (issue 12, parts 5–6: `mindloop.store.summaries`, `mindloop.store.retries`)
+
+# Write-back targets of agent-loop §7.3: a dialog's compactions (kind `dialog`) and a
+# task's workspace summary (kind `workspace`), newest last.
+summaries = sa.Table(
+    "summaries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=True),
+    sa.Column("kind", sa.String, nullable=False),  # dialog | workspace
+    sa.Column("course", sa.Integer, nullable=True),
+    sa.Column("writer", sa.String, nullable=False),  # a phase, or `compaction`
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_summaries_dialog", "dialog_id", "kind", "id"),
+    sa.Index("ix_summaries_task", "task_path", "kind", "id"),
+)
+
+# Every L2 self-repair attempt and L3 ADJUST cycle (agent-loop §8.3).
+retry_records = sa.Table(
+    "retry_records",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_path", sa.String, nullable=False),
+    sa.Column("todo_id", sa.String, nullable=False),
+    sa.Column("level", sa.String, nullable=False),  # L2 | L3
+    sa.Column("entry", sa.Integer, nullable=False),  # L2: the node's DO entry
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("failure_class", sa.String, nullable=False),
+    sa.Column("evidence_digest", sa.String, nullable=False),
+    sa.Column("evidence_refs", sa.JSON, nullable=False),
+    sa.Column("reflection", sa.Text, nullable=False),
+    sa.Column("change_kind", sa.String, nullable=False),
+    sa.Column("change_summary", sa.Text, nullable=False),
+    sa.Column("fingerprint", sa.String, nullable=False),
+    sa.Column("relaxes_acceptance", sa.Boolean, nullable=False),
+    sa.Column("approval_id", sa.String, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_retry_records_node", "task_path", "todo_id", "level", "id"),
+)
+
+
+def _loop_memory_and_retries(conn: sa.Connection) -> None:
+    """Compaction summaries and retry records (the work loop's memory and retries)."""
+    metadata.create_all(conn, tables=[summaries, retry_records])
+
+
 # ---------------------------------------------------------------------- waits and approvals
 # (agent-loop §6: the six wait kinds, early events, staleness; `dialogs.waits`)
 
@@ -400,6 +522,8 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v4_to_v5,
     _self_improve_tables,
     _workers_table,
+    _workspace_tables,
+    _loop_memory_and_retries,
     _waits_and_approvals,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,9 +14,10 @@ The engine appends; it never re-reads whole dialogs per step. `load_history` is 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ from mindloop.store.records import (
 from mindloop.store.router_log import RouterLog
 from mindloop.store.sqlite import SqliteDialect
 from mindloop.store.tasks import TaskRows
+
+log = logging.getLogger(__name__)
 
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
@@ -97,6 +100,7 @@ class Store(TaskRows, RouterLog):
         self.stats = StoreStats()
         self._depth = 0
         self._changed = False  # the current transaction changed rows
+        self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -167,9 +171,13 @@ class Store(TaskRows, RouterLog):
             yield self._conn
         except BaseException:
             self._depth = 0
+            self._after.clear()
             self._dialect.rollback()
             raise
         self._depth = 0
+        after = self._after
+        if after:  # taken before the commit: a failed commit runs none of them
+            self._after = {}
         if crash_points.CRASH is not None and self._changed:  # tests only
             crash_points.CRASH.reached("commit.before")
         self._dialect.commit()
@@ -177,6 +185,26 @@ class Store(TaskRows, RouterLog):
             crash_points.CRASH.reached("commit.after")
         if self._changed:
             self.stats.count_commit(durable=self.durable and durable)
+        if after:
+            self._run_after(after)
+
+    def after_commit(self, key: str, fn: Callable[[], None]) -> None:
+        """Run `fn` once the current transaction has committed, never if it rolls back;
+        one run per `key` per transaction (outside one: at once). For what is derived from
+        committed rows, such as the workspace's files; a failure is logged, the commit
+        stands."""
+        if self._depth:
+            self._after[key] = fn
+        else:
+            self._run_after({key: fn})
+
+    @staticmethod
+    def _run_after(callbacks: dict[str, Callable[[], None]]) -> None:
+        for fn in callbacks.values():
+            try:
+                fn()
+            except Exception:
+                log.exception("after-commit step failed (the commit stands)")
 
     def _execute(self, stmt: sa.Executable, params: Any) -> Rows:
         """Run a read: (column names, rows)."""

@@ -88,6 +88,10 @@ _TEXT: dict[str, dict[str, str]] = {
         "truncated": (
             "\n\n⚠️ Truncated: content is too large ({n} bytes); showing first {limit} bytes."
         ),
+        "conflict": (
+            "Error: `{rel}` changed since this edit started (by {actor}); nothing was written. "
+            "Read the section again and replace it with a merged text."
+        ),
     },
     "zh": {
         "side_only": (
@@ -125,6 +129,10 @@ _TEXT: dict[str, dict[str, str]] = {
             '`change_mind({{"category":"{c}","selector":"{s}","content":"..."}})` 创建。'
         ),
         "truncated": "\n\n⚠️ 已截断：内容过大（{n} bytes），仅回显前 {limit} bytes。",
+        "conflict": (
+            "错误：自本次编辑开始以来 `{rel}` 已被修改（由 {actor}）；未写入任何内容。"
+            "请重新读取该章节，并以合并后的全文替换。"
+        ),
     },
 }
 
@@ -140,6 +148,7 @@ class ChangeResult(BaseModel):
     text: str
     section: str | None = None
     change: TaskdocChange | None = None
+    conflict: bool = False  # refused: the section was not what the edit started from
 
 
 class SectionStatus(BaseModel):
@@ -192,8 +201,14 @@ def change_mind(
     store: Store,
     maintainer: str | None = None,
     lang: Lang = "en",
+    expected_hash: str | None = None,
 ) -> ChangeResult:
     """Replace exactly one section with `content` (trimmed, final newline), audited.
+
+    With `expected_hash` (the sha256 of the text the edit started from, a missing
+    section counting as empty) the change is made only if the section still holds that
+    text, checked under the package lock: a person's edit never silently overwrites a
+    change made meanwhile (`conflict` says so).
 
     Rejections (side dialog, missing selector, blank content, any invalid target, content
     over 100 KiB, a change that would push the injected body over its 100 KB inline limit)
@@ -225,6 +240,14 @@ def change_mind(
     with package_lock(pkg):
         reconcile_locked(pkg, store)
         before = pkg.read_section_or_none(rel)
+        now = None if expected_hash is None else fsio.sha256_text(before or "")
+        if now != expected_hash:
+            last = last_changes(store, pkg.rel_path).get(rel)
+            recorded = last is not None and last.hash_after == now
+            actor = last.actor_member if last is not None and recorded else UNKNOWN_ACTOR
+            return ChangeResult(
+                ok=False, text=t["conflict"].format(rel=rel, actor=actor), conflict=True
+            )
         change = commit_change(
             pkg,
             TaskdocChange(

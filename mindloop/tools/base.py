@@ -111,6 +111,29 @@ class TaskdocAudit(Protocol):
 TaskdocChangedHook = Callable[[str], None]
 
 
+class WorkspaceAccess(Protocol):
+    """Task workspaces in the runtime's store, for the `workspace` toolset: reads here,
+    writes as `StoreEffect`s committed with the call's result. Implemented over the store
+    by `mindloop.toolsets.workspace.StoreWorkspaceAccess`; what it returns are
+    `mindloop.workspace` values, which this layer cannot name."""
+
+    def load(self, task_path: str) -> Any:
+        """The task's workspace (`mindloop.workspace.state.WorkspaceState`)."""
+        ...
+
+    def log(self, task_path: str) -> Any:
+        """Its log (`list[mindloop.workspace.models.LogEntry]`)."""
+        ...
+
+    def user_message(self, dialog_id: str, quote: str) -> int | None:
+        """The id of the dialog's latest user message containing `quote`, if any."""
+        ...
+
+    def members(self) -> frozenset[str]:
+        """The team's member ids."""
+        ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
     """What a running tool may know and use: where it is, on whose behalf, which call.
@@ -139,6 +162,7 @@ class ToolContext:
     course: CourseControl | None = None
     taskdoc_audit: TaskdocAudit | None = None
     on_taskdoc_changed: TaskdocChangedHook | None = None
+    workspace: WorkspaceAccess | None = None
 
     def __post_init__(self) -> None:
         if not _CALL_KEY.fullmatch(self.call_key):
@@ -175,11 +199,22 @@ class ToolOutput:
 
 
 @dataclass(frozen=True)
+class EffectResult:
+    """What a store effect found at commit time, replacing the call's result: the result
+    as it turned out (an id assigned then), or an error when the state changed since the
+    tool looked (the effect then wrote nothing, and the call's later effects are skipped)."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
 class StoreEffect:
     """Rows to write with the result: `apply` gets the store (a `mindloop.store.Store`;
-    this layer cannot name it) inside the result's transaction."""
+    this layer cannot name it) inside the result's transaction, and returns None (the
+    result stands) or an `EffectResult` that replaces it."""
 
-    apply: Callable[[Any], None]
+    apply: Callable[[Any], EffectResult | None]
     what: str = ""  # for diagnostics
 
 
@@ -206,6 +241,7 @@ class StartDetached:
     message: str
     sink: str
     payload: dict[str, Any] = field(default_factory=dict)
+    side_id: str | None = None  # the side dialog's id (None: a new random one)
 
 
 # The closed set of effects a tool may return.

@@ -16,7 +16,12 @@ from mindloop.toolsets.configured import McpMode, RegistryBuild, build_registry,
 from mindloop.toolsets.control import REMINDER_TOOLS, CourseSwitch, StoreReminders, control_tools
 from mindloop.toolsets.fs import fs_tools
 from mindloop.toolsets.shell import llm_secret_env_names, shell_tools
-from mindloop.toolsets.taskdoc import ROOT_ONLY_TOOLS, StoreTaskdocAudit, taskdoc_tools
+from mindloop.toolsets.taskdoc import ROOT_ONLY_TOOLS as _TASKDOC_ROOT_ONLY
+from mindloop.toolsets.taskdoc import StoreTaskdocAudit, taskdoc_tools
+from mindloop.toolsets.workspace import ROOT_ONLY_TOOLS as _WORKSPACE_ROOT_ONLY
+
+# Tools only a root dialog is offered (a side dialog calling one gets the tool's own error).
+ROOT_ONLY_TOOLS: frozenset[str] = _TASKDOC_ROOT_ONLY | _WORKSPACE_ROOT_ONLY
 
 __all__ = [
     "REMINDER_TOOLS",

@@ -70,6 +70,23 @@ def headings(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def open_fence(text: str) -> str | None:
+    """The mark of a code fence `text` leaves open (```` ``` ```` or `~~~`), or None."""
+    fence: str | None = None
+    for line in text.splitlines():
+        opened = _FENCE.match(line)
+        if opened is not None:
+            mark = opened.group(1)
+            fence = None if fence == mark else (fence or mark)
+    return fence
+
+
+def _closed(text: str) -> str:
+    """`text` with a fence it leaves open closed, so no heading after it is swallowed."""
+    mark = open_fence(text)
+    return text if mark is None else text.rstrip("\n") + f"\n{mark}\n"
+
+
 def split_blocks(text: str) -> list[Block]:
     """The file as blocks whose texts concatenate to exactly `text`."""
     lines = text.splitlines(keepends=True)
@@ -99,7 +116,7 @@ def section_text(text: str, title: str) -> str | None:
 def normal_body(content: str) -> str:
     """A section body as written: no blank lines around it, one newline at its end."""
     content = content.strip("\n")
-    return content.rstrip() + "\n" if content.strip() else ""
+    return _closed(content.rstrip() + "\n") if content.strip() else ""
 
 
 def _with_block(blocks: list[Block], i: int | None, new: Block | None) -> str:
@@ -115,6 +132,8 @@ def _with_block(blocks: list[Block], i: int | None, new: Block | None) -> str:
     else:
         out[i] = new
     for k in range(len(out) - 1):  # a section is followed by a blank line
+        if open_fence(out[k].text) is not None:  # the file ended inside a fence
+            out[k] = Block(out[k].title, _closed(out[k].text))
         text = out[k].text
         if text and out[k + 1].title is not None and not text.endswith("\n\n"):
             out[k] = Block(out[k].title, text.rstrip("\n") + "\n\n")

@@ -342,10 +342,10 @@ async def test_a_node_side_dialog_fails_past_its_active_time_not_while_it_asks_t
     model = ScriptedModel({"lead": ["started", "node failed: noted"], "worker": ["!?@human Why?"]})
     rt = _rt(rtws, model, sinks={"s": _sink})
     root, _ = rt.start_root_dialog(TASK, "go", "lead")
-    side = rt.start_detached(root.id, "worker", "build it", sink="s", payload={"todo_id": "n1"})
+    side = rt.start_detached(root.id, "worker", "build it", sink="s", payload={"node_id": "n1"})
     await Scheduler(rt).run()
     [w] = [x for x in rt.store.open_waits(root.id) if x.kind == WaitKind.DETACHED]
-    assert (w.blocks, w.node, w.payload["todo_id"]) == (False, "n1", "n1")
+    assert (w.blocks, w.node, w.payload["node_id"]) == (False, "n1", "n1")
     assert w.due_at == pytest.approx(w.created_at + 1800)
     # 31 minutes on, the side dialog has waited on the human nearly all that time: its
     # active time is short of the limit, so the wait is moved on, not failed.

@@ -198,7 +198,7 @@ async def test_execute_default_cap(registry: ToolRegistry, ctx: ToolContext) -> 
 
 def test_standard_registry_is_fresh_and_has_clean_schemas() -> None:
     one, two = standard_registry(), standard_registry()
-    assert one.toolset_names == ["fs", "shell", "control"]
+    assert one.toolset_names == ["fs", "shell", "control", "workspace"]
     assert _names(one.select(["fs"])) == [
         "read_file",
         "write_file",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mindloop.config.loop_self_md import SelfMdConfig
@@ -344,6 +344,8 @@ def test_blocks_concatenate_to_the_file(text: str) -> None:
 
 
 @given(_doc, st.sampled_from(["replace", "append"]), st.text("xyz \n", max_size=20))
+@example("```\n", "replace", "")
+@example("## `\n```\n", "replace", "")
 def test_a_patch_leaves_every_other_section_as_it_was(text: str, op: str, content: str) -> None:
     title = "Target zone"
     new = doc.apply_op(text, title, op, content)  # type: ignore[arg-type]
@@ -352,5 +354,19 @@ def test_a_patch_leaves_every_other_section_as_it_was(text: str, op: str, conten
     after = {b.title: b.text.rstrip("\n") for b in doc.split_blocks(new) if b.title}
     for t, body in before.items():
         if doc.normal_title(t) != doc.normal_title(title) and titles.count(t) == 1:
-            assert after.get(t) == body
+            # A section the file ended inside a code fence in gets the fence closed (so
+            # the new section is not swallowed); nothing else changes.
+            mark = doc.open_fence(body + "\n")
+            assert after.get(t) == (body if mark is None else f"{body}\n{mark}")
     assert doc.find_section(doc.split_blocks(new), title) is not None
+
+
+def test_an_unclosed_code_fence_never_swallows_the_sections_after_it() -> None:
+    """Found by the property above: a file ending inside a fence hid a section appended
+    after it, and a body with an open fence would hide every later section."""
+    appended = doc.apply_op("```\n", "Target zone", "replace", "")
+    assert doc.section_text(appended, "Target zone") == "## Target zone\n"
+    text = "## A\nalpha\n\n## B\nbeta\n"
+    patched = doc.apply_op(text, "A", "replace", "```python\nprint(1)")
+    assert [title for _, title in doc.headings(patched)] == ["A", "B"]
+    assert doc.section_text(patched, "B") == "## B\nbeta\n"

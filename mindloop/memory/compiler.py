@@ -1,0 +1,234 @@
+"""Compiles a generation's input from budgeted sections (agent-loop §7.1).
+
+`MemoryCompiler.compile(sections, window=…, model=…, phase=…, taskdoc=…)`:
+
+1. B and each section's budget for the model's window and the phase (`budget.py`);
+2. each section trimmed to its own budget by its rule (`trim.py`); a section that had
+   to be trimmed asks for a background compaction of itself (§7.2 trigger 1);
+3. while the total passes B, sections 6 → 1 are trimmed, never under their floors (600
+   tokens for the tree, the newest turn for the history); P0 sections keep their budgets;
+4. only if B is smaller than the floors: cut below them, every section in reverse
+   priority, logged as `floor_breached` — the compiled input never passes B.
+
+The Taskdoc is measured, never trimmed (DESIGN.md §8, decision 4): it stays whole in the
+system prompt, outside B. Passing its budget gives a typed `TaskdocOverBudget` the loop
+turns into the "distill progress.md through change_mind" ask.
+
+Token counts come from a pluggable counter (characters / 4 by default) scaled by the
+model's ratio learned from provider-reported usage (`tokens.Calibration`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from mindloop.config.loop_memory import MemoryConfig
+from mindloop.i18n import Lang
+from mindloop.memory.budget import Budgets, budgets
+from mindloop.memory.render import part_cost, section_cost, section_messages
+from mindloop.memory.sections import SECTIONS, Section, SectionKind
+from mindloop.memory.tokens import (
+    CalibratedCounter,
+    Calibration,
+    CharCounter,
+    TokenCounter,
+)
+from mindloop.memory.trim import OMITTED_ID, TrimParams, TrimReason, TrimRecord, omitted_part, trim
+from mindloop.providers.base import ChatMessage
+
+# Where each section goes in the request. The slow-changing context first (so a
+# provider's prompt cache keeps it), then the history and the last step's calls and
+# results, then what is new for this step.
+RENDER_ORDER: tuple[SectionKind, ...] = (
+    SectionKind.MEMBER_MEMORY,
+    SectionKind.DIALOG_SUMMARY,
+    SectionKind.WORKSPACE_SUMMARY,
+    SectionKind.WORKSPACE_TREE,
+    SectionKind.RETRIEVED,
+    SectionKind.RECENT_HISTORY,
+    SectionKind.TOOL_RESULTS,
+    SectionKind.LAST_STEP_SUMMARY,
+    SectionKind.INPUT,
+)
+
+# The reverse-priority pass: 6 → 1; below the floors, then the P0 sections, the last
+# step's results first and the input last.
+_REVERSE = sorted(
+    (k for k in SECTIONS if SECTIONS[k].priority > 0), key=lambda k: -SECTIONS[k].priority
+)
+_P0_LAST = (SectionKind.TOOL_RESULTS, SectionKind.LAST_STEP_SUMMARY, SectionKind.INPUT)
+
+_DISTILL: dict[Lang, str] = {
+    "en": "[mindloop] The Taskdoc is {tokens:,} tokens, over its budget of {budget:,}. "
+    "Distill progress.md through change_mind: keep what later work needs, drop the rest.",
+    "zh": "[mindloop] 任务文档有 {tokens:,} 个 token，超出其预算 {budget:,}。"
+    "请通过 change_mind 精简 progress.md：保留后续工作需要的内容，删去其余部分。",
+}
+
+
+class TaskdocOverBudget(BaseModel):
+    """The effective Taskdoc passed its budget: it is still sent whole; the loop asks
+    PLAN / SELF_IMPROVE to distill `progress.md` (`ask`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int
+    budget: int
+
+    def ask(self, lang: Lang = "en") -> str:
+        return _DISTILL.get(lang, _DISTILL["en"]).format(tokens=self.tokens, budget=self.budget)
+
+
+class CompiledContext(BaseModel):
+    """A compiled input: its sections as sent, what it costs, and what was trimmed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budgets: Budgets
+    lang: Lang
+    sections: tuple[Section, ...]  # in RENDER_ORDER, empty ones left out
+    tokens: int  # what the sections cost (≤ budgets.total)
+    by_section: dict[SectionKind, int]
+    trims: tuple[TrimRecord, ...]
+    taskdoc_tokens: int
+    taskdoc_over: TaskdocOverBudget | None
+    # Sections that overflowed their own budget: a background compaction of each is due
+    # (agent-loop §7.2, trigger 1); the dialog summary is re-summarised.
+    compact: tuple[SectionKind, ...]
+
+    def messages(self) -> list[ChatMessage]:
+        return [m for s in self.sections for m in section_messages(s, self.lang)]
+
+    def section(self, kind: SectionKind) -> Section:
+        for s in self.sections:
+            if s.kind is kind:
+                return s
+        return Section(kind=kind)
+
+
+class MemoryCompiler:
+    """One per runtime (or per loop): the config, the counter and what calibration
+    learned. `compile` is pure but for reading the calibration."""
+
+    def __init__(
+        self,
+        config: MemoryConfig,
+        counter: TokenCounter | None = None,
+        calibration: Calibration | None = None,
+        lang: Lang = "en",
+    ) -> None:
+        self.config = config
+        self.base_counter: TokenCounter = counter or CharCounter(config.chars_per_token)
+        self.calibration = calibration or Calibration()
+        self.lang: Lang = lang
+
+    def counter(self, model: str | None) -> TokenCounter:
+        """The base counter scaled by `model`'s learned ratio (fixed for one compile)."""
+        if model is None:
+            return self.base_counter
+        return CalibratedCounter(self.base_counter, self.calibration.ratio(model))
+
+    def compile(
+        self,
+        sections: Iterable[Section],
+        *,
+        window: int,
+        model: str | None = None,
+        phase: str | None = None,
+        taskdoc: str = "",
+    ) -> CompiledContext:
+        counter = self.counter(model)
+        lang = self.lang
+        cfg = self.config
+        b = budgets(cfg, window, phase)
+        params = TrimParams(
+            counter=counter,
+            lang=lang,
+            event_body_tokens=cfg.sections.event_body,
+            tool_result_head=cfg.sections.tool_result_head,
+            tool_result_tail=cfg.sections.tool_result_tail,
+        )
+        by_kind: dict[SectionKind, Section] = {}
+        for s in sections:
+            if s.kind is SectionKind.TASKDOC:
+                continue  # measured below; it lives in the system prompt
+            if s.kind in by_kind:
+                raise ValueError(f"section {s.kind} given twice")
+            by_kind[s.kind] = s
+        trims: list[TrimRecord] = []
+        compact: list[SectionKind] = []
+
+        def cut(kind: SectionKind, target: int, reason: TrimReason) -> None:
+            section, record = trim(by_kind[kind], target, params, reason)
+            if record is not None:
+                by_kind[kind] = section
+                trims.append(record)
+
+        for kind in list(by_kind):
+            before = len(trims)
+            cut(kind, b.sections[kind], TrimReason.OWN_BUDGET)
+            if len(trims) > before:
+                compact.append(kind)
+
+        costs = {k: section_cost(s, counter, lang) for k, s in by_kind.items()}
+        total = sum(costs.values())
+        if total > b.total:  # reverse priority, down to the floors
+            for kind in _REVERSE:
+                if total <= b.total:
+                    break
+                if kind not in by_kind:
+                    continue
+                floor = self._floor(kind, by_kind[kind], b, counter)
+                target = max(floor, costs[kind] - (total - b.total))
+                cut(kind, target, TrimReason.TOTAL)
+                total -= costs[kind]
+                costs[kind] = section_cost(by_kind[kind], counter, lang)
+                total += costs[kind]
+        if total > b.total:  # B is below the floors: cut under them, logged
+            for kind in (*_REVERSE, *_P0_LAST):
+                if total <= b.total:
+                    break
+                if kind not in by_kind:
+                    continue
+                target = max(0, costs[kind] - (total - b.total))
+                cut(kind, target, TrimReason.FLOOR_BREACHED)
+                total -= costs[kind]
+                costs[kind] = section_cost(by_kind[kind], counter, lang)
+                total += costs[kind]
+
+        taskdoc_tokens = counter.count(taskdoc) if taskdoc else 0
+        taskdoc_budget = b.sections[SectionKind.TASKDOC]
+        over = (
+            TaskdocOverBudget(tokens=taskdoc_tokens, budget=taskdoc_budget)
+            if taskdoc_tokens > taskdoc_budget
+            else None
+        )
+        ordered = tuple(by_kind[k] for k in RENDER_ORDER if k in by_kind and by_kind[k].parts)
+        return CompiledContext(
+            budgets=b,
+            lang=lang,
+            sections=ordered,
+            tokens=total,
+            by_section={k: c for k, c in costs.items() if c},
+            trims=tuple(trims),
+            taskdoc_tokens=taskdoc_tokens,
+            taskdoc_over=over,
+            compact=tuple(compact),
+        )
+
+    def _floor(self, kind: SectionKind, section: Section, b: Budgets, counter: TokenCounter) -> int:
+        """The least the reverse-priority pass leaves `kind`: its token floor, and for
+        the history its newest `floors.history_turns` turns."""
+        if kind is SectionKind.RECENT_HISTORY:
+            turns = [p for p in section.parts if p.id != OMITTED_ID]
+            keep = min(self.config.floors.history_turns, len(turns))
+            if keep == 0:
+                return 0
+            newest = turns[len(turns) - keep :]
+            floor = sum(part_cost(kind, p, counter, self.lang) for p in newest)
+            if keep < len(section.parts):  # older turns go: a note says so
+                floor += part_cost(kind, omitted_part(len(section.parts), self.lang), counter)
+            return floor
+        return b.floors.get(kind, 0)

@@ -1,0 +1,82 @@
+"""How a compiled section becomes messages, and what it costs: one definition for both,
+so a budget checked against `section_cost` is never less than what the request spends.
+
+A text section renders as one user message: its heading, then its parts one per line
+(retrieved passages are fenced as data). A message section (history turns, the last
+step) renders as its messages, in order.
+
+Costs are additive — a section's cost is a fixed part plus the sum of its parts' costs —
+so the trim rules can drop or shorten parts one by one without re-rendering the whole
+section. For a text section the sum is an upper bound of the rendered text's count for
+any subadditive counter (characters / 4 and its calibrated form are): the rendered
+request never costs more than the budget it was checked against.
+"""
+
+from __future__ import annotations
+
+from mindloop.i18n import Lang
+from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
+from mindloop.providers.base import ChatMessage, UserMessage
+
+_DATA_FENCE: dict[Lang, str] = {"en": "--- data ---", "zh": "--- 数据 ---"}
+
+
+def heading(kind: SectionKind, lang: Lang) -> str:
+    spec = SECTIONS[kind]
+    return f"## {spec.heading.get(lang, spec.heading['en'])}"
+
+
+def fence(lang: Lang) -> str:
+    return _DATA_FENCE.get(lang, _DATA_FENCE["en"])
+
+
+def section_text(section: Section, lang: Lang = "en") -> str:
+    """A text section as the model reads it ("" when empty)."""
+    if not section.parts:
+        return ""
+    lines = [heading(section.kind, lang)]
+    if section.kind is SectionKind.RETRIEVED:
+        for p in section.parts:
+            lines += [fence(lang), p.text]
+        lines.append(fence(lang))
+    else:
+        lines += [p.text for p in section.parts]
+    return "\n".join(lines)
+
+
+def section_messages(section: Section, lang: Lang = "en") -> list[ChatMessage]:
+    if section.kind in MESSAGE_SECTIONS:
+        return [m for p in section.parts for m in p.messages]
+    text = section_text(section, lang)
+    return [UserMessage(text=text)] if text else []
+
+
+def base_cost(kind: SectionKind, counter: TokenCounter, lang: Lang = "en") -> int:
+    """What a non-empty section costs beyond its parts."""
+    if kind in MESSAGE_SECTIONS:
+        return 0
+    cost = MESSAGE_OVERHEAD + counter.count(heading(kind, lang))
+    if kind is SectionKind.RETRIEVED:
+        cost += 1 + counter.count(fence(lang))
+    return cost
+
+
+def part_cost(kind: SectionKind, part: Part, counter: TokenCounter, lang: Lang = "en") -> int:
+    """What one part adds to its section (a line break included)."""
+    if kind in MESSAGE_SECTIONS:
+        return sum(message_tokens(m, counter) for m in part.messages)
+    cost = 1 + counter.count(part.text)
+    if kind is SectionKind.RETRIEVED:
+        cost += 1 + counter.count(fence(lang))
+    return cost
+
+
+def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:
+    """Tokens the section adds to a request (0 when empty)."""
+    if not section.parts:
+        return 0
+    kind = section.kind
+    return base_cost(kind, counter, lang) + sum(
+        part_cost(kind, p, counter, lang) for p in section.parts
+    )

@@ -1,0 +1,146 @@
+"""Token counting: pluggable, cheap by default, calibrated by what providers report.
+
+Budgets are only as good as the counts they are checked against, and no tokenizer ships
+for every model a team may use. So the default counter is characters / 4 (agent-loop
+§7.1), and each model's real ratio is learned from its generations: the engine reports
+how many input tokens the provider counted for a request whose size we estimated, and
+`Calibration` keeps a per-model factor (an exponential moving average of reported /
+estimated) that `CalibratedCounter` multiplies in. A counter is a plain object with
+`count(text) -> int`; any tokenizer fits.
+
+Messages are counted by `message_tokens`, the one definition every budget check uses:
+text, tool names and arguments, results, plus a small overhead per message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindloop.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+# Tokens a message costs beyond its text (role markers, separators), and a tool call
+# beyond its name and arguments: what providers typically add.
+MESSAGE_OVERHEAD = 4
+CALL_OVERHEAD = 3
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+class CharCounter:
+    """`ceil(len(text) / chars_per_token)`: the default (4 characters per token)."""
+
+    def __init__(self, chars_per_token: float = 4.0) -> None:
+        if chars_per_token <= 0:
+            raise ValueError(f"chars_per_token must be > 0, got {chars_per_token}")
+        self.chars_per_token = chars_per_token
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+
+class ModelRatio(BaseModel):
+    """What one model's usage taught: reported input tokens per estimated token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    ratio: float = Field(gt=0)
+    samples: int = Field(ge=0)
+
+
+class Calibration:
+    """Per-model ratios learned from provider-reported usage.
+
+    `observe(model, estimated, reported)` folds one generation in: the first sample sets
+    the ratio, later ones move it by `alpha` (an exponential moving average, so a model
+    whose tokenizer differs from the estimate converges in a few generations and one odd
+    request does not swing it). Ratios are clamped to [`low`, `high`]: a provider that
+    reports nothing useful (0, or a cached-prefix discount) cannot make budgets absurd.
+    """
+
+    def __init__(self, *, alpha: float = 0.3, low: float = 0.25, high: float = 4.0) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.alpha = alpha
+        self.low = low
+        self.high = high
+        self._ratios: dict[str, ModelRatio] = {}
+
+    def ratio(self, model: str) -> float:
+        found = self._ratios.get(model)
+        return 1.0 if found is None else found.ratio
+
+    def observe(self, model: str, estimated: int, reported: int | None) -> float:
+        """Learn from one generation: `estimated` tokens (by the base counter) of a request
+        the provider counted as `reported` input tokens. Returns the model's new ratio;
+        a sample without a usable report changes nothing."""
+        if reported is None or reported <= 0 or estimated <= 0:
+            return self.ratio(model)
+        sample = min(max(reported / estimated, self.low), self.high)
+        found = self._ratios.get(model)
+        if found is None:
+            ratio, samples = sample, 1
+        else:
+            ratio = found.ratio + self.alpha * (sample - found.ratio)
+            samples = found.samples + 1
+        self._ratios[model] = ModelRatio(model=model, ratio=ratio, samples=samples)
+        return ratio
+
+    def snapshot(self) -> list[ModelRatio]:
+        return list(self._ratios.values())
+
+    def restore(self, ratios: Iterable[ModelRatio]) -> None:
+        for r in ratios:
+            self._ratios[r.model] = r
+
+
+class CalibratedCounter:
+    """A base counter scaled by one model's learned ratio, read at construction: a
+    compilation counts with one fixed ratio, so its budget checks agree with each other."""
+
+    def __init__(self, base: TokenCounter, ratio: float) -> None:
+        self.base = base
+        self.ratio = ratio
+
+    def count(self, text: str) -> int:
+        return math.ceil(self.base.count(text) * self.ratio)
+
+
+def message_tokens(msg: ChatMessage, counter: TokenCounter) -> int:
+    """What one message costs in a request."""
+    if isinstance(msg, UserMessage):
+        return MESSAGE_OVERHEAD + counter.count(msg.text)
+    if isinstance(msg, ToolResultMessage):
+        return MESSAGE_OVERHEAD + counter.count(msg.content)
+    assert isinstance(msg, AssistantMessage)
+    total = MESSAGE_OVERHEAD + counter.count(msg.text)
+    for call in msg.tool_calls:
+        total += CALL_OVERHEAD + counter.count(call.name) + counter.count(call.arguments)
+    return total
+
+
+def messages_tokens(msgs: Iterable[ChatMessage], counter: TokenCounter) -> int:
+    return sum(message_tokens(m, counter) for m in msgs)
+
+
+def request_tokens(
+    system: str, msgs: Iterable[ChatMessage], tools: Iterable[ToolSpec], counter: TokenCounter
+) -> int:
+    """A whole request as the provider will count it (estimated): what calibration
+    compares the provider's reported input tokens with."""
+    total = counter.count(system) + messages_tokens(msgs, counter)
+    for spec in tools:
+        total += CALL_OVERHEAD + counter.count(spec.model_dump_json())
+    return total

@@ -1,0 +1,428 @@
+"""The trim rules of agent-loop §7.1: how each section shrinks to a token target.
+
+`trim(section, target, params)` returns the section within `target` and a record of
+what it cut, folded or dropped (None when it already fitted). Each rule first does what
+the reference says (cut each event body to 800 tokens with a hint to read it whole; keep
+each tool result's head and tail; drop the lowest-confidence memory first; fold terminal
+nodes to `id status title`; drop the oldest turns; keep the best-scored passages), then
+shortens further and finally drops parts — pinned ones last — so any target, even 0, is
+met. Whether a section may go that low is the compiler's business (floors, P0).
+
+Pure functions: nothing here reads or writes anything but its arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from mindloop.i18n import Lang
+from mindloop.memory.render import base_cost, part_cost, section_cost
+from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
+from mindloop.memory.tokens import TokenCounter
+from mindloop.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+_CUT_NOTE: dict[Lang, str] = {
+    "en": "\n[… {n} tokens cut{where}]\n",
+    "zh": "\n[……已截去 {n} 个 token{where}]\n",
+}
+_READ_EVENT: dict[Lang, str] = {
+    "en": '; read it whole with read_event("{id}")',
+    "zh": '；用 read_event("{id}") 读取全文',
+}
+_IN_WORKLOG: dict[Lang, str] = {
+    "en": "; the full text is in the worklog ({id})",
+    "zh": "；全文见工作日志（{id}）",
+}
+_OMITTED: dict[Lang, str] = {
+    "en": "[{n} earlier turns not shown; the dialog summary covers them]",
+    "zh": "[省略了之前的 {n} 轮；对话摘要涵盖了它们]",
+}
+
+
+class TrimReason(StrEnum):
+    OWN_BUDGET = "own_budget"  # the section passed its own budget
+    TOTAL = "total"  # the compiled input passed B: the reverse-priority pass
+    FLOOR_BREACHED = "floor_breached"  # B is below the floors: cut under them, logged
+
+
+class TrimRecord(BaseModel):
+    """What one trim did to one section: the trim log's entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    section: SectionKind
+    rule: TrimRule
+    reason: TrimReason
+    budget: int  # the target it was trimmed to
+    tokens_before: int
+    tokens_after: int
+    cut: tuple[str, ...] = ()  # ids of parts shortened
+    folded: tuple[str, ...] = ()  # ids of parts replaced by their short form
+    dropped: tuple[str, ...] = ()  # ids of parts left out
+
+
+@dataclass(frozen=True)
+class TrimParams:
+    counter: TokenCounter
+    lang: Lang = "en"
+    event_body_tokens: int = 800
+    tool_result_head: int = 1500
+    tool_result_tail: int = 1500
+
+
+@dataclass
+class _Work:
+    """A section being trimmed: its parts, their costs, and what happened to them."""
+
+    kind: SectionKind
+    parts: list[Part]
+    costs: list[int]
+    base: int
+    params: TrimParams
+    cut: set[str]
+    folded: set[str]
+    dropped: list[str]
+
+    @property
+    def total(self) -> int:
+        return self.base + sum(self.costs) if self.parts else 0
+
+    def cost_of(self, part: Part) -> int:
+        return part_cost(self.kind, part, self.params.counter, self.params.lang)
+
+    def replace(self, i: int, part: Part) -> None:
+        self.parts[i] = part
+        self.costs[i] = self.cost_of(part)
+
+    def drop(self, i: int) -> None:
+        self.dropped.append(self.parts[i].id)
+        del self.parts[i]
+        del self.costs[i]
+
+    def drop_in_order(self, order: Sequence[int], target: int) -> None:
+        """Drop parts at `order`'s indexes (into the current list) until within target."""
+        gone: list[int] = []
+        total = self.total
+        for i in order:
+            if total <= target:
+                break
+            gone.append(i)
+            total -= self.costs[i]
+            if len(gone) == len(self.parts):
+                total = 0
+        self.dropped += [self.parts[i].id for i in gone]  # in the order they went
+        for i in sorted(gone, reverse=True):
+            del self.parts[i]
+            del self.costs[i]
+
+
+def trim(
+    section: Section, target: int, params: TrimParams, reason: TrimReason
+) -> tuple[Section, TrimRecord | None]:
+    """`section` within `target` tokens by its kind's rule, and what was done."""
+    counter, lang = params.counter, params.lang
+    before = section_cost(section, counter, lang)
+    rule = SECTIONS[section.kind].rule
+    if before <= target or rule is TrimRule.NEVER:
+        return section, None
+    work = _Work(
+        kind=section.kind,
+        parts=list(section.parts),
+        costs=[part_cost(section.kind, p, counter, lang) for p in section.parts],
+        base=base_cost(section.kind, counter, lang),
+        params=params,
+        cut=set(),
+        folded=set(),
+        dropped=[],
+    )
+    _RULES[rule](work, max(target, 0))
+    _drop_rest(work, target)  # whatever the rule left over: oldest, unpinned first
+    out = Section(kind=section.kind, parts=tuple(work.parts))
+    record = TrimRecord(
+        section=section.kind,
+        rule=rule,
+        reason=reason,
+        budget=target,
+        tokens_before=before,
+        tokens_after=section_cost(out, counter, lang),
+        cut=tuple(p.id for p in work.parts if p.id in work.cut),
+        folded=tuple(p.id for p in work.parts if p.id in work.folded),
+        dropped=tuple(work.dropped),
+    )
+    return out, record
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def _cut_each(w: _Work, target: int) -> None:
+    """INPUT: each body to `event_body_tokens`, with a hint to read it whole; then lower."""
+    p = w.params
+    hint = _READ_EVENT.get(p.lang, _READ_EVENT["en"])
+    cap = p.event_body_tokens
+    for i, part in enumerate(w.parts):
+        cut = _clip_part(part, cap, 0, p, hint)
+        if cut is not part:
+            w.replace(i, cut)
+            w.cut.add(part.id)
+    if w.total > target:
+        _lower_cap(w, target, cap, lambda part, c: _clip_part(part, c, 0, p, hint))
+
+
+def _hard_cap(w: _Work, target: int) -> None:
+    """LAST_STEP_SUMMARY (a schema-bounded text): cut to the target."""
+    _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+
+
+def _head_tail(w: _Work, target: int) -> None:
+    """TOOL_RESULTS: each result's head and tail; the full text stays in the worklog."""
+    p = w.params
+    head, tail = p.tool_result_head, p.tool_result_tail
+    for i, part in enumerate(w.parts):
+        cut = _clip_turn(part, head, tail, p, results_only=True)
+        if cut is not part:
+            w.replace(i, cut)
+            w.cut.add(part.id)
+    if w.total > target:
+        span = head + tail
+
+        def at(part: Part, c: int) -> Part:
+            h = c * head // span if span else 0
+            return _clip_turn(part, h, c - h, p, results_only=False)
+
+        _lower_cap(w, target, span, at)
+
+
+def _lowest_score(w: _Work, target: int) -> None:
+    """MEMBER_MEMORY (lowest confidence first) and RETRIEVED (top-k by score)."""
+    order = sorted(range(len(w.parts)), key=lambda i: (w.parts[i].pinned, w.parts[i].score, i))
+    w.drop_in_order(order, target)
+
+
+def _resummarize(w: _Work, target: int) -> None:
+    """DIALOG_SUMMARY: cut to the target now (head and tail), pinned parts (the DONE
+    verdicts) last; the compiler asks for a new summary (compaction trigger 1)."""
+    p = w.params
+
+    def at(part: Part, c: int) -> Part:
+        return _clip_part(part, c - c // 2, c // 2, p, "")
+
+    _lower_cap(w, target, _largest(w), at, only=lambda part: not part.pinned)
+    if w.total > target:
+        _lower_cap(w, target, _largest(w), at)
+
+
+def _keep_pinned(w: _Work, target: int) -> None:
+    """WORKSPACE_SUMMARY: keep the pinned layout list, drop detail from the end."""
+    unpinned = [i for i in reversed(range(len(w.parts))) if not w.parts[i].pinned]
+    w.drop_in_order(unpinned, target)
+    if w.total > target:
+        _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+
+
+def _fold(w: _Work, target: int) -> None:
+    """WORKSPACE_TREE: unpinned nodes folded to their short form (oldest first), then
+    dropped; pinned ones (current node, ancestors, deps, non-terminal) are kept."""
+    for i, part in enumerate(w.parts):
+        if w.total <= target:
+            return
+        if not part.pinned and part.folded is not None and part.folded != part.text:
+            w.replace(i, part.model_copy(update={"text": part.folded}))
+            w.folded.add(part.id)
+    unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
+    w.drop_in_order(unpinned, target)
+    if w.total > target:  # the pinned nodes alone are too long: shorten them
+        _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+
+
+OMITTED_ID = "omitted"
+
+
+def omitted_part(n: int, lang: Lang) -> Part:
+    """The note that stands first in a history whose `n` oldest turns were dropped."""
+    text = _OMITTED.get(lang, _OMITTED["en"]).format(n=n)
+    return Part(id=OMITTED_ID, messages=(UserMessage(text=text),), pinned=True, score=n)
+
+
+def _drop_oldest(w: _Work, target: int) -> None:
+    """RECENT_HISTORY: drop the oldest turns (a note first says how many), then shorten
+    the newest one."""
+    if not w.parts:
+        return
+    lang = w.params.lang
+    already = int(w.parts[0].score) if w.parts[0].id == OMITTED_ID else 0
+    first = 1 if already else 0  # the first real turn
+    turns = len(w.parts) - first
+    note_cost = w.cost_of(omitted_part(already + turns, lang))  # an upper bound
+    total = w.total - (w.costs[0] if already else 0)
+    drop = 0
+    while drop < turns - 1 and total + note_cost > target:
+        total -= w.costs[first + drop]
+        drop += 1
+    if drop:
+        for _ in range(drop + first):
+            if w.parts[0].id == OMITTED_ID:
+                del w.parts[0], w.costs[0]
+            else:
+                w.drop(0)
+        note = omitted_part(already + drop, lang)
+        w.parts.insert(0, note)
+        w.costs.insert(0, w.cost_of(note))
+    if w.total > target:
+        p = w.params
+
+        def at(part: Part, c: int) -> Part:
+            return _clip_turn(part, c - c // 2, c // 2, p, results_only=False)
+
+        _lower_cap(w, target, _largest(w), at)
+
+
+_RULES: dict[TrimRule, Callable[[_Work, int], None]] = {
+    TrimRule.CUT_EACH: _cut_each,
+    TrimRule.HARD_CAP: _hard_cap,
+    TrimRule.HEAD_TAIL: _head_tail,
+    TrimRule.LOWEST_SCORE: _lowest_score,
+    TrimRule.TOP_K: _lowest_score,
+    TrimRule.RESUMMARIZE: _resummarize,
+    TrimRule.KEEP_PINNED: _keep_pinned,
+    TrimRule.FOLD: _fold,
+    TrimRule.DROP_OLDEST: _drop_oldest,
+}
+
+
+def _drop_rest(w: _Work, target: int) -> None:
+    """The last resort of every rule: drop parts, unpinned before pinned, oldest first
+    (the newest history turn last)."""
+    if w.total <= target:
+        return
+    order = sorted(range(len(w.parts)), key=lambda i: (w.parts[i].pinned, i))
+    if w.kind is SectionKind.RECENT_HISTORY:
+        order = sorted(range(len(w.parts)), key=lambda i: i)
+    w.drop_in_order(order, target)
+
+
+# ---------------------------------------------------------------- shortening
+
+
+def _largest(w: _Work) -> int:
+    return max(w.costs, default=0)
+
+
+def _lower_cap(
+    w: _Work,
+    target: int,
+    hi: int,
+    at: Callable[[Part, int], Part],
+    only: Callable[[Part], bool] | None = None,
+) -> None:
+    """The largest per-part cap in [0, hi] at which every part (of those `only` selects),
+    shortened by `at`, keeps the section within `target` (binary search: cost grows with
+    the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
+    originals = list(w.parts)
+    base = w.base
+
+    def shortened(c: int) -> tuple[list[Part], list[int]]:
+        parts = [at(p, c) if only is None or only(p) else p for p in originals]
+        return parts, [w.cost_of(part) for part in parts]
+
+    lo, best = 0, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        parts, costs = shortened(mid)
+        if base + sum(costs) <= target:
+            best, lo = (parts, costs, mid), mid + 1
+        else:
+            hi = mid - 1
+    if best is None:
+        parts, costs = shortened(0)  # as short as it gets; `_drop_rest` finishes
+    else:
+        parts, costs, _ = best
+    for old, new in zip(originals, parts, strict=True):
+        if new is not old:
+            w.cut.add(old.id)
+    w.parts, w.costs = parts, costs
+
+
+def clip(
+    text: str, head: int, tail: int, counter: TokenCounter, lang: Lang, where: str = ""
+) -> str:
+    """`text` cut to about `head` tokens from its start and `tail` from its end, with a
+    note of how much was cut in between (and where to read it whole); unchanged when it
+    fits."""
+    n = counter.count(text)
+    if n <= head + tail:
+        return text
+    per = len(text) / n  # characters per token of this very text
+    head_chars, tail_chars = int(head * per), int(tail * per)
+    note = _CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n=n - head - tail, where=where)
+    return text[:head_chars] + note + (text[len(text) - tail_chars :] if tail_chars else "")
+
+
+def _clip_part(part: Part, head: int, tail: int, p: TrimParams, hint: str) -> Part:
+    where = hint.format(id=part.id) if hint else ""
+    text = clip(part.text, head, tail, p.counter, p.lang, where)
+    return part if text == part.text else part.model_copy(update={"text": text})
+
+
+def _clip_turn(part: Part, head: int, tail: int, p: TrimParams, *, results_only: bool) -> Part:
+    """A message part with its long texts cut: tool results (the full text stays in the
+    worklog), and unless `results_only` also user and assistant texts and long string
+    values in tool-call arguments (the arguments stay valid JSON)."""
+    where = _IN_WORKLOG.get(p.lang, _IN_WORKLOG["en"]).format(id=part.id)
+    msgs: list[ChatMessage] = []
+    changed = False
+    for msg in part.messages:
+        new: ChatMessage = msg
+        if isinstance(msg, ToolResultMessage):
+            content = clip(msg.content, head, tail, p.counter, p.lang, where)
+            if content != msg.content:
+                new = msg.model_copy(update={"content": content})
+        elif not results_only and isinstance(msg, UserMessage):
+            text = clip(msg.text, head, tail, p.counter, p.lang)
+            if text != msg.text:
+                new = UserMessage(text=text)
+        elif not results_only and isinstance(msg, AssistantMessage):
+            text = clip(msg.text, head, tail, p.counter, p.lang)
+            calls = [_clip_call(c, head, tail, p) for c in msg.tool_calls]
+            if text != msg.text or any(
+                a is not b for a, b in zip(calls, msg.tool_calls, strict=True)
+            ):
+                new = AssistantMessage(text=text, tool_calls=calls)
+        changed = changed or new is not msg
+        msgs.append(new)
+    return part.model_copy(update={"messages": tuple(msgs)}) if changed else part
+
+
+def _clip_call(call: ToolCall, head: int, tail: int, p: TrimParams) -> ToolCall:
+    if p.counter.count(call.arguments) <= head + tail:
+        return call
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        return call.model_copy(
+            update={"arguments": clip(call.arguments, head, tail, p.counter, p.lang)}
+        )
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return clip(v, head, tail, p.counter, p.lang)
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+
+    args = json.dumps(walk(value), ensure_ascii=False)
+    return call.model_copy(update={"arguments": args})

@@ -1,0 +1,95 @@
+"""A dialog's messages as turns, and the two sections made of them.
+
+A turn is the unit history is kept or dropped by, so a tool call never loses its result:
+a user message on its own, or an assistant message with the tool results that follow it.
+The last step — the newest turn, when it is an assistant's tool calls with all their
+results — is the P0 section "tool results of the last step"; the K turns before it are
+the "recent history" section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mindloop.memory.sections import Part, Section, SectionKind
+from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
+
+
+@dataclass(frozen=True)
+class Turn:
+    start: int  # index of its first message in the list it came from
+    messages: tuple[ChatMessage, ...]
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.messages)
+
+    @property
+    def is_step(self) -> bool:
+        """An assistant's tool calls, each answered by a result in this turn."""
+        first = self.messages[0]
+        if not isinstance(first, AssistantMessage) or not first.tool_calls:
+            return False
+        answered = {m.call_id for m in self.messages[1:] if isinstance(m, ToolResultMessage)}
+        return all(c.id in answered for c in first.tool_calls)
+
+
+def split_turns(messages: Sequence[ChatMessage], start: int = 0) -> list[Turn]:
+    """`messages[start:]` as turns (a result with no call before it joins the turn before,
+    or stands alone)."""
+    out: list[Turn] = []
+    current: list[ChatMessage] = []
+    first = start
+    for i in range(start, len(messages)):
+        msg = messages[i]
+        if isinstance(msg, ToolResultMessage) and current:
+            current.append(msg)
+            continue
+        if current:
+            out.append(Turn(first, tuple(current)))
+        current, first = [msg], i
+    if current:
+        out.append(Turn(first, tuple(current)))
+    return out
+
+
+def tail_turns(messages: Sequence[ChatMessage], n: int, start: int = 0) -> list[Turn]:
+    """The last `n` turns of `messages[start:]`, found from the end: what a step costs does
+    not grow with the dialog's length."""
+    out: list[Turn] = []
+    end = len(messages)
+    i = end - 1
+    while i >= start and len(out) < n:
+        if not isinstance(messages[i], ToolResultMessage) or i == start:
+            out.append(Turn(i, tuple(messages[i:end])))
+            end = i
+        i -= 1
+    out.reverse()
+    return out
+
+
+def turn_part(turn: Turn, prefix: str = "turn") -> Part:
+    return Part(id=f"{prefix}-{turn.start}", messages=turn.messages)
+
+
+def history_sections(
+    messages: Sequence[ChatMessage],
+    turns: int,
+    start: int = 0,
+    fold: Callable[[Turn], Turn] | None = None,
+) -> tuple[Section, Section]:
+    """(recent history: the `turns` turns before the last step, the last step's calls
+    and results) of `messages[start:]`, each turn passed through `fold` if given (a
+    compaction's view of old messages)."""
+    all_turns = tail_turns(messages, turns + 1, start)
+    if fold is not None:
+        all_turns = [fold(t) for t in all_turns]
+    last: list[Turn] = []
+    if all_turns and all_turns[-1].is_step:
+        last = [all_turns.pop()]
+    recent = all_turns[len(all_turns) - turns :] if turns > 0 else []
+    return (
+        Section(kind=SectionKind.RECENT_HISTORY, parts=tuple(turn_part(t) for t in recent)),
+        Section(kind=SectionKind.TOOL_RESULTS, parts=tuple(turn_part(t, "step") for t in last)),
+    )

@@ -1,0 +1,162 @@
+"""The store's side of task workspaces: the SQL of the `ws_*` tables (issue 11).
+
+Rows in, rows out (plain dicts with JSON records): the store knows nothing of nodes or
+transitions, `mindloop.workspace` does. Every write joins the caller's transaction
+(`store.tx()`), like every other store method; a node update carries the version it
+expects and reports whether the row was still at it. Statements are built once at import
+(see `statements.py` for why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from mindloop.store import schema as t
+from mindloop.store.store import Store
+
+_n, _d, _r, _l, _m = t.ws_nodes.c, t.ws_docs.c, t.ws_rules.c, t.ws_log.c, t.ws_meta.c
+_task: sa.BindParameter[str] = sa.bindparam("task_path")
+
+META = sa.select(t.ws_meta).where(_m.task_path == _task)
+TASKS = sa.select(_m.task_path).order_by(_m.task_path)
+NODES = sa.select(t.ws_nodes).where(_n.task_path == _task).order_by(_n.seq)
+DOCS = sa.select(t.ws_docs).where(_d.task_path == _task).order_by(_d.seq)
+RULES = sa.select(t.ws_rules).where(_r.task_path == _task).order_by(_r.id)
+RULE_TEXTS = sa.select(_r.text).where(_r.task_path == _task).order_by(_r.id)
+LOG = sa.select(t.ws_log).where(_l.task_path == _task).order_by(_l.id)
+
+INSERT_META = sa.insert(t.ws_meta)
+UPDATE_META = (
+    sa.update(t.ws_meta)
+    .where(_m.task_path == sa.bindparam("_task"))
+    .values(
+        focus=sa.bindparam("focus"),
+        offered=sa.bindparam("offered"),
+        updated_at=sa.bindparam("updated_at"),
+    )
+)
+INSERT_NODE = sa.insert(t.ws_nodes)
+UPDATE_NODE = (
+    sa.update(t.ws_nodes)
+    .where(
+        _n.task_path == sa.bindparam("_task"),
+        _n.node_id == sa.bindparam("_node"),
+        _n.version == sa.bindparam("_expected"),
+    )
+    .values(
+        parent_id=sa.bindparam("parent_id"),
+        status=sa.bindparam("status"),
+        version=sa.bindparam("version"),
+        data=sa.bindparam("data"),
+        updated_at=sa.bindparam("updated_at"),
+    )
+)
+DELETE_DOCS = sa.delete(t.ws_docs).where(_d.task_path == _task)
+INSERT_DOC = sa.insert(t.ws_docs)
+INSERT_RULE = sa.insert(t.ws_rules)
+DELETE_RULE = sa.delete(t.ws_rules).where(_r.id == sa.bindparam("_id"))
+INSERT_LOG = sa.insert(t.ws_log)
+USER_MESSAGES = (
+    sa.select(t.messages.c.id, t.messages.c.data)
+    .where(t.messages.c.dialog_id == sa.bindparam("dialog_id"), t.messages.c.kind == "user")
+    .order_by(t.messages.c.id.desc())
+)
+
+
+@dataclass
+class WorkspaceRows:
+    """One task's workspace as stored."""
+
+    meta: dict[str, Any]
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    rules: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _dicts(store: Store, stmt: sa.Executable, params: dict[str, Any]) -> list[dict[str, Any]]:
+    keys, rows = store._execute(stmt, params)
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def load(store: Store, task_path: str) -> WorkspaceRows | None:
+    """The workspace of `task_path`, or None if it was never initialised."""
+    p = {"task_path": task_path}
+    meta = _dicts(store, META, p)
+    if not meta:
+        return None
+    return WorkspaceRows(
+        meta=meta[0],
+        nodes=_dicts(store, NODES, p),
+        docs=_dicts(store, DOCS, p),
+        rules=_dicts(store, RULES, p),
+    )
+
+
+def tasks(store: Store) -> list[str]:
+    """Every task with a workspace."""
+    return [r[0] for r in store._rows(TASKS)]
+
+
+def rule_texts(store: Store, task_path: str) -> list[str]:
+    return [r[0] for r in store._rows(RULE_TEXTS, {"task_path": task_path})]
+
+
+def log(store: Store, task_path: str) -> list[dict[str, Any]]:
+    return _dicts(store, LOG, {"task_path": task_path})
+
+
+def insert_meta(store: Store, row: dict[str, Any]) -> None:
+    store._write(INSERT_META, row)
+
+
+def update_meta(
+    store: Store, task_path: str, *, focus: str, offered: list[Any], updated_at: float
+) -> None:
+    store._write(
+        UPDATE_META,
+        {"_task": task_path, "focus": focus, "offered": offered, "updated_at": updated_at},
+    )
+
+
+def insert_node(store: Store, row: dict[str, Any]) -> None:
+    store._write(INSERT_NODE, row)
+
+
+def update_node(store: Store, task_path: str, node_id: str, expected: int, **row: Any) -> bool:
+    """Write a node if it is still at version `expected`; False (nothing written) if not."""
+    params = {"_task": task_path, "_node": node_id, "_expected": expected, **row}
+    return store._write(UPDATE_NODE, params) == 1
+
+
+def replace_docs(store: Store, task_path: str, docs: list[dict[str, Any]]) -> None:
+    store._write(DELETE_DOCS, {"task_path": task_path})
+    for seq, doc in enumerate(docs):
+        store._write(INSERT_DOC, {"task_path": task_path, "seq": seq, **doc})
+
+
+def insert_rule(store: Store, row: dict[str, Any]) -> int:
+    return store._insert(INSERT_RULE, row)
+
+
+def delete_rule(store: Store, rule_id: int) -> None:
+    store._write(DELETE_RULE, {"_id": rule_id})
+
+
+def insert_log(store: Store, row: dict[str, Any]) -> int:
+    return store._insert(INSERT_LOG, row)
+
+
+def user_message_with(store: Store, dialog_id: str, quote: str) -> int | None:
+    """The id of the latest user message of a dialog whose text contains `quote`
+    (whitespace-insensitive), or None."""
+    want = " ".join(quote.split()).casefold()
+    if not want:
+        return None
+    for msg_id, data in store._rows(USER_MESSAGES, {"dialog_id": dialog_id}):
+        text = " ".join(str((data or {}).get("text", "")).split()).casefold()
+        if want in text:
+            return int(msg_id)
+    return None

@@ -1,0 +1,138 @@
+"""What the browser changes (POST): start a task, start a chat, ask (the Router routes the
+message to a task's loop root), post to a dialog, answer a question, replace one Taskdoc
+section, retry a stopped tree.
+
+Each is the use case the CLI runs (`mindloop.service`, `taskdoc.human`), so a refusal is
+the same `MindloopError` with the same words and nothing is written. A change that makes
+a tree drivable hands it to the driver, which answers it in this process. Forms get a
+redirect (303); scripts asking for JSON get `{"ok": true, "location": …}` or an error.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from mindloop import service
+from mindloop.errors import MindloopError
+from mindloop.taskdoc import TaskPackage
+from mindloop.taskdoc.human import HUMAN_ACTOR, edit_section
+from mindloop.taskdoc.mind import record_created
+from mindloop.web.state import done, fields, web
+
+
+def _task_url(path: str) -> str:
+    return "/task/" + quote(path)
+
+
+def _back(form: dict[str, str], default: str) -> str:
+    """Where a form asks to go back to: a path of this server only."""
+    back = form.get("back", "")
+    return back if back.startswith("/") and not back.startswith("//") else default
+
+
+async def new_task(request: Request) -> Response:
+    """A new Taskdoc package, its sections recorded as created by the human."""
+    state = web(request)
+    form = await fields(request)
+    slug = form.get("slug", "").strip()
+    if not slug:
+        raise MindloopError("the task needs a name (its package is tasks/<name>.tsk)")
+    constraints = [c.strip() for c in form.get("constraints", "").splitlines() if c.strip()]
+    pkg = TaskPackage.create(
+        state.project.rtws, slug, goal=form.get("goal") or None, constraints=constraints
+    )
+    record_created(pkg, state.project.runtime.store, HUMAN_ACTOR)
+    return done(request, _task_url(pkg.rel_path), task=pkg.rel_path)
+
+
+async def start_chat(request: Request) -> Response:
+    state = web(request)
+    form = await fields(request)
+    posted = service.start_chat(
+        state.project,
+        form.get("message", ""),
+        task=form.get("task") or None,
+        member=form.get("member") or None,
+    )
+    state.driver.kick(posted.dialog.root_id)
+    return done(request, f"/dialogs/{posted.dialog.id}", dialog=posted.dialog)
+
+
+async def ask(request: Request) -> Response:
+    """A message routed by the Router to a task's loop root (a new task if it says so)."""
+    state = web(request)
+    form = await fields(request)
+    asked = await service.ask(state.project, form.get("message", ""))
+    root = asked.posted.dialog
+    state.driver.kick(root.root_id)
+    return done(
+        request,
+        f"/dialogs/{root.id}",
+        task=asked.task.task_path,
+        created_task=asked.created_task,
+        reply=asked.reply,
+    )
+
+
+async def post_message(request: Request) -> Response:
+    state = web(request)
+    form = await fields(request)
+    posted = service.post(state.project, request.path_params["id"], form.get("message", ""))
+    state.driver.kick(posted.dialog.root_id)
+    return done(request, f"/dialogs/{posted.dialog.id}", dialog=posted.dialog)
+
+
+async def answer(request: Request) -> Response:
+    state = web(request)
+    form = await fields(request)
+    answered = service.answer(
+        state.project,
+        request.path_params["id"],
+        form.get("answer", ""),
+        check_provider=state.options.drive,
+    )
+    state.driver.kick(answered.root_id)
+    location = _back(form, f"/dialogs/{answered.dialog_id}")
+    return done(request, location, answered=answered)
+
+
+async def edit(request: Request) -> Response:
+    """Replace one section, recorded with the human as the actor; refused if the section
+    changed since the form was drawn (`expected` is its content hash then)."""
+    state = web(request)
+    form = await fields(request)
+    path = service.task_key(state.project.rtws, form.get("task", ""))
+    pkg = TaskPackage(state.project.rtws, path)
+    if not pkg.exists():
+        raise MindloopError(f"task package {path!r} does not exist")
+    change = edit_section(
+        pkg,
+        form.get("section", ""),
+        form.get("content", ""),
+        store=state.project.runtime.store,
+        expected_hash=form.get("expected") or None,
+        lang=state.project.config.team.work_language,
+    )
+    return done(request, _task_url(pkg.rel_path), change=change)
+
+
+async def retry(request: Request) -> Response:
+    state = web(request)
+    ids = service.retry(state.project, request.path_params["id"])
+    state.driver.kick(request.path_params["id"])
+    return done(request, f"/dialogs/{request.path_params['id']}", retried=ids)
+
+
+routes = [
+    Route("/tasks", new_task, methods=["POST"]),
+    Route("/chat", start_chat, methods=["POST"]),
+    Route("/ask", ask, methods=["POST"]),
+    Route("/dialogs/{id}/messages", post_message, methods=["POST"]),
+    Route("/dialogs/{id}/retry", retry, methods=["POST"]),
+    Route("/questions/{id}/answer", answer, methods=["POST"]),
+    Route("/taskdoc/edit", edit, methods=["POST"]),
+]

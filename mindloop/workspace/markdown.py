@@ -1,0 +1,324 @@
+"""The Markdown of the workspace's files, written and read back by one serializer.
+
+Every rewrite path (a transition, a conclusion, a reference edit, an index change) renders
+the whole file from the store with these functions, so a doc's status is written
+everywhere or nowhere (upstream's flaw 1: two writers, one status-unaware). Each doc line
+round-trips `{path, description, status}` exactly, including an empty description (flaw
+5), a description that itself ends in `(expired)`, URLs, and paths with spaces or
+parentheses:
+
+    - [auth.md](docs/auth.md) - auth design (active)
+    - [my file.md](<docs/my file.md>) (expired)
+
+Sections run from `## <heading>` to the next line starting `## ` (the commands refuse
+such a line inside a field); headings and hints come in the work language and are read in
+either. Log tables escape `\\`, `|` and newlines, and a row is never skipped for its
+content (flaw 7).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import posixpath
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import yaml
+
+from mindloop.i18n import Lang
+from mindloop.workspace.models import Criterion, DocRef, DocStatus, LogEntry, Node, NodeKind
+from mindloop.workspace.texts import HINTS_OF, heading, heading_key, hint, word
+
+# ---------------------------------------------------------------------- doc lines
+
+_STATUS_SUFFIX = re.compile(r" \((active|expired)\)$")
+
+
+def _escape_label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
+def doc_line(doc: DocRef) -> str:
+    label = posixpath.basename(doc.path.rstrip("/")) or doc.path
+    target = doc.path
+    if any(c in target for c in " ()<>") or not target:
+        target = f"<{target}>"
+    desc = f" - {doc.description}" if doc.description else ""
+    return f"- [{_escape_label(label)}]({target}){desc} ({doc.status.value})"
+
+
+class ParseError(ValueError):
+    pass
+
+
+def parse_doc_line(line: str) -> DocRef:
+    """A doc line as `doc_line` writes it; also the forms of hand edits and upstream files
+    (no status suffix: active; `- [description](path)`: the link text as description)."""
+    if not line.startswith("- ["):
+        raise ParseError(f"not a doc line: {line!r}")
+    i, label = 3, []
+    while i < len(line) and line[i] != "]":
+        if line[i] == "\\" and i + 1 < len(line):
+            i += 1
+        label.append(line[i])
+        i += 1
+    if line[i : i + 2] != "](":
+        raise ParseError(f"not a doc line: {line!r}")
+    i += 2
+    if line[i : i + 1] == "<":
+        end = line.find(">)", i)
+        if end < 0:
+            raise ParseError(f"unclosed <path>: {line!r}")
+        path, i = line[i + 1 : end], end + 2
+    else:
+        end = line.find(")", i)
+        if end < 0:
+            raise ParseError(f"unclosed (path): {line!r}")
+        path, i = line[i:end], end + 1
+    rest = line[i:]
+    status = DocStatus.ACTIVE
+    m = _STATUS_SUFFIX.search(rest)
+    if m:
+        status = DocStatus(m.group(1))
+        rest = rest[: m.start()]
+    if rest.startswith(" - "):
+        desc = rest[3:]
+    elif rest == "":
+        text = "".join(label)
+        desc = "" if text == posixpath.basename(path.rstrip("/")) else text
+    else:
+        raise ParseError(f"unexpected text after the link: {line!r}")
+    return DocRef(path=path, description=desc, status=status)
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _section(lang: Lang, key: str, body: str) -> str:
+    parts = [heading(lang, key), ""]
+    h = hint(lang, key)
+    if h:
+        parts += [h, ""]
+    if body:
+        parts += [body, ""]
+    return "\n".join(parts)
+
+
+def split_sections(text: str) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """(frontmatter, the text before the first section, section key → body). Unknown
+    headings are kept under their own text."""
+    front: dict[str, Any] = {}
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end < 0:
+            raise ParseError("frontmatter without its closing '---'")
+        loaded = yaml.safe_load(text[4:end])
+        front = loaded if isinstance(loaded, dict) else {}
+        text = text[end + 5 :]
+    lines = text.split("\n")
+    sections: dict[str, list[str]] = {}
+    head: list[str] = []
+    current: list[str] | None = None
+    for ln in lines:
+        if ln.startswith("## "):
+            name = ln[3:]
+            current = sections[heading_key(name) or name] = []
+            continue
+        (head if current is None else current).append(ln)
+    bodies = {}
+    for key, body in sections.items():
+        if body and body[0] == "":
+            body = body[1:]
+        if body and body[0] in HINTS_OF.get(key, ()):
+            body = body[2:] if len(body) > 1 and body[1] == "" else body[1:]
+        while body and body[-1] == "":
+            body.pop()
+        bodies[key] = "\n".join(body)
+    return front, "\n".join(head), bodies
+
+
+def _front(data: dict[str, Any]) -> str:
+    dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{dumped}---\n"
+
+
+# ---------------------------------------------------------------------- Workspace.md
+
+
+def workspace_md(
+    *, task: str, lang: Lang, rules: Sequence[str], index: Sequence[DocRef], found: Sequence[DocRef]
+) -> str:
+    name = task.rsplit("/", 1)[-1].removesuffix(".tsk")
+    out = [_front({"task": task, "language": lang}), f"# {word(lang, 'title')}: {name}", ""]
+    out.append(_section(lang, "rules", "\n".join(f"- {r}" for r in rules)))
+    out.append(_section(lang, "docs", "\n".join(doc_line(d) for d in index)))
+    if found:
+        out.append(_section(lang, "found", "\n".join(doc_line(d) for d in found)))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def parse_workspace_md(text: str) -> tuple[list[str], list[DocRef], list[DocRef]]:
+    """(rules, doc index, docs found at start)."""
+    _, _, sections = split_sections(text)
+    rules = [ln[2:] for ln in sections.get("rules", "").split("\n") if ln.startswith("- ")]
+    index = [parse_doc_line(ln) for ln in sections.get("docs", "").split("\n") if ln.strip()]
+    found = [parse_doc_line(ln) for ln in sections.get("found", "").split("\n") if ln.strip()]
+    return rules, index, found
+
+
+# ---------------------------------------------------------------------- Info.md
+
+_FRONT_FIELDS = (
+    "id",
+    "title",
+    "kind",
+    "type",
+    "status",
+    "assignee",
+    "parent_id",
+    "children",
+    "deps",
+    "skills",
+    "can_start_immediately",
+    "isolate",
+    "artifacts",
+    "no_artifacts_reason",
+    "blockers",
+    "self_check",
+    "attempt",
+    "adjust_count",
+    "steps_used",
+    "step_budget",
+    "checkpoint_ref",
+    "checked_ref",
+    "check_report_ref",
+    "supersedes",
+    "dispatch",
+    "version",
+    "created_by",
+    "created_at",
+    "updated_at",
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n")
+
+
+def _uncell(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append("\n" if nxt == "n" else nxt)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _cells(line: str) -> list[str]:
+    """Split a table row on unescaped `|`."""
+    inner = line.strip()
+    if not (inner.startswith("|") and inner.endswith("|")):
+        raise ParseError(f"not a table row: {line!r}")
+    inner = inner[1:-1]
+    cells, cur, i = [], [], 0
+    while i < len(inner):
+        c = inner[i]
+        if c == "\\" and i + 1 < len(inner):
+            cur.append(inner[i : i + 2])
+            i += 2
+            continue
+        if c == "|":
+            cells.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    cells.append("".join(cur))
+    return [_uncell(c) for c in _strip_pad(cells)]
+
+
+def _strip_pad(cells: list[str]) -> list[str]:
+    """Cells as written by `_row`: one space of padding each side."""
+    out = []
+    for c in cells:
+        if c.startswith(" "):
+            c = c[1:]
+        if c.endswith(" "):
+            c = c[:-1]
+        out.append(c)
+    return out
+
+
+def info_md(node: Node, lang: Lang) -> str:
+    data = node.model_dump(mode="json")
+    front = {k: data[k] for k in _FRONT_FIELDS}
+    kind = word(lang, "planning" if node.kind is NodeKind.PLANNING else "execution")
+    if node.kind is NodeKind.EXECUTION:
+        kind += f" ({node.type.value})"
+    out = [_front(front), f"# {node.title}", ""]
+    out.append(_section(lang, "node_type", kind))
+    out.append(_section(lang, "requirement", node.requirement))
+    if node.acceptance_criteria:
+        rows = [word(lang, "criteria_head"), "|---|---|---|---|"]
+        rows += [_row([c.id, c.when, c.then, c.verify or ""]) for c in node.acceptance_criteria]
+        out.append(_section(lang, "criteria", "\n".join(rows)))
+    out.append(_section(lang, "doc_refs", "\n".join(doc_line(d) for d in node.docs)))
+    out.append(_section(lang, "notes", node.notes))
+    out.append(_section(lang, "conclusion", node.conclusion))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def parse_info_md(text: str) -> dict[str, Any]:
+    """The node's fields as `info_md` wrote them (frontmatter plus sections)."""
+    front, _, sections = split_sections(text)
+    out = dict(front)
+    out["requirement"] = sections.get("requirement", "")
+    out["notes"] = sections.get("notes", "")
+    out["conclusion"] = sections.get("conclusion", "")
+    out["docs"] = [
+        parse_doc_line(ln) for ln in sections.get("doc_refs", "").split("\n") if ln.strip()
+    ]
+    criteria = []
+    for ln in sections.get("criteria", "").split("\n")[2:]:
+        if ln.strip():
+            cid, when, then, verify = ([*_cells(ln), "", "", "", ""])[:4]
+            criteria.append(Criterion(id=cid, when=when, then=then, verify=verify or None))
+    out["acceptance_criteria"] = criteria
+    return out
+
+
+# ---------------------------------------------------------------------- Log.md
+
+
+def stamp(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def log_md(entries: Sequence[LogEntry], lang: Lang) -> str:
+    rows = [word(lang, "log_head"), "|---|---|---|"]
+    rows += [_row([stamp(e.at), e.actor, e.text]) for e in entries]
+    return _section(lang, "log", "\n".join(rows)).rstrip("\n") + "\n"
+
+
+def parse_log_md(text: str) -> list[tuple[str, str, str]]:
+    """(time, actor, event) per row; the header is the first two lines, whatever they say."""
+    _, _, sections = split_sections(text)
+    lines = sections.get("log", "").split("\n")[2:]
+    out = []
+    for ln in lines:
+        if ln.strip():
+            cells = _cells(ln)
+            if len(cells) != 3:
+                raise ParseError(f"a log row has {len(cells)} cells: {ln!r}")
+            out.append((cells[0], cells[1], cells[2]))
+    return out

@@ -1,0 +1,173 @@
+"""A workspace value from the store, and a `Change` written back (inside the caller's
+transaction).
+
+`write` re-reads nothing: the session that produced the change ran on a state loaded in
+the same transaction (which holds the write lock), and every node update still carries
+the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
+transaction rolls back whole. After the commit the projections are rewritten
+(`Store.after_commit`, once per task per transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mindloop.i18n import Lang
+from mindloop.store import Store
+from mindloop.store import workspace as rows
+from mindloop.workspace.commands import Change
+from mindloop.workspace.errors import WriteConflict
+from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
+from mindloop.workspace.state import WorkspaceState
+
+
+def load(store: Store, task_path: str) -> WorkspaceState:
+    """The task's workspace (an empty, uninitialised one if it has none yet)."""
+    found = rows.load(store, task_path)
+    if found is None:
+        return WorkspaceState(task=task_path)
+    meta = found.meta
+    lang: Lang = "zh" if meta["lang"] == "zh" else "en"
+    return WorkspaceState(
+        task=task_path,
+        lang=lang,
+        nodes={r["node_id"]: Node.model_validate(r["data"]) for r in found.nodes},
+        index=[
+            DocRef(path=d["path"], description=d["description"], status=d["status"])
+            for d in found.docs
+        ],
+        rules=[
+            Rule(id=r["id"], text=r["text"], source=r["source"] or {}, created_at=r["created_at"])
+            for r in found.rules
+        ],
+        focus=meta["focus"],
+        offered=[DocRef.model_validate(d) for d in meta["offered"] or []],
+        created_at=meta["created_at"],
+        exists=True,
+    )
+
+
+def log(store: Store, task_path: str) -> list[LogEntry]:
+    return [
+        LogEntry(
+            id=r["id"],
+            node_id=r["node_id"],
+            at=r["at"],
+            actor=r["actor"],
+            kind=r["kind"],
+            text=r["text"],
+            data=r["data"] or {},
+        )
+        for r in rows.log(store, task_path)
+    ]
+
+
+def _node_row(node: Node) -> dict[str, Any]:
+    return {
+        "parent_id": node.parent_id,
+        "status": node.status.value,
+        "version": node.version,
+        "data": node.model_dump(mode="json"),
+        "updated_at": node.updated_at,
+    }
+
+
+def write(store: Store, change: Change) -> None:
+    """Write what `change` did (inside the caller's transaction)."""
+    before, after = change.before, change.after
+    task = after.task
+    now = max([e.at for e in change.log], default=after.created_at)
+    if not before.exists and after.exists:
+        rows.insert_meta(
+            store,
+            {
+                "task_path": task,
+                "lang": after.lang,
+                "focus": after.focus,
+                "offered": [d.model_dump(mode="json") for d in after.offered],
+                "created_at": after.created_at,
+                "updated_at": now,
+            },
+        )
+    # log rows first: a node's worklog refs name the transitions it went through
+    refs: dict[str, list[int]] = {}
+    for entry in change.log:
+        rid = rows.insert_log(
+            store,
+            {
+                "task_path": task,
+                "node_id": entry.node_id,
+                "at": entry.at,
+                "actor": entry.actor,
+                "kind": entry.kind,
+                "text": entry.text,
+                "data": entry.data,
+            },
+        )
+        if entry.node_id is not None and entry.kind == "transition":
+            refs.setdefault(entry.node_id, []).append(rid)
+    for nid, r in refs.items():
+        node = after.nodes.get(nid)
+        if node is not None:
+            node.worklog_refs = [*node.worklog_refs, *r]
+    seq = len(before.nodes)
+    for nid, node in after.nodes.items():
+        old = before.nodes.get(nid)
+        if old is None:
+            rows.insert_node(
+                store, {"task_path": task, "node_id": nid, "seq": seq, **_node_row(node)}
+            )
+            seq += 1
+        elif old != node and not rows.update_node(store, task, nid, old.version, **_node_row(node)):
+            raise WriteConflict(nid, old.version)
+    if before.index != after.index:
+        rows.replace_docs(
+            store,
+            task,
+            [
+                {"path": d.path, "description": d.description, "status": d.status.value}
+                for d in after.index
+            ],
+        )
+    kept = {r.id for r in after.rules if r.id}
+    for rule in before.rules:
+        if rule.id not in kept:
+            rows.delete_rule(store, rule.id)
+    for rule in after.rules:
+        if not rule.id:
+            rule.id = rows.insert_rule(
+                store,
+                {
+                    "task_path": task,
+                    "text": rule.text,
+                    "source": rule.source,
+                    "created_at": rule.created_at,
+                },
+            )
+    if before.exists and (
+        before.focus != after.focus or before.offered != after.offered or change.log
+    ):
+        rows.update_meta(
+            store,
+            task,
+            focus=after.focus,
+            offered=[d.model_dump(mode="json") for d in after.offered],
+            updated_at=now,
+        )
+
+
+def commit(
+    store: Store,
+    change: Change,
+    *,
+    rtws: Path | None = None,
+    project: Callable[[Store, Path, str], None] | None = None,
+) -> None:
+    """`write` the change and, once the transaction commits, rewrite the task's
+    projections with `project(store, rtws, task)` (when both are given)."""
+    write(store, change)
+    if rtws is not None and project is not None:
+        task = change.after.task
+        store.after_commit(f"workspace:{task}", lambda: project(store, rtws, task))

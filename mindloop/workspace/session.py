@@ -1,0 +1,156 @@
+"""A workspace session's base: its state, who acts, the log it keeps, and the inputs and
+result (`Change`) every command shares. The commands themselves are `commands.Session`
+(nodes, docs, rules) over `moves.Moves` (transitions, dispatch, member replies).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from mindloop.workspace.docs import DocCheck, normalise
+from mindloop.workspace.errors import StaleVersion, WorkspaceError
+from mindloop.workspace.models import (
+    MAIN,
+    MEMBER_PREFIX,
+    LogEntry,
+    Node,
+)
+from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.transitions import (
+    Authority,
+)
+
+_MEMBER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_DIR_UNSAFE = re.compile(r'[/\\:*?"<>|\s]+')
+
+
+@dataclass
+class DocInput:
+    path: str
+    description: str = ""
+
+
+@dataclass
+class CriterionInput:
+    when: str
+    then: str
+    verify: str | None = None
+    id: str | None = None
+
+
+@dataclass
+class Change:
+    """What a session did: the value before and after, and the log rows it adds."""
+
+    before: WorkspaceState
+    after: WorkspaceState
+    log: list[LogEntry] = field(default_factory=list)
+
+    @property
+    def changed_nodes(self) -> list[str]:
+        return [
+            nid
+            for nid, n in self.after.nodes.items()
+            if nid not in self.before.nodes or self.before.nodes[nid] != n
+        ]
+
+
+def dir_name(title: str, node_id: str) -> str:
+    """`<title>_<id>` with unsafe characters replaced, at most 50 characters of title."""
+    safe = _DIR_UNSAFE.sub("_", title).strip("_.") or "node"
+    return f"{safe[:50]}_{node_id}"
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def enum_value(arg: str, cls: type[_E], value: str) -> _E:
+    """`value` as a member of `cls`, or an error naming the allowed values (upstream's
+    silent success on an unknown `action` must be impossible: flaw 3)."""
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise WorkspaceError(
+            "INVALID_VALUE", f"{value!r} is not one of: {allowed}", arg=arg
+        ) from None
+
+
+def syntax_only(arg: str, raw: str) -> str:
+    """A doc check without the file system (pure tests; the store's own re-checks)."""
+    return normalise(arg, raw)
+
+
+class SessionBase:
+    """A session's state and the helpers every command uses."""
+
+    def __init__(
+        self,
+        state: WorkspaceState,
+        authority: Authority,
+        *,
+        doc_check: DocCheck = syntax_only,
+        now: float | None = None,
+    ) -> None:
+        self.before = state
+        self.state = state.copy()
+        self.authority = authority
+        self.doc_check = doc_check
+        self.now = time.time() if now is None else now
+        self.log: list[LogEntry] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def node(self, node_id: str, arg: str = "node_id") -> Node:
+        node = self.state.nodes.get(node_id)
+        if node is None:
+            known = ", ".join(list(self.state.nodes)[:20]) or "(none)"
+            raise WorkspaceError(
+                "UNKNOWN_NODE",
+                f"no node {node_id!r} in {self.state.task} (nodes: {known})",
+                arg=arg,
+            )
+        return node
+
+    def _version(self, node: Node, expected: int | None) -> None:
+        if expected is not None and expected != node.version:
+            raise StaleVersion(node.id, expected, node.version)
+
+    def _log(self, node_id: str | None, kind: str, text: str, **data: Any) -> None:
+        self.log.append(
+            LogEntry(
+                node_id=node_id,
+                at=self.now,
+                actor=self.authority.who or self.authority.label(),
+                kind=kind,
+                text=text,
+                data=data,
+            )
+        )
+
+    def record(self, node_id: str | None, kind: str, text: str, **data: Any) -> None:
+        """Add a log row (the workspace's own with `node_id` None) without other change."""
+        if node_id is not None:
+            self.node(node_id)
+        self._log(node_id, kind, text, **data)
+
+    def _require_init(self) -> None:
+        if not self.state.exists:
+            raise WorkspaceError(
+                "NO_WORKSPACE", f"the workspace of {self.state.task} is not initialised yet"
+            )
+
+    def _assignee(self, arg: str, value: str) -> str:
+        value = value.strip()
+        if value == MAIN:
+            return value
+        member = value[len(MEMBER_PREFIX) :] if value.startswith(MEMBER_PREFIX) else None
+        if member is None or not _MEMBER_ID.match(member):
+            raise WorkspaceError(
+                "INVALID_ASSIGNEE", f"{value!r}: use MAIN or MEMBER:<member id>", arg=arg
+            )
+        return value

@@ -1,0 +1,281 @@
+"""Budgeted requests through a turn policy (issue 12, part 5): what a loop phase's
+request compilation calls. Flat input tokens over a long drive, the Taskdoc whole in the
+system prompt and flagged when too long, the trim log, calibration from reported usage,
+and a compaction that keeps DONE verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from mindloop import DefaultPolicy, DialogRuntime, Scheduler
+from mindloop.config.loop_memory import MemoryConfig
+from mindloop.dialogs.budgeted import BudgetedRequest, BudgetedRequests
+from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.request import RequestBuilder
+from mindloop.events.types import ContextCompacted, ContextTrimmed, Event
+from mindloop.memory import (
+    CharCounter,
+    MemoryCompiler,
+    Part,
+    Section,
+    SectionKind,
+    request_tokens,
+    verdicts_by_tool,
+)
+from mindloop.memory.tokens import messages_tokens
+from mindloop.providers.base import GenerationRequest
+from mindloop.store import DialogRecord
+from mindloop.store.summaries import Summaries, SummaryKind
+from mindloop.testing import FunctionModel, Turn, call
+from mindloop.tools.base import Tool
+from tests.scenario_util import write_team
+
+TASK = "tasks/example.tsk"
+
+
+class Budgeted(DefaultPolicy):
+    """A phase-like policy: its requests are compiled from budgeted sections."""
+
+    def __init__(self, sections: Sequence[Section] = ()) -> None:
+        self.memory: BudgetedRequests | None = None
+        self.sections = sections
+        self.compiled: list[BudgetedRequest] = []
+
+    def compile_request(
+        self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
+    ) -> GenerationRequest:
+        assert self.memory is not None
+        out = self.memory.compile_request(live, parts, tools, sections=self.sections, phase="DO")
+        self.compiled.append(out)
+        return out.request
+
+
+def set_window(rtws: Path, tokens: int) -> None:
+    llm = rtws / ".minds" / "llm.yaml"
+    llm.write_text(
+        llm.read_text().replace("context_length: 128000", f"context_length: {tokens}", 1)
+    )
+
+
+def runtime(
+    rtws: Path, model: FunctionModel, policy: Budgeted, **kw: object
+) -> tuple[DialogRuntime, list[Event]]:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+
+    def policies(rec: DialogRecord) -> Budgeted | None:
+        return policy if rec.kind == "root" else None
+
+    rt = DialogRuntime(rtws, providers={"mock": model}, policies=policies, max_steps=400)
+    compiler = MemoryCompiler(MemoryConfig(), **kw)  # type: ignore[arg-type]
+    policy.memory = BudgetedRequests(
+        compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(frozenset({"list_dir"}))
+    )
+    policy.memory.attach()
+    events: list[Event] = []
+    rt.bus.subscribe(events.append)
+    return rt, events
+
+
+def reader(steps: int, *, input_factor: float | None = None) -> FunctionModel:
+    """Reads big.txt `steps` times, then answers; reports input tokens as `input_factor`
+    × the request's characters / 4 when given."""
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        usage = None
+        if input_factor is not None:
+            usage = round(
+                input_factor * request_tokens(req.system, req.messages, req.tools, CharCounter())
+            )
+        if count > steps:
+            return Turn(text="done", input_tokens=usage, output_tokens=5)
+        return Turn(
+            tool_calls=[call("read_file", path="big.txt")], input_tokens=usage, output_tokens=5
+        )
+
+    return FunctionModel(turn)
+
+
+async def test_input_tokens_stay_within_b_over_a_long_drive(rtws: Path) -> None:
+    (rtws / "big.txt").write_text("line of output\n" * 4000, "utf-8")  # ~15k tokens a read
+    model = reader(60)
+    policy = Budgeted()
+    rt, _ = runtime(rtws, model, policy)
+    rt.start_root_dialog(TASK, "read it again and again", "dev")
+    await Scheduler(rt).run()
+    counter = CharCounter()
+    sizes = [messages_tokens(r.messages, counter) for r in model.requests]
+    budget = policy.compiled[0].compiled.budgets.total
+    assert len(sizes) == 61 and budget == 32_000
+    assert max(sizes) <= budget
+    assert sizes[60] <= 1.2 * sizes[10]  # flat: the history does not grow the request
+    await rt.aclose()
+
+
+async def test_the_taskdoc_stays_whole_in_the_system_prompt_and_is_flagged(rtws: Path) -> None:
+    progress = "".join(f"- step {i}: did something worth remembering\n" for i in range(400))
+    (rtws / TASK / "progress.md").write_text(progress, "utf-8")
+    model = reader(1)
+    policy = Budgeted()
+    rt, events = runtime(rtws, model, policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    for req in model.requests:
+        assert progress.strip() in req.system  # whole, never trimmed
+    over = policy.compiled[0].compiled.taskdoc_over
+    assert over is not None and over.tokens > over.budget == 2000
+    assert "change_mind" in over.ask()
+    trimmed = [e for e in events if isinstance(e, ContextTrimmed)]
+    assert trimmed and trimmed[0].taskdoc_over
+    await rt.aclose()
+
+
+async def test_trims_are_logged_with_what_they_dropped(rtws: Path) -> None:
+    (rtws / "big.txt").write_text("x" * 80_000, "utf-8")  # 20k tokens: over the 6k results
+    tree = Section(
+        kind=SectionKind.WORKSPACE_TREE,
+        parts=tuple(
+            Part(id=f"n{i}", text=f"n{i} DONE " + "detail " * 200, folded=f"n{i} DONE")
+            for i in range(30)
+        ),
+    )
+    policy = Budgeted(sections=[tree])
+    rt, events = runtime(rtws, reader(1), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    trims = [t for e in events if isinstance(e, ContextTrimmed) for t in e.trims]
+    sections = {t["section"] for t in trims}
+    assert {"tool_results", "workspace_tree"} <= sections
+    tree_trim = next(t for t in trims if t["section"] == "workspace_tree")
+    assert tree_trim["folded"] and tree_trim["tokens_after"] <= 600  # DO's tree budget
+    await rt.aclose()
+
+
+async def test_token_counts_are_calibrated_by_reported_usage(rtws: Path) -> None:
+    (rtws / "big.txt").write_text("small\n", "utf-8")
+    policy = Budgeted()
+    rt, _ = runtime(rtws, reader(8, input_factor=1.6), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert policy.memory is not None
+    ratio = policy.memory.compiler.calibration.ratio("mock-model")
+    assert abs(ratio - 1.6) < 0.05
+    await rt.aclose()
+
+
+async def test_a_long_dialog_is_compacted_and_keeps_its_done_verdicts(rtws: Path) -> None:
+    set_window(rtws, 40_000)
+    (rtws / "big.txt").write_text("log line\n" * 1200, "utf-8")  # ~2.7k tokens a read
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count == 2:  # a DONE verdict early on (the verdict tool here: list_dir)
+            return Turn(tool_calls=[call("list_dir", path=".")])
+        if count > 40:
+            return Turn(text="done")
+        return Turn(tool_calls=[call("read_file", path="big.txt")])
+
+    policy = Budgeted()
+    rt, events = runtime(rtws, FunctionModel(turn), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    compactions = [e for e in events if isinstance(e, ContextCompacted)]
+    assert compactions and compactions[0].tokens_after <= 0.5 * 40_000
+    assert compactions[0].tokens_before >= 0.8 * 40_000
+    stored = Summaries(rt.store).of_dialog(root.id)
+    assert stored and all(s.kind is SummaryKind.DIALOG for s in stored)
+    # The verdict (list_dir's result) is carried into every later request.
+    listing = next(
+        m.data["content"]
+        for m in rt.store.load_history(root.id)
+        if m.kind == "tool_result" and m.data["name"] == "list_dir"
+    )
+    last = policy.compiled[-1]
+    assert last.compaction is not None and any(listing in v for v in last.compaction.verdicts)
+    summary = last.compiled.section(SectionKind.DIALOG_SUMMARY)
+    assert summary.parts and listing in summary.parts[0].text
+    await rt.aclose()
+
+
+async def test_pending_summaries_are_written_by_the_model(rtws: Path) -> None:
+    set_window(rtws, 40_000)
+    (rtws / "big.txt").write_text("L" * 30_000, "utf-8")  # a huge result each step
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count > 12:
+            return Turn(text="done")
+        return Turn(
+            text="x" * 9000 if count < 6 else "", tool_calls=[call("read_file", path="big.txt")]
+        )
+
+    policy = Budgeted()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert policy.memory is not None and policy.memory.pending
+
+    async def summarizer(prompt: str, target: int) -> str:
+        return "SUMMARY: read big.txt many times"
+
+    assert await policy.memory.run_summaries(summarizer) == 1
+    assert not policy.memory.pending
+    newest = Summaries(rt.store).latest(SummaryKind.DIALOG, dialog_id=root.id)
+    assert newest is not None and newest.text.splitlines()[1] == "SUMMARY: read big.txt many times"
+    await rt.aclose()
+
+
+async def test_dialogs_of_other_policies_cost_nothing(rtws: Path) -> None:
+    (rtws / "big.txt").write_text("x" * 80_000, "utf-8")
+    model = reader(3)
+    policy = Budgeted()
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    rt = DialogRuntime(rtws, providers={"mock": model})  # the default policy everywhere
+    memory = BudgetedRequests(MemoryCompiler(MemoryConfig()), rt.store, rt.bus)
+    memory.attach()
+    policy.memory = memory
+    statements = rt.store.stats.statements
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert not memory._states and not memory._estimates and not memory.pending
+    assert rt.store.stats.statements > statements  # the drive ran, untouched by memory
+    await rt.aclose()
+
+
+async def test_an_overflowing_dialog_summary_is_rewritten_shorter_by_the_model(rtws: Path) -> None:
+    set_window(rtws, 16_000)  # B = 4,000: the dialog summary's budget scales to 150
+    (rtws / "big.txt").write_text("L" * 8_000, "utf-8")
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count > 30:
+            return Turn(text="done")
+        return Turn(
+            text=f"step {count} " + "why " * 300, tool_calls=[call("read_file", path="big.txt")]
+        )
+
+    policy = Budgeted()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert policy.memory is not None
+    assert any(SectionKind.DIALOG_SUMMARY in b.compiled.compact for b in policy.compiled)
+    asked: list[int] = []
+
+    async def summarizer(prompt: str, target: int) -> str:
+        asked.append(target)
+        return "short"
+
+    assert await policy.memory.run_summaries(summarizer) == 1
+    assert asked and asked[0] < 150
+    [state] = policy.memory._states.values()
+    assert state.compaction is not None and state.compaction.narrative == "short"

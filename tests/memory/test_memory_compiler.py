@@ -1,0 +1,314 @@
+"""Memory compilation (agent-loop §7.1): the properties every compiled input keeps, and
+each section's trim rule."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mindloop.config.loop_memory import MemoryConfig
+from mindloop.memory import (
+    SECTIONS,
+    CalibratedCounter,
+    CharCounter,
+    MemoryCompiler,
+    Part,
+    Section,
+    SectionKind,
+    TrimReason,
+    budgets,
+    history_sections,
+)
+from mindloop.memory.render import section_cost
+from mindloop.memory.tokens import messages_tokens
+from mindloop.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+TEXT_KINDS = [
+    k
+    for k in SectionKind
+    if k not in (SectionKind.RECENT_HISTORY, SectionKind.TOOL_RESULTS, SectionKind.TASKDOC)
+]
+
+
+def words(n: int, seed: int = 0) -> str:
+    """About `n` characters of varied text."""
+    base = f"w{seed} alpha beta gamma delta {seed * 7} epsilon zeta eta theta iota "
+    return (base * (n // len(base) + 1))[:n]
+
+
+@st.composite
+def text_section(draw: st.DrawFn, kind: SectionKind) -> Section:
+    n = draw(st.integers(0, 12))
+    parts = []
+    for i in range(n):
+        size = draw(st.integers(0, 9000))
+        parts.append(
+            Part(
+                id=f"{kind}-{i}",
+                text=words(size, i),
+                score=draw(st.floats(0, 1)),
+                pinned=draw(st.booleans()),
+                folded=f"{kind}-{i} DONE title" if draw(st.booleans()) else None,
+            )
+        )
+    return Section(kind=kind, parts=tuple(parts))
+
+
+@st.composite
+def dialog(draw: st.DrawFn) -> list[ChatMessage]:
+    msgs: list[ChatMessage] = []
+    for i in range(draw(st.integers(0, 14))):
+        if draw(st.booleans()):
+            msgs.append(UserMessage(text=words(draw(st.integers(1, 6000)), i)))
+        else:
+            calls = [
+                ToolCall(
+                    id=f"c{i}-{j}",
+                    name="shell",
+                    arguments=f'{{"cmd": "{words(draw(st.integers(0, 3000)), j)}"}}',
+                )
+                for j in range(draw(st.integers(1, 3)))
+            ]
+            msgs.append(
+                AssistantMessage(text=words(draw(st.integers(0, 800)), i), tool_calls=calls)
+            )
+            for c in calls:
+                msgs.append(
+                    ToolResultMessage(
+                        call_id=c.id,
+                        name=c.name,
+                        content=words(draw(st.integers(0, 40000)), i),
+                        is_error=draw(st.booleans()),
+                    )
+                )
+    return msgs
+
+
+@st.composite
+def compile_inputs(draw: st.DrawFn) -> tuple[list[Section], int, str | None, str, float]:
+    kinds = draw(st.lists(st.sampled_from(TEXT_KINDS), unique=True))
+    sections = [draw(text_section(k)) for k in kinds]
+    history, last = history_sections(draw(dialog()), 6)
+    sections += [history, last]
+    window = draw(st.integers(1000, 400_000))
+    phase = draw(st.sampled_from([None, "PLAN", "DO", "CHECK", "ADJUST", "SELF_IMPROVE"]))
+    taskdoc = words(draw(st.integers(0, 20000)))
+    ratio = draw(st.floats(0.5, 2.0))
+    return sections, window, phase, taskdoc, ratio
+
+
+@settings(max_examples=60, deadline=None)
+@given(compile_inputs())
+def test_the_compiled_input_never_exceeds_b(
+    args: tuple[list[Section], int, str | None, str, float],
+) -> None:
+    sections, window, phase, taskdoc, ratio = args
+    compiler = MemoryCompiler(MemoryConfig())
+    compiler.calibration.observe("m", 100, int(100 * ratio))
+    out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
+    counter = compiler.counter("m")
+    assert out.tokens <= out.budgets.total
+    # Recounted from the messages actually sent, with the same counter.
+    assert messages_tokens(out.messages(), counter) <= out.budgets.total
+    # A history turn never loses its calls' results (or results their call).
+    sent = out.messages()
+    calls = {c.id for m in sent if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    results = {m.call_id for m in sent if isinstance(m, ToolResultMessage)}
+    assert calls == results
+
+
+@settings(max_examples=60, deadline=None)
+@given(compile_inputs())
+def test_trimming_follows_reverse_priority(
+    args: tuple[list[Section], int, str | None, str, float],
+) -> None:
+    sections, window, phase, taskdoc, _ = args
+    # Floors of 0: a section may only be trimmed for the total once every section of a
+    # lower priority (a higher number) is gone.
+    compiler = MemoryCompiler(
+        MemoryConfig.model_validate({"floors": {"workspace_tree": 0, "history_turns": 0}})
+    )
+    out = compiler.compile(sections, window=window, phase=phase, taskdoc=taskdoc)
+    total_trims = [t for t in out.trims if t.reason is TrimReason.TOTAL]
+    priorities = [SECTIONS[t.section].priority for t in total_trims]
+    assert priorities == sorted(priorities, reverse=True)
+    assert 0 not in priorities  # P0 sections keep their own budgets
+    for t in total_trims:
+        p = SECTIONS[t.section].priority
+        for s in out.sections:
+            if SECTIONS[s.kind].priority > p:
+                raise AssertionError(f"{s.kind} kept while {t.section} was trimmed")
+    # Without floors, B is never below them: nothing is cut under a floor.
+    assert not [
+        t
+        for t in out.trims
+        if t.reason is TrimReason.FLOOR_BREACHED and SECTIONS[t.section].priority > 0
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(compile_inputs())
+def test_the_taskdoc_is_measured_never_trimmed(
+    args: tuple[list[Section], int, str | None, str, float],
+) -> None:
+    sections, window, phase, taskdoc, _ = args
+    compiler = MemoryCompiler(MemoryConfig())
+    out = compiler.compile(
+        [*sections, Section.text(SectionKind.TASKDOC, taskdoc)],
+        window=window,
+        phase=phase,
+        taskdoc=taskdoc,
+    )
+    assert all(s.kind is not SectionKind.TASKDOC for s in out.sections)
+    assert not [t for t in out.trims if t.section is SectionKind.TASKDOC]
+    tokens = CharCounter().count(taskdoc)
+    budget = out.budgets.sections[SectionKind.TASKDOC]
+    assert out.taskdoc_tokens == tokens
+    assert (out.taskdoc_over is not None) == (tokens > budget)
+    if out.taskdoc_over is not None:
+        ask = out.taskdoc_over.ask()
+        assert "progress.md" in ask and "change_mind" in ask and f"{tokens:,}" in ask
+
+
+def test_b_is_a_quarter_of_the_window_capped_at_32k_and_sections_scale_below_it() -> None:
+    cfg = MemoryConfig()
+    big = budgets(cfg, 200_000)
+    assert big.total == 32_000
+    assert big.sections[SectionKind.RECENT_HISTORY] == 4000
+    small = budgets(cfg, 32_000)  # B = 8,000: priorities 1–6 scale by 1/4
+    assert small.total == 8000
+    assert small.sections[SectionKind.MEMBER_MEMORY] == 375
+    assert small.sections[SectionKind.WORKSPACE_TREE] == 600  # its floor
+    assert small.sections[SectionKind.TOOL_RESULTS] == 6000  # P0 does not scale
+    assert budgets(cfg, 200_000, "DO").sections[SectionKind.WORKSPACE_TREE] == 600
+    assert budgets(cfg, 200_000, "CHECK").sections[SectionKind.TOOL_RESULTS] == 8000
+    assert budgets(cfg, 200_000, "SELF_IMPROVE").sections[SectionKind.MEMBER_MEMORY] == 2000
+
+
+def test_a_phase_override_from_config_keeps_the_other_defaults() -> None:
+    cfg = MemoryConfig.model_validate({"phase_overrides": {"do": {"input": 3000}}})
+    do = budgets(cfg, 200_000, "DO").sections
+    assert do[SectionKind.INPUT] == 3000 and do[SectionKind.WORKSPACE_TREE] == 600
+
+
+def compile_one(
+    section: Section, window: int = 200_000, **cfg: object
+) -> tuple[Section, list[str]]:
+    compiler = MemoryCompiler(MemoryConfig.model_validate(cfg))
+    out = compiler.compile([section], window=window)
+    [record] = out.trims or [None]
+    kept = out.section(section.kind)
+    assert section_cost(kept, compiler.counter(None)) <= out.budgets.sections[section.kind]
+    return kept, [*record.dropped] if record else []
+
+
+def test_input_events_are_cut_to_800_tokens_with_a_hint_to_read_them_whole() -> None:
+    events = tuple(Part(id=f"ev{i}", text=words(6000, i)) for i in range(4))
+    kept, dropped = compile_one(Section(kind=SectionKind.INPUT, parts=events))
+    assert not dropped and len(kept.parts) == 4
+    for p in kept.parts:
+        assert 'read_event("' + p.id + '")' in p.text
+        assert CharCounter().count(p.text) <= 800 + 40
+
+
+def test_tool_results_keep_head_and_tail_and_name_the_worklog() -> None:
+    head, tail = "HEAD-MARK " + words(9000), words(9000) + " TAIL-MARK"
+    msgs = [
+        AssistantMessage(tool_calls=[ToolCall(id="c1", name="shell", arguments="{}")]),
+        ToolResultMessage(call_id="c1", name="shell", content=head + words(40000) + tail),
+    ]
+    _, last = history_sections(msgs, 6)
+    kept, _ = compile_one(last)
+    [result] = [m for p in kept.parts for m in p.messages if isinstance(m, ToolResultMessage)]
+    assert result.content.startswith("HEAD-MARK") and result.content.endswith("TAIL-MARK")
+    assert "worklog" in result.content
+
+
+def test_member_memory_drops_the_lowest_confidence_first() -> None:
+    items = tuple(
+        Part(id=f"m{i}", text=words(2000, i), score=s) for i, s in enumerate([0.9, 0.6, 0.99, 0.7])
+    )
+    kept, dropped = compile_one(Section(kind=SectionKind.MEMBER_MEMORY, parts=items))
+    assert dropped[0] == "m1"  # 0.6 goes first
+    assert "m2" in {p.id for p in kept.parts}
+
+
+def test_the_tree_folds_terminal_nodes_and_keeps_pinned_ones_whole() -> None:
+    nodes = tuple(
+        Part(
+            id=f"n{i}", text=f"n{i} DONE " + words(800, i), folded=f"n{i} DONE t{i}", pinned=i == 7
+        )
+        for i in range(20)
+    )
+    kept, dropped = compile_one(Section(kind=SectionKind.WORKSPACE_TREE, parts=nodes))
+    by_id = {p.id: p.text for p in kept.parts}
+    assert by_id["n7"] == nodes[7].text  # the current node stays whole
+    assert by_id.get("n0") == "n0 DONE t0" and not dropped
+
+
+def test_history_drops_the_oldest_turns_and_says_so() -> None:
+    msgs: list[ChatMessage] = [
+        UserMessage(text=f"turn {i} " + words(3400, i))
+        if i % 2 == 0
+        else AssistantMessage(text=f"turn {i} " + words(3400, i))
+        for i in range(6)
+    ]
+    history, _ = history_sections(msgs, 6)
+    kept, dropped = compile_one(history)
+    texts = [
+        m.text
+        for p in kept.parts
+        for m in p.messages
+        if isinstance(m, UserMessage | AssistantMessage)
+    ]
+    assert dropped == ["turn-0", "turn-1"]
+    assert texts[0].startswith("[2 earlier turns not shown") and texts[-1].startswith("turn 5")
+
+
+def test_retrieved_context_keeps_the_best_scored_and_is_marked_as_data() -> None:
+    hits = tuple(Part(id=f"r{i}", text=words(2500, i), score=i / 10) for i in range(5))
+    kept, dropped = compile_one(Section(kind=SectionKind.RETRIEVED, parts=hits))
+    assert set(dropped) == {"r0", "r1"}
+    compiler = MemoryCompiler(MemoryConfig())
+    [msg] = compiler.compile([kept], window=200_000).messages()
+    assert isinstance(msg, UserMessage) and "DATA, NOT INSTRUCTIONS" in msg.text
+
+
+def test_the_workspace_summary_keeps_its_layout_list() -> None:
+    parts = (
+        Part(id="layout", text="src/ tests/ docs/", pinned=True),
+        *(Part(id=f"d{i}", text=words(1500, i)) for i in range(3)),
+    )
+    kept, dropped = compile_one(Section(kind=SectionKind.WORKSPACE_SUMMARY, parts=parts))
+    assert kept.parts[0].id == "layout" and dropped[0] == "d2"  # detail from the end
+
+
+def test_an_overflowing_dialog_summary_asks_for_a_compaction() -> None:
+    compiler = MemoryCompiler(MemoryConfig())
+    out = compiler.compile([Section.text(SectionKind.DIALOG_SUMMARY, words(20000))], window=200_000)
+    assert out.compact == (SectionKind.DIALOG_SUMMARY,)
+
+
+def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() -> None:
+    compiler = MemoryCompiler(MemoryConfig())
+    big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(16000)),))
+    tree = Section(
+        kind=SectionKind.WORKSPACE_TREE, parts=(Part(id="n", text=words(2400), pinned=True),)
+    )
+    out = compiler.compile([big, tree], window=4000)  # B = 1,000
+    assert out.tokens <= 1000
+    breached = [t for t in out.trims if t.reason is TrimReason.FLOOR_BREACHED]
+    assert [t.section for t in breached] == [SectionKind.WORKSPACE_TREE]  # before any P0
+    assert out.section(SectionKind.WORKSPACE_TREE).parts  # shortened under 600, not gone
+    assert out.section(SectionKind.INPUT).parts[0].text.startswith(big.parts[0].text[:100])
+
+
+def test_a_calibrated_counter_scales_the_base_count() -> None:
+    c = CalibratedCounter(CharCounter(), 1.5)
+    assert c.count("x" * 400) == 150

@@ -1,0 +1,61 @@
+"""Member memory (agent-loop §7.3): SELF_IMPROVE only, confident facts, no private data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mindloop.config.loop_memory import MemoryConfig
+from mindloop.memory import MemoryCompiler, SectionKind
+from mindloop.memory.member import MemberMemory, WriteStatus
+
+
+def test_facts_are_written_updated_and_become_the_member_memory_section(tmp_path: Path) -> None:
+    mem = MemberMemory(tmp_path, "dev")
+    assert (
+        mem.remember("The user prefers pytest over unittest.", 0.8, writer="SELF_IMPROVE").status
+        is WriteStatus.ADDED
+    )
+    assert (
+        mem.remember("the user prefers  pytest over unittest.", 0.9, writer="SELF_IMPROVE").status
+        is WriteStatus.UPDATED
+    )
+    mem.remember("Builds run with `make ci`.", 0.6, writer="SELF_IMPROVE")
+    items = MemberMemory(tmp_path, "dev").items()
+    assert [i.confidence for i in items] == [0.9, 0.6]
+    section = mem.section()
+    assert section.kind is SectionKind.MEMBER_MEMORY and [p.score for p in section.parts] == [
+        0.9,
+        0.6,
+    ]
+    out = MemoryCompiler(MemoryConfig()).compile([section], window=200_000)
+    assert "make ci" in out.messages()[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "confidence", "writer", "why"),
+    [
+        ("fact", 0.9, "DO", "only SELF_IMPROVE"),
+        ("fact", 0.5, "SELF_IMPROVE", "below 0.55"),
+        ("mail bob@example.com about it", 0.9, "SELF_IMPROVE", "e-mail"),
+        ("call +1 (555) 123-4567", 0.9, "SELF_IMPROVE", "phone"),
+        ("use api_key=abc123", 0.9, "SELF_IMPROVE", "secret"),
+        ("key sk-abcdefghijklmnop", 0.9, "SELF_IMPROVE", "secret"),
+    ],
+)
+def test_what_may_not_be_remembered(
+    tmp_path: Path, text: str, confidence: float, writer: str, why: str
+) -> None:
+    mem = MemberMemory(tmp_path, "dev")
+    got = mem.remember(text, confidence, writer=writer)
+    assert got.status is WriteStatus.REJECTED and why in got.reason
+    assert not mem.path.exists()
+
+
+def test_a_damaged_memory_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    mem = MemberMemory(tmp_path, "dev")
+    mem.remember("a fact", 0.9, writer="SELF_IMPROVE")
+    mem.path.write_text(mem.path.read_text() + "{not json\n", "utf-8")
+    with pytest.raises(ValueError, match=r"memory.jsonl:2: not a memory item"):
+        mem.items()

@@ -1,0 +1,55 @@
+"""Token counting: characters / 4 by default, calibrated per model by provider usage."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mindloop.memory import CalibratedCounter, Calibration, CharCounter, message_tokens
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, ModelRatio, request_tokens
+from mindloop.providers.base import AssistantMessage, ToolCall, ToolSpec, UserMessage
+
+
+def test_the_default_counts_four_characters_per_token() -> None:
+    c = CharCounter()
+    assert (c.count(""), c.count("abcd"), c.count("abcde")) == (0, 1, 2)
+    with pytest.raises(ValueError, match="chars_per_token"):
+        CharCounter(0)
+
+
+def test_messages_count_their_text_calls_and_overhead() -> None:
+    c = CharCounter()
+    assert message_tokens(UserMessage(text="x" * 40), c) == MESSAGE_OVERHEAD + 10
+    call = ToolCall(id="1", name="shell", arguments='{"cmd":"ls"}')
+    assert message_tokens(AssistantMessage(tool_calls=[call]), c) > MESSAGE_OVERHEAD + 3
+    spec = ToolSpec(name="t", description="d", parameters={})
+    assert request_tokens("s" * 8, [], [spec], c) > 2
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(0.3, 3.5), st.lists(st.integers(50, 50_000), min_size=8, max_size=30))
+def test_calibration_learns_a_models_ratio_from_reported_usage(
+    ratio: float, sizes: list[int]
+) -> None:
+    cal = Calibration()
+    for est in sizes:
+        cal.observe("m", est, round(est * ratio))
+    assert cal.ratio("m") == pytest.approx(ratio, rel=0.02, abs=0.01)
+    assert cal.ratio("other") == 1.0  # per model
+    counter = CalibratedCounter(CharCounter(), cal.ratio("m"))
+    assert counter.count("x" * 4000) == pytest.approx(1000 * ratio, rel=0.03)
+
+
+def test_calibration_moves_gradually_and_ignores_useless_reports() -> None:
+    cal = Calibration(alpha=0.5)
+    assert cal.observe("m", 1000, 2000) == 2.0  # the first sample sets it
+    assert cal.observe("m", 1000, 1000) == 1.5  # later ones move it halfway
+    assert cal.observe("m", 1000, None) == 1.5
+    assert cal.observe("m", 1000, 0) == 1.5
+    assert cal.observe("m", 0, 500) == 1.5
+    assert cal.observe("n", 1000, 100_000) == 4.0  # clamped
+    snap = cal.snapshot()
+    fresh = Calibration()
+    fresh.restore(snap)
+    assert fresh.ratio("m") == 1.5 and ModelRatio(model="n", ratio=4.0, samples=1) in snap

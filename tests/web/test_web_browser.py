@@ -1,0 +1,487 @@
+"""The web UI in a real browser (headless Chromium), against a real `mindloop web` on the
+mock provider: what a person sees and does.
+
+- a chat started from the composer streams in live (thinking and text while the model
+  generates) and is answered, and the dialog page takes a second message in place;
+- a question (`!?@human`) is answered in the inbox, and the dialog goes on;
+- a Taskdoc section edited in its pane is recorded with the human as its author, and the
+  section's last-updated line changes — live, also when an agent's `change_mind` changes
+  a section; an edit started from a stale text is refused and the draft kept;
+- an event stream cut off while the team works resumes from `Last-Event-ID`: what was
+  committed meanwhile appears once;
+- the UI works while a separate `mindloop run --watch` drives the dialogs.
+
+Every wait is on something observable (the page, the store, a process's output).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mindloop.store import Store
+from tests.dialogs.procs import Procs, read_store, wait_until
+from tests.loop.router_util import route
+from tests.scenario_util import write_script, write_team
+from tests.web.webproc import Web, start_web
+
+TIMEOUT = 60.0
+TASK = "tasks/example.tsk"
+
+SCRIPT: list[dict[str, Any]] = [
+    # The Router's decision for `ask`, then the new task's loop root answering.
+    route(
+        match="a login page",
+        create_new_task=True,
+        new_task_slug="login",
+        new_task_topic="Users can log in",
+        quick_reply="Starting a login task.",
+    ),
+    {"contains": "a login page", "response": "Login form drafted."},
+    # A streamed answer, slow enough to be watched.
+    {
+        "contains": "hello web",
+        "thinking": "The human says hello; greet back.",
+        "response": "Hello from the mock provider, streamed word by word to your browser.",
+        # Seconds of streaming, so the live text can be seen before the answer commits.
+        "delay_ms": 500,
+        "chunk_delay_ms": 250,
+    },
+    {"contains": "and again", "response": "Answered again."},
+    # A question for the human, then the answer to it.
+    {"contains": "answer from the human", "response": "Using SQLite, as you said."},
+    {
+        "contains": "pick a database",
+        "response": "One decision is yours.\n!?@human Which database should we use?\n"
+        "!?Postgres or SQLite?\n",
+    },
+    # An agent's change of the Taskdoc.
+    {"role": "tool", "contains": "replaced", "response": "Progress recorded."},
+    {
+        "contains": "record progress",
+        "tool_calls": [
+            {
+                "name": "change_mind",
+                "arguments": {"selector": "progress", "content": "- Recorded by the agent."},
+            }
+        ],
+    },
+    {"regex": "^msg \\d+$", "response": "Ack."},
+]
+
+
+@pytest.fixture
+def procs(rtws: Path, tmp_path: Path) -> Iterator[Procs]:
+    write_team(rtws, {"dev": {"toolsets": ["*"]}})
+    write_script(rtws, SCRIPT)
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def _open(page: Any, web: Web, path: str = "/") -> None:
+    """Log in with the printed address (sets the cookie), then go to `path`."""
+    page.goto(web.url)
+    assert "token" not in page.url
+    if path != "/":
+        page.goto(web.base + path)
+    _connected(page)
+
+
+def _connected(page: Any) -> None:
+    """The page's event stream is open (the page says `live`)."""
+    page.locator('[data-connection-state][data-state="open"]').wait_for()
+
+
+def _store(procs: Procs) -> Any:
+    return lambda read: read_store(procs.rtws, read)
+
+
+def _assistant_texts(store: Store, dialog_id: str) -> list[str]:
+    return [m.data["text"] for m in store.load_history(dialog_id) if m.kind == "assistant"]
+
+
+# ---------------------------------------------------------------------------- chat
+
+
+def test_a_chat_from_the_composer_streams_in_live_and_is_answered(procs: Procs, page: Any) -> None:
+    web = start_web(procs)
+    _open(page, web)
+    page.get_by_label("Message to a member").fill("and again")
+    page.get_by_label("Task", exact=True).select_option(TASK)
+    page.get_by_role("button", name="Start the dialog").click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    dialog_id = page.url.rsplit("/", 1)[1]
+    page.locator(".entry.k-assistant", has_text="Answered again.").wait_for()
+
+    # A message from the dialog page's composer: no navigation, it streams in live.
+    page.get_by_label("Message to @dev").fill("hello web")
+    page.get_by_role("button", name="Send").click()
+    # While the model generates, its thinking and text stream into the live box …
+    live = page.locator(f'[data-live="{dialog_id}"]')
+    live.locator("[data-live-text]", has_text="streamed").wait_for()
+    assert "greet back" in live.locator("[data-live-thinking]").inner_text()
+    assert page.get_by_label("Message to @dev").input_value() == ""
+    assert page.locator(".entry.k-assistant").count() == 1  # not committed yet
+    # … then the committed answer replaces it.
+    answer = page.locator(".entry.k-assistant", has_text="streamed word by word to your browser")
+    answer.wait_for()
+    assert live.is_hidden()
+    assert page.url.endswith(dialog_id)
+    assert page.locator(".entry.k-thinking", has_text="greet back").count() == 1
+    assert page.locator(".entry.k-user", has_text="hello web").count() == 1
+    assert page.locator(".entry.k-assistant").count() == 2
+    assert page.locator(".entry.k-user").count() == 2
+    # Usage of the dialog is shown (and refreshed with its state).
+    page.locator("[data-dialog-usage]", has_text=" in / ").wait_for()
+    texts = read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
+    assert texts == [
+        "Answered again.",
+        "Hello from the mock provider, streamed word by word to your browser.",
+    ]
+
+    # The task list shows the task's dialogs and cost.
+    page.goto(web.base + "/")
+    row = page.locator(f'tr[data-task="{TASK}"]')
+    assert row.locator("[data-task-status]").inner_text() == "idle"
+    assert row.locator("[data-task-dialogs]").inner_text() == "1"
+    assert row.locator("[data-task-loop]").inner_text() == "-"  # a free dialog: no work loop
+
+
+def test_ask_routes_the_message_to_a_task_and_its_work_loop_answers(
+    procs: Procs, page: Any
+) -> None:
+    web = start_web(procs)
+    _open(page, web)
+    page.get_by_label("Message", exact=True).fill("Please build a login page")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    page.locator(".entry.k-assistant", has_text="Login form drafted.").wait_for()
+    root = page.url.rsplit("/", 1)[1]
+    task = read_store(procs.rtws, lambda s: s.task_by_root(root))
+    assert task is not None and task.task_path == "tasks/login.tsk"
+
+    page.goto(f"{web.base}/task/tasks/login.tsk")
+    loop = page.locator("[data-loop]")
+    assert root in loop.inner_text()
+    assert loop.locator("[data-loop-status]").inner_text() == "ACTIVE"
+    assert _section(page, "goals").locator("[data-actor]").inner_text() == "router"
+    page.goto(web.base + "/")
+    assert "ACTIVE" in page.locator('tr[data-task="tasks/login.tsk"] [data-task-loop]').inner_text()
+
+
+# ---------------------------------------------------------------------------- questions
+
+
+def test_a_question_is_answered_in_the_inbox_and_the_dialog_goes_on(
+    procs: Procs, page: Any
+) -> None:
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "pick a database", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
+
+    _open(page, web, "/inbox")
+    assert page.locator("[data-inbox-count]").get_attribute("data-inbox-count") == "1"
+    question = page.locator("[data-question]")
+    assert "Which database should we use?" in question.inner_text()
+    assert "Postgres or SQLite?" in question.inner_text()
+    question.get_by_label("Your answer to @dev").fill("SQLite")
+    question.get_by_role("button", name="Answer").click()
+
+    page.locator("[data-no-questions]").wait_for()  # gone from the inbox, live
+    page.locator('[data-inbox-count="0"]').wait_for()
+    assert page.url.endswith("/inbox")
+
+    page.goto(f"{web.base}/dialogs/{dialog_id}")
+    page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.").wait_for()
+    tellask = page.locator(".tellask", has_text="Which database should we use?")
+    assert "@human" in tellask.inner_text()
+    assert page.locator(".entry.k-user", has_text="SQLite").count() == 1  # the answer, once
+
+
+# ---------------------------------------------------------------------------- the Taskdoc
+
+
+def _section(page: Any, name: str) -> Any:
+    return page.locator(f'[data-section="{name}"]')
+
+
+def test_a_section_edit_is_recorded_with_the_human_as_actor(procs: Procs, page: Any) -> None:
+    web = start_web(procs)
+    _open(page, web, f"/task/{TASK}")
+    goals, progress = _section(page, "goals"), _section(page, "progress")
+    assert goals.locator("[data-actor]").inner_text() == "human/unknown"  # written by init
+    before = float(goals.locator("[data-updated-at]").get_attribute("data-updated-at"))
+
+    # An agent's change_mind shows up live, with the agent as its author.
+    web.call("POST", "/chat", {"message": "record progress", "task": TASK})
+    progress.locator("[data-actor]", has_text=re.compile("^dev$")).wait_for()
+    assert "Recorded by the agent." in progress.locator("[data-content]").inner_text()
+
+    # The human replaces the goals, explicitly one section.
+    goals.get_by_text("Edit Goals").click()
+    box = goals.get_by_label("New text of goals.md (replaces the whole section)")
+    box.fill("Ship the web UI.\n- Tested in a real browser.")
+    goals.get_by_role("button", name="Replace goals.md").click()
+    goals.locator("[data-actor]", has_text=re.compile("^human$")).wait_for()
+    assert "Ship the web UI." in goals.locator("[data-content]").inner_text()
+    after = float(goals.locator("[data-updated-at]").get_attribute("data-updated-at"))
+    assert after > before
+    assert "changed outside" not in goals.locator("[data-updated]").inner_text()
+    # The combined view is the effective Taskdoc, with the new goals in it.
+    page.get_by_role("tab", name="Combined (effective)").click()
+    assert "Ship the web UI." in page.locator("[data-effective]").inner_text()
+    page.get_by_role("tab", name="Sections").click()
+
+    history = read_store(procs.rtws, lambda s: s.taskdoc_history(TASK, "goals.md"))
+    last = history[-1]
+    assert (last.actor_member, last.actor_dialog) == ("human", None)
+    assert last.content_after == "Ship the web UI.\n- Tested in a real browser.\n"
+
+    # An edit started from a text that changed meanwhile is refused; the draft is kept.
+    progress.get_by_text("Edit Progress").click()
+    draft = progress.get_by_label("New text of progress.md (replaces the whole section)")
+    draft.fill("- My stale rewrite.")
+    web.call(
+        "POST",
+        "/taskdoc/edit",
+        {"task": TASK, "section": "progress", "content": "- Changed by someone else."},
+    )
+    progress.get_by_role("button", name="Replace progress.md").click()
+    error = progress.locator("[data-form-error]")
+    error.wait_for()
+    assert "changed since this edit started" in error.inner_text()
+    assert draft.input_value() == "- My stale rewrite."
+    content = read_store(procs.rtws, lambda s: s.taskdoc_history(TASK, "progress.md")[-1])
+    assert content.content_after == "- Changed by someone else.\n"
+
+
+# ---------------------------------------------------------------------------- the node tree
+
+
+def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, page: Any) -> None:
+    """The task's workspace written by another process (as the work loop's planner
+    writes it): nodes with their status, assignee, deps and doc references — an expired
+    one marked — the rules and the doc index appear on the open task page."""
+    from mindloop.workspace.api import WorkspaceApi
+    from mindloop.workspace.commands import DocInput
+    from mindloop.workspace.models import NodeKind, RefAction
+    from mindloop.workspace.transitions import Authority
+
+    (procs.rtws / "docs").mkdir()
+    (procs.rtws / "docs" / "auth.md").write_text("# Auth\n", "utf-8")
+    (procs.rtws / "docs" / "old.md").write_text("# Old\n", "utf-8")
+    web = start_web(procs)
+    _open(page, web, f"/task/{TASK}")
+    page.locator("[data-no-workspace]").wait_for()
+
+    planner = Authority.chat()
+    with WorkspaceApi(procs.rtws, TASK) as api:
+        api.add_rule("Keep every change small")
+        api.command(
+            lambda s: s.create_node(
+                parent_id="root",
+                kind=NodeKind.PLANNING,
+                title="Log-in",
+                requirement="Users can log in.",
+            ),
+            authority=planner,
+        )
+        form = api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Write the form",
+                requirement="A form with e-mail and password.",
+                docs=[DocInput("docs/auth.md", "the design"), DocInput("docs/old.md")],
+                assignee="MEMBER:dev",
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Test it",
+                requirement="An end-to-end test.",
+                deps=[form.id],
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.EXPIRE),
+            authority=planner,
+        )
+
+    node = page.locator(f'[data-node="{form.id}"]')
+    # The last write (the expired reference) has arrived; the page shows them all.
+    node.locator('[data-doc="docs/old.md"][data-doc-status="expired"]').wait_for(state="attached")
+    assert "Write the form" in node.inner_text() and "@dev" in node.inner_text()
+    assert node.locator("[data-node-status]").inner_text() == "NEW"
+    node.locator("summary").click()
+    assert node.locator('[data-doc="docs/old.md"]').inner_text().startswith("docs/old.md expired")
+    assert node.locator('[data-doc="docs/auth.md"]').get_attribute("data-doc-status") == "active"
+    assert "expire reference: docs/old.md" in node.locator(".node-log").inner_text()
+    assert f"after {form.id}" in page.locator('[data-node="n3"]').inner_text()
+    assert page.locator("[data-rule]").inner_text() == "Keep every change small"
+    assert page.locator('.docs [data-doc="docs/auth.md"]').count() == 1
+
+
+# ---------------------------------------------------------------------------- resume
+
+
+def test_a_stream_cut_off_while_the_team_works_resumes_from_last_event_id(
+    procs: Procs, page: Any
+) -> None:
+    """The stream ends (its lifetime is short here); the browser's reconnect is held
+    back while the question is answered and the team replies; let through, it carries
+    `Last-Event-ID`, and what was committed meanwhile appears once."""
+    web = start_web(procs, "--stream-lifetime", "3")
+    started = web.call("POST", "/chat", {"message": "pick a database", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    questions = wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
+    _open(page, web, f"/dialogs/{dialog_id}")
+    page.locator(".entry.k-assistant", has_text="One decision is yours.").wait_for()
+
+    body = page.locator("body")
+    held: list[Any] = []
+    page.route("**/events?*", lambda route: held.append(route))
+    page.locator('[data-connection-state][data-state="retry"]').wait_for()  # it ended
+    for _ in range(600):  # the browser reconnects after the retry delay (1 s)
+        if held:
+            break
+        page.wait_for_timeout(50)  # lets Playwright take the intercepted request
+    assert held, "the browser did not reconnect"
+    position = body.get_attribute("data-stream-seen")  # what it will send back
+    assert position is not None and re.fullmatch(r"m\d+\.e\d+\.c\d+", position)
+
+    question_id = questions[0]["question"]["id"]
+    web.call("POST", f"/questions/{question_id}/answer", {"answer": "SQLite"})
+    wait_until(
+        lambda: (
+            "Using SQLite, as you said."
+            in read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
+        ),
+        TIMEOUT,
+        "the reply in the store",
+    )
+    reply = page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.")
+    assert reply.count() == 0  # the stream is held: nothing could arrive
+
+    held[0].continue_()
+    reply.wait_for()
+    page.unroute("**/events?*")
+    _connected(page)
+    # The stream resumed from what the browser had seen, sent as Last-Event-ID.
+    assert body.get_attribute("data-stream-from") == "last-event-id"
+    assert body.get_attribute("data-stream-position") == position
+    assert page.locator(".entry.k-user", has_text="SQLite").count() == 1
+    assert reply.count() == 1
+    shown = page.locator("[data-entry]").evaluate_all("els => els.map(e => e.id)")
+    assert len(shown) == len(set(shown))  # nothing twice
+    stored = read_store(procs.rtws, lambda s: [f"m{m.id}" for m in s.load_history(dialog_id)])
+    assert shown == stored  # every message of the dialog, in order
+
+
+# ---------------------------------------------------------------------------- run --watch
+
+
+def test_the_ui_works_while_a_separate_run_watch_drives(procs: Procs, page: Any) -> None:
+    """With `--no-drive` the server drives nothing: the `run --watch` beside it answers
+    the chat and the question started in the browser, and the page shows it from the
+    store."""
+    watcher = procs.start("run", "--watch")
+    web = start_web(procs, "--no-drive")
+    _open(page, web)
+    page.get_by_label("Message to a member").fill("pick a database")
+    page.get_by_label("Task", exact=True).select_option(TASK)
+    page.get_by_role("button", name="Start the dialog").click()
+    page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+    dialog_id = page.url.rsplit("/", 1)[1]
+
+    question = page.locator("[data-question]")
+    question.wait_for()
+    question.get_by_label("Your answer to @dev").fill("SQLite")
+    question.get_by_role("button", name="Answer").click()
+    page.locator(".entry.k-assistant", has_text="Using SQLite, as you said.").wait_for()
+    assert dialog_id in watcher.output()  # the watcher drove it
+    gens = read_store(procs.rtws, lambda s: s.generations(dialog_id))
+    assert len(gens) == 2  # the question, then the reply: each driven once
+
+
+def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: Any) -> None:
+    """The server and a `run --watch` both drive: the claim gives each drive to one of
+    them, never both; each message is answered once and shown once."""
+    procs.start("run", "--watch")
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "msg 0", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    _open(page, web, f"/dialogs/{dialog_id}")
+    composer = page.get_by_label("Message to @dev")
+    for n in range(1, 4):
+        page.locator(".entry.k-assistant").nth(n - 1).wait_for()
+        composer.fill(f"msg {n}")
+        page.get_by_role("button", name="Send").click()
+    page.locator(".entry.k-assistant").nth(3).wait_for()
+    wait_until(
+        lambda: read_store(procs.rtws, lambda s: s.get_dialog(dialog_id).status.value) == "idle",
+        TIMEOUT,
+        "the dialog to settle",
+    )
+    texts = read_store(procs.rtws, lambda s: _assistant_texts(s, dialog_id))
+    assert texts == ["Ack."] * 4
+    assert len(read_store(procs.rtws, lambda s: s.generations(dialog_id))) == 4
+    assert page.locator(".entry.k-assistant").count() == 4
+    assert page.locator(".entry.k-user").count() == 4
+
+
+# ---------------------------------------------------------------------------- the demo
+
+
+def test_the_demo_runs_in_the_browser_only(tmp_path: Path, page: Any) -> None:
+    """A new user's session: the demo's project, `mindloop web`, and then only the
+    browser: start the task, watch the team (tools, a teammate, three FBR samples, a
+    Taskdoc change), answer its question, see it done."""
+    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
+
+    rtws = prepare_demo_rtws(tmp_path / "demo")
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        web = start_web(procs)
+        _open(page, web, f"/task/{DEMO_TASK}")
+        page.get_by_label("Message", exact=True).fill(DEMO_PROMPT)
+        page.get_by_role("button", name="Start the dialog").click()
+        page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+
+        question = page.locator("[data-question]")
+        question.wait_for()
+        assert "Keep a Changelog" in question.inner_text()
+        tree = page.locator(".tree-list")
+        assert tree.locator("text=FBR").count() == 3
+        assert tree.locator("text=@reviewer").count() == 1
+        assert page.locator(".entry.k-tool_call", has_text="change_mind").count() == 1
+        assert page.locator(".entry.k-tellask_result", has_text="FBR").count() == 3
+        question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
+        question.get_by_role("button", name="Answer").click()
+        page.locator(
+            ".entry.k-assistant", has_text="human confirmed the changelog format"
+        ).wait_for()
+        page.locator("[data-no-questions]").wait_for()
+
+        page.goto(f"{web.base}/task/{DEMO_TASK}")
+        progress = _section(page, "progress")
+        assert progress.locator("[data-actor]").inner_text() == "dev"
+        assert "CHANGELOG.md started" in progress.locator("[data-content]").inner_text()
+        page.goto(web.base + "/")
+        assert (
+            page.locator(f'tr[data-task="{DEMO_TASK}"] [data-task-status]').inner_text() == "idle"
+        )
+    finally:
+        procs.close()

@@ -1,0 +1,200 @@
+"""`mindloop web` over plain HTTP: the token on every request, the address it serves on,
+the JSON face of its use cases, and an event stream that resumes from `Last-Event-ID`
+without losing or repeating anything.
+
+Each test starts a real server (`mindloop web --port 0`) on the test's own rtws and the
+mock provider, and stops it as a user does (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindloop.store import STATE_DIR, STATE_FILE
+from mindloop.web.server import is_loopback
+from tests.dialogs.procs import Procs, read_store, wait_until
+from tests.scenario_util import ml, write_script, write_team
+from tests.web.webproc import Web, start_web, stop_web
+
+TIMEOUT = 60.0
+
+
+@pytest.fixture
+def procs(rtws: Path, tmp_path: Path) -> Iterator[Procs]:
+    write_team(rtws, {"dev": {}})
+    write_script(
+        rtws,
+        [
+            {"contains": "second question", "response": "Second answer."},
+            {"default": True, "response": "First answer."},
+        ],
+    )
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+@pytest.fixture
+def web(procs: Procs) -> Web:
+    return start_web(procs)
+
+
+def _answered(web: Web, dialog_id: str, n: int) -> bool:
+    shown = web.call("GET", f"/api/dialogs/{dialog_id}")
+    return len([m for m in shown["messages"] if m["kind"] == "assistant"]) >= n
+
+
+# ---------------------------------------------------------------------------- the token
+
+
+def test_every_request_without_the_token_is_refused(web: Web) -> None:
+    for path in ("/", "/inbox", "/api/tasks", "/events", "/static/app.js", "/fragments/tasks"):
+        status, headers, body = web.request("GET", path, bearer=False)
+        assert status == 401, path
+        assert "unauthorized" in json.loads(body)["error"]
+        assert headers["www-authenticate"].startswith("Bearer")
+    status, _, body = web.request("GET", "/", bearer=False, headers={"Accept": "text/html"})
+    assert status == 401 and b"?token=" in body  # a person is told what to open
+    status, _, _ = web.request(
+        "GET", "/", bearer=False, headers={"Authorization": "Bearer not-the-token"}
+    )
+    assert status == 401
+    status, _, _ = web.request("GET", "/?token=not-the-token", bearer=False)
+    assert status == 401
+    status, _, _ = web.request("POST", "/chat", {"message": "hi"}, bearer=False)
+    assert status == 401
+    assert not _dialogs(web)  # nothing was started
+
+
+def _dialogs(web: Web) -> list[object]:
+    return [r for r in web.call("GET", "/api/tasks") if r["dialogs"]]
+
+
+def test_the_printed_address_sets_a_cookie_and_drops_the_token(web: Web) -> None:
+    status, headers, _ = web.request("GET", f"/inbox?token={web.token}", bearer=False)
+    assert status == 303
+    assert headers["location"] == "/inbox"  # the token leaves the address
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    pair = cookie.split(";")[0]
+    status, headers, body = web.request(
+        "GET", "/inbox", bearer=False, headers={"Cookie": pair, "Accept": "text/html"}
+    )
+    assert status == 200 and b"<h1>Inbox</h1>" in body
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    # A form posted from another site's page, riding the cookie, is refused.
+    status, _, _ = web.request(
+        "POST",
+        "/chat",
+        {"message": "from elsewhere"},
+        bearer=False,
+        headers={"Cookie": pair, "Origin": "http://evil.example"},
+    )
+    assert status == 403
+    assert not _dialogs(web)
+
+
+def test_what_cannot_be_served_is_refused_before_anything_is_written(rtws: Path) -> None:
+    out = ml("-C", str(rtws), "web", "--host", "0.0.0.0", cwd=rtws)
+    assert out.returncode == 1
+    assert "not a loopback address" in out.stderr and "--allow-remote" in out.stderr
+    assert not (rtws / STATE_DIR).exists()  # refused before anything was written
+    missing = ml("-C", str(rtws / "nope"), "web", cwd=rtws)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = ml("-C", str(rtws), "web", "--port", str(port), cwd=rtws)
+    assert busy.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+    assert not (rtws / STATE_DIR).exists()  # not even a log
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10")
+
+
+def test_ctrl_c_stops_the_server_and_says_state_is_saved(procs: Procs, web: Web) -> None:
+    assert stop_web(procs, web) == 130
+    assert "state is saved" in web.proc.output()
+
+
+# ---------------------------------------------------------------------------- use cases
+
+
+def test_a_bad_input_is_refused_with_the_use_cases_words_and_nothing_changes(web: Web) -> None:
+    status, _, body = web.request("POST", "/chat", {"message": "   "})
+    assert status == 400 and "the message is empty" in json.loads(body)["error"]
+    status, _, body = web.request("POST", "/chat", {"message": "hi", "member": "nobody"})
+    assert status == 400 and "nobody" in json.loads(body)["error"]
+    status, _, body = web.request("POST", "/questions/q4h-nope/answer", {"answer": "x"})
+    assert status == 404
+    status, _, body = web.request(
+        "POST", "/taskdoc/edit", {"task": "tasks/example.tsk", "section": "goals", "content": " "}
+    )
+    assert status == 400 and "content is required" in json.loads(body)["error"]
+    assert not _dialogs(web)
+    started = web.call("POST", "/chat", {"message": "first question"})
+    status, _, body = web.request("POST", f"/dialogs/{started['dialog']['id']}/retry")
+    assert status == 400 and "nothing to retry" in json.loads(body)["error"]
+    status, headers, _ = web.request("GET", f"//elsewhere.example?token={web.token}", bearer=False)
+    assert status == 303 and headers["location"] == "/"  # only a path of this server
+
+
+# ---------------------------------------------------------------------------- the stream
+
+
+def test_the_event_stream_resumes_from_last_event_id_without_loss_or_repeat(
+    procs: Procs, web: Web
+) -> None:
+    started = web.call("POST", "/chat", {"message": "first question", "task": "tasks/example.tsk"})
+    root = started["dialog"]["id"]
+    wait_until(lambda: _answered(web, root, 1), TIMEOUT, "the first answer")
+
+    stream = web.events(f"root={root}&since=m0.e0.c0")
+    assert stream.status == 200
+    seen = stream.until(lambda ev: ev.event == "mark")
+    first = [ev.json() for ev in seen if ev.event == "entry"]
+    assert [e["message_kind"] for e in first] == ["user", "assistant"]
+    assert "First answer." in first[1]["html"]
+    position = stream.last_id
+    assert position is not None and position == seen[-1].id
+    stream.close()  # the connection drops
+
+    web.call("POST", f"/dialogs/{root}/messages", {"message": "second question"})
+    wait_until(lambda: _answered(web, root, 2), TIMEOUT, "the second answer")
+
+    again = web.events(f"root={root}&since=m0.e0.c0", last_event_id=position)
+    replayed = again.until(lambda ev: ev.event == "mark")
+    assert replayed[0].event == "hello" and replayed[1].event == "state"
+    entries = [ev.json() for ev in replayed if ev.event == "entry"]
+    # Only what was missed (Last-Event-ID wins over the page's `since`), each once.
+    assert [e["message_kind"] for e in entries] == ["user", "assistant"]
+    assert "second question" in entries[0]["html"] and "Second answer." in entries[1]["html"]
+    ids = [e["log_id"] for e in entries]
+    assert ids == sorted(ids) and min(ids) > min(e["log_id"] for e in first)
+    again.close()
+
+    messages = read_store(procs.rtws, lambda s: s.load_history(root))
+    assert [m.id for m in messages] == [e["log_id"] for e in first + entries]
+
+
+def test_a_position_the_server_did_not_write_is_refused(web: Web) -> None:
+    stream = web.events("since=m0.e0.c0", last_event_id="garbage")
+    assert stream.status == 400
+    assert "not a feed position" in json.loads(stream.resp.read())["error"]
+    stream.close()
+
+
+@pytest.mark.sqlite_only
+def test_state_is_created_only_when_the_server_starts(procs: Procs, rtws: Path) -> None:
+    assert not (rtws / STATE_DIR / STATE_FILE).exists()
+    web = start_web(procs)
+    assert (rtws / STATE_DIR / STATE_FILE).exists()
+    assert web.call("GET", "/api/tasks")[0]["path"] == "tasks/example.tsk"

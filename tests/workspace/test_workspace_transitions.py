@@ -1,0 +1,339 @@
+"""The transition table (agent-loop §5.4) and the invariants (§5.3) as the commands apply
+them: every pair outside the table and every actor outside a row is rejected with
+ILLEGAL_TRANSITION{from, to, by}, and a rejected command changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from mindloop.workspace.commands import CriterionInput, Session
+from mindloop.workspace.errors import IllegalTransition, WorkspaceError
+from mindloop.workspace.invariants import problems
+from mindloop.workspace.models import NodeKind, NodeStatus, NodeType, SelfCheck
+from mindloop.workspace.state import planning_status
+from mindloop.workspace.transitions import (
+    TRANSITIONS,
+    Actor,
+    Authority,
+    find_rows,
+    table_markdown,
+)
+from tests.workspace.ws_util import CHAT, RT, apply, complete, done, tree
+
+S = NodeStatus
+
+# agent-loop §5.4, as (from, to, by) for TASK nodes; "any non-terminal → CANCELLED" expanded.
+REFERENCE = {
+    (None, S.NEW, ("PLAN", "ADJUST")),
+    (S.NEW, S.IN_PROGRESS, ("RT",)),
+    (S.NEW, S.WAIT, ("RT",)),
+    (S.IN_PROGRESS, S.COMPLETE, ("DO",)),
+    (S.IN_PROGRESS, S.WAIT, ("RT",)),
+    (S.IN_PROGRESS, S.CHECK_FAILED, ("DO", "RT")),
+    (S.WAIT, S.IN_PROGRESS, ("RT",)),
+    (S.WAIT, S.NEW, ("RT",)),
+    (S.WAIT, S.COMPLETE, ("RT",)),
+    (S.WAIT, S.CHECK_FAILED, ("RT",)),
+    (S.COMPLETE, S.DONE, ("CHECK",)),
+    (S.COMPLETE, S.CHECK_FAILED, ("CHECK",)),
+    (S.CHECK_FAILED, S.ADJUSTING, ("RT",)),
+    (S.ADJUSTING, S.IN_PROGRESS, ("ADJUST",)),
+    (S.ADJUSTING, S.WAIT, ("ADJUST",)),
+    (S.ADJUSTING, S.CANCELLED, ("ADJUST",)),
+    (S.ADJUSTING, S.FAILED, ("ADJUST", "RT")),
+} | {
+    (s, S.CANCELLED, ("PLAN", "ADJUST", "RT", "USER"))
+    for s in S
+    if s not in (S.DONE, S.FAILED, S.CANCELLED)
+}
+
+
+def test_the_table_is_the_reference_table() -> None:
+    task_rows = {
+        (r.source, r.target, tuple(a.value for a in r.by))
+        for r in TRANSITIONS
+        if NodeType.TASK in r.types
+    }
+    assert task_rows == REFERENCE
+    bench = {(r.source, r.target) for r in TRANSITIONS if r.types == {NodeType.BENCH}}
+    assert bench == {
+        (None, S.WAIT),
+        (S.WAIT, S.DONE),
+        (S.WAIT, S.CHECK_FAILED),
+        (S.ADJUSTING, S.WAIT),
+    }
+
+
+def test_the_docs_print_the_table() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "workspace.md").read_text("utf-8")
+    assert table_markdown() in doc
+
+
+ALL = list(NodeStatus)
+
+
+@pytest.mark.parametrize("source", ALL)
+@pytest.mark.parametrize("target", ALL)
+def test_every_pair_outside_the_table_is_illegal(source: S, target: S) -> None:
+    state = tree()
+    state.nodes["n3"].status = source  # a TASK execution node, put in `source` directly
+    if source is S.COMPLETE:
+        state.nodes["n3"].no_artifacts_reason = "x"
+    if source in (S.DONE, S.FAILED, S.CANCELLED):
+        state.nodes["n3"].conclusion = "over"
+    legal = find_rows(source, target, NodeType.TASK)
+    session = Session(state, Authority(frozenset(Actor), "anyone", free=True), now=1.0)
+    before = state.copy()
+    if legal:
+        return  # legal pairs are exercised below and by the property test
+    with pytest.raises(IllegalTransition) as err:
+        session.transition(node_id="n3", to=target, reason="try", conclusion="c")
+    assert err.value.code == "ILLEGAL_TRANSITION"
+    assert f"from: {source}" in str(err.value) and f"to: {target}" in str(err.value)
+    assert "by:" in str(err.value) and err.value.arg == "to"
+    assert session.log == [] and state.nodes == before.nodes
+
+
+def test_who_may_take_a_row_is_checked() -> None:
+    state = complete(tree(), "n2")
+    do = Authority.phase(Actor.DO, "@dev")
+    with pytest.raises(IllegalTransition) as err:
+        apply(
+            state,
+            lambda s: s.transition(node_id="n2", to=S.DONE, reason="x", conclusion="c"),
+            do,
+        )
+    assert "{from: COMPLETE, to: DONE, by: DO}" in str(err.value)
+    assert "only CHECK may take it" in str(err.value)
+    # invariant 2: COMPLETE only by DO (or the runtime on a member's reply)
+    started = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    check = Authority.phase(Actor.CHECK, "@c")
+    with pytest.raises(IllegalTransition):
+        apply(
+            started,
+            lambda s: s.transition(
+                node_id="n3", to=S.COMPLETE, reason="x", no_artifacts_reason="none"
+            ),
+            check,
+        )
+
+
+def test_a_chat_dialog_takes_phase_rows_and_on_entry_rows_but_not_wait_events() -> None:
+    state = tree()
+    state = apply(state, lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    assert state.nodes["n3"].status is S.IN_PROGRESS and state.focus == "n3"
+    state.nodes["n3"].status = S.WAIT
+    with pytest.raises(IllegalTransition) as err:
+        apply(state, lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="x"))
+    assert "only RT may take it" in str(err.value)
+
+
+def test_planning_nodes_are_derived_and_never_set() -> None:
+    state = tree()
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.transition(node_id="n1", to=S.CANCELLED, reason="x"))
+    assert err.value.code == "NODE_IS_PLANNING"
+    assert planning_status([]) is S.NEW
+    assert planning_status([S.NEW, S.NEW]) is S.NEW
+    assert planning_status([S.NEW, S.WAIT]) is S.IN_PROGRESS
+    assert planning_status([S.DONE, S.CANCELLED]) is S.DONE
+    assert planning_status([S.DONE, S.FAILED]) is S.FAILED
+    assert planning_status([S.FAILED, S.NEW]) is S.IN_PROGRESS
+    # a node split while in progress stays in progress until its children end
+    assert planning_status([S.NEW, S.NEW], started=True) is S.IN_PROGRESS
+    assert planning_status([S.DONE, S.DONE], started=True) is S.DONE
+    state = done(state, "n2")
+    assert state.nodes["n1"].status is S.IN_PROGRESS  # n3 not started, n2 done
+    assert state.nodes["root"].status is S.IN_PROGRESS
+
+
+def test_invariant_1_one_main_node_in_progress() -> None:
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.transition(node_id="n2", to=S.IN_PROGRESS, reason="go"))
+    assert err.value.code == "CONCURRENT_EXECUTION" and "n3" in str(err.value)
+
+
+def test_ready_needs_deps_done() -> None:
+    with pytest.raises(WorkspaceError) as err:
+        apply(tree(), lambda s: s.transition(node_id="n4", to=S.IN_PROGRESS, reason="go"))
+    assert err.value.code == "NOT_READY" and "n2" in str(err.value)
+    state = done(tree(), "n2")
+    state = apply(state, lambda s: s.transition(node_id="n4", to=S.IN_PROGRESS, reason="go"))
+    assert state.nodes["n4"].status is S.IN_PROGRESS
+
+
+def test_invariant_3_complete_needs_self_check_and_artifacts() -> None:
+    state = apply(tree(), lambda s: s.transition(node_id="n2", to=S.IN_PROGRESS, reason="go"))
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.transition(
+                node_id="n2", to=S.COMPLETE, reason="x", no_artifacts_reason="n"
+            ),
+        )
+    assert err.value.code == "SELF_CHECK_REQUIRED" and "AC1" in str(err.value)
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.transition(
+                node_id="n2",
+                to=S.COMPLETE,
+                reason="x",
+                self_check=[SelfCheck(criterion="AC1", passed=True)],
+            ),
+        )
+    assert err.value.code == "ARTIFACTS_REQUIRED"
+    failed_check = [SelfCheck(criterion="AC1", passed=False, evidence="401")]
+    with pytest.raises(WorkspaceError):
+        apply(
+            state,
+            lambda s: s.transition(
+                node_id="n2",
+                to=S.COMPLETE,
+                reason="x",
+                self_check=failed_check,
+                no_artifacts_reason="n",
+            ),
+        )
+
+
+def test_invariant_4_terminal_needs_a_conclusion_and_is_final() -> None:
+    state = complete(tree(), "n2")
+    check = Authority.phase(Actor.CHECK, "@c")
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.transition(node_id="n2", to=S.DONE, reason="x"), check)
+    assert err.value.code == "CONCLUSION_REQUIRED" and err.value.arg == "conclusion"
+    state = done(tree(), "n2")
+    with pytest.raises(IllegalTransition) as ill:
+        apply(state, lambda s: s.transition(node_id="n2", to=S.NEW, reason="reopen"))
+    assert "legal from there: none (terminal)" in str(ill.value)
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.update(node_id="n2", notes="more"))
+    assert err.value.code == "NODE_TERMINAL"
+    # reopening is a new node pointing back
+    state = apply(
+        state,
+        lambda s: s.create_node(
+            parent_id="n1",
+            kind=NodeKind.EXECUTION,
+            title="API again",
+            requirement="r",
+            supersedes="n2",
+        ),
+    )
+    assert state.nodes["n5"].supersedes == "n2"
+
+
+def test_invariant_5_bench_rules() -> None:
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            tree(),
+            lambda s: s.create_node(
+                parent_id="root",
+                kind=NodeKind.EXECUTION,
+                type=NodeType.BENCH,
+                title="E2E",
+                requirement="r",
+                acceptance_criteria=[CriterionInput("a", "b")],
+            ),
+        )
+    assert err.value.code == "BENCH_NEEDS_VERIFY"
+    state = apply(
+        tree(),
+        lambda s: s.create_node(
+            parent_id="root",
+            kind=NodeKind.EXECUTION,
+            type=NodeType.BENCH,
+            title="E2E",
+            requirement="r",
+            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
+            deps=["n2"],
+        ),
+    )
+    assert state.nodes["n5"].status is S.WAIT  # created waiting for BENCH_READY
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.create_node(
+                parent_id="root",
+                kind=NodeKind.EXECUTION,
+                title="T",
+                requirement="r",
+                deps=["n5"],
+            ),
+        )
+    assert err.value.code == "TASK_DEPENDS_ON_BENCH" and err.value.arg == "deps"
+    check = Authority.phase(Actor.CHECK, "@c")
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.transition(node_id="n5", to=S.DONE, reason="x", conclusion="c"),
+            check,
+        )
+    assert err.value.code == "BENCH_NOT_READY" and "n2" in str(err.value)
+    state = done(state, "n2")
+    state = apply(
+        state,
+        lambda s: s.transition(node_id="n5", to=S.DONE, reason="green", conclusion="c"),
+        check,
+    )
+    assert state.nodes["n5"].status is S.DONE
+
+
+def test_adjust_cycle_counts_and_caps() -> None:
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    for i in range(3):
+        state = apply(
+            state, lambda s: s.transition(node_id="n3", to=S.CHECK_FAILED, reason="STUCK")
+        )
+        state = apply(state, lambda s: s.transition(node_id="n3", to=S.ADJUSTING, reason="adjust"))
+        state = apply(state, lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="retry"))
+        assert state.nodes["n3"].adjust_count == i + 1 and state.nodes["n3"].attempt == i + 1
+    state = apply(state, lambda s: s.transition(node_id="n3", to=S.CHECK_FAILED, reason="STUCK"))
+    state = apply(state, lambda s: s.transition(node_id="n3", to=S.ADJUSTING, reason="adjust"))
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="again"))
+    assert err.value.code == "ADJUST_CAP"
+    state = apply(
+        state,
+        lambda s: s.transition(node_id="n3", to=S.FAILED, reason="cap", conclusion="gave up"),
+    )
+    assert state.nodes["n3"].status is S.FAILED
+
+
+def test_every_transition_is_logged_with_who_when_from_to_reason_evidence() -> None:
+    state = tree()
+    s = Session(state, CHAT, now=5.0)
+    s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go", evidence="ref-1")
+    ch = s.finish()
+    rows = [e for e in ch.log if e.kind == "transition"]
+    assert rows[0].node_id == "n3" and rows[0].at == 5.0 and rows[0].actor == "@dev"
+    assert rows[0].data == {
+        "from": "NEW",
+        "to": "IN_PROGRESS",
+        "by": "RT",
+        "who": "@dev",
+        "reason": "go",
+        "evidence": "ref-1",
+    }
+    assert ch.after.nodes["n3"].version == state.nodes["n3"].version + 1
+
+
+def test_the_runtime_alone_moves_waiting_nodes() -> None:
+    state = tree()
+    state = apply(
+        state,
+        lambda s: s.dispatch(
+            node_id="n3", dispatch_id="k", side_id="s1", caller_id="d", member="bob"
+        ),
+    )
+    assert state.nodes["n3"].status is S.WAIT
+    with pytest.raises(IllegalTransition):
+        apply(state, lambda s: s.transition(node_id="n3", to=S.COMPLETE, reason="x"))
+    with pytest.raises(WorkspaceError) as err:  # the runtime: not while the dispatch is open
+        apply(state, lambda s: s.transition(node_id="n3", to=S.NEW, reason="x"), RT)
+    assert err.value.code == "WAIT_OPEN"
+    assert problems(state) == []
