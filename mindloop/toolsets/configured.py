@@ -42,6 +42,7 @@ from mindloop.toolsets.builtin import standard_registry
 from mindloop.toolsets.mcp import ServerTools
 from mindloop.toolsets.python import PythonToolError, entry_point_toolsets, module_tools
 from mindloop.toolsets.self_improve import add_loop_toolsets
+from mindloop.toolsets.waits import add_wait_toolset
 
 # How long building a registry waits for the MCP servers it starts, beyond the longest
 # `startup_timeout` among them (they start in parallel).
@@ -88,6 +89,7 @@ def build_registry(
 ) -> RegistryBuild:
     registry = standard_registry(lang or config.team.work_language)
     add_loop_toolsets(registry, config)
+    add_wait_toolset(registry, config.team.loop.waits)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)
     _add_entry_points(build)
