@@ -24,11 +24,12 @@ is retried).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -49,6 +50,8 @@ from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.loop import api as loop_api
+from mindloop.loop.driver import LoopPolicies, LoopReport
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.router import Router, RoutingFailed
 from mindloop.loop.tasks import create_task_package, one_line, post_to_task, task_candidates
@@ -67,6 +70,7 @@ from mindloop.store import (
     Store,
     TaskRecord,
     UsageTotals,
+    loop_state,
 )
 from mindloop.store.location import database_url
 from mindloop.store.waits import open_waits_of_kind
@@ -91,6 +95,40 @@ class Outcome(StrEnum):
     STEP_LIMIT = "step_limit"  # a drive stopped at the per-drive step limit
     CAP_REACHED = "cap_reached"  # a drive stopped at a spending cap (`caps:` in team.yaml)
     ERROR = "error"  # a drive stopped on an error (or raised)
+    FAILED = "failed"  # a task's loop ended FAILED (a node failed at its cap)
+
+
+# Which outcome a run reports when several parts of it came to different ones.
+_WORST = [
+    Outcome.ERROR,
+    Outcome.CAP_REACHED,
+    Outcome.STEP_LIMIT,
+    Outcome.FAILED,
+    Outcome.WAITING,
+    Outcome.DONE,
+]
+
+
+class LoopSummary(BaseModel):
+    """What a task's work loop came to in a run (`mindloop run TASK`)."""
+
+    task: str
+    root_id: str
+    outcome: Outcome
+    reason: str = ""
+    phase: str | None = None
+    entries: int = 0  # phases entered during the run
+
+    @classmethod
+    def of(cls, r: LoopReport) -> LoopSummary:
+        return cls(
+            task=r.task_path,
+            root_id=r.root_id,
+            outcome=Outcome(r.outcome.value),
+            reason=r.reason,
+            phase=r.phase.value if r.phase else None,
+            entries=r.entries,
+        )
 
 
 class Posted(BaseModel):
@@ -133,6 +171,12 @@ class DriveReport(BaseModel):
     approvals: list[ApprovalView] = []  # calls waiting for approval (likewise)
     members: dict[str, str] = {}  # dialog id -> member, for the tree and every failed drive
     tree_usage: UsageTotals | None = None  # the root's whole tree, every run so far
+    loops: list[LoopSummary] = []  # the task loops this run drove
+
+    @property
+    def loop(self) -> LoopSummary | None:
+        """The loop of the task this run was about (`mindloop run TASK`)."""
+        return next((x for x in self.loops if x.root_id == self.root_id), None)
 
     def _in_scope(self, r: DriveResult) -> bool:
         return self.root_id is None or any(d.id == r.dialog_id for d in self.tree)
@@ -167,6 +211,10 @@ class DriveReport(BaseModel):
 
     @property
     def outcome(self) -> Outcome:
+        found = [self._drives_outcome(), *(x.outcome for x in self.loops)]
+        return min(found, key=_WORST.index)
+
+    def _drives_outcome(self) -> Outcome:
         if self.failed or self.crashed:
             return Outcome.ERROR
         if self.capped:
@@ -239,6 +287,8 @@ class Project:
             self._listeners.append(tracing.recorder)
         self._runtime: DialogRuntime | None = None
         self._recovered = False
+        # The turn policy of each task's loop root in its phase (DESIGN.md §8.13).
+        self.loops = LoopPolicies(config.team.work_language)
 
     @property
     def state_file(self) -> Path:
@@ -264,8 +314,10 @@ class Project:
                 durable=self.durable,
                 providers={**self._built, **self._injected},
                 tools=self._tools,
+                policies=self.loops,
             )
             rt.providers.on_retry(lambda notice: rt.bus.publish(_retry_event(notice)))
+            self.loops.bind(rt)  # loop roots get their phase's policy whoever drives them
             for listener in self._listeners:
                 rt.bus.subscribe(listener)
             self._runtime = rt
@@ -465,10 +517,8 @@ async def ask(project: Project, message: str) -> Asked:
     """Route `message` to a task with the Router (DESIGN.md §8.6, §8.8) and post it to
     that task's loop root (created on first use; a new package when the Router says
     `create_new_task`). The Router's run is recorded in any case; the message, the loop
-    root, its binding and the recorded decision commit together. Drive it with `run`.
-
-    Until the work loop drives loop roots, the root is driven by the engine's default
-    policy like any root dialog."""
+    root, its binding and the recorded decision commit together. `run` on its root then
+    runs the task's work loop (`run_task`)."""
     _check_text(message, "the message is empty: say something (nothing was created)")
     config = project.config
     router_member = config.team.loop.router.member or config.team.default_responder
@@ -702,23 +752,104 @@ async def run(
     stop: Callable[[], bool] | None = None,
 ) -> DriveReport:
     """Drive everything drivable until nothing is (or forever with `watch`, picking up
-    work other processes write), after resuming what a crash left running. The report is
-    seen from `root_id`'s tree when given."""
+    work other processes write), after resuming what a crash left running; every task's
+    work loop with work left runs too, each driving its own tree. The report is seen from
+    `root_id`'s tree when given; the root of a task's loop runs that task's loop."""
     rt = project.runtime
     resumed = project.recover()
+    if root_id is not None:
+        state = loop_state.by_root(rt.store, root_id)
+        if state is not None:
+            return await run_task(project, state.task_path, resumed=resumed)
     # The outbox's KB requests are delivered by every run (cheaply: one read of the
     # outbox per poll interval); the KB dialog they wake is driven by a run of all trees.
     tickers = [KbDispatcher(rt)]
     sched = Scheduler(rt, tickers=tickers)
+    loops: list[LoopReport] = []
     if root_id is not None and not watch and stop is None:
         # Follow the tree until it settles: a dialog of it that another live process
         # drives (a `run --watch`, the web UI) is not driven here, but waited for; other
         # trees are not driven here at all (ending with this tree would cut them off).
         sched = Scheduler(rt, root_id=root_id, tickers=tickers)
         watch, stop = True, lambda: not rt.store.tree_busy(root_id)
-    log.info("run started%s", " (watching)" if watch and root_id is None else "")
-    results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+        log.info("run started (one tree)")
+        results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+    else:
+        log.info("run started%s", " (watching)" if watch else "")
+        sched = loop_api.OtherDialogs(rt, loop_api.loop_roots(rt.store), tickers=tickers)
+        results, loops = await _with_loops(
+            project, sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+        )
+        results = [*results, *(d for r in loops for d in (*r.drives, *r.side_drives))]
     resumed += sched.resumed
+    report = _report(project, root_id, resumed, results, [str(e) for e in sched.errors], loops)
+    log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
+    return report
+
+
+async def _with_loops(
+    project: Project, others: Coroutine[Any, Any, list[DriveResult]]
+) -> tuple[list[DriveResult], list[LoopReport]]:
+    """The other dialogs' scheduler and every task loop with work left, concurrently."""
+    rt = project.runtime
+    driven, loops = await asyncio.gather(others, loop_api.resume_all(rt, project.loops))
+    return driven, loops
+
+
+async def run_task(
+    project: Project,
+    task: str,
+    *,
+    message: str | None = None,
+    member: str | None = None,
+    resumed: list[str] | None = None,
+) -> DriveReport:
+    """Drive a task's work loop (`mindloop run TASK [--message M]`) until it is DONE or
+    FAILED, reaches a cap, or waits on the human; its loop root is made on first use."""
+    if message is not None:
+        _check_text(message, "the message is empty: say something (nothing was posted)")
+    rel = check_task(project, task, member)
+    rt = project.runtime
+    resumed = [*(resumed or []), *project.recover()]
+    log.info("run task %s", rel)
+    loop = await loop_api.run_task(
+        rt,
+        project.loops,
+        rel,
+        message=message,
+        member=member or project.config.team.default_responder,
+    )
+    results = [*loop.drives, *loop.side_drives]
+    report = _report(project, loop.root_id, resumed, results, [], [loop])
+    log.info("run of %s ended: %s (%s)", rel, report.outcome, loop.reason)
+    return report
+
+
+def check_task(project: Project, task: str, member: str | None = None) -> str:
+    """Refuse now what `run_task` could not do (nothing is written): a package that is
+    not one, or does not exist; an unknown member or one whose provider cannot be built.
+    Returns the package as the store records it."""
+    if not task.strip():
+        raise MindloopError("the task is empty: name a task package, e.g. tasks/example.tsk")
+    pkg = TaskPackage(project.rtws, task_key(project.rtws, task))  # refuses non-packages
+    if not pkg.exists():
+        raise MindloopError(
+            f"task package {pkg.rel_path} does not exist (create it with `mindloop task new "
+            "<slug>`)"
+        )
+    project.check_member(member or project.config.team.default_responder)
+    return pkg.rel_path
+
+
+def _report(
+    project: Project,
+    root_id: str | None,
+    resumed: list[str],
+    results: list[DriveResult],
+    crashed: list[str],
+    loops: list[LoopReport],
+) -> DriveReport:
+    rt = project.runtime
     tree = rt.store.list_dialogs(root_id=root_id) if root_id is not None else []
     members = {d.id: d.member for d in tree}
     for r in results:
@@ -726,25 +857,38 @@ async def run(
         if r.reason in stopped and r.dialog_id not in members:
             members[r.dialog_id] = rt.store.get_dialog(r.dialog_id).member
     answer = None
-    if root_id is not None and not any(r.dialog_id == root_id for r in results):
+    if root_id is not None and not loops and not any(r.dialog_id == root_id for r in results):
         hist = rt.store.load_history(root_id)
         if hist and hist[-1].kind == "assistant" and not rt.store.open_questions(dialog_id=root_id):
             answer = hist[-1].data.get("text")
-    report = DriveReport(
+    return DriveReport(
         root_id=root_id,
         answer=answer,
         max_steps=project.max_steps,
         resumed=resumed,
         drives=list(results),
-        crashed=[f"{type(e).__name__}: {e}" for e in sched.errors],
+        crashed=crashed,
         tree=tree,
         members=members,
         questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
         approvals=rt.pending_approvals([root_id] if root_id is not None else None),
         tree_usage=rt.store.usage(root_id=root_id) if root_id is not None else None,
+        loops=[LoopSummary.of(r) for r in loops],
     )
-    log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
-    return report
+
+
+def task_status(source: Source, task: str) -> loop_api.TaskStatus:
+    """Where a task's work loop stands: phase, node tree, open waits, retries, usage
+    (`mindloop status TASK`). Reads only; an rtws that ran nothing has nothing."""
+    rtws = _rtws_of(source)
+    key = task_key(rtws, task)
+    pkg = TaskPackage(rtws, key)
+    if not pkg.exists():
+        raise NotFoundError(f"task package {pkg.rel_path} does not exist (see `mindloop tasks`)")
+    with _reading(source) as store:
+        if store is None:
+            return loop_api.TaskStatus(task=pkg.rel_path, bound=False)
+        return loop_api.task_status(store, pkg.rel_path)
 
 
 # ---------------------------------------------------------------------------- reading

@@ -24,6 +24,7 @@ from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
+from mindloop.cli.loop_cmds import status
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
 from mindloop.cli.taskdoc_cmds import task_app, taskdoc_app, tasks_command
@@ -95,6 +96,7 @@ app.command()(answer)
 app.command()(approve)
 app.command()(reject)
 app.command()(demo)
+app.command()(status)
 app.command()(web)
 app.add_typer(dialogs_cmds.app, name="dialogs", help="Inspect, archive and delete dialogs.")
 app.add_typer(task_app, name="task", help="Create tasks (Taskdoc packages).")

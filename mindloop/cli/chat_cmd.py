@@ -251,12 +251,15 @@ def run(
     task: Annotated[
         str | None,
         typer.Argument(
-            help="With MINDLOOP_DATABASE_URL: start this task's root dialog on the "
-            "scale-out workers (`mindloop worker`) and follow it."
+            help="Drive this task's work loop (tasks/<slug>.tsk) until DONE; without it, "
+            "everything. With MINDLOOP_DATABASE_URL: start the task's root dialog on the "
+            "scale-out workers (`mindloop worker`) and follow it.",
+            show_default=False,
         ),
     ] = None,
     message: Annotated[
-        str | None, typer.Option("--message", "-m", help="With TASK: its first message.")
+        str | None,
+        typer.Option("--message", "-m", help="With TASK: tell the task this first (new scope)."),
     ] = None,
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep running and pick up new work (Ctrl-C stops).")
@@ -281,15 +284,31 @@ def run(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Run the backend loop: resume interrupted dialogs and drive everything drivable.
+    """Run a task's work loop (PLAN → DO → CHECK → ADJUST → SELF_IMPROVE) until it is DONE,
+    FAILED, reaches a cap or waits on you; without TASK, resume every task's loop and
+    drive every other drivable dialog.
 
-    Exit codes: 0 done, 1 error, 3 step limit, 4 a question or an approval waits on you,
-    130 interrupted."""
+    Exit codes: 0 done, 1 error, 3 a cap or step limit, 4 waiting on your answer or
+    approval, 5 the task FAILED, 130 interrupted (state saved: `run` resumes)."""
     rtws = get_rtws(ctx)
-    if task is not None:  # on the workers of the rtws's database (README "Scale-out")
-        from mindloop.cli.worker_cmds import run_on_workers
+    if task is not None:
+        from mindloop.store.location import database_url
 
-        raise typer.Exit(run_on_workers(rtws, task, message, as_json))
+        if database_url() is not None:  # on the workers of the rtws's database (Scale-out)
+            from mindloop.cli.worker_cmds import run_on_workers
+
+            raise typer.Exit(run_on_workers(rtws, task, message, as_json))
+        if watch or retry_errors or dialog is not None:
+            raise MindloopError("TASK runs that task's loop; drop --watch/--retry-errors/--dialog")
+        from mindloop.cli.loop_cmds import run_task
+
+        verbose = bool(global_option(ctx, "verbose"))
+        loop = run_task(rtws, task, message, max_steps=max_steps, as_json=as_json, verbose=verbose)
+        raise typer.Exit(run_async(loop, rtws))
+    if message is not None:
+        raise MindloopError(
+            "--message is for a task's loop: name the TASK (mindloop run TASK -m …)"
+        )
     if dialog is not None and not retry_errors:
         raise MindloopError("--dialog chooses the tree --retry-errors retries: add --retry-errors")
     if watch and as_json:

@@ -31,6 +31,7 @@ OUTCOME_EXIT_CODES: dict[str, int] = {
     "step_limit": 3,
     "cap_reached": 3,
     "waiting": 4,
+    "failed": 5,  # a task's work loop ended FAILED
 }
 
 

@@ -1,5 +1,5 @@
-"""`mindloop demo`: play the offline demo scenario (`mindloop.demo`) through the use-case
-layer, answering its one question on the human's behalf."""
+"""`mindloop demo`: play the offline demo task (`mindloop.demo`) through the work loop,
+via the use-case layer, answering its one question on the human's behalf."""
 
 from __future__ import annotations
 
@@ -20,53 +20,73 @@ if TYPE_CHECKING:
 @dataclass
 class DemoReport:
     rtws: Path
-    dialog_id: str
-    result: DriveResult  # the root dialog's last drive
+    dialog_id: str  # the task's loop root
+    result: DriveResult  # the loop root's last drive
     state_file: Path
     dialogs: int
     questions_answered: int
+    outcome: str = ""  # what the task's loop came to (`done` when the demo worked)
 
 
 async def run_demo(directory: Path | None, console: Console) -> DemoReport:
-    """Create the demo rtws and play the scenario, rendering the transcript live."""
+    """Create the demo rtws and run its task through the work loop, rendering it live."""
     from mindloop import service
-    from mindloop.cli.render import TranscriptRenderer
-    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, DEMO_TITLE, HUMAN_ANSWER, prepare_demo_rtws
+    from mindloop.cli.loop_render import LoopRenderer
+    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
     from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 
     directory = prepare_demo_rtws(directory)
     console.rule("mindloop demo")
     console.print(f"rtws: {directory}  (scripted mock model, no network)")
     project = service.open_project(directory)
-    renderer = TranscriptRenderer(console, show_thinking=True)
+    renderer = LoopRenderer(console, show_thinking=True)
     project.subscribe(renderer.handle)
     answered = 0
     try:
-        posted = service.start_chat(project, DEMO_PROMPT, task=DEMO_TASK, title=DEMO_TITLE)
-        root = posted.dialog.id
-        console.print(f"[bold]you:[/] {escape(DEMO_PROMPT)}")
-        report = await service.run(project, root_id=root)
+        console.print(f"[bold]you:[/] mindloop run {DEMO_TASK} -m {escape(repr(DEMO_PROMPT))}")
+        report = await service.run_task(project, DEMO_TASK, message=DEMO_PROMPT)
         drives = list(report.drives)
-        for q in report.questions:
-            renderer.close()
-            console.print(f"[bold]human (answered by the demo):[/] {escape(HUMAN_ANSWER)}")
-            console.print(f'[dim]  = mindloop answer -C {directory} {q.id} "{HUMAN_ANSWER}"[/]')
-            service.answer(project, q.id, HUMAN_ANSWER)
-            answered += 1
-        report = await service.run(project, root_id=root)
-        drives += report.drives
+        while report.outcome is service.Outcome.WAITING and report.questions:
+            for q in report.questions:
+                renderer.close()
+                console.print(f"[bold]human (answered by the demo):[/] {escape(HUMAN_ANSWER)}")
+                console.print(f'[dim]  = mindloop answer -C {directory} {q.id} "{HUMAN_ANSWER}"[/]')
+                service.answer(project, q.id, HUMAN_ANSWER)
+                answered += 1
+            report = await service.run_task(project, DEMO_TASK)
+            drives += report.drives
+        root = report.root_id or ""
+        loop = report.loop
+        # `mindloop run`: the KB request SELF_IMPROVE queued is delivered to the KB
+        # teammate's dialog (once) and processed; the task's loop has nothing left to do.
+        console.print(f"[bold]you:[/] mindloop run -C {directory}")
+        after = await service.run(project)
+        drives += after.drives
     finally:
         renderer.close()
         await project.aclose()
     mine = [r for r in drives if r.dialog_id == root]
     result = mine[-1] if mine else DriveResult(root, DriveEnd.ERROR, error="root never ran")
     console.rule("where things are")
+    console.print(f"task:       {DEMO_TASK}: {loop.outcome if loop else '?'}")
     console.print(f"state:      {project.state_file}")
-    console.print(f"file tools: {directory / 'CHANGELOG.md'}")
+    console.print(f"files:      {directory / 'CHANGELOG.md'}, CONTRIBUTING.md, RELEASE_NOTES.md")
+    console.print(f"self.md:    {directory / '.minds/team/dev/self.md'} (mindloop self history)")
+    console.print(f"KB:         {directory / 'kb'} (from the KB request)")
+    console.print(f"status:     mindloop status -C {directory} {DEMO_TASK}")
+    console.print(f"nodes:      mindloop workspace show -C {directory} {DEMO_TASK}")
     console.print(f"tree:       mindloop dialogs tree -C {directory} {DEMO_TASK}")
     console.print(f"Taskdoc:    mindloop taskdoc show -C {directory} {DEMO_TASK}")
     console.print(f"transcript: mindloop dialogs show -C {directory} {root}")
-    return DemoReport(directory, root, result, project.state_file, len(report.tree), answered)
+    return DemoReport(
+        directory,
+        root,
+        result,
+        project.state_file,
+        len(report.tree),
+        answered,
+        loop.outcome.value if loop else "",
+    )
 
 
 def demo(
@@ -74,7 +94,8 @@ def demo(
         Path | None, typer.Option("--dir", help="Create the demo rtws here (default: a temp dir).")
     ] = None,
 ) -> None:
-    """Run a short scripted scenario offline and show where its state lives."""
+    """Run a task through the whole work loop offline (scripted mock model) and show
+    where its state lives."""
     import asyncio
 
     try:
@@ -82,6 +103,7 @@ def demo(
     except KeyboardInterrupt:
         err_console.print("demo interrupted", markup=False)
         raise typer.Exit(INTERRUPTED_EXIT) from None
-    if report.result.reason != "done":
-        console.print(f"[red]demo stopped: {report.result.reason} {report.result.error or ''}[/]")
+    if report.outcome != "done":
+        why = f"{report.outcome or report.result.reason} {report.result.error or ''}"
+        console.print(f"[red]demo stopped: {escape(why)}[/]")
         raise typer.Exit(1)

@@ -1,12 +1,12 @@
-"""`mindloop demo`: a short offline team scenario on the scripted mock provider.
+"""`mindloop demo`: one task carried through the whole work loop, offline, on the
+scripted mock provider.
 
 This package is the scenario's data: the team, the mock script, the prompt, the human's
-answer, and the rtws they make (`prepare_demo_rtws`). `mindloop demo` plays it through
-the use-case layer like any user session: the root member lists, reads and writes files
-with tools, updates the Taskdoc with `change_mind` and sees the change in its next
-generation, asks a teammate for a review (a side dialog) and itself for three fresh-boots
-opinions (FBR), then asks the human one question (Q4H), which the demo answers on the
-human's behalf. Everything stays on disk for the other commands to inspect.
+answer, and the rtws they make (`prepare_demo_rtws`). `mindloop demo` runs it through the
+use-case layer as `mindloop run TASK -m …` would (see `script.py` for the story: a
+question answered, four nodes with dependencies, one dispatched to a teammate, a failed
+check adjusted with an FBR round, a BENCH node run last, SELF_IMPROVE). Everything stays
+on disk for the other commands to inspect.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from mindloop.rtws import init_rtws
 from mindloop.rtws.scaffold import MOCK_MODEL, dump_yaml
 
 DEMO_TASK = "tasks/example.tsk"
-DEMO_TITLE = "demo"
 
 __all__ = [
     "DEMO_PROMPT",
     "DEMO_TASK",
-    "DEMO_TITLE",
     "HUMAN_ANSWER",
     "prepare_demo_rtws",
 ]

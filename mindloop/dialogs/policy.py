@@ -12,6 +12,10 @@ decides, per request and per call:
   may be carried out (`check_routes`; refuse one with `routing.refuse_route`),
 - whether the drive goes on after a step (`goes_on`).
 
+A policy also names the work-loop phase it stands for (`phase`, None outside the loop):
+tools see it in their context (`ToolContext.phase`), so a workspace tool acts with the
+phase's authority in the transition table.
+
 `DefaultPolicy` is today's behaviour for root and side dialogs; FBR side dialogs run
 `fbr.FbrPolicy`; the work loop's phases are policies too. A runtime picks a dialog's
 policy once, when it loads the dialog, through a `PolicyResolver` (the runtime's
@@ -60,6 +64,8 @@ class Refusal:
 
 
 class TurnPolicy(Protocol):
+    phase: str | None  # the work-loop phase it stands for (None: not a loop phase)
+
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]: ...
 
     def compile_request(
@@ -93,6 +99,8 @@ class DefaultPolicy:
     """Root and side dialogs as they have always behaved: the member's tools (root-only
     ones only at the root), the persona/Taskdoc system prompt, every route allowed, the
     drive goes on until the model answers or waits. Subclass it to change one decision."""
+
+    phase: str | None = None
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         return parts.member_tools(live.member, is_root=live.is_root)

@@ -494,5 +494,6 @@ class DialogRuntime:
                 TaskdocChanged(dialog_id=did, section=section)
             ),
             workspace=self._workspace,
+            phase=live.policy.phase,
         )
         return live.tool_context

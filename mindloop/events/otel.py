@@ -44,6 +44,8 @@ from mindloop.events.types import (
     GenerationRestarted,
     GenerationStarted,
     NoteAdded,
+    PhaseEnded,
+    PhaseStarted,
     QuestionAnswered,
     QuestionAsked,
     TellaskCalled,
@@ -119,6 +121,7 @@ class SpanRecorder:
         # side dialog -> the open tellask that asks it (its key in `_tellasks`, its context)
         self._callers: dict[str, tuple[tuple[str, str], Context]] = {}
         self._resume: OrderedDict[str, Context] = OrderedDict()  # dialog -> last drive
+        self._phases: dict[str, tuple[Span, Context]] = {}  # loop root -> its open phase
         handlers: dict[type[Event], Callable[[Any], None]] = {
             DriveStarted: self._drive_started,
             DriveEnded: self._drive_ended,
@@ -133,6 +136,8 @@ class SpanRecorder:
             TellaskResponded: self._tellask_responded,
             QuestionAsked: self._question_asked,
             QuestionAnswered: self._question_answered,
+            PhaseStarted: self._phase_started,
+            PhaseEnded: self._phase_ended,
         }
         if capture_content:
             handlers[TextChunk] = self._text
@@ -150,6 +155,7 @@ class SpanRecorder:
         reply (marked `mindloop.unanswered`: a later process receives the reply)."""
         cut = [d.generation for d in self._drives.values() if d.generation is not None]
         cut += [*self._tools.values(), *(d.span for d in self._drives.values())]
+        cut += [span for span, _ in self._phases.values()]
         for span in cut:
             span.set_status(Status(StatusCode.ERROR, "not finished when the runtime stopped"))
             span.end()
@@ -162,6 +168,42 @@ class SpanRecorder:
         self._questions.clear()
         self._callers.clear()
         self._resume.clear()
+        self._phases.clear()
+
+    # ------------------------------------------------------------------ loop phases
+
+    def _phase_started(self, ev: PhaseStarted) -> None:
+        root = ev.dialog_id or ""
+        stale = self._phases.pop(root, None)
+        if stale is not None:  # its end was never published (a crash)
+            stale[0].end(_ns(ev.ts))
+        attrs: dict[str, Any] = {
+            DIALOG: root,
+            TASK: ev.task,
+            "mindloop.loop.phase": ev.phase,
+            "mindloop.loop.entry": ev.entry,
+        }
+        if ev.member:
+            attrs[MEMBER] = ev.member
+        if ev.node:
+            attrs["mindloop.loop.node"] = ev.node
+        span = self._tracer.start_span(
+            f"loop_phase {ev.phase}",
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=_ns(ev.ts),
+        )
+        self._phases[root] = (span, set_span_in_context(span))
+
+    def _phase_ended(self, ev: PhaseEnded) -> None:
+        found = self._phases.pop(ev.dialog_id or "", None)
+        if found is None:
+            return
+        span = found[0]
+        span.set_attribute("mindloop.loop.ended_by", ev.by)
+        if ev.hint:
+            span.set_attribute("mindloop.loop.hint", ev.hint)
+        span.end(_ns(ev.ts))
 
     # ------------------------------------------------------------------ drives
 
@@ -172,7 +214,8 @@ class SpanRecorder:
             stale.span.end(_ns(ev.ts))
         resumed = self._resume.pop(did, None)
         caller = self._callers.get(did)
-        parent = caller[1] if caller is not None else resumed
+        phase = self._phases.get(did)
+        parent = caller[1] if caller is not None else phase[1] if phase is not None else resumed
         common = {DIALOG: did, MEMBER: ev.member}
         if ev.task:
             common[TASK] = ev.task

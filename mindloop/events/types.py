@@ -41,6 +41,9 @@ class EventType(StrEnum):
     WAIT_REMINDER = "wait_reminder"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_RESOLVED = "approval_resolved"
+    PHASE_START = "phase_start"
+    PHASE_END = "phase_end"
+    LOOP_ROUTED = "loop_routed"
     CONTEXT_TRIMMED = "context_trimmed"
     CONTEXT_COMPACTED = "context_compacted"
 
@@ -266,6 +269,46 @@ class ApprovalResolved(Event):
     decision: str  # approve | reject | edit
     by: str
     reason: str | None = None
+
+
+# ---------------------------------------------------------------------- the work loop
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseStarted(Event):
+    """A task's loop root entered a phase (its input was posted); `dialog_id` is the root."""
+
+    type: ClassVar[EventType] = EventType.PHASE_START
+    task: str
+    phase: str
+    entry: int
+    node: str | None = None  # the node the entry works (DO, ADJUST)
+    member: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseEnded(Event):
+    type: ClassVar[EventType] = EventType.PHASE_END
+    task: str
+    phase: str
+    entry: int
+    by: str  # phase_end | reply | step_cap | runtime
+    hint: str | None = None
+    summary: str = ""  # the summary's progress line
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopRouted(Event):
+    """The runtime's routing decision after a phase or a wake (agent-loop §4)."""
+
+    type: ClassVar[EventType] = EventType.LOOP_ROUTED
+    task: str
+    target: str  # PLAN | DO | CHECK | ADJUST | END | PARK | ROUTER
+    rule: str
+    hint: str | None = None
+    hint_dropped: str | None = None  # HINT_ILLEGAL: why the hint was dropped
+    done: int = 0  # execution nodes terminal
+    total: int = 0  # execution nodes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -163,6 +163,9 @@ class ToolContext:
     taskdoc_audit: TaskdocAudit | None = None
     on_taskdoc_changed: TaskdocChangedHook | None = None
     workspace: WorkspaceAccess | None = None
+    # The work-loop phase the calling dialog is in (PLAN, DO, CHECK, ADJUST,
+    # SELF_IMPROVE), None outside the loop: who a workspace tool acts as.
+    phase: str | None = None
 
     def __post_init__(self) -> None:
         if not _CALL_KEY.fullmatch(self.call_key):

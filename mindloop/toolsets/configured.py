@@ -40,6 +40,8 @@ from mindloop.tools.base import Tool
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets.builtin import standard_registry
 from mindloop.toolsets.mcp import ServerTools
+from mindloop.toolsets.phase_end import TOOLSET as LOOP_TOOLSET
+from mindloop.toolsets.phase_end import phase_end_tools
 from mindloop.toolsets.python import PythonToolError, entry_point_toolsets, module_tools
 from mindloop.toolsets.self_improve import add_loop_toolsets
 from mindloop.toolsets.waits import add_wait_toolset
@@ -88,6 +90,8 @@ def build_registry(
     config: Config, *, lang: Lang | None = None, mcp: McpMode = McpMode.SELECTED
 ) -> RegistryBuild:
     registry = standard_registry(lang or config.team.work_language)
+    summary = config.team.loop.memory.sections.last_step_summary
+    registry.add_toolset(LOOP_TOOLSET, phase_end_tools(summary), loop_owned=True)
     add_loop_toolsets(registry, config)
     add_wait_toolset(registry, config.team.loop.waits)
     build = RegistryBuild(registry)

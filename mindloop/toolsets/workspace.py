@@ -67,7 +67,7 @@ from mindloop.workspace.models import (
     SelfCheck,
 )
 from mindloop.workspace.state import WorkspaceState, is_ready
-from mindloop.workspace.transitions import Authority
+from mindloop.workspace.transitions import Actor, Authority
 
 TOOLSET = "workspace"
 ROOT_ONLY_TOOLS: frozenset[str] = frozenset({"rule_add"})
@@ -99,7 +99,13 @@ AuthorityFor = Callable[[ToolContext], Authority]
 
 
 def chat_authority(ctx: ToolContext) -> Authority:
-    return Authority.chat(f"@{ctx.member}")
+    """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
+    phase that is no actor of the transition table, SELF_IMPROVE, moves no node)."""
+    who = f"@{ctx.member}"
+    if ctx.phase is None:
+        return Authority.chat(who)
+    actor = Actor.__members__.get(ctx.phase)
+    return Authority.phase(actor, who) if actor is not None else Authority(frozenset(), who)
 
 
 # ---------------------------------------------------------------------- shared

@@ -1,0 +1,159 @@
+"""`mindloop run TASK` and `mindloop status TASK`: a task's work loop, live and at rest.
+
+`run TASK` drives the task's loop (`service.run_task`) with the transcript streamed live
+and the loop's own lines on top: each phase as it starts (with the node it works), a
+progress bar over the nodes after each routing decision, dropped hints, waits. Exit codes
+(DESIGN §8.6): 0 DONE, 1 error, 3 a cap reached, 4 waiting on the human, 5 the task
+FAILED, 130 interrupted (the state is saved; `run` resumes). `status TASK` reads only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json
+
+if TYPE_CHECKING:
+    from mindloop.loop.api import TaskStatus
+
+BAR = 20  # cells of the progress bar
+
+GLYPH = {
+    "NEW": "○",
+    "WAIT": "⏸",
+    "IN_PROGRESS": "▶",
+    "COMPLETE": "◉",
+    "CHECK_FAILED": "✗",
+    "ADJUSTING": "↻",
+    "DONE": "✓",
+    "FAILED": "✗",
+    "CANCELLED": "–",
+}
+
+
+def progress_bar(done: int, total: int) -> str:
+    if total <= 0:
+        return "[dim]" + "░" * BAR + "[/] no nodes yet"
+    full = round(BAR * done / total)
+    return f"[green]{'█' * full}[/][dim]{'░' * (BAR - full)}[/] {done}/{total} nodes"
+
+
+async def run_task(
+    rtws: Path,
+    task: str,
+    message: str | None,
+    *,
+    max_steps: int,
+    as_json: bool,
+    verbose: bool,
+    thinking: bool = False,
+) -> int:
+    from mindloop import service
+    from mindloop.cli.chat_cmd import print_capped, print_failures, start_logging
+    from mindloop.cli.loop_render import LoopRenderer
+
+    project = service.open_project(rtws, max_steps=max_steps)
+    renderer = None if as_json else LoopRenderer(console, show_thinking=thinking)
+    if renderer is not None:
+        project.subscribe(renderer.handle)
+    try:
+        if renderer is not None:
+            renderer.know_dialogs(service.list_dialogs(project))
+        rel = service.check_task(project, task)  # refused before anything is written
+        start_logging(project, verbose)
+        report = await service.run_task(project, rel, message=message)
+    finally:
+        if renderer is not None:
+            renderer.close()
+        await project.aclose()
+    code = OUTCOME_EXIT_CODES[report.outcome]
+    loop = report.loop
+    if as_json:
+        from mindloop.cli.chat_cmd import summary
+
+        print_json(summary(report, code, project.state_file))
+        return code
+    print_failures(report)
+    print_capped(report)
+    for q in report.questions:
+        console.print(
+            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
+            f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
+        )
+    if loop is not None:
+        color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(loop.outcome, "yellow")
+        console.print(
+            f"[{color}]task {escape(loop.task)}: {loop.outcome}[/]"
+            + (f" — {escape(loop.reason)}" if loop.reason else "")
+        )
+    from mindloop.cli.usage import usage_line
+
+    console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
+    console.print(f"[dim]state in {project.state_file} · `mindloop status {task}` shows it[/]")
+    return code
+
+
+def status(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(help="The task package (tasks/<slug>.tsk).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Where a task's work loop stands: phase, node tree, open waits, retries, usage."""
+    from mindloop import service
+
+    st = service.task_status(get_rtws(ctx), task)
+    if as_json:
+        print_json(st.model_dump(mode="json"))
+        return
+    show_status(st)
+
+
+def show_status(st: TaskStatus) -> None:
+    from mindloop.cli.usage import usage_line
+
+    if not st.bound:
+        console.print(
+            f"{escape(st.task)}: no work loop yet (start it with `mindloop run {st.task}`)"
+        )
+    else:
+        where = f"phase {st.phase} (entry {st.entry})" if st.phase else "not started"
+        if st.phase and not st.in_phase:
+            where += ", ended"
+        console.print(
+            f"[bold]{escape(st.task)}[/] · {st.status} · {where}"
+            + (f" · node {st.node}" if st.node and st.in_phase else "")
+            + (f"\n  {escape(st.reason)}" if st.reason else "")
+        )
+    console.print(progress_bar(st.done, st.total))
+    for n in st.nodes:
+        extra = []
+        if n.assignee != "MAIN":
+            extra.append(n.assignee)
+        if n.deps:
+            extra.append("deps " + ", ".join(n.deps))
+        if n.attempt or n.adjust_count:
+            extra.append(f"attempt {n.attempt}, adjusted {n.adjust_count}×")
+        if n.ready:
+            extra.append("ready")
+        kind = "PLANNING" if n.kind == "PLANNING" else n.type
+        tail = f" [dim]({'; '.join(extra)})[/]" if extra else ""
+        console.print(
+            f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {kind} "
+            f"{escape(n.title)}{tail}"
+        )
+    for q in st.questions:
+        console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}")
+    for w in st.waits:
+        due = f", due {w.due_at:.0f}" if w.due_at else ""
+        console.print(f"[cyan]wait {w.id}[/] {w.kind} {escape(w.key)}{due}")
+    if st.last_summary is not None and st.last_summary.progress:
+        console.print(f"[dim]last summary: {escape(st.last_summary.progress)}[/]")
+    console.print(
+        f"[dim]retries {st.retries} · refusals {st.refusals} · hints dropped "
+        f"{st.hints_dropped} · re-plans {st.plan_reentries}[/]"
+    )
+    console.print(f"[dim]usage: {usage_line(st.usage)}[/]")

@@ -1,0 +1,192 @@
+"""The work loop's use cases over a runtime: run a task's loop, resume every loop, show
+where a task stands. `mindloop.service` wraps them for the faces (CLI, web)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Sequence
+
+from pydantic import BaseModel
+
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.dialogs.scheduler import Scheduler, Ticker
+from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
+from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
+from mindloop.store import loop_state as ls
+from mindloop.workspace import repo
+from mindloop.workspace.models import NodeKind
+from mindloop.workspace.state import is_ready
+
+
+async def run_task(
+    rt: DialogRuntime,
+    policies: LoopPolicies,
+    task: str,
+    *,
+    message: str | None = None,
+    member: str | None = None,
+) -> LoopReport:
+    """Drive the task's loop until DONE, FAILED, a cap, or a wait on the human."""
+    return await TaskLoop(rt, policies, task, member=member).run(message)
+
+
+def loop_roots(store: Store) -> set[str]:
+    return {s.root_id for s in ls.all_states(store)}
+
+
+def resumable(store: Store) -> list[ls.LoopState]:
+    """Loops with work left (not DONE or FAILED)."""
+    return [
+        s
+        for s in ls.all_states(store)
+        if s.status not in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED)
+    ]
+
+
+KEEP_ROOTS = 10_000  # dialog -> root entries a watching run keeps
+
+
+class OtherDialogs(Scheduler):
+    """Every drivable dialog outside the trees of the given loop roots (each tree is
+    driven by its task's loop)."""
+
+    def __init__(
+        self, rt: DialogRuntime, roots: Collection[str], *, tickers: Sequence[Ticker] = ()
+    ) -> None:
+        super().__init__(rt, tickers=tickers)
+        self._roots = set(roots)
+        self._root_of: dict[str, str] = {}  # dialog -> its root (for life)
+
+    def drivable(self, exclude: Collection[str]) -> list[str]:
+        found = super().drivable(exclude)
+        if not self._roots:  # no task loop: today's scheduler, nothing more
+            return found
+        if len(self._root_of) > KEEP_ROOTS:  # a long watch forgets
+            self._root_of.clear()
+        out = []
+        for did in found:
+            root = self._root_of.get(did)
+            if root is None:
+                root = self._root_of[did] = self.rt.store.get_dialog(did).root_id
+            if root not in self._roots:
+                out.append(did)
+        return out
+
+
+async def resume_all(rt: DialogRuntime, policies: LoopPolicies) -> list[LoopReport]:
+    """Run every loop with work left, concurrently (`mindloop run` without a task)."""
+    states = resumable(rt.store)
+    return list(await asyncio.gather(*(run_task(rt, policies, s.task_path) for s in states)))
+
+
+# ---------------------------------------------------------------------- status
+
+
+class NodeLine(BaseModel):
+    id: str
+    parent_id: str | None
+    depth: int
+    kind: str
+    type: str
+    status: str
+    title: str
+    assignee: str
+    deps: list[str]
+    attempt: int
+    adjust_count: int
+    ready: bool
+
+
+class TaskStatus(BaseModel):
+    """Where a task's loop stands (`mindloop status TASK`)."""
+
+    task: str
+    bound: bool  # the task has a loop root
+    root_id: str | None = None
+    status: str | None = None
+    reason: str = ""
+    phase: str | None = None
+    entry: int = 0
+    in_phase: bool = False
+    node: str | None = None
+    last_end: ls.PhaseEnd | None = None
+    last_summary: ls.Summary | None = None
+    nodes: list[NodeLine] = []
+    done: int = 0  # execution nodes terminal
+    total: int = 0  # execution nodes
+    questions: list[QuestionRecord] = []
+    waits: list[WaitRecord] = []
+    refusals: int = 0
+    hints_dropped: int = 0
+    plan_reentries: int = 0
+    retries: int = 0  # node attempts after the first and ADJUST cycles, summed
+    usage: UsageTotals = UsageTotals()
+
+
+def task_status(store: Store, task: str) -> TaskStatus:
+    """`task` as stored (rtws-relative)."""
+    state = ls.get(store, task)
+    ws = repo.load(store, task)
+    lines = []
+    if ws.exists:
+        for n, depth in ws.walk():
+            lines.append(
+                NodeLine(
+                    id=n.id,
+                    parent_id=n.parent_id,
+                    depth=depth,
+                    kind=n.kind.value,
+                    type=n.type.value,
+                    status=n.status.value,
+                    title=n.title,
+                    assignee=n.assignee,
+                    deps=list(n.deps),
+                    attempt=n.attempt,
+                    adjust_count=n.adjust_count,
+                    ready=is_ready(ws, n),
+                )
+            )
+    execution = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
+    out = TaskStatus(
+        task=task,
+        bound=state is not None,
+        nodes=lines,
+        done=sum(1 for n in execution if n.terminal),
+        total=len(execution),
+        retries=sum(n.attempt + n.adjust_count for n in execution),
+        usage=store.usage(task_path=task),
+    )
+    if state is None:
+        return out
+    tree = store.list_dialogs(root_id=state.root_id)
+    return out.model_copy(
+        update={
+            "root_id": state.root_id,
+            "status": state.status.value,
+            "reason": state.status_reason,
+            "phase": state.phase.value if state.phase else None,
+            "entry": state.entry,
+            "in_phase": state.in_phase,
+            "node": state.node_id,
+            "last_end": state.ended,
+            "last_summary": state.last_summary,
+            "questions": store.open_questions(root_ids=[state.root_id]),
+            "waits": [w for d in tree for w in store.open_waits(d.id)],
+            "refusals": state.refusals,
+            "hints_dropped": state.hints_dropped,
+            "plan_reentries": state.plan_reentries,
+        }
+    )
+
+
+__all__ = [
+    "LoopOutcome",
+    "LoopPolicies",
+    "LoopReport",
+    "OtherDialogs",
+    "TaskStatus",
+    "loop_roots",
+    "resume_all",
+    "run_task",
+    "task_status",
+]

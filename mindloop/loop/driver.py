@@ -1,0 +1,489 @@
+"""The loop driver: carries one task from its first PLAN to DONE (or FAILED, a cap, or a
+wait on the human), through the engine.
+
+One loop root per task (`binding.bind`). The driver alone drives that root: each phase
+entry posts the phase's input (`phase_ops.enter_phase`) and drives the root with the
+phase's turn policy (`LoopPolicies`, the runtime's `policies=` resolver) up to the
+phase's step cap; when the phase ends (`phase_end`, a reply without tool calls, the cap)
+the runtime records it and routes (`routing.route` over `facts.gather`). Meanwhile a
+scheduler restricted to the task's tree drives every other dialog of it: members working
+dispatched nodes, side dialogs the root asked, FBR samples. A waiting node blocks
+nothing; the task parks only on a wait of its own or when every open node waits, and
+then the driver either waits for the work under way or stops, when only the human can
+move it (a question, an approval, or nothing at all at work).
+
+Durable by construction: where the loop stands is a row of the store (`loop_state`),
+changed in the transactions that change what it describes, so a `mindloop run` killed
+anywhere resumes exactly there — a phase entered is continued (its drive resumes like any
+interrupted drive), a phase ended is routed, nothing is posted or moved twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from mindloop.dialogs.budgeted import BudgetedRequests
+from mindloop.dialogs.outcomes import DriveEnd, DriveResult
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.dialogs.scheduler import Scheduler
+from mindloop.events.types import (
+    DriveEnded,
+    Event,
+    LoopRouted,
+    PhaseEnded,
+    PhaseStarted,
+    QuestionAnswered,
+    QuestionAsked,
+    TellaskResponded,
+    WaitResolved,
+)
+from mindloop.i18n import Lang
+from mindloop.loop import phase_ops
+from mindloop.loop.binding import bind
+from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
+from mindloop.loop.phases import Phase, step_cap
+from mindloop.loop.policy import LoopPolicy, PolicyTable
+from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
+from mindloop.memory import MemoryCompiler
+from mindloop.memory.compaction import verdicts_by_tool
+from mindloop.memory.summarizer import provider_summarizer
+from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
+from mindloop.store import loop_state as ls
+from mindloop.workspace import repo
+from mindloop.workspace.models import NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState
+
+POLL = 0.5  # seconds between looks at the store while the task waits for work under way
+# Tool calls whose results are verdicts a compaction keeps verbatim (DONE, FAILED …).
+VERDICT_TOOLS = frozenset({"node_transition"})
+KEEP_SEEN = 10_000  # root lookups a long-running process remembers
+
+
+class LoopPolicies:
+    """The runtime's policy resolver for loop roots: the policy of the phase each root is
+    in. The phases of the roots this process drives are set by their loops; another root
+    is looked up once (one indexed read when its dialog is first loaded; a long watch
+    forgets old lookups), never per step, and dialogs that are not roots never are.
+
+    Bound to a runtime (`bind`), it also holds the loop's memory: the budgeted requests
+    every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
+
+    def __init__(self, lang: Lang) -> None:
+        self.table = PolicyTable(lang, lambda: self.memory)
+        self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
+        self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
+        self.rt: DialogRuntime | None = None
+        self.memory: BudgetedRequests | None = None
+
+    def bind(self, rt: DialogRuntime) -> None:
+        """Serve `rt`'s loop roots (once per runtime)."""
+        if self.rt is rt:
+            return
+        self.rt = rt
+        compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
+        self.memory = BudgetedRequests(
+            compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
+        )
+        self.memory.attach()
+
+    async def run_summaries(self, rt: DialogRuntime, member_id: str) -> None:
+        """The LLM summaries compactions left pending, off the request path (between
+        phases), on the loop member's model."""
+        if self.memory is None or not self.memory.pending:
+            return
+        member = rt.config.member(member_id)
+        summarizer = provider_summarizer(
+            rt.providers, member.provider, rt.parts.model_name(member), member=member.id
+        )
+        await self.memory.run_summaries(summarizer)
+
+    def set(self, root_id: str, phase: Phase | None) -> None:
+        self._driven[root_id] = phase
+
+    def __call__(self, rec: DialogRecord) -> LoopPolicy | None:
+        if rec.kind != "root":
+            return None
+        if rec.id in self._driven:
+            phase = self._driven[rec.id]
+        elif rec.id in self._seen:
+            phase = self._seen[rec.id]
+        else:
+            found = ls.by_root(self.rt.store, rec.id) if self.rt is not None else None
+            phase = found.phase if found is not None and found.in_phase else None
+            if len(self._seen) >= KEEP_SEEN:
+                self._seen.clear()
+            self._seen[rec.id] = phase
+        return self.table[phase] if phase is not None else None
+
+
+class LoopOutcome(StrEnum):
+    """What a run of a task's loop came to (the values are `service.Outcome`'s)."""
+
+    DONE = "done"  # every node terminal, SELF_IMPROVE ran: exit 0
+    FAILED = "failed"  # the task FAILED (a node failed at its cap): exit 5
+    WAITING = "waiting"  # only the human can move it now: exit 4
+    CAP = "cap_reached"  # a spending cap: exit 3
+    ERROR = "error"  # a drive failed: exit 1
+
+
+@dataclass
+class LoopReport:
+    task_path: str
+    root_id: str
+    outcome: LoopOutcome
+    reason: str = ""
+    phase: Phase | None = None
+    entries: int = 0  # phase entries during this run
+    drives: list[DriveResult] = field(default_factory=list)  # the root's drives
+    side_drives: list[DriveResult] = field(default_factory=list)  # the tree's other drives
+
+
+class _TreeScheduler(Scheduler):
+    """The task tree's dialogs except its loop root (the driver drives that one)."""
+
+    def __init__(self, rt: DialogRuntime, root_id: str) -> None:
+        super().__init__(rt, root_id=root_id)
+        self._root = root_id
+
+    def drivable(self, exclude: Collection[str]) -> list[str]:
+        return super().drivable({*exclude, self._root})
+
+
+class TaskLoop:
+    """Drives one task's loop (see the module doc). `run` may be called again later: it
+    continues where the store says the loop stands."""
+
+    def __init__(
+        self,
+        rt: DialogRuntime,
+        policies: LoopPolicies,
+        task_path: str,
+        *,
+        member: str | None = None,
+    ) -> None:
+        self.rt = rt
+        self.policies = policies
+        policies.bind(rt)
+        self.state = bind(rt, task_path, member=member)
+        self.task = self.state.task_path
+        self.root = self.state.root_id
+        self.limits = rt.config.team.loop.retries  # drive_steps, plan_reentries
+        self._changed = asyncio.Event()
+        self._unsubscribe = rt.bus.subscribe(self._hear)
+
+    # ------------------------------------------------------------------ public
+
+    def post(self, text: str) -> None:
+        """A message from the user to the task: posted to the loop root (it is in the
+        phase's history from its next step), and routed as new scope (R0) when the phase
+        ends."""
+        self.rt.post_user_message(self.root, text)
+
+    async def run(self, message: str | None = None) -> LoopReport:
+        rt = self.rt
+        if message is not None:
+            self.post(message)
+        self.rt.recover()
+        report = LoopReport(self.task, self.root, LoopOutcome.DONE)
+        tree = _TreeScheduler(rt, self.root)
+        stop = False
+        side = asyncio.create_task(
+            tree.run(watch=True, poll_interval=POLL, stop=lambda: stop), name=f"tree:{self.root}"
+        )
+        try:
+            await self._control(report)
+        finally:
+            stop = True
+            rt.wake.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await side
+            report.side_drives = list(tree.results)
+            self._unsubscribe()
+        return report
+
+    # ------------------------------------------------------------------ control
+
+    async def _control(self, report: LoopReport) -> None:
+        while True:
+            state = self._load()
+            report.phase = state.phase
+            if state.in_phase:
+                if await self._drive_phase(state, report):
+                    return
+                continue
+            if state.ended is not None and not state.closed:
+                state = phase_ops.close(self.rt, state, None)
+                self._publish_end(state)
+            await self.policies.run_summaries(self.rt, self._member())
+            messages = phase_ops.phase_messages(self.rt, state)
+            if state.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
+                is_user_input(m) for m in messages
+            ):
+                report.outcome = (
+                    LoopOutcome.DONE if state.status is ls.LoopStatus.DONE else LoopOutcome.FAILED
+                )
+                report.reason = state.status_reason
+                return
+            if await self._route(state, messages, report):
+                return
+
+    async def _route(
+        self, state: ls.LoopState, messages: list[MessageRecord], report: LoopReport
+    ) -> bool:
+        """Route after a phase or a wake; True when the run ends here."""
+        rt = self.rt
+        dispatched = phase_ops.dispatch_ready(rt, state)
+        gathered = gather(rt, state, messages)
+        decision = route(gathered.facts)
+        notes = []
+        if decision.hint_dropped:
+            notes.append(f"{HINT_ILLEGAL}: hint {decision.hint} dropped: {decision.hint_dropped}")
+        notes += [f"BENCH {n} waits: {why}" for n, why in gathered.bench_why.items()]
+        if dispatched:
+            notes.append(f"dispatched to their members: {', '.join(dispatched)}")
+        target = decision.target
+        if decision.hint_dropped:
+            state = phase_ops.save(rt, state, hints_dropped=state.hints_dropped + 1)
+        if target is Target.ROUTER:  # the task is known: a message is new scope (R6)
+            target = Target.PLAN
+            notes.append("a new message from the user: plan its scope")
+        self._publish_route(decision, target, gathered.facts.workspace)
+        if target is Target.PARK:
+            return await self._park(state, report)
+        if target is Target.END:
+            if not state.self_improved and state.drive_steps >= self.limits.drive_steps:
+                self._ask_to_continue(state)
+                return False
+            if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
+                return self._enter(state, Phase.SELF_IMPROVE, decision, notes, gathered, report)
+            return self._finish(state, report)
+        phase = target.phase
+        assert phase is not None
+        if state.drive_steps >= self.limits.drive_steps:  # before more work: ask to go on
+            self._ask_to_continue(state)
+            return False
+        replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
+        return self._enter(state, phase, decision, notes, gathered, report, replan=replan)
+
+    def _enter(
+        self,
+        state: ls.LoopState,
+        phase: Phase,
+        decision: Decision,
+        notes: list[str],
+        gathered: Gathered,
+        report: LoopReport,
+        *,
+        replan: bool = False,
+    ) -> bool:
+        try:
+            state, _ = phase_ops.enter_phase(
+                self.rt,
+                state,
+                phase,
+                notes=notes,
+                ready_benches=gathered.facts.bench_ready,
+                replan=replan,
+            )
+        except ls.StaleLoopState:
+            return False  # another process moved the loop first: look again
+        self.policies.set(self.root, phase)
+        report.entries += 1
+        self.rt.bus.publish(
+            PhaseStarted(
+                dialog_id=self.root,
+                task=self.task,
+                phase=phase.value,
+                entry=state.entry,
+                node=state.node_id,
+                member=self.rt.store.get_dialog(self.root).member,
+            )
+        )
+        return False
+
+    async def _drive_phase(self, state: ls.LoopState, report: LoopReport) -> bool:
+        """Drive the root in its phase until the phase ends (False: route next) or the run
+        must end (True)."""
+        rt = self.rt
+        assert state.phase is not None
+        self.policies.set(self.root, state.phase)
+        wait = rt.tree.wait_state(self.root)
+        if (
+            not wait.waiting
+            and not rt.store.undelivered_responses(self.root)
+            and _replied(phase_ops.phase_messages(rt, state))
+        ):
+            # the phase's reply is in but its end was not recorded (a kill between them)
+            self._end(state, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
+            return False
+        cap = step_cap(self.rt.config.team.loop.phases, state.phase)
+        left = cap - state.entry_steps
+        if left <= 0:
+            self._end(state, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+            return False
+        if not wait.drivable:
+            return await self._wait_in_phase(state, report)
+        result = await rt.drive(self.root, max_steps=left)
+        report.drives.append(result)
+        if result.steps:
+            state = phase_ops.save(
+                rt,
+                state,
+                entry_steps=state.entry_steps + result.steps,
+                drive_steps=state.drive_steps + result.steps,
+            )
+        reason = result.reason
+        if reason is DriveEnd.CAP_REACHED:
+            report.outcome, report.reason = LoopOutcome.CAP, result.cap or "a cap was reached"
+            return True
+        if reason is DriveEnd.ERROR:
+            report.outcome, report.reason = LoopOutcome.ERROR, result.error or "a drive failed"
+            return True
+        if reason is DriveEnd.CLAIMED:  # another process drives the root: wait for it
+            await self._settle(POLL)
+            return False
+        fresh = self._load()
+        if fresh.ended is not None:  # phase_end recorded it
+            return False
+        if reason in (DriveEnd.DONE, DriveEnd.IDLE):
+            self._end(fresh, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
+        elif reason is DriveEnd.STEP_LIMIT:
+            self._end(fresh, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+        elif reason is DriveEnd.STOPPED:
+            self._end(fresh, ls.EndedBy.RUNTIME, "the turn policy stopped the drive")
+        elif reason is DriveEnd.WAITING:
+            return await self._wait_in_phase(fresh, report)
+        return False
+
+    async def _wait_in_phase(self, state: ls.LoopState, report: LoopReport) -> bool:
+        """The root waits mid-phase (a question, an approval, a tellask it made)."""
+        wait = self.rt.tree.wait_state(self.root)
+        if wait.drivable:  # what it waited for came in meanwhile
+            return False
+        kind, why = park_reason(self.rt, state)
+        if kind is Park.WORK or (kind is Park.STUCK and wait.pending):
+            await self._settle(POLL)
+            return False
+        phase_ops.save(self.rt, state, status=ls.LoopStatus.WAITING, status_reason=why)
+        report.outcome, report.reason = LoopOutcome.WAITING, why
+        return True
+
+    async def _park(self, state: ls.LoopState, report: LoopReport) -> bool:
+        kind, why = park_reason(self.rt, state)
+        if kind is Park.WORK:
+            if state.status is not ls.LoopStatus.WAITING or state.status_reason != why:
+                phase_ops.save(self.rt, state, status=ls.LoopStatus.WAITING, status_reason=why)
+            await self._settle(POLL)
+            return False
+        phase_ops.save(self.rt, state, status=ls.LoopStatus.WAITING, status_reason=why)
+        report.outcome, report.reason = LoopOutcome.WAITING, why
+        return True
+
+    def _finish(self, state: ls.LoopState, report: LoopReport) -> bool:
+        ws = repo.load(self.rt.store, self.task)
+        failed = [
+            n.id
+            for n in ws.nodes.values()
+            if n.kind is NodeKind.EXECUTION and n.status is NodeStatus.FAILED
+        ]
+        status = ls.LoopStatus.FAILED if failed else ls.LoopStatus.DONE
+        why = f"failed: {', '.join(failed)}" if failed else "every node is terminal"
+        # the human's messages so far are accounted for: a later one starts new work
+        phase_ops.save(self.rt, state, status=status, status_reason=why)
+        report.outcome = LoopOutcome.FAILED if failed else LoopOutcome.DONE
+        report.reason = why
+        return True
+
+    def _end(self, state: ls.LoopState, by: ls.EndedBy, reason: str) -> None:
+        end = ls.PhaseEnd(by=by, reason=reason, at=time.time())
+        self._publish_end(phase_ops.close(self.rt, state, end))
+
+    def _ask_to_continue(self, state: ls.LoopState) -> None:
+        """The task took `loop.retries.drive_steps` model steps since the human last spoke:
+        ask whether to go on (agent-loop §8.2); the question parks the task (R1) until it
+        is answered."""
+        store = self.rt.store
+        with store.tx():
+            rec = store.get_dialog(self.root)
+            q = store.add_question(
+                QuestionRecord(
+                    id=new_id("q4h-"),
+                    dialog_id=self.root,
+                    root_id=self.root,
+                    headline=f"The work loop took {state.drive_steps} model steps since your "
+                    "last input. Continue?",
+                    body="Answer to let it go on for another "
+                    f"{self.limits.drive_steps} steps (`mindloop answer`), or stop here.",
+                    call_id=new_id("loop-"),
+                    course=rec.course,
+                )
+            )
+            fresh = ls.get(store, self.task)
+            assert fresh is not None
+            ls.save(store, fresh.model_copy(update={"drive_steps": 0}))
+        self.rt.bus.publish(
+            QuestionAsked(dialog_id=self.root, question_id=q.id, headline=q.headline, body=q.body)
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _member(self) -> str:
+        return self.rt.store.get_dialog(self.root).member
+
+    def _load(self) -> ls.LoopState:
+        found = ls.get(self.rt.store, self.task)
+        assert found is not None
+        self.state = found
+        return found
+
+    def _hear(self, ev: Event) -> None:
+        if isinstance(ev, DriveEnded | WaitResolved | TellaskResponded | QuestionAnswered):
+            self._changed.set()
+
+    async def _settle(self, timeout: float) -> None:
+        """Wait until something in the rtws may have changed (or `timeout`)."""
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def _publish_end(self, state: ls.LoopState) -> None:
+        end = state.ended
+        assert end is not None and state.phase is not None
+        self.rt.bus.publish(
+            PhaseEnded(
+                dialog_id=self.root,
+                task=self.task,
+                phase=state.phase.value,
+                entry=state.entry,
+                by=end.by.value,
+                hint=end.hint.value if end.hint else None,
+                summary=end.summary.progress,
+            )
+        )
+
+    def _publish_route(self, d: Decision, target: Target, ws: WorkspaceState) -> None:
+        exec_nodes = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
+        self.rt.bus.publish(
+            LoopRouted(
+                dialog_id=self.root,
+                task=self.task,
+                target=target.value,
+                rule=d.rule,
+                hint=d.hint.value if d.hint else None,
+                hint_dropped=d.hint_dropped,
+                done=sum(1 for n in exec_nodes if n.terminal),
+                total=len(exec_nodes),
+            )
+        )
+
+
+def _replied(messages: list[MessageRecord]) -> bool:
+    """The entry's last record is the model's text with nothing after it: no tool call
+    (those are records of their own after it) and nothing new to answer."""
+    last = next((m for m in reversed(messages) if m.kind != "thinking"), None)
+    return last is not None and last.kind == "assistant"

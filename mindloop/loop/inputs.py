@@ -1,0 +1,155 @@
+"""A phase's input: the message the runtime posts to the loop root when a phase starts.
+
+It fills the phase's input template (`phase_texts.INPUT_SECTIONS`, in the work language):
+the runtime's notes (a dropped hint, why a BENCH waits), the current node (DO, ADJUST) or
+the nodes to check (CHECK) as the workspace's node-context function renders them, the
+waits resolved since the last phase, a compact tree of the workspace, and the last step
+summary (the ended phase's `phase_end.summary`). Everything is read from the store by the
+caller; this module only writes text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mindloop.i18n import Lang
+from mindloop.loop.phase_texts import (
+    INPUT_HEADER,
+    INPUT_SECTIONS,
+    NO_BATCH,
+    NO_NODE,
+    NO_TREE,
+    SUMMARY_LABELS,
+)
+from mindloop.loop.phases import Phase
+from mindloop.store import MessageRecord
+from mindloop.store.loop_state import Summary
+from mindloop.workspace.models import Node, NodeKind
+from mindloop.workspace.state import WorkspaceState, is_ready
+
+TREE_LINES = 60  # nodes listed at most (the rest are counted)
+
+
+@dataclass
+class PhaseInput:
+    phase: Phase
+    entry: int
+    lang: Lang
+    workspace: WorkspaceState
+    rtws: Path
+    node: str | None = None
+    targets: Sequence[str] = ()
+    notes: list[str] = field(default_factory=list)
+    resolved: list[str] = field(default_factory=list)
+    last_summary: Summary | None = None
+    workspace_ref: str | None = None
+    batch: Sequence[MessageRecord] = ()  # SELF_IMPROVE: the root's messages to review
+
+
+def node_line(state: WorkspaceState, n: Node) -> str:
+    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
+    kind = n.kind.value if n.kind is NodeKind.PLANNING else n.type.value
+    ready = " ready" if is_ready(state, n) else ""
+    extra = []
+    if n.assignee != "MAIN":
+        extra.append(n.assignee)
+    if n.deps:
+        extra.append("deps " + ", ".join(n.deps))
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    return f"{n.id} [{n.status.value}{ready}] {kind} {n.title!r}{tail}"
+
+
+def tree_text(state: WorkspaceState, lang: Lang) -> str:
+    if not state.exists:
+        return NO_TREE[lang]
+    lines: list[str] = []
+    for n, depth in state.walk():
+        if len(lines) >= TREE_LINES:
+            lines.append(f"… {len(state.nodes) - TREE_LINES} more")
+            break
+        lines.append("  " * depth + "- " + node_line(state, n))
+    return "\n".join(lines)
+
+
+def node_text(state: WorkspaceState, node_id: str, rtws: Path, lang: Lang) -> str:
+    """The node as the work loop shows it: its requirement, criteria, rules, docs and
+    deps' conclusions (the workspace's node-context function), plus its loop counters."""
+    from mindloop.workspace.context import node_context
+
+    n = state.nodes[node_id]
+    counters = (
+        f"status {n.status.value}; attempt {n.attempt}; adjusted {n.adjust_count}×; "
+        f"step budget {n.step_budget}"
+    )
+    extra = []
+    if n.notes:
+        extra.append("Notes: " + n.notes)
+    if n.conclusion:
+        extra.append("Conclusion so far: " + n.conclusion)
+    body = node_context(state, node_id, rtws=rtws, lang=lang, reply_protocol=False)
+    return "\n".join([body, "", counters, *extra])
+
+
+BATCH_LINE = 240  # characters of one message shown in SELF_IMPROVE's batch
+
+
+def batch_line(m: MessageRecord) -> str:
+    """One message of the batch SELF_IMPROVE reviews: its id, kind and opening."""
+    d = m.data
+    loop = d.get("loop")
+    if isinstance(loop, dict):  # a phase input of the loop: named, not repeated
+        return f"- #{m.id} phase input: {loop.get('phase')} (entry {loop.get('entry')})"
+    if m.kind == "tool_call":
+        text = f"{d.get('name')}({d.get('arguments', '')})"
+    elif m.kind == "tool_result":
+        text = f"{d.get('name')} → {'error: ' if d.get('is_error') else ''}{d.get('content', '')}"
+    else:
+        text = str(d.get("text", ""))
+    flat = " ".join(text.split())
+    if len(flat) > BATCH_LINE:
+        flat = flat[: BATCH_LINE - 1] + "…"
+    return f"- #{m.id} {m.kind}: {flat}"
+
+
+def summary_text(summary: Summary, lang: Lang) -> str:
+    progress, decisions, pending, risks = SUMMARY_LABELS[lang]
+    out = [f"{progress}: {summary.progress or '-'}"]
+    for label, items in (
+        (decisions, summary.key_decisions),
+        (pending, summary.pending),
+        (risks, summary.risks),
+    ):
+        if items:
+            out.append(f"{label}: " + "; ".join(items))
+    return "\n".join(out)
+
+
+def render(inp: PhaseInput) -> str:
+    lang = inp.lang
+    h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+    out = [INPUT_HEADER[lang].format(phase=inp.phase.value, entry=inp.entry)]
+    if inp.notes:
+        out += ["", h["notes"], *(f"- {n}" for n in inp.notes)]
+    if inp.phase in (Phase.DO, Phase.ADJUST):
+        out += ["", h["node"]]
+        if inp.node is not None and inp.node in inp.workspace.nodes:
+            out.append(node_text(inp.workspace, inp.node, inp.rtws, lang))
+        else:
+            out.append(NO_NODE[lang])
+    if inp.phase is Phase.CHECK:
+        out += ["", h["targets"]]
+        if inp.workspace_ref:
+            out.append(f"workspace ref: {inp.workspace_ref}")
+        for nid in inp.targets:
+            out += ["", node_text(inp.workspace, nid, inp.rtws, lang)]
+    if inp.phase is Phase.SELF_IMPROVE:
+        out += ["", h["batch"]]
+        out += [batch_line(m) for m in inp.batch] or [NO_BATCH[lang]]
+    if inp.resolved:
+        out += ["", h["resolved_waits"], *(f"- {r}" for r in inp.resolved)]
+    out += ["", h["tree"], tree_text(inp.workspace, lang)]
+    if inp.last_summary is not None:
+        out += ["", h["last_summary"], summary_text(inp.last_summary, lang)]
+    return "\n".join(out)

@@ -1,0 +1,304 @@
+"""The loop's writes, each one transaction: entering a phase, recording how one ended,
+dispatching ready member nodes, parking and finishing.
+
+Entering a phase moves what the runtime moves on entry (DO takes its node NEW →
+IN_PROGRESS; ADJUST takes a failed node CHECK_FAILED → ADJUSTING), posts the phase's
+input to the loop root and records the entry, together: a kill leaves all of it or none,
+so a resumed run either enters the phase again or finds it entered, never half. Ending a
+phase records the end (unless `phase_end` did already, with its result) together with
+what the end implies: a DO entry that ran out of steps leaves its node CHECK_FAILED; a
+CHECK entry records the workspace ref at which its nodes passed (the BENCH rule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Sequence
+
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.loop import self_improve as si
+from mindloop.loop.bench import workspace_ref
+from mindloop.loop.inputs import PhaseInput, render
+from mindloop.loop.phases import Phase
+from mindloop.loop.policy import count_refusals
+from mindloop.store import MessageRecord
+from mindloop.store import loop_state as ls
+from mindloop.toolsets.workspace import NODE_SINK
+from mindloop.workspace import api, repo
+from mindloop.workspace.commands import Session
+from mindloop.workspace.context import node_context
+from mindloop.workspace.errors import WorkspaceError
+from mindloop.workspace.models import MAIN, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.state import WorkspaceState, is_ready
+from mindloop.workspace.transitions import Authority
+
+RUNTIME = "runtime (work loop)"
+
+
+def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
+    return repo.load(rt.store, task)
+
+
+def _move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str) -> None:
+    """The runtime moves a node (in the caller's transaction; `WorkspaceError` if the
+    table or an invariant refuses, with nothing written)."""
+
+    def command(s: Session) -> None:
+        s.transition(node_id=node_id, to=to, reason=reason)
+
+    api.execute(rt.store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+
+
+def current_do_node(state: WorkspaceState) -> str | None:
+    """DO's node: the MAIN node IN_PROGRESS, else the first ready one in tree pre-order."""
+    order = [n for n, _ in state.walk()]
+    for n in order:
+        if (
+            n.kind is NodeKind.EXECUTION
+            and n.assignee == MAIN
+            and n.status is NodeStatus.IN_PROGRESS
+        ):
+            return n.id
+    for n in order:
+        if is_ready(state, n):
+            return n.id
+    return None
+
+
+def adjust_node(state: WorkspaceState) -> str | None:
+    """ADJUST's node: one ADJUSTING (a resumed entry), else the first CHECK_FAILED; None
+    is plan mode (R5: nodes blocked by failed deps; a failed BENCH re-planned)."""
+    order = [n for n, _ in state.walk() if n.kind is NodeKind.EXECUTION]
+    for status in (NodeStatus.ADJUSTING, NodeStatus.CHECK_FAILED):
+        for n in order:
+            if n.status is status:
+                return n.id
+    return None
+
+
+def check_targets(state: WorkspaceState, ready_benches: frozenset[str]) -> list[str]:
+    return [
+        n.id
+        for n, _ in state.walk()
+        if n.kind is NodeKind.EXECUTION
+        and (
+            n.status is NodeStatus.COMPLETE or (n.type is NodeType.BENCH and n.id in ready_benches)
+        )
+    ]
+
+
+def enter_phase(
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    phase: Phase,
+    *,
+    notes: Sequence[str] = (),
+    resolved: Sequence[str] = (),
+    ready_benches: frozenset[str] = frozenset(),
+    replan: bool = False,
+) -> tuple[ls.LoopState, str]:
+    """Enter `phase` (one transaction); the new state and the input posted."""
+    task = state.task_path
+    store = rt.store
+    with store.tx():
+        ws = _workspace(rt, task)
+        node: str | None = None
+        targets: list[str] = []
+        if phase is Phase.DO:
+            node = current_do_node(ws)
+            if node is not None and ws.nodes[node].status is NodeStatus.NEW:
+                _move(rt, task, node, NodeStatus.IN_PROGRESS, "selected on DO entry")
+        elif phase is Phase.ADJUST:
+            node = adjust_node(ws)
+            if node is not None and ws.nodes[node].status is NodeStatus.CHECK_FAILED:
+                _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
+        elif phase is Phase.CHECK:
+            targets = check_targets(ws, ready_benches)
+        batch: list[MessageRecord] = []
+        batch_end: dict[str, int] | None = None
+        if phase is Phase.SELF_IMPROVE:  # the next batch of the root's history (§9.3)
+            limit = rt.config.team.loop.self_improve.batch_messages
+            cursor = si.load_cursor(store, state.root_id)
+            batch, after = si.next_batch(store, state.root_id, cursor, limit)
+            batch_end = after.model_dump()
+        if node is not None or phase is Phase.CHECK:
+            ws = _workspace(rt, task)
+        entry = state.entry + 1
+        text = render(
+            PhaseInput(
+                phase=phase,
+                entry=entry,
+                lang=rt.lang,
+                workspace=ws,
+                rtws=rt.rtws,
+                node=node,
+                targets=targets,
+                notes=list(notes),
+                resolved=list(resolved),
+                last_summary=state.last_summary,
+                workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
+                batch=batch,
+            )
+        )
+        msg = _post(rt, state.root_id, text, phase, entry)
+        state = ls.save(
+            store,
+            state.model_copy(
+                update={
+                    "status": ls.LoopStatus.ACTIVE,
+                    "status_reason": "",
+                    "phase": phase,
+                    "entry": entry,
+                    "entry_message_id": msg.id,
+                    "entered_at": time.time(),
+                    "entry_steps": 0,
+                    "node_id": node,
+                    "targets": targets,
+                    "ended": None,
+                    "closed": False,
+                    "batch_end": batch_end,
+                    "new_scope": False if phase is Phase.PLAN else state.new_scope,
+                    "plan_reentries": state.plan_reentries + (1 if replan else 0),
+                    # new scope reopens the task: it ends with SELF_IMPROVE again
+                    "self_improved": phase is Phase.SELF_IMPROVE
+                    or (state.self_improved and phase is not Phase.PLAN),
+                }
+            ),
+        )
+    return state, text
+
+
+def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) -> MessageRecord:
+    """The phase input as a user message of the loop root, marked as the loop's."""
+    store = rt.store
+    rec = store.get_dialog(root_id)
+    msg = store.append_message(
+        root_id,
+        "user",
+        {"text": text, "loop": {"phase": phase.value, "entry": entry}},
+        course=rec.course,
+    )
+    store.update_dialog(root_id, needs_drive=True)
+    return msg
+
+
+def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord]:
+    """The root's messages since the current entry's input (this entry's work)."""
+    rec = rt.store.get_dialog(state.root_id)
+    return rt.store.messages_after(state.root_id, rec.course, state.entry_message_id)
+
+
+def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls.LoopState:
+    """Record the end of the current phase (one transaction): `end` unless `phase_end`
+    recorded one already; the refusals of the entry counted; a DO entry out of steps
+    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at."""
+    store = rt.store
+    task = state.task_path
+    with store.tx():
+        fresh = ls.get(store, task)
+        assert fresh is not None
+        state = fresh
+        if state.ended is None:
+            if end is None:
+                raise ValueError("close: the phase has not ended and no end was given")
+            state = state.model_copy(update={"ended": end})
+        assert state.ended is not None
+        ws = _workspace(rt, task)
+        if state.phase is Phase.DO and state.ended.by is ls.EndedBy.STEP_CAP and state.node_id:
+            node = ws.nodes.get(state.node_id)
+            if node is not None and node.status is NodeStatus.IN_PROGRESS:
+                with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
+                    _move(
+                        rt,
+                        task,
+                        node.id,
+                        NodeStatus.CHECK_FAILED,
+                        "STUCK: the DO entry used its step budget",
+                    )
+        checked = dict(state.checked)
+        if state.phase is Phase.CHECK:
+            done = [
+                n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
+            ]
+            if done:
+                ref = workspace_ref(rt.rtws)
+                at = time.time()
+                checked.update({n: (at, ref) for n in done})
+        if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
+            # the batch is done: its self_md_patch and kb_request calls have returned
+            # (both dedupe, so a crash before this commit re-processes it harmlessly)
+            si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
+        refusals = count_refusals(phase_messages(rt, state))
+        state = ls.save(
+            store,
+            state.model_copy(
+                update={
+                    "last_summary": state.ended.summary,
+                    "checked": checked,
+                    "refusals": state.refusals + refusals,
+                    "closed": True,
+                }
+            ),
+        )
+    return state
+
+
+def dispatch_ready(rt: DialogRuntime, state: ls.LoopState) -> list[str]:
+    """Dispatch every NEW member node whose deps are all DONE (the runtime's NEW → WAIT,
+    agent-loop §5.4), each in one transaction with its detached side dialog."""
+    ws = _workspace(rt, state.task_path)
+    out = []
+    for node in [n for n, _ in ws.walk()]:
+        if (
+            node.kind is NodeKind.EXECUTION
+            and node.type is NodeType.TASK
+            and node.status is NodeStatus.NEW
+            and node.member is not None
+            and all(ws.nodes[d].status is NodeStatus.DONE for d in node.deps if d in ws.nodes)
+        ):
+            with contextlib.suppress(WorkspaceError):
+                _dispatch(rt, state, node.id, node.member, node.version)
+                out.append(node.id)
+    if out:
+        rt.wake.set()
+    return out
+
+
+def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str, v: int) -> None:
+    task = state.task_path
+    key = f"loop:{state.root_id}:{node_id}:{v}"  # the dispatch id: one per node version
+    side_id = "s" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    members = frozenset(rt.config.team.members)
+
+    def command(s: Session) -> str:
+        s.dispatch(
+            node_id=node_id,
+            dispatch_id=key,
+            side_id=side_id,
+            caller_id=state.root_id,
+            members=members,
+        )
+        return node_context(s.state, node_id, rtws=rt.rtws, lang=rt.lang)
+
+    with rt.store.tx():
+        message, _ = api.execute(rt.store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+        root = rt.store.get_dialog(state.root_id)
+        rt.tree.start_detached(
+            root,
+            member,
+            message,
+            sink=NODE_SINK,
+            payload={"task": task, "node_id": node_id, "dispatch_id": key},
+            side_id=side_id,
+        )
+
+
+def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopState:
+    """Change fields of the loop state (one lazy transaction: bookkeeping a crash may
+    lose is recomputed on resume)."""
+    with rt.store.tx(durable=False):
+        fresh = ls.get(rt.store, state.task_path)
+        assert fresh is not None
+        return ls.save(rt.store, fresh.model_copy(update=changes))

@@ -1,0 +1,184 @@
+"""A phase as the engine's turn policy: what the loop root may do while it is in a phase.
+
+The engine asks the dialog's policy at every step (`dialogs.policy`); a loop root in a
+phase gets `LoopPolicy(phase)`:
+
+- **tools offered**: the member's own tools that the phase's row of the tool matrix allows,
+  plus the loop-owned tools the phase grants whatever the member's toolsets
+  (DESIGN.md §8.9); computed once per member and kept;
+- **calls**: anything else is refused with `TOOL_NOT_ALLOWED_IN_PHASE` (a member tool the
+  phase does not allow) or the engine's `TOOL_NOT_ALLOWED` (a tool the member lacks);
+- **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
+  where it has tellasks; a refused one becomes a failed tellask with the same code;
+- **request**: the member's system prompt plus the phase's rules (byte-stable within the
+  phase), the messages compiled within the memory budget (`dialogs.budgeted`);
+- **goes on** until a `phase_end` call succeeds.
+
+Refusals are counted from the stored history when the phase ends (`count_refusals`): they
+are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what is stored
+costs nothing per step and survives a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from mindloop.dialogs.budgeted import BudgetedRequests
+from mindloop.dialogs.outcomes import StepOutcome
+from mindloop.dialogs.policy import TOOL_NOT_ALLOWED, DefaultPolicy, Refusal
+from mindloop.dialogs.routing import Route, RouteKind, refuse_route
+from mindloop.i18n import Lang
+from mindloop.loop.phase_texts import system_section
+from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
+from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
+from mindloop.store import MessageRecord
+from mindloop.tools.base import Tool
+
+if TYPE_CHECKING:
+    from mindloop.dialogs.live import LiveDialog
+    from mindloop.dialogs.request import RequestBuilder
+
+TOOL_NOT_ALLOWED_IN_PHASE = "TOOL_NOT_ALLOWED_IN_PHASE"
+
+
+def _none() -> BudgetedRequests | None:
+    return None
+
+
+_MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
+
+
+class LoopPolicy(DefaultPolicy):
+    """The turn policy of a loop root in one phase (one instance per phase, shared)."""
+
+    def __init__(
+        self, phase: Phase, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none
+    ) -> None:
+        self.spec: PhaseSpec = PHASES[phase]
+        self.phase = phase
+        self.lang: Lang = lang
+        self._system = system_section(phase, lang, ", ".join(self.spec.hints))
+        self._offered: dict[str, list[Tool]] = {}
+        self._memory = memory
+
+    def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
+        found = self._offered.get(live.member.id)
+        if found is None:
+            found = self._offered[live.member.id] = self._select(live, parts)
+        return found
+
+    def _select(self, live: LiveDialog, parts: RequestBuilder) -> list[Tool]:
+        spec = self.spec
+        own = [
+            t
+            for t in parts.member_tools(live.member, is_root=True)
+            if t.name not in LOOP_OWNED and spec.allows(t.name)
+        ]
+        loop = []
+        for name in sorted(LOOP_OWNED):
+            tool = parts.tools.get(name)
+            if tool is not None and spec.allows(name):
+                loop.append(tool)
+        return own + loop
+
+    def compile_request(
+        self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
+    ) -> GenerationRequest:
+        """The member's system prompt (persona, rules, the whole Taskdoc) and the phase's
+        rules; the messages compiled within the memory budget B (agent-loop §7: recent
+        turns, the last step's results, the dialog's compaction summary) when the loop
+        has its memory, else the history as it is."""
+        member = live.member
+        system = parts.system_prompt(live) + "\n\n" + self._system
+        memory = self._memory()
+        if memory is not None:
+            out = memory.compile_request(
+                live, parts, tools, phase=self.spec.phase.value, system=system
+            )
+            return out.request
+        return GenerationRequest.model_construct(
+            model=parts.model_name(member),
+            system=system,
+            messages=parts.messages(live),
+            tools=parts.specs(tools),
+            params=parts.params(member, fbr=False),
+            member=member.id,
+        )
+
+    def check_call(
+        self, live: LiveDialog, parts: RequestBuilder, name: str, offered: Sequence[Tool]
+    ) -> Refusal | None:
+        if any(t.name == name for t in offered):
+            return None
+        names = ", ".join(t.name for t in offered)
+        if self.spec.allows(name):  # the phase would, the member's toolsets do not
+            return Refusal(
+                TOOL_NOT_ALLOWED,
+                f"tool {name!r} is not one of @{live.member.id}'s tools; "
+                f"available in phase {self.phase}: {names}",
+            )
+        return Refusal(
+            TOOL_NOT_ALLOWED_IN_PHASE,
+            f"tool {name!r} is not allowed in phase {self.phase}; available in this phase: {names}",
+        )
+
+    def check_routes(
+        self, live: LiveDialog, parts: RequestBuilder, routes: list[Route]
+    ) -> list[Route]:
+        out = []
+        for route in routes:
+            what = None
+            if route.kind is RouteKind.HUMAN and not self.spec.q4h:
+                what = "a question for the human (`!?@human`)"
+            elif route.kind in _MEMBER_ROUTES and not self.spec.tellask:
+                what = "a tellask (`!?@member`, `!?@self`)"
+            if what is None:
+                out.append(route)
+            else:
+                out.append(
+                    refuse_route(
+                        route,
+                        TOOL_NOT_ALLOWED_IN_PHASE,
+                        f"{what} is not allowed in phase {self.phase}; nothing was sent",
+                    )
+                )
+        return out
+
+    def goes_on(self, live: LiveDialog, parts: RequestBuilder, step: StepOutcome) -> bool:
+        return not phase_end_called(live.history.messages)
+
+
+def phase_end_called(messages: Sequence[object]) -> bool:
+    """Whether the latest step's tool results include a successful `phase_end`."""
+    for msg in reversed(messages):
+        if isinstance(msg, ToolResultMessage):
+            if msg.name == PHASE_END and not msg.is_error:
+                return True
+        elif isinstance(msg, AssistantMessage):
+            return False
+    return False
+
+
+def count_refusals(messages: Iterable[MessageRecord]) -> int:
+    """Calls and tellasks refused as not allowed in the phase, among stored messages."""
+    prefix = f"Error [{TOOL_NOT_ALLOWED_IN_PHASE}]"
+
+    def refused(m: MessageRecord) -> bool:
+        if m.kind == "tool_result":
+            return str(m.data.get("content", "")).startswith(prefix)
+        return m.kind == "tellask_result" and m.data.get("code") == TOOL_NOT_ALLOWED_IN_PHASE
+
+    return sum(1 for m in messages if refused(m))
+
+
+class PolicyTable:
+    """The policy of each phase in one work language (built once per runtime), with the
+    loop's budgeted requests when it has them."""
+
+    def __init__(self, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none) -> None:
+        self.lang: Lang = lang
+        self._policies = {p: LoopPolicy(p, lang, memory) for p in Phase}
+
+    def __getitem__(self, phase: Phase) -> LoopPolicy:
+        return self._policies[phase]

@@ -1,0 +1,213 @@
+"""Which phase comes next: the runtime decides, from node statuses (agent-loop §4).
+
+After each phase and on every wake the rules R0–R8 are evaluated in order over the facts
+of the task (`RouteFacts`: the workspace, its waits, the ended phase and its hint); each
+rule that holds adds a candidate. R0 and R1 cannot be overridden. Otherwise a hint that is
+legal for the ended phase (`phases.PHASES[...].hints`; WAIT only if the phase registered a
+wait; PLAN after ADJUST only while a re-plan is left) picks among the candidates, and the
+first candidate wins when it does not. An illegal hint is dropped and said so
+(`HINT_ILLEGAL`, counted by the driver as a FORMAT failure). No candidate at all means
+nothing can move until a wait resolves: the task parks.
+
+Everything here is pure (hypothesis tests it, `tests/loop/test_loop_routing.py`): the
+driver gathers the facts, this module decides, the driver carries the decision out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from mindloop.loop.phases import PHASES, Hint, Phase
+from mindloop.workspace.models import MAIN, TERMINAL, Node, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.state import WorkspaceState, is_ready
+
+HINT_ILLEGAL = "HINT_ILLEGAL"
+
+
+class Target(StrEnum):
+    """What a routing decision does next."""
+
+    ROUTER = "ROUTER"  # a new user message: route it (for a task run, it is new scope)
+    PARK = "PARK"  # nothing to do until a wait resolves
+    PLAN = "PLAN"
+    DO = "DO"
+    CHECK = "CHECK"
+    ADJUST = "ADJUST"
+    END = "END"  # every node terminal: SELF_IMPROVE once, then the task ends
+
+    @property
+    def phase(self) -> Phase | None:
+        return Phase(self.value) if self.value in Phase.__members__ else None
+
+
+HINT_TARGET: dict[Hint, Target] = {
+    Hint.PLAN: Target.PLAN,
+    Hint.DO: Target.DO,
+    Hint.CHECK: Target.CHECK,
+    Hint.ADJUST: Target.ADJUST,
+    Hint.WAIT: Target.PARK,
+    Hint.END: Target.END,
+}
+
+
+@dataclass(frozen=True)
+class RouteFacts:
+    """What routing looks at, gathered by the driver in one read."""
+
+    workspace: WorkspaceState
+    new_message: bool = False  # a user message that resolved no open wait (R0)
+    task_waits: int = 0  # open waits of the task itself, not of a node (R1)
+    new_scope: bool = False  # a message flagged new scope (R6)
+    bench_ready: frozenset[str] = frozenset()  # BENCH nodes for which BENCH_READY holds
+    ended: Phase | None = None  # the phase that just ended (None: a wake)
+    hint: Hint | None = None
+    wait_registered: bool = False  # the ended phase registered a wait
+    replan_left: bool = True  # ADJUST → PLAN still allowed (once per task)
+
+    def execution(self) -> list[Node]:
+        return [n for n in self.workspace.nodes.values() if n.kind is NodeKind.EXECUTION]
+
+
+def _has_exec(f: RouteFacts) -> bool:
+    return any(True for _ in f.execution())
+
+
+def _check_failed(f: RouteFacts) -> bool:
+    # A node ADJUST left ADJUSTING (its entry ended before it moved the node) is ADJUST's
+    # still: only ADJUST moves it out (invariant 2), so the reference's R2 covers it too.
+    return any(n.status in (NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING) for n in f.execution())
+
+
+def _to_check(f: RouteFacts) -> bool:
+    return any(
+        n.status is NodeStatus.COMPLETE
+        or (n.type is NodeType.BENCH and n.status is NodeStatus.WAIT and n.id in f.bench_ready)
+        for n in f.execution()
+    )
+
+
+def _to_do(f: RouteFacts) -> bool:
+    return any(
+        n.assignee == MAIN and (n.status is NodeStatus.IN_PROGRESS or is_ready(f.workspace, n))
+        for n in f.execution()
+    )
+
+
+def blocked_by_failure(state: WorkspaceState, node: Node) -> bool:
+    """A NEW node blocked only by FAILED or CANCELLED deps (R5)."""
+    if node.status is not NodeStatus.NEW:
+        return False
+    open_ = [state.nodes[d] for d in node.deps if d in state.nodes]
+    open_ = [d for d in open_ if d.status is not NodeStatus.DONE]
+    return bool(open_) and all(d.status in (NodeStatus.FAILED, NodeStatus.CANCELLED) for d in open_)
+
+
+def _blocked(f: RouteFacts) -> bool:
+    return any(blocked_by_failure(f.workspace, n) for n in f.execution())
+
+
+def _to_plan(f: RouteFacts) -> bool:
+    # PLAN that just created nothing does not run again by this rule: the empty tree is
+    # then its verdict (R8 holds vacuously), not a reason to plan for ever.
+    return f.new_scope or (not _has_exec(f) and f.ended is not Phase.PLAN)
+
+
+def _all_wait(f: RouteFacts) -> bool:
+    open_ = [n for n in f.execution() if n.status not in TERMINAL]
+    return bool(open_) and all(n.status is NodeStatus.WAIT for n in open_)
+
+
+def _all_terminal(f: RouteFacts) -> bool:
+    return all(n.status in TERMINAL for n in f.execution())
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    condition: str  # as the reference states it
+    target: Target
+    holds: Callable[[RouteFacts], bool]
+    fixed: bool = False  # a hint cannot override it
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "R0",
+        "a new user message that resolves no open wait",
+        Target.ROUTER,
+        lambda f: f.new_message,
+        fixed=True,
+    ),
+    Rule("R1", "an OPEN task-level wait", Target.PARK, lambda f: f.task_waits > 0, fixed=True),
+    Rule("R2", "a node is CHECK_FAILED (or still ADJUSTING)", Target.ADJUST, _check_failed),
+    Rule(
+        "R3", "a node is COMPLETE, or a BENCH node satisfies BENCH_READY", Target.CHECK, _to_check
+    ),
+    Rule("R4", "a MAIN node is IN_PROGRESS, or a MAIN node is ready", Target.DO, _to_do),
+    Rule("R5", "a NEW node is blocked only by FAILED or CANCELLED deps", Target.ADJUST, _blocked),
+    Rule(
+        "R6",
+        "the tree has no execution node yet, or a message flagged new scope",
+        Target.PLAN,
+        _to_plan,
+    ),
+    Rule("R7", "every non-terminal node is WAIT", Target.PARK, _all_wait),
+    Rule("R8", "every node is terminal", Target.END, _all_terminal),
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    target: Target
+    rule: str  # the rule that chose it ("hint" when a hint picked it, "-" for none)
+    candidates: tuple[tuple[str, Target], ...] = ()
+    hint: Hint | None = None
+    hint_used: bool = False
+    hint_dropped: str | None = None  # why an illegal hint was dropped (HINT_ILLEGAL)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def hint_problem(f: RouteFacts) -> str | None:
+    """Why the ended phase's hint is illegal (None: legal, or no hint)."""
+    if f.hint is None or f.ended is None:
+        return None
+    legal = PHASES[f.ended].hints
+    if f.hint not in legal:
+        allowed = ", ".join(legal)
+        return f"{f.hint} is not a legal hint after {f.ended} (legal: {allowed})"
+    if f.hint is Hint.WAIT and not f.wait_registered:
+        return f"WAIT needs a registered wait; {f.ended} registered none"
+    if f.hint is Hint.PLAN and not f.replan_left:
+        return "ADJUST may go back to PLAN once per task, and already did"
+    return None
+
+
+def route(f: RouteFacts) -> Decision:
+    """The next step of the loop (pure)."""
+    found = tuple((r.id, r.target) for r in RULES if r.holds(f))
+    problem = hint_problem(f)
+    for rule in RULES:
+        if rule.fixed and (rule.id, rule.target) in found:
+            return Decision(rule.target, rule.id, found, f.hint, hint_dropped=problem)
+    candidates = list(found)
+    if problem is None and f.hint is not None:
+        wanted = HINT_TARGET[f.hint]
+        if f.hint is Hint.PLAN and f.ended is Phase.ADJUST:
+            candidates.append(("hint", Target.PLAN))  # ADJUST's re-plan (once per task)
+        for rule_id, target in candidates:
+            if target is wanted:
+                by = rule_id if rule_id == "hint" else f"{rule_id}+hint"
+                return Decision(target, by, found, f.hint, hint_used=True)
+    if not candidates:
+        return Decision(Target.PARK, "-", found, f.hint, hint_dropped=problem)
+    rule_id, target = candidates[0]
+    return Decision(target, rule_id, found, f.hint, hint_dropped=problem)
+
+
+def rules_markdown() -> str:
+    """The rule table as the docs print it."""
+    lines = ["| # | Condition | Candidate |", "|---|---|---|"]
+    lines += [f"| {r.id} | {r.condition} | {r.target} |" for r in RULES]
+    return "\n".join(lines)

@@ -1,0 +1,194 @@
+"""The work loop's state of each task: its phase, the phase's entry, how the phase ended.
+
+A task's row in `tasks` (`store/tasks.py`: one loop root per `*.tsk` package, DESIGN.md
+§8.7) holds the loop's state people and the Router look at — phase, status and why,
+re-plans — and guards every loop write with its `version`; the loop's cursor (`cursors`,
+scope the loop root, name `loop`) holds the rest: which entry of the phase this is, the
+input message it posted, how it ended, the last summary, the refs its checks passed at.
+Both change in one transaction, so a `mindloop run` killed at any instant resumes exactly
+there:
+
+- a phase is *entered* in one transaction that posts its input message to the loop root
+  and records the entry (`entry`, `entry_message_id`): a crash leaves both or neither;
+- a phase *ends* when its `phase_end` call's result commits (the record is a store effect
+  of that result), or, for an end the runtime decides (a reply without tool calls, the
+  phase's step cap), in the transaction that records it;
+- routing reads the ended phase and enters the next one.
+
+Rows in, rows out: the loop (`mindloop.loop`) decides; this module only reads and writes,
+each write joining the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mindloop.store.cursors import Cursors
+from mindloop.store.store import Store
+from mindloop.store.tasks import LoopPhase as Phase
+from mindloop.store.tasks import TaskRecord
+from mindloop.store.tasks import TaskStatus as LoopStatus
+
+CURSOR = "loop"  # the loop's cursor: scope the loop root, this name
+
+
+class Hint(StrEnum):
+    """`phase_end.next_behavior`: the model's proposal; the runtime decides (§4)."""
+
+    PLAN = "PLAN"
+    DO = "DO"
+    CHECK = "CHECK"
+    ADJUST = "ADJUST"
+    WAIT = "WAIT"
+    END = "END"
+
+
+class EndedBy(StrEnum):
+    """How a phase ended."""
+
+    TOOL = "phase_end"  # the model called phase_end
+    REPLY = "reply"  # a reply without tool calls or tellasks (phase_end without a hint)
+    STEP_CAP = "step_cap"  # the phase's step cap was reached
+    RUNTIME = "runtime"  # the runtime ended it (e.g. nothing left for it to do)
+
+
+class Summary(BaseModel):
+    """`phase_end.summary` (≤ 300 tokens): the next phase's "last step summary"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    progress: str = ""
+    key_decisions: list[str] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+
+
+class PhaseEnd(BaseModel):
+    """How the current phase ended: the hint (None: none was given), summary, reason."""
+
+    by: EndedBy
+    hint: Hint | None = None
+    summary: Summary = Field(default_factory=Summary)
+    reason: str = ""
+    at: float = 0.0
+
+
+class LoopState(BaseModel):
+    """Where a task's loop stands: its `tasks` row (id, package, root, phase, status,
+    re-plans, version) and the loop's cursor (the rest)."""
+
+    task_id: str
+    task_path: str
+    root_id: str
+    status: LoopStatus = LoopStatus.ACTIVE
+    status_reason: str = ""
+    phase: Phase | None = None  # the phase entered last (None: none yet)
+    entry: int = 0  # phase entries so far; the current one's number
+    entry_message_id: int = 0  # the input message the current entry posted
+    entered_at: float = 0.0  # when the current entry started
+    entry_steps: int = 0  # model steps the current entry took so far
+    drive_steps: int = 0  # model steps since the human last said something (the cap)
+    node_id: str | None = None  # the node the current entry works (DO, ADJUST)
+    targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
+    ended: PhaseEnd | None = None  # None while the current phase runs
+    closed: bool = False  # the ended phase's bookkeeping is done (`loop.phase_ops.close`)
+    last_summary: Summary | None = None  # of the phase that ended last
+    # node -> (when, workspace ref) of its passing CHECK: the BENCH rule's condition 3
+    checked: dict[str, tuple[float, str]] = Field(default_factory=dict)
+    plan_reentries: int = 0  # ADJUST → PLAN so far (once per task)
+    new_scope: bool = False  # a message brought new scope: PLAN (R6)
+    hints_dropped: int = 0  # illegal hints (HINT_ILLEGAL)
+    refusals: int = 0  # calls and tellasks refused as not allowed in the phase
+    self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal
+    # SELF_IMPROVE: where its cursor goes once the entry closes (the batch it was shown)
+    batch_end: dict[str, int] | None = None
+    version: int = 1
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @property
+    def in_phase(self) -> bool:
+        """A phase was entered (its input posted) and has not ended."""
+        return self.phase is not None and self.ended is None
+
+
+_ROW = frozenset({"phase", "status", "status_reason", "plan_reentries", "version"})
+_BINDING = frozenset({"task_id", "task_path", "root_id", "created_at", "updated_at"})
+
+
+class StaleLoopState(Exception):
+    """A loop write found the task at another version (another writer moved it first)."""
+
+
+def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
+    return LoopState.model_validate(
+        {
+            **(cursor or {}),
+            "task_id": task.id,
+            "task_path": task.task_path,
+            "root_id": task.root_id,
+            "phase": task.phase,
+            "status": task.status,
+            "status_reason": task.status_reason or "",
+            "plan_reentries": task.plan_reentries,
+            "version": task.version,
+            "created_at": task.created_at,
+            "updated_at": task.updated_at,
+        }
+    )
+
+
+def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
+    if task is None:
+        return None
+    found = Cursors(store).get(task.root_id, CURSOR)
+    return _compose(task, found.value if found is not None else None)
+
+
+def get(store: Store, task_path: str) -> LoopState | None:
+    """The loop state of a task (None: it has no loop root yet)."""
+    return _of(store, store.task_by_path(task_path))
+
+
+def by_root(store: Store, root_id: str) -> LoopState | None:
+    """The loop state of the task whose loop root is `root_id` (None: a free root)."""
+    return _of(store, store.task_by_root(root_id))
+
+
+def all_states(store: Store) -> list[LoopState]:
+    return [s for t in store.iter_tasks() if (s := _of(store, t)) is not None]
+
+
+def save(store: Store, state: LoopState) -> LoopState:
+    """Write `state` over the task it was read from (at `state.version`); the new state.
+    `StaleLoopState` when another writer moved the task first."""
+    with store.tx():
+        task = store.update_task(
+            state.task_id,
+            expected_version=state.version,
+            phase=state.phase.value if state.phase else None,
+            status=state.status.value,
+            status_reason=state.status_reason or None,
+            plan_reentries=state.plan_reentries,
+        )
+        if task is None:
+            raise StaleLoopState(
+                f"the loop state of {state.task_path} is no longer at version {state.version}"
+            )
+        cursor = state.model_dump(mode="json", exclude=set(_ROW | _BINDING))
+        Cursors(store).set(task.root_id, CURSOR, cursor)
+        return _compose(task, cursor)
+
+
+def end_phase(store: Store, root_id: str, end: PhaseEnd) -> LoopState | None:
+    """Record how the current phase of the loop rooted at `root_id` ended (joins the
+    caller's transaction). The first end wins: a phase that already ended, or a dialog
+    that is no task's loop root, is left as it is (None)."""
+    with store.tx():
+        state = by_root(store, root_id)
+        if state is None or not state.in_phase:
+            return None
+        return save(store, state.model_copy(update={"ended": end}))

@@ -1,0 +1,133 @@
+"""The BENCH rule (agent-loop §5.5): all four conditions, including "nothing changed since
+the checks" by git HEAD (and what differs from it) or by a tree hash without git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mindloop.loop.bench import ready_benches, workspace_ref
+from mindloop.workspace.commands import CriterionInput, Session
+from mindloop.workspace.models import NodeKind, NodeStatus, NodeType, SelfCheck
+from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.transitions import Actor, Authority
+
+TASK = "tasks/t.tsk"
+
+
+def _tree() -> WorkspaceState:
+    s = Session(WorkspaceState(task=TASK), Authority.phase(Actor.PLAN, "plan"))
+    s.init()
+    crit = [CriterionInput(when="built", then="works", verify="true", id="AC1")]
+    s.create_node(
+        parent_id="root",
+        kind=NodeKind.EXECUTION,
+        title="A",
+        requirement="a",
+        node_id="a",
+        acceptance_criteria=crit,
+    )
+    s.create_node(
+        parent_id="root",
+        kind=NodeKind.EXECUTION,
+        title="Bench",
+        requirement="b",
+        node_id="z",
+        type=NodeType.BENCH,
+        deps=["a"],
+        acceptance_criteria=crit,
+    )
+    return s.finish().after
+
+
+def _move(state: WorkspaceState, actor: Actor, to: NodeStatus, **kw: object) -> WorkspaceState:
+    s = Session(
+        state, Authority.phase(actor, "t") if actor is not Actor.RT else Authority.runtime()
+    )
+    s.transition(node_id="a", to=to, reason="r", **kw)  # type: ignore[arg-type]
+    return s.finish().after
+
+
+def _done(state: WorkspaceState) -> WorkspaceState:
+    state = _move(state, Actor.RT, NodeStatus.IN_PROGRESS)
+    state = _move(
+        state,
+        Actor.DO,
+        NodeStatus.COMPLETE,
+        self_check=[SelfCheck(criterion="AC1", passed=True)],
+        no_artifacts_reason="none",
+    )
+    return _move(state, Actor.CHECK, NodeStatus.DONE, conclusion="fine")
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("git", [False, True])
+def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bool) -> None:
+    root = tmp_path / "p"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("x = 1\n")
+    if git:
+        _git(root, "init", "-q")
+        _git(
+            root,
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "start",
+        )
+    state = _tree()
+    # 1. scope not done: the dep is only NEW
+    assert ready_benches(state, root, {}) == (frozenset(), {})
+    complete = _move(
+        _move(state, Actor.RT, NodeStatus.IN_PROGRESS),
+        Actor.DO,
+        NodeStatus.COMPLETE,
+        self_check=[SelfCheck(criterion="AC1", passed=True)],
+        no_artifacts_reason="none",
+    )
+    assert ready_benches(complete, root, {}) == (frozenset(), {})  # COMPLETE is not enough
+    done = _done(state)
+    ref = workspace_ref(root)
+    # 3. no check recorded, then a check at this very ref: ready
+    ready, why = ready_benches(done, root, {})
+    assert not ready and "no check" in why["z"]
+    ready, why = ready_benches(done, root, {"a": (1.0, ref)})
+    assert ready == {"z"} and not why
+    # the rtws's own state and caches are not deliverables
+    (root / "tasks" / "t.tsk" / "workspace").mkdir(parents=True)
+    (root / "tasks" / "t.tsk" / "workspace" / "graph.json").write_text("{}")
+    (root / ".mindloop").mkdir()
+    (root / ".mindloop" / "state.sqlite").write_text("db")
+    (root / "src" / "__pycache__").mkdir()
+    (root / "src" / "__pycache__" / "app.pyc").write_text("bytes")
+    assert workspace_ref(root) == ref
+    # a deliverable changed since the check: not ready, and said why
+    (root / "src" / "app.py").write_text("x = 2\n")
+    changed = workspace_ref(root)
+    assert changed != ref
+    ready, why = ready_benches(done, root, {"a": (1.0, ref)})
+    assert not ready and "changed since the checks" in why["z"]
+    # 2. not quiescent: a node at work elsewhere blocks it even when checked at this ref
+    s = Session(done, Authority.phase(Actor.PLAN, "plan"))
+    s.create_node(
+        parent_id="root", kind=NodeKind.EXECUTION, title="C", requirement="c", node_id="c"
+    )
+    busy = s.finish().after
+    s = Session(busy, Authority.runtime())
+    s.transition(node_id="c", to=NodeStatus.IN_PROGRESS, reason="r")
+    busy = s.finish().after
+    assert ready_benches(busy, root, {"a": (1.0, changed)}) == (frozenset(), {})
+    if git:  # committed: the ref is HEAD again, clean
+        _git(root, "add", "src")
+        _git(root, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x")
+        assert workspace_ref(root).startswith("git:") and "dirty" not in workspace_ref(root)

@@ -1,0 +1,346 @@
+"""The loop driver end to end on a scripted model (issue 12, part 4): PLAN → DO → CHECK →
+… → SELF_IMPROVE → DONE, routed by the runtime from node statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mindloop.events.types import LoopRouted
+from mindloop.loop.driver import LoopOutcome, TaskLoop
+from mindloop.loop.phases import Phase
+from mindloop.loop.self_improve import load_cursor
+from mindloop.store import loop_state as ls
+from mindloop.testing import ScriptedModel, Turn, call
+from mindloop.workspace import repo
+from mindloop.workspace.models import NodeStatus
+from tests.loop.loop_util import (
+    TASK,
+    complete,
+    create,
+    end,
+    phases,
+    retry,
+    run_task,
+    runtime,
+    turn,
+    verdict,
+)
+from tests.loop.loop_util import workspace as ws_of
+from tests.scenario_util import write_team
+
+
+def ws_log(rt):  # type: ignore[no-untyped-def]
+    return repo.log(rt.store, TASK)
+
+
+async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            # PLAN: two nodes, the second after the first (calls of one step are checked
+            # against the workspace as it was before the step: n1 exists from the next)
+            turn(create("api")),
+            turn(create("ui", deps=["n1"]), end("DO", "planned api then ui")),
+            # DO n1
+            turn(complete("n1")),
+            turn(end("CHECK")),
+            # CHECK n1
+            turn(verdict("n1"), end("DO")),
+            # DO n2: ends by replying (phase_end without a hint)
+            turn(complete("n2")),
+            "n2 is complete.",
+            # CHECK n2
+            turn(verdict("n2"), end("END")),
+            # SELF_IMPROVE
+            turn(end("END", "tidy")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "build the login page")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    assert phases(model) == [
+        "PLAN",
+        "PLAN",
+        "DO",
+        "DO",
+        "CHECK",
+        "DO",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
+    ws = ws_of(rt)
+    assert {n.id: n.status for n in ws.nodes.values()} == {
+        "root": NodeStatus.DONE,
+        "n1": NodeStatus.DONE,
+        "n2": NodeStatus.DONE,
+    }
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.status is ls.LoopStatus.DONE and state.self_improved
+    assert state.entry == 6 and set(state.checked) == {"n1", "n2"}
+    # each phase's input is one user message of the loop root, marked as the loop's
+    inputs = [m for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    assert [m.data["loop"]["phase"] for m in inputs] == [
+        "PLAN",
+        "DO",
+        "CHECK",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
+    do_input = inputs[1].data["text"]
+    assert "## Current node" in do_input and "n1" in do_input and "planned api then ui" in do_input
+    # SELF_IMPROVE reviewed the next batch of the root's history; its cursor moved past it
+    tidy = inputs[-1].data["text"]
+    assert "## Messages to review" in tidy and "- #1 user: build the login page" in tidy
+    cursor = load_cursor(rt.store, report.root_id)
+    assert 0 < cursor.message_id < inputs[-1].id
+    # a second run finds it done and does nothing
+    model2 = ScriptedModel([])
+    again, rt2 = await run_task(rtws, model2)
+    assert again.outcome is LoopOutcome.DONE and model2.requests == []
+    await rt.aclose()
+    await rt2.aclose()
+
+
+async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_do(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"], "fbr-effort": 1}})
+    model = ScriptedModel(
+        [
+            turn(create("parser"), end("DO")),  # PLAN
+            turn(complete("n1"), end("CHECK")),  # DO
+            turn(verdict("n1", ok=False), end("ADJUST", risks=["edge cases"])),  # CHECK
+            # ADJUST: a fresh look first (FBR), then the node goes back to work
+            "!?@self Why would a parser fail on empty input?\n!?The check says AC1 failed.\n",
+            "Empty input is probably not handled (FBR sample).",  # the FBR side dialog
+            turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
+            turn(complete("n1"), end("CHECK")),  # DO again
+            turn(verdict("n1"), end("END")),  # CHECK
+            turn(end("END")),  # SELF_IMPROVE
+        ]
+    )
+    report, rt = await run_task(rtws, model, "write the parser")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    assert phases(model) == [
+        "PLAN",
+        "DO",
+        "CHECK",
+        "ADJUST",
+        "ADJUST",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
+    n1 = ws_of(rt).nodes["n1"]
+    assert n1.status is NodeStatus.DONE and n1.attempt == 1 and n1.adjust_count == 1
+    # the FBR sample ran as a side dialog of the loop root, driven during ADJUST
+    fbr = [d for d in rt.store.list_dialogs(root_id=report.root_id) if d.kind == "fbr"]
+    assert len(fbr) == 1
+    # the transitions the runtime made on entry are in the node's log, by RT
+    log = [e for e in ws_log(rt) if e.node_id == "n1" and e.kind == "transition"]
+    moves = [(e.data["from"], e.data["to"], e.data["by"]) for e in log]
+    assert ("NEW", "IN_PROGRESS", "RT") in moves
+    assert ("CHECK_FAILED", "ADJUSTING", "RT") in moves
+    assert ("ADJUSTING", "IN_PROGRESS", "ADJUST") in moves
+    assert ("COMPLETE", "CHECK_FAILED", "CHECK") in moves
+    await rt.aclose()
+
+
+async def test_a_node_dispatched_to_a_teammate_does_not_hold_up_other_work(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}, "qa": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        {
+            "dev": [
+                turn(create("core")),  # PLAN
+                turn(create("docs", assignee="MEMBER:qa")),
+                turn(call("node_dispatch", node_id="n2"), end("DO")),
+                turn(complete("n1"), end("CHECK")),  # DO n1 while qa works n2
+                turn(verdict("n1"), end("DO")),  # CHECK n1 (n2 may still be at work)
+                turn(verdict("n2"), end("END")),  # CHECK n2, after qa's reply
+                turn(end("END")),  # SELF_IMPROVE
+            ],
+            "qa": ["Docs written.\nNO_ARTIFACTS: reviewed in place"],
+        }
+    )
+    report, rt = await run_task(rtws, model, "ship core and docs")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    ws = ws_of(rt)
+    assert ws.nodes["n2"].status is NodeStatus.DONE and ws.nodes["n1"].status is NodeStatus.DONE
+    side = [d for d in rt.store.list_dialogs(root_id=report.root_id) if d.kind == "side"]
+    assert [d.member for d in side] == ["qa"]
+    # the member's reply reached the loop root as a note
+    notes = [m.data["text"] for m in rt.store.load_history(report.root_id) if m.kind == "note"]
+    assert any("WAIT → COMPLETE" in n for n in notes)
+    await rt.aclose()
+
+
+async def test_an_illegal_hint_is_dropped_logged_and_counted(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("CHECK")),  # PLAN may not hint CHECK: dropped, R4 DO wins
+            turn(complete("n1"), end("END")),  # DO may not hint END: dropped, R3 CHECK
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    routed: list[LoopRouted] = []
+    rt, policies = runtime(rtws, model)
+    rt.bus.subscribe(lambda ev: routed.append(ev) if isinstance(ev, LoopRouted) else None)
+    report = await TaskLoop(rt, policies, TASK).run("do a")
+    assert report.outcome is LoopOutcome.DONE
+    assert phases(model) == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    dropped = [r for r in routed if r.hint_dropped]
+    assert [(r.hint, r.target) for r in dropped] == [("CHECK", "DO"), ("END", "CHECK")]
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.hints_dropped == 2
+    # the next phase's input says so
+    inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    assert "HINT_ILLEGAL: hint CHECK dropped" in inputs[1]
+    await rt.aclose()
+
+
+async def test_a_question_parks_the_task_and_the_answer_continues_the_phase(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("db"), end("DO")),
+            "Which database should it use?\n!?@human Postgres or SQLite?\n",
+            turn(complete("n1"), end("CHECK")),  # after the answer, the same DO entry
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "set up the db")
+    assert report.outcome is LoopOutcome.WAITING and "question" in report.reason
+    [q] = rt.store.open_questions()
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.phase is Phase.DO and state.in_phase
+    assert state.status is ls.LoopStatus.WAITING
+    await rt.aclose()
+    # nothing moves while it waits: another run stops at once, asking the model nothing
+    before = len(model.requests)
+    still, rt = await run_task(rtws, model)
+    assert still.outcome is LoopOutcome.WAITING and len(model.requests) == before
+    rt.answer_question(q.id, "SQLite")
+    await rt.aclose()
+    report2, rt2 = await run_task(rtws, model)
+    assert report2.outcome is LoopOutcome.DONE, report2.reason
+    assert len(model.requests) > before and model.remaining == 0
+    entries = [
+        m.data["loop"]["phase"] for m in rt2.store.load_history(report.root_id) if "loop" in m.data
+    ]
+    assert entries == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]  # the DO entry was continued
+    await rt2.aclose()
+
+
+async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    busy = [turn(call("list_dir", path=".")) for _ in range(12)]  # DO's cap: 12 steps
+    model = ScriptedModel(
+        [
+            turn(create("loop forever"), end("DO")),
+            *busy,
+            turn(
+                call(
+                    "node_transition",
+                    node_id="n1",
+                    to="FAILED",
+                    reason="cannot be done",
+                    conclusion="gave up: no progress in 12 steps",
+                ),
+                end("END"),
+            ),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "try")
+    assert report.outcome is LoopOutcome.FAILED and "n1" in report.reason
+    assert phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
+    moves = [
+        (e.data["from"], e.data["to"], e.data["reason"])
+        for e in ws_log(rt)
+        if e.node_id == "n1" and e.kind == "transition"
+    ]
+    assert ("IN_PROGRESS", "CHECK_FAILED", "STUCK: the DO entry used its step budget") in moves
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.status is ls.LoopStatus.FAILED
+    await rt.aclose()
+
+
+async def test_a_spending_cap_ends_the_run_with_cap_reached(rtws: Path) -> None:
+    import yaml
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["caps"] = {"task": {"max_tokens": 1000}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    big = Turn(tool_calls=[create("a")], input_tokens=900, output_tokens=200)
+    model = ScriptedModel([big, turn(end("DO"))])
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.CAP and "cap" in report.reason
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.in_phase and state.phase is Phase.PLAN
+    await rt.aclose()
+
+
+async def test_after_the_drive_step_cap_the_human_is_asked_whether_to_go_on(
+    rtws: Path,
+) -> None:
+    import yaml
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {"retries": {"drive_steps": 3}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    model = ScriptedModel(
+        [
+            turn(create("a")),
+            turn(call("list_dir", path=".")),
+            turn(end("DO")),  # 3 steps: the next phase must wait for the human
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.WAITING and "Continue?" in report.reason
+    [q] = rt.store.open_questions()
+    assert phases(model) == ["PLAN"] * 3
+    rt.answer_question(q.id, "yes, go on")
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0
+    await rt.aclose()
+
+
+async def test_a_message_after_done_reopens_the_task_through_plan(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("DO")),
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+            # the user asks for more: PLAN again, then the new node through the loop
+            turn(create("b"), end("DO")),
+            turn(complete("n2"), end("CHECK")),
+            turn(verdict("n2"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "do a")
+    assert report.outcome is LoopOutcome.DONE
+    await rt.aclose()
+    report, rt = await run_task(rtws, model, "also do b")
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0
+    assert phases(model)[4:] == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    await rt.aclose()

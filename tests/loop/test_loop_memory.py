@@ -1,0 +1,67 @@
+"""Every loop generation's request is compiled within the memory budget B (issue 12, part
+5, through `dialogs.budgeted`): a long DO entry does not grow the request with its
+history, and the phase's rules stay in the system prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from mindloop.loop.driver import LoopOutcome
+from mindloop.memory.tokens import CharCounter, messages_tokens
+from mindloop.providers.base import GenerationRequest
+from mindloop.testing import FunctionModel, Turn, call
+from tests.loop.loop_util import complete, create, end, run_task
+from tests.scenario_util import write_team
+
+READS = 40
+
+
+def _model() -> FunctionModel:
+    reads = 0
+
+    def respond(req: GenerationRequest) -> Turn:
+        nonlocal reads
+        phase = next(
+            line.removeprefix("# Work loop phase: ")
+            for line in req.system.splitlines()
+            if line.startswith("# Work loop phase: ")
+        )
+        if phase == "PLAN":
+            return Turn(tool_calls=[create("read"), end("DO")])
+        if phase == "DO":
+            reads += 1
+            if reads <= READS:
+                return Turn(tool_calls=[call("read_file", path="big.txt")])
+            return Turn(tool_calls=[complete("n1"), end("CHECK")])
+        if phase == "CHECK":
+            return Turn(
+                tool_calls=[
+                    call("node_transition", node_id="n1", to="DONE", reason="r", conclusion="c"),
+                    end("END"),
+                ]
+            )
+        return Turn(tool_calls=[end("END")])
+
+    return FunctionModel(respond)
+
+
+async def test_a_long_do_entry_keeps_its_requests_within_b(rtws: Path) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {"phases": {"do": READS + 5}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    (rtws / "big.txt").write_text("line of output\n" * 4000, "utf-8")  # ~15k tokens a read
+    model = _model()
+    report, rt = await run_task(rtws, model, "read it many times")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    counter = CharCounter()
+    do = [r for r in model.requests if "# Work loop phase: DO" in r.system]
+    sizes = [messages_tokens(r.messages, counter) for r in do]
+    assert len(sizes) == READS + 1
+    assert max(sizes) <= 32_000  # B for a 128k window
+    assert sizes[READS] <= 1.2 * sizes[10]  # flat: the history does not grow the request
+    assert all("## Process rules" in r.system for r in do)
+    await rt.aclose()
