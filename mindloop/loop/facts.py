@@ -61,6 +61,7 @@ def gather(rt: DialogRuntime, state: ls.LoopState, messages: list[MessageRecord]
         hint=ended.hint if ended is not None else None,
         wait_registered=wait_registered,
         replan_left=state.plan_reentries < rt.config.team.loop.retries.plan_reentries,
+        planned=state.planned,
     )
     return Gathered(facts, why)
 

@@ -160,6 +160,7 @@ def enter_phase(
                     "closed": False,
                     "batch_end": batch_end,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
+                    "planned": state.planned or phase is Phase.PLAN,
                     "plan_reentries": state.plan_reentries + (1 if replan else 0),
                     # new scope reopens the task: it ends with SELF_IMPROVE again
                     "self_improved": phase is Phase.SELF_IMPROVE

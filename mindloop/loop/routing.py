@@ -65,6 +65,7 @@ class RouteFacts:
     hint: Hint | None = None
     wait_registered: bool = False  # the ended phase registered a wait
     replan_left: bool = True  # ADJUST → PLAN still allowed (once per task)
+    planned: bool = False  # PLAN ran since the scope last changed
 
     def execution(self) -> list[Node]:
         return [n for n in self.workspace.nodes.values() if n.kind is NodeKind.EXECUTION]
@@ -109,9 +110,9 @@ def _blocked(f: RouteFacts) -> bool:
 
 
 def _to_plan(f: RouteFacts) -> bool:
-    # PLAN that just created nothing does not run again by this rule: the empty tree is
-    # then its verdict (R8 holds vacuously), not a reason to plan for ever.
-    return f.new_scope or (not _has_exec(f) and f.ended is not Phase.PLAN)
+    # Once PLAN ran for the current scope, an empty tree is its verdict (R8 holds
+    # vacuously), not a reason to plan for ever; new scope (a message) plans again.
+    return f.new_scope or (not _has_exec(f) and not f.planned)
 
 
 def _all_wait(f: RouteFacts) -> bool:

@@ -100,6 +100,7 @@ class LoopState(BaseModel):
     checked: dict[str, tuple[float, str]] = Field(default_factory=dict)
     plan_reentries: int = 0  # ADJUST → PLAN so far (once per task)
     new_scope: bool = False  # a message brought new scope: PLAN (R6)
+    planned: bool = False  # PLAN ran for the current scope (R6 then needs new scope)
     hints_dropped: int = 0  # illegal hints (HINT_ILLEGAL)
     refusals: int = 0  # calls and tellasks refused as not allowed in the phase
     self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal

@@ -1,6 +1,7 @@
 """`mindloop ask MESSAGE` end to end (DESIGN.md §8.6, §8.8): the Router picks a task or
 creates one, its decision is printed and recorded, the message goes to that task's loop
-root (one per task, across processes) and the tree is driven, with chat's exit codes."""
+root (one per task, across processes) and the task's work loop runs on it, with chat's
+exit codes."""
 
 from __future__ import annotations
 
@@ -96,13 +97,13 @@ def test_ask_creates_a_task_then_continues_existing_ones(tmp_path: Path) -> None
     assert chat["root_id"] != loop_root
     tasks = read_store(proj, lambda s: {t.task_path: t.root_id for t in s.iter_tasks()})
     assert tasks[EXAMPLE] == loop_root
-    history = read_store(proj, lambda s: [m.data.get("text") for m in s.load_history(loop_root)])
-    assert history == [
-        "check the readme",
-        "README checked.",
-        "check the readme again",
-        "README checked.",
-    ]
+    # the task's work loop ran on its loop root: the user's messages, each planned
+    history = read_store(proj, lambda s: s.load_history(loop_root))
+    said = [m.data["text"] for m in history if m.kind == "user" and "loop" not in m.data]
+    assert said == ["check the readme", "check the readme again"]
+    phases = [m.data["loop"]["phase"] for m in history if "loop" in m.data]
+    assert phases == ["PLAN", "SELF_IMPROVE", "PLAN", "SELF_IMPROVE"]
+    assert "README checked." in [m.data.get("text") for m in history if m.kind == "assistant"]
 
 
 def test_ask_exits_4_when_the_task_waits_on_the_human(tmp_path: Path) -> None:
@@ -152,7 +153,10 @@ def test_two_processes_asking_about_one_task_share_its_loop_root(tmp_path: Path)
     def read(s: Store) -> tuple[list[str], list[str | None]]:
         [task] = list(s.iter_tasks())
         roots = [d.id for d in s.list_dialogs() if d.kind == "root"]
-        return roots, [m.data.get("text") for m in s.load_history(task.root_id) if m.kind == "user"]
+        history = s.load_history(task.root_id)
+        return roots, [
+            m.data.get("text") for m in history if m.kind == "user" and "loop" not in m.data
+        ]
 
     roots, asked = read_store(proj, read)
     assert len(roots) == 1

@@ -66,8 +66,10 @@ def test_each_rule_in_its_order() -> None:
     )
     # a NEW node waiting for a dep a member works: nothing to do but wait
     assert target(ws(("a", S.WAIT), _n("b", S.NEW, deps=["a"]))) is Target.PARK
-    # PLAN that created nothing is not run again by R6: the empty plan is its verdict
-    assert target(ws(), ended=Phase.PLAN) is Target.END
+    # once PLAN ran for the scope, an empty tree is its verdict, not a reason to plan again
+    assert target(ws(), ended=Phase.PLAN, planned=True) is Target.END
+    assert target(ws(), ended=Phase.SELF_IMPROVE, planned=True) is Target.END
+    assert target(ws(), planned=True, new_scope=True) is Target.PLAN
 
 
 def test_hints_pick_among_candidates_and_illegal_ones_are_dropped() -> None:
@@ -140,6 +142,7 @@ def facts(draw: st.DrawFn) -> RouteFacts:
         hint=draw(st.none() | st.sampled_from(list(Hint))) if ended else None,
         wait_registered=draw(st.booleans()),
         replan_left=draw(st.booleans()),
+        planned=draw(st.booleans()),
     )
 
 
