@@ -44,6 +44,7 @@ from mindloop.config import (
     load_config,
     tool_selection_problems,
 )
+from mindloop.dialogs.approvals import ApprovalView
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
@@ -72,6 +73,7 @@ from mindloop.store import (
     loop_state,
 )
 from mindloop.store.location import database_url
+from mindloop.store.waits import open_waits_of_kind
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
 from mindloop.taskdoc.package import slug_from_text
@@ -89,7 +91,7 @@ class Outcome(StrEnum):
     """What a run came to, seen from one dialog tree (or from the whole rtws)."""
 
     DONE = "done"  # answered, or nothing was left to do
-    WAITING = "waiting"  # waits on the human (an open question)
+    WAITING = "waiting"  # waits on the human (an open question or approval)
     STEP_LIMIT = "step_limit"  # a drive stopped at the per-drive step limit
     CAP_REACHED = "cap_reached"  # a drive stopped at a spending cap (`caps:` in team.yaml)
     ERROR = "error"  # a drive stopped on an error (or raised)
@@ -144,6 +146,15 @@ class Answered(BaseModel):
     root_id: str  # the root of its tree
 
 
+class Decided(BaseModel):
+    """An approval decided (`approve` / `reject`): its dialog is driven on."""
+
+    approval_id: str
+    decision: str  # approve | edit | reject
+    dialog_id: str
+    root_id: str
+
+
 class DriveReport(BaseModel):
     """What one run of the scheduler came to. With `root_id` it is seen from that tree:
     failures, step limits and questions elsewhere in the rtws do not count."""
@@ -157,6 +168,7 @@ class DriveReport(BaseModel):
     crashed: list[str] = []  # drives that raised instead of ending (e.g. a broken store)
     tree: list[DialogRecord] = []  # the root's tree after the run
     questions: list[QuestionRecord] = []  # open questions (of the tree, with `root_id`)
+    approvals: list[ApprovalView] = []  # calls waiting for approval (likewise)
     members: dict[str, str] = {}  # dialog id -> member, for the tree and every failed drive
     tree_usage: UsageTotals | None = None  # the root's whole tree, every run so far
     loops: list[LoopSummary] = []  # the task loops this run drove
@@ -209,7 +221,7 @@ class DriveReport(BaseModel):
             return Outcome.CAP_REACHED
         if self.step_limited:
             return Outcome.STEP_LIMIT
-        if self.questions:
+        if self.questions or self.approvals:
             return Outcome.WAITING
         return Outcome.DONE
 
@@ -564,13 +576,72 @@ def answer(
         raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
     store = project.runtime.store
     if check_provider:
-        question = store.get_question(question_id)
+        try:
+            question = store.get_question(question_id)
+        except NotFoundError:
+            project.runtime.not_an_approval(question_id)
+            raise
         if question.status == "open":
             project.check_member(store.get_dialog(question.dialog_id).member)
     did = project.runtime.answer_question(question_id, text)
     root = store.get_dialog(did).root_id
     log.info("answered %s (dialog %s)", question_id, did)
     return Answered(question_id=question_id, dialog_id=did, root_id=root)
+
+
+def approve(
+    project: Project,
+    approval_id: str,
+    *,
+    by: str = "human",
+    expected_digest: str | None = None,
+    edited_args: str | None = None,
+    check_provider: bool = True,
+) -> Decided:
+    """Approve a call waiting for approval (`edited_args`: the human's arguments instead,
+    a JSON object). Its dialog's next drive (`run`) runs exactly that call; refused, with
+    nothing decided, if the stored call no longer matches its digest or `expected_digest`
+    (what the human was shown). With `check_provider` the dialog's provider is built
+    first, as for `answer`."""
+    rec = _approval_dialog(project, approval_id, check_provider)
+    done = project.runtime.approve(
+        approval_id, by=by, expected_digest=expected_digest, edited_args=edited_args
+    )
+    decision = "approve" if edited_args is None else "edit"
+    log.info("approved %s (%s, dialog %s)", approval_id, decision, done.dialog_id)
+    return Decided(
+        approval_id=done.id, decision=decision, dialog_id=done.dialog_id, root_id=rec.root_id
+    )
+
+
+def reject(
+    project: Project,
+    approval_id: str,
+    reason: str,
+    *,
+    by: str = "human",
+    expected_digest: str | None = None,
+    check_provider: bool = True,
+) -> Decided:
+    """Reject a call waiting for approval: it never runs; its dialog reads `reason`."""
+    _check_text(reason, "a rejection needs a reason (--reason …): the model reads it")
+    rec = _approval_dialog(project, approval_id, check_provider)
+    done = project.runtime.reject(approval_id, reason, by=by, expected_digest=expected_digest)
+    log.info("rejected %s (dialog %s)", approval_id, done.dialog_id)
+    return Decided(
+        approval_id=done.id, decision="reject", dialog_id=done.dialog_id, root_id=rec.root_id
+    )
+
+
+def _approval_dialog(project: Project, approval_id: str, check_provider: bool) -> DialogRecord:
+    if not project.has_state():
+        raise NotFoundError(f"no approval with id {approval_id!r} (see `mindloop questions`)")
+    rt = project.runtime
+    wait = rt.approvals.get(approval_id)
+    dialog = rt.store.get_dialog(wait.dialog_id)
+    if check_provider and wait.status == "open":
+        project.check_member(dialog.member)
+    return dialog
 
 
 def retry(project: Project, dialog: str | None = None) -> list[str]:
@@ -800,6 +871,7 @@ def _report(
         tree=tree,
         members=members,
         questions=rt.store.open_questions(root_ids=[root_id] if root_id is not None else None),
+        approvals=rt.pending_approvals([root_id] if root_id is not None else None),
         tree_usage=rt.store.usage(root_id=root_id) if root_id is not None else None,
         loops=[LoopSummary.of(r) for r in loops],
     )
@@ -885,6 +957,18 @@ def list_questions(source: Source, *, task: str | None = None) -> list[QuestionR
             key = task_key(_rtws_of(source), task)
             roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
         return store.open_questions(root_ids=roots)
+
+
+def list_approvals(source: Source, *, task: str | None = None) -> list[ApprovalView]:
+    """Calls waiting for the human's approval, across dialogs (or of one task's trees)."""
+    with _reading(source) as store:
+        if store is None:
+            return []
+        roots = None
+        if task is not None:
+            key = task_key(_rtws_of(source), task)
+            roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
+        return [ApprovalView.of(r) for r in open_waits_of_kind(store, "approval", root_ids=roots)]
 
 
 def dialog_trees(source: Source, target: str) -> list[list[TreeNode]]:

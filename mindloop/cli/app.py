@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from mindloop.cli import dialogs_cmds, self_cmds, workspace_cmds
+from mindloop.cli.approvals_cmds import approve, reject
 from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
@@ -92,6 +93,8 @@ app.command()(ask)
 app.command()(run)
 app.command()(questions)
 app.command()(answer)
+app.command()(approve)
+app.command()(reject)
 app.command()(demo)
 app.command()(status)
 app.command()(web)

@@ -62,8 +62,8 @@ def chat(
 ) -> None:
     """Send a message to a root dialog and drive its whole tree until it answers.
 
-    Exit codes: 0 answered, 1 error, 3 step limit, 4 waiting on your answer, 130
-    interrupted."""
+    Exit codes: 0 answered, 1 error, 3 step limit, 4 waiting on your answer or approval,
+    130 interrupted."""
     rtws = get_rtws(ctx)
     if task is not None and not task.strip():
         raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
@@ -214,6 +214,7 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
             f"  {escape(q.body)}\n"
             f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
         )
+    print_approvals(report, rtws)
     for r in report.step_limited:
         console.print(
             f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
@@ -225,6 +226,17 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
         console.print(f"[dim]       {usage_line(report.tree_usage)} (the whole dialog tree)[/]")
     console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
     return OUTCOME_EXIT_CODES[report.outcome]
+
+
+def print_approvals(report: service.DriveReport, rtws: Path) -> None:
+    """One entry per call waiting for the human's approval, with the commands that decide."""
+    for a in report.approvals:
+        console.print(
+            f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} asks "
+            f"to run {escape(a.summary)}\n"
+            f"  approve with: mindloop approve -C {rtws} {a.id}\n"
+            f'  reject with:  mindloop reject -C {rtws} {a.id} --reason "…"'
+        )
 
 
 def print_capped(report: service.DriveReport) -> None:
@@ -368,9 +380,11 @@ async def _run(
         return report_tree(report, project.rtws, project.state_file)
     for q in report.questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
-    console.print(
-        f"[dim]{len(report.drives)} drive(s) · {len(report.questions)} open question(s)[/]"
-    )
+    print_approvals(report, rtws)
+    waiting = f"{len(report.questions)} open question(s)"
+    if report.approvals:
+        waiting += f" · {len(report.approvals)} approval(s)"
+    console.print(f"[dim]{len(report.drives)} drive(s) · {waiting}[/]")
     console.print(f"[dim]usage: {usage_line(report.usage)}[/]")
     print_failures(report)
     print_capped(report)

@@ -27,24 +27,39 @@ def questions(
     task: Annotated[str | None, typer.Option("--task", help="Only questions of this task.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List open questions for the human, across all dialogs."""
+    """List what waits on the human, across all dialogs: open questions (`answer`) and
+    calls waiting for approval (`approve` / `reject`)."""
     from rich.table import Table
 
     from mindloop import service
 
-    qs = service.list_questions(get_rtws(ctx), task=task)
+    rtws = get_rtws(ctx)
+    qs = service.list_questions(rtws, task=task)
+    aps = service.list_approvals(rtws, task=task)
     if as_json:
-        print_json([q.model_dump(mode="json") for q in qs])
+        print_json(
+            [{"kind": "question", **q.model_dump(mode="json")} for q in qs]
+            + [{"kind": "approval", **a.model_dump(mode="json")} for a in aps]
+        )
         return
-    if not qs:
-        console.print("no open questions")
+    if not qs and not aps:
+        console.print("no open questions or approvals")
         return
-    table = Table("id", "dialog", "asked", "question")
+    table = Table("id", "kind", "dialog", "asked", "what")
     for q in qs:
-        asked = datetime.fromtimestamp(q.asked_at).strftime("%Y-%m-%d %H:%M")
         text = q.headline + (f"\n{q.body}" if q.body else "")
-        table.add_row(q.id, q.dialog_id, asked, escape(text))
+        table.add_row(q.id, "question", q.dialog_id, _when(q.asked_at), escape(text))
+    for a in aps:
+        text = (
+            f"@{a.member} asks to run {a.tool} with:\n{a.arguments}\n"
+            f"digest {a.args_digest[:16]}…  (approve / reject --reason …)"
+        )
+        table.add_row(a.id, "approval", a.dialog_id, _when(a.asked_at), escape(text))
     console.print(table)
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 def answer(
@@ -61,9 +76,10 @@ def answer(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Answer a question; the asking dialog (and its tree) is driven on.
+    """Answer a question; the asking dialog (and its tree) is driven on. (An approval is
+    decided with `approve` / `reject`, never answered.)
 
-    Exit codes: 0 done, 1 error, 3 step limit, 4 another question waits on you, 130
+    Exit codes: 0 done, 1 error, 3 step limit, 4 another question or approval waits on you, 130
     interrupted."""
     rtws = get_rtws(ctx)
     reply = read_message(text, file, what="answer")

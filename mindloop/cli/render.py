@@ -20,6 +20,8 @@ from rich.markup import escape
 from mindloop.cli.status import WorkingStatus
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
+    ApprovalRequested,
+    ApprovalResolved,
     DialogCreated,
     DriveEnded,
     DriveStarted,
@@ -38,6 +40,8 @@ from mindloop.events.types import (
     ThinkingChunk,
     ToolCalled,
     ToolResulted,
+    WaitReminded,
+    WaitResolved,
 )
 from mindloop.store import DialogRecord
 
@@ -266,6 +270,15 @@ class TranscriptRenderer:
                 )
             case QuestionAnswered(question_id=qid):
                 return f"{lead}[cyan]✓ question {qid} answered[/]"
+            case ApprovalRequested(approval_id=aid, tool=tool):
+                return f"{lead}[cyan]? approval {aid}: {escape(tool)} waits for the human[/]"
+            case ApprovalResolved(approval_id=aid, decision=decision, by=by):
+                done = "rejected" if decision == "reject" else "approved"
+                return f"{lead}[cyan]✓ approval {aid} {done} by {escape(by)}[/]"
+            case WaitReminded(text=text):
+                return f"{lead}[yellow]⏰ {escape(text)}[/]"
+            case WaitResolved(status="expired", kind=kind, detail=detail):
+                return f"{lead}[yellow]⏱ {kind} wait timed out: {escape(detail or '')}[/]"
             case _:
                 return None
 

@@ -431,4 +431,15 @@ def tool_selection_problems(
                         file=TEAM_FILE, line=doc.line_for(path), path=dotted(path), message=message
                     )
                 )
+        entries = spec.get("approval_required")
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            if not isinstance(entry, str) or entry in toolsets or entry in tools or open_tools:
+                continue  # a type error is check_config's; a known name is fine
+            path = (*prefix, "approval_required", i)
+            message = _unknown_name("tool or toolset", entry, [*toolsets, *tools])
+            problems.append(
+                ConfigProblem(
+                    file=TEAM_FILE, line=doc.line_for(path), path=dotted(path), message=message
+                )
+            )
     return problems

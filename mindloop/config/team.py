@@ -122,10 +122,23 @@ def check_module_name(name: str) -> str:
     return name
 
 
+def check_approval_name(name: str) -> str:
+    """An `approval_required` entry: the name of one tool or one toolset, as written in
+    `tools`/`toolsets` but without '*' or '!' (an approval list only adds)."""
+    if not name or name != name.strip() or any(c.isspace() for c in name) or name[0] in "!*":
+        raise PydanticCustomError(
+            "config",
+            "must be the name of a tool or a toolset (no '*', no '!'), got {got}",
+            {"got": render_value(name)},
+        )
+    return name
+
+
 GrantDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=True))]
 DenyDir = Annotated[str, AfterValidator(lambda v: check_dir_entry(v, grants=False))]
 ToolName = Annotated[str, AfterValidator(check_tool_name)]
 ModuleName = Annotated[str, AfterValidator(check_module_name)]
+ApprovalName = Annotated[str, AfterValidator(check_approval_name)]
 
 
 class MemberSpec(BaseModel):
@@ -148,6 +161,9 @@ class MemberSpec(BaseModel):
     persona: str | None = None
     gofor: str | None = None
     hidden: bool | None = None
+    # Calls of these tools (or of any tool of these toolsets) wait for the human's
+    # approval before they run (`dialogs.approvals`).
+    approval_required: list[ApprovalName] | None = None
 
     @field_validator("fbr_effort", mode="plain")
     @classmethod
@@ -188,6 +204,7 @@ class MemberConfig(BaseModel):
     persona: str = ""
     gofor: str | None = None
     hidden: bool = False
+    approval_required: list[str] = Field(default_factory=list)
 
     @field_validator("fbr_effort", mode="plain")
     @classmethod

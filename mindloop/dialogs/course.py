@@ -11,9 +11,11 @@ from __future__ import annotations
 from mindloop.dialogs.formats import NEW_COURSE_PROMPT
 from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
+from mindloop.dialogs.wait_kinds import Resolution, WaitKind, WaitOutcome
 from mindloop.events.bus import EventBus
 from mindloop.events.types import NoteAdded
 from mindloop.store import Store
+from mindloop.store.waits import cancel_waits_of
 
 
 def start_new_course(store: Store, bus: EventBus, live: LiveDialog) -> None:
@@ -31,7 +33,9 @@ def start_new_course(store: Store, bus: EventBus, live: LiveDialog) -> None:
         )
     with store.tx():
         store.update_dialog(rec.id, course=course)
-        store.discard_questions(rec.id)
+        if store.discard_questions(rec.id):  # their timeout records go with them
+            cancelled = Resolution(outcome=WaitOutcome.CANCELLED, event={"why": "clear_mind"})
+            cancel_waits_of(store, rec.id, WaitKind.USER_INPUT, cancelled.model_dump(mode="json"))
         if reminder:
             contents = [r.content for r in live.reminders] + [reminder]
             live.reminders = store.set_reminders(rec.id, contents)

@@ -54,6 +54,7 @@ from mindloop.store import (
     DialogRecord,
     DialogStatus,
     MessageRecord,
+    ResponseRecord,
     Store,
     UsageTotals,
     crash_points,
@@ -116,8 +117,8 @@ class Driver:
                 self.claims.settle(did, DialogStatus.WAITING)
                 result.reason = DriveEnd.WAITING
                 return result
-            self._take_inbox(live)
-        if _nothing_to_answer(live):
+            approved = self._take_inbox(live)
+        if _nothing_to_answer(live) and not approved:
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
@@ -133,7 +134,7 @@ class Driver:
         )
         try:
             with self.claims.heartbeat(did):
-                end = await self._steps(live, state, max_steps, result)
+                end = await self._steps(live, state, max_steps, result, approved)
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
             # turn in hand was rolled back; nothing more is written here.
@@ -153,19 +154,34 @@ class Driver:
         return result
 
     async def _steps(
-        self, live: LiveDialog, state: WaitState, max_steps: int, result: DriveResult
+        self,
+        live: LiveDialog,
+        state: WaitState,
+        max_steps: int,
+        result: DriveResult,
+        approved: list[ResponseRecord],
     ) -> DriveEnd:
-        """The step loop; how it ended."""
+        """The step loop; how it ended. Calls the human approved run first."""
         for step in range(1, max_steps + 1):
+            if approved:
+                effects = await self.tools.run_approved(live, approved)
+                approved = []
+                if effects.waits:
+                    state = self.tree.wait_state(live.id)
+                    if state.waiting and not state.asked_back:
+                        return DriveEnd.WAITING
             cap = self.caps.reached(live, result.usage)
             if cap is not None:
                 result.cap = cap
                 self._note(live, cap)
                 return DriveEnd.CAP_REACHED
             result.steps = step
-            if step > 1 and state.pending:  # replies only come while tellasks are out
+            if step > 1 and (state.pending or state.inbox):  # replies, or a wait's news
                 with self.store.tx(durable=False):
-                    self._take_inbox(live)
+                    approved = self._take_inbox(live)
+                state = state.taken()
+                if approved:
+                    continue  # run them before the next generation (a step of its own)
             outcome, state = await self._step(live, state, result.usage)
             if isinstance(outcome, Failed):
                 result.error = outcome.error
@@ -268,8 +284,8 @@ class Driver:
             return Failed(str(out.error)), state
         if decision.calls:
             effects = await self.tools.run(live, decision.calls, offered, decision.generation.id)
-            if effects.waits:
-                state = self.tree.wait_state(did)
+            if effects.waits:  # a wait opened: parked, or resolved at once by a kept event
+                state = self.tree.wait_state(did).with_inbox()
             if live.course.pending is not None:
                 start_new_course(self.store, self.bus, live)
         # Only this dialog's own tellasks make it wait; others only resolve waits.
@@ -329,9 +345,10 @@ class Driver:
         live.record = fresh
         live.history.extend(self.store.messages_after(live.id, fresh.course, live.history.last_id))
 
-    def _take_inbox(self, live: LiveDialog) -> None:
+    def _take_inbox(self, live: LiveDialog) -> list[ResponseRecord]:
         """Inside a tx: queued replies into history; dangling tool calls (a crash between
-        a generation and its tool results) get an explicit 'interrupted' result."""
+        a generation and its tool results) get an explicit 'interrupted' result. Returns
+        the approved calls waiting to run (they stay queued until they ran)."""
         dangling = _unanswered_calls(live.history.messages)
         if dangling:
             recs = [
@@ -350,7 +367,9 @@ class Driver:
                 for i, c in enumerate(dangling)
             ]
             live.history.extend(self.store.append_messages(recs))
-        live.history.extend(self.tree.take_responses(live.record))
+        held: list[ResponseRecord] = []
+        live.history.extend(self.tree.take_responses(live.record, held))
+        return held
 
     def _recorded_result(
         self, live: LiveDialog, index: int, call: ToolCall

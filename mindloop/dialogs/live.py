@@ -37,6 +37,9 @@ class LiveDialog:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     course: CourseSwitch = field(default_factory=CourseSwitch)  # clear_mind's request
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
+    # The workspace node the dialog works on now (set by the work loop's policy): waits its
+    # calls open belong to that node and do not park the dialog (`Waits.open`).
+    node: str | None = None
     users: int = 0  # drives holding (or waiting for) this view
     repeats: RepeatGuard = field(default_factory=RepeatGuard)  # identical failing calls
     # What its tool calls see, built at the first call (each call gets a copy with its

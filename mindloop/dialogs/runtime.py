@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mindloop.config import Config, ConfigError, load_config, tool_selection_problems
+from mindloop.dialogs.approvals import Approvals, ApprovalView
 from mindloop.dialogs.claims import Claims, claim_ttl_from_env
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.dialogs.drive import Driver
@@ -32,11 +33,21 @@ from mindloop.dialogs.node_sink import node_sink
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.policy import DefaultPolicy, PolicyResolver, TurnPolicy
 from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.staleness import WorkspaceRef
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, Sink
-from mindloop.dialogs.waits import WaitKind
+from mindloop.dialogs.wait_kinds import (
+    ApprovalDecision,
+    Decision,
+    Resolution,
+    WaitEvent,
+    WaitKind,
+    WaitMode,
+    WaitPayload,
+)
+from mindloop.dialogs.waits import Ingested, Waits
 from mindloop.durable.steps import Steps
-from mindloop.errors import MindloopError
+from mindloop.errors import MindloopError, NotFoundError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import DialogCreated, TaskdocChanged
 from mindloop.i18n import Lang
@@ -46,6 +57,7 @@ from mindloop.store import (
     DialogRecord,
     DialogStatus,
     MessageRecord,
+    QuestionRecord,
     Store,
     WaitRecord,
     WaitStatus,
@@ -89,6 +101,7 @@ class DialogRuntime:
         durable: bool = True,
         max_steps: int = DEFAULT_MAX_STEPS,
         lang: Lang | None = None,
+        workspace_ref: WorkspaceRef | None = None,
         steps: Steps | None = None,
     ) -> None:
         self.rtws = Path(rtws).resolve()
@@ -108,11 +121,24 @@ class DialogRuntime:
         self.providers = ProviderPool(self.config.llm, self.rtws, providers)
         self.store = store or Store.for_rtws(self.rtws, durable=durable)
         self.bus = bus or EventBus()
+        # Waits snapshot the task when they open (staleness on resume): `workspace_ref`
+        # gives a task's workspace ref (the workspace package's; none: not compared).
+        self.waits = Waits(
+            self.store,
+            self.bus,
+            self.config.team.loop.waits,
+            rtws=self.rtws,
+            workspace_ref=workspace_ref,
+        )
         # Built-in sinks first: the workspace's dispatched nodes (`node_dispatch`).
         self.tree = DialogTree(
-            self.store, self.bus, self.lang, {NODE_SINK: node_sink(self.rtws), **(sinks or {})}
+            self.store,
+            self.bus,
+            self.lang,
+            {NODE_SINK: node_sink(self.rtws), **(sinks or {})},
+            waits=self.waits,
         )
-        self.waits = self.tree.waits
+        self.approvals = Approvals(self.store, self.bus, self.waits)
         self.max_steps = max_steps
         self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
         self.context = ContextBuilder(
@@ -230,10 +256,53 @@ class DialogRuntime:
         if not answer.strip():
             raise MindloopError("the answer is empty")
         with self.store.tx():
-            q = self.tree.answer_question(question_id, answer)
+            try:
+                q = self.tree.answer_question(question_id, answer)
+            except NotFoundError:
+                self.not_an_approval(question_id)
+                raise
         self.live.evict(q.dialog_id)
         self.wake.set()
         return q.dialog_id
+
+    def ask_human(
+        self,
+        dialog_id: str,
+        headline: str,
+        body: str = "",
+        *,
+        options: Sequence[str] = (),
+        default_assumption: str | None = None,
+    ) -> QuestionRecord:
+        """Put a question to the human for a dialog (as `!?@human` does), with the options
+        and the default assumption agent-loop's WAIT_USER_INPUT carries: unanswered after
+        `loop.waits.user_input.timeout`, the default is assumed and the user told."""
+        if not headline.strip():
+            raise MindloopError("the question is empty")
+        with self.store.tx():
+            rec = self.store.get_dialog(dialog_id)
+            q = self.tree.ask(
+                rec,
+                headline.strip(),
+                body.strip(),
+                options=options,
+                default_assumption=default_assumption,
+            )
+        self.wake.set()
+        return q
+
+    def not_an_approval(self, wait_id: str) -> None:
+        """Raise, naming the commands that decide it, if `wait_id` (given as a question
+        id) is an approval: an approval is never answered by free text."""
+        try:
+            rec = self.store.get_wait(wait_id)
+        except NotFoundError:
+            return
+        if rec.kind == WaitKind.APPROVAL:
+            raise MindloopError(
+                f"{wait_id} is an approval, not a question: it is decided only with "
+                f"`mindloop approve {wait_id}` or `mindloop reject {wait_id} --reason …`"
+            )
 
     def retry_stopped(self, root_id: str | None = None) -> list[str]:
         """Mark to drive again the dialogs (of one tree, or all) that stopped short of an
@@ -260,32 +329,95 @@ class DialogRuntime:
         self,
         dialog_id: str,
         kind: WaitKind,
-        key: str,
-        payload: dict[str, Any] | None = None,
+        key: str | None = None,
+        payload: WaitPayload | dict[str, Any] | None = None,
         *,
         due_at: float | None = None,
+        node: str | None = None,
+        mode: WaitMode = WaitMode.ALL,
     ) -> WaitRecord:
-        """Make a dialog wait on something (a timer, an approval, an external event): it
-        is not driven while a blocking wait is open. Tools do this through their store
-        effects, in the step's transaction."""
+        """Make a dialog wait on something (`wait_kinds.WaitKind`; `payload` that kind's
+        model): a dialog-level wait of a blocking kind parks it while open; a node's wait
+        does not. Tools do this through their store effects, in the step's transaction.
+        Returns the record (already resolved if an event kept earlier matched it)."""
+        task_path = self.store.get_dialog(dialog_id).task_path
         with self.store.tx():
-            rec = self.waits.open(dialog_id, kind, key, payload, due_at=due_at)
+            rec = self.waits.open(
+                dialog_id,
+                kind,
+                key,
+                payload,
+                due_at=due_at,
+                node=node,
+                mode=mode,
+                task_path=task_path,
+            )
         self.wake.set()
         return rec
 
     def resolve_wait(
         self,
         wait_id: str,
-        resolution: dict[str, Any] | None = None,
+        resolution: Resolution | dict[str, Any] | None = None,
         *,
         status: WaitStatus = WaitStatus.RESOLVED,
     ) -> WaitRecord | None:
         """Resolve an open wait (once: None if it was not open); its dialog gets a note
-        and is driven on."""
+        and is driven on. Prefer `deliver` with the kind's typed event."""
+        if status is WaitStatus.RESOLVED and self.store.get_wait(wait_id).kind == WaitKind.APPROVAL:
+            raise MindloopError("an approval is decided with approve / reject, not resolved")
         rec = self.waits.resolve(wait_id, resolution, status=status)
         if rec is not None:
             self.wake.set()
         return rec
+
+    def deliver(self, event: WaitEvent, *, dialog_id: str | None = None) -> Ingested:
+        """An event from outside (`wait_kinds`: a system event, an async tool's result, a
+        tellask reply …): it resolves the open waits of its kind and key it matches, or is
+        kept until such a wait is registered (kinds that keep early events)."""
+        done = self.waits.ingest(event, dialog_id=dialog_id)
+        if done.resolved:
+            self.wake.set()
+        return done
+
+    # ------------------------------------------------------------------ approvals
+
+    def approve(
+        self,
+        approval_id: str,
+        *,
+        by: str = "human",
+        expected_digest: str | None = None,
+        edited_args: str | None = None,
+    ) -> WaitRecord:
+        """Approve a waiting call (with `edited_args`: approve the human's arguments
+        instead). The dialog's next drive runs exactly that call; returns the record."""
+        decision = Decision.APPROVE if edited_args is None else Decision.EDIT
+        event = ApprovalDecision(
+            approval_id=approval_id, decision=decision, by=by, edited_args=edited_args
+        )
+        rec = self.approvals.decide(event, expected_digest=expected_digest)
+        self.wake.set()
+        return rec
+
+    def reject(
+        self,
+        approval_id: str,
+        reason: str,
+        *,
+        by: str = "human",
+        expected_digest: str | None = None,
+    ) -> WaitRecord:
+        """Reject a waiting call: it never runs; the dialog reads the reason and goes on."""
+        event = ApprovalDecision(
+            approval_id=approval_id, decision=Decision.REJECT, by=by, reason=reason
+        )
+        rec = self.approvals.decide(event, expected_digest=expected_digest)
+        self.wake.set()
+        return rec
+
+    def pending_approvals(self, root_ids: list[str] | None = None) -> list[ApprovalView]:
+        return self.approvals.pending(root_ids=root_ids)
 
     def start_detached(
         self,

@@ -18,17 +18,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from mindloop.dialogs import approvals
 from mindloop.dialogs.claims import Claims
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
-from mindloop.dialogs.waits import WaitKind
+from mindloop.dialogs.wait_kinds import ApprovalPayload, WaitKind, WaitMode
 from mindloop.durable.steps import Codec, JsonObject, Steps
 from mindloop.events.bus import EventBus
-from mindloop.events.types import ToolCalled, ToolResulted
+from mindloop.events.types import ApprovalRequested, ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
-from mindloop.store import MessageRecord, Store, crash_points
+from mindloop.store import MessageRecord, ResponseRecord, Store, crash_points
 from mindloop.tools.base import (
     Effect,
     EffectResult,
@@ -92,12 +94,19 @@ class ToolStep:
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )
             refusal = None
-            if registry.get(call.name) is not None:
+            tool = registry.get(call.name)
+            if tool is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
             if refusal is None and repeats.failing:  # a third identical failing call
                 refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
+            elif (
+                tool is not None
+                and live.member.approval_required
+                and approvals.needs_approval(live.member, tool)
+            ):  # not run: it waits for the human's decision
+                out = approvals.request(live.member.id, call, tool, ctx.call_key)
             else:  # an unknown name is answered by the registry, listing what is offered
                 if crash_points.CRASH is not None:  # tests only
                     crash_points.CRASH.reached("tool.before", call.name)
@@ -182,8 +191,32 @@ class ToolStep:
         match effect:
             case StoreEffect(apply=apply):
                 return apply(self.store)
-            case OpenWait(kind=kind, key=key, payload=payload, due_at=due_at):
-                self.tree.waits.open(live.id, WaitKind(kind), key, payload, due_at=due_at)
+            case OpenWait(
+                kind=kind, key=key, payload=payload, due_at=due_at, wait_id=wid, mode=mode
+            ):
+                rec = self.tree.waits.open(
+                    live.id,
+                    WaitKind(kind),
+                    key,
+                    payload,
+                    due_at=due_at,
+                    wait_id=wid,
+                    node=live.node,
+                    mode=WaitMode(mode),
+                    task_path=live.record.task_path,
+                )
+                if rec.kind == WaitKind.APPROVAL:
+                    p = ApprovalPayload.model_validate(rec.payload)
+                    self.bus.publish(
+                        ApprovalRequested(
+                            dialog_id=live.id,
+                            approval_id=rec.id,
+                            member=p.member,
+                            tool=p.tool,
+                            arguments=p.arguments,
+                            args_digest=p.args_digest,
+                        )
+                    )
             case StartDetached(
                 member=member, message=message, sink=sink, payload=payload, side_id=side_id
             ):
@@ -191,6 +224,77 @@ class ToolStep:
                     live.record, member, message, sink=sink, payload=payload, side_id=side_id
                 )
         return None
+
+    async def run_approved(self, live: LiveDialog, items: Sequence[ResponseRecord]) -> StepEffects:
+        """Run the calls the human approved (queued in the dialog's inbox by
+        `Approvals.decide`), each exactly as approved — the call its approval record
+        allows, checked by digest — with its original call key. Their results reach the
+        model as notes, committed with the inbox items marked done and the tools' effects
+        (durably): a crash before that commit runs them again (at-least-once, keyed),
+        never twice after."""
+        did = live.id
+        ran: list[tuple[dict[str, Any], ToolOutput | None]] = []  # None: refused (digest)
+        for item in items:
+            d = item.data
+            allowed = approvals.approved_digest(self.store.get_wait(d["wait_id"]))
+            if approvals.args_digest(d["tool"], d["arguments"]) != allowed:
+                ran.append((d, None))
+                continue
+            ctx = self.context_for(live, d["call_key"])
+            self.bus.publish(
+                ToolCalled(
+                    dialog_id=did, call_id=d["call_id"], name=d["tool"], arguments=d["arguments"]
+                )
+            )
+            if crash_points.CRASH is not None:  # tests only
+                crash_points.CRASH.reached("tool.before", d["tool"])
+            out = await self._execute_approved(d, ctx)
+            if crash_points.CRASH is not None:
+                crash_points.CRASH.reached("tool.after", d["tool"])
+            self.bus.publish(
+                ToolResulted(
+                    dialog_id=did,
+                    call_id=d["call_id"],
+                    name=d["tool"],
+                    text=out.text,
+                    is_error=out.is_error,
+                )
+            )
+            ran.append((d, out))
+        opened = False
+        with self.store.tx():
+            self.claims.renew(did)
+            notes = []
+            for d, result in ran:
+                if result is None:
+                    text = approvals.tampered_note(d)
+                else:
+                    if result.effects:  # they commit with the note; they may recast it
+                        result, started = self._apply_all(live, result)
+                        opened = opened or started
+                    text = approvals.approved_note(d, result.text, result.is_error)
+                notes.append(
+                    MessageRecord(
+                        dialog_id=did,
+                        course=live.record.course,
+                        kind="note",
+                        data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
+                    )
+                )
+            live.history.extend(self.store.append_messages(notes))
+            self.store.mark_delivered([i.id for i in items])
+        return StepEffects(waits=opened)
+
+    async def _execute_approved(self, d: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """An approved call through the registry — as a durable step under its call key
+        when the drive runs as a workflow, like every other call."""
+
+        def execute() -> Awaitable[ToolOutput]:
+            return self.parts.tools.execute(d["tool"], d["arguments"], ctx)
+
+        if self.steps is None:
+            return await execute()
+        return await self.steps.run("tool", d["call_key"], execute, TOOL_CODEC)
 
 
 def _encode_output(out: ToolOutput) -> JsonObject:

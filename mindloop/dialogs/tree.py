@@ -13,14 +13,23 @@ waiting on it; a tellask-back (side → its caller) is answered first and only t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mindloop.dialogs import formats
+from mindloop.dialogs.approvals import APPROVED
 from mindloop.dialogs.fbr import fbr_request_message
 from mindloop.dialogs.routing import Route, RouteKind
-from mindloop.dialogs.waits import NOTE, WaitKind, Waits
+from mindloop.dialogs.wait_kinds import (
+    Q4hAnswered,
+    Resolution,
+    SubagentPayload,
+    TellaskReply,
+    UserInputPayload,
+    WaitKind,
+)
+from mindloop.dialogs.waits import NOTE, Waits
 from mindloop.errors import MindloopError
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
@@ -34,14 +43,18 @@ from mindloop.events.types import (
 from mindloop.i18n import Lang
 from mindloop.store import (
     DialogRecord,
+    DialogStatus,
     MessageKind,
     MessageRecord,
     PendingTellask,
     QuestionRecord,
     ResponseRecord,
     Store,
+    WaitRecord,
+    WaitStatus,
     new_id,
 )
+from mindloop.store import waits as wait_rows
 
 # The inbox item kind of a resumed session's new assignment (see `DialogTree._resume`).
 ASSIGNMENT = "assignment"
@@ -80,6 +93,13 @@ class WaitState:
     asked_back: int = 0
     questions: int = 0
     waits: int = 0
+    inbox: bool = False  # news may be queued (a wait opened this step resolved at once)
+
+    def with_inbox(self) -> WaitState:
+        return replace(self, inbox=True)
+
+    def taken(self) -> WaitState:
+        return replace(self, inbox=False) if self.inbox else self
 
     @property
     def waiting(self) -> bool:
@@ -108,10 +128,14 @@ class DialogTree:
         bus: EventBus,
         lang: Lang = "en",
         sinks: Mapping[str, Sink] | None = None,
+        waits: Waits | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
-        self.waits = Waits(store, bus)
+        self.waits = waits or Waits(store, bus)
+        # What timing out means for the kinds whose wait stands for a tree object.
+        self.waits.expire_hooks[WaitKind.DETACHED] = self._detached_timed_out
+        self.waits.expire_hooks[WaitKind.USER_INPUT] = self._assume_default
         self.sinks: dict[str, Sink] = dict(sinks or {})
         # The work language of the texts the tree writes into a new dialog (the FBR
         # request header); what it writes is persisted, so it stays as dispatched.
@@ -181,16 +205,41 @@ class DialogTree:
         return self.store.append_messages([rec])[0]
 
     def _ask_human(self, caller: DialogRecord, call: Any) -> QuestionRecord:
+        return self.ask(caller, call.headline.strip(), call.body.strip(), call_id=call.call_id)
+
+    def ask(
+        self,
+        caller: DialogRecord,
+        headline: str,
+        body: str = "",
+        *,
+        call_id: str | None = None,
+        options: Sequence[str] = (),
+        default_assumption: str | None = None,
+    ) -> QuestionRecord:
+        """Put a question to the human for `caller` (inside the caller's transaction): the
+        question parks the dialog until answered; its WAIT_USER_INPUT record carries the
+        timeout policy — after `loop.waits.user_input.timeout` the stated default is
+        assumed (the dialog reads so, the user is told), or without one the human is
+        reminded — and closes with the answer."""
         q = QuestionRecord(
             id=new_id("q4h-"),
             dialog_id=caller.id,
             root_id=caller.root_id,
-            headline=call.headline.strip(),
-            body=call.body.strip(),
-            call_id=call.call_id,
+            headline=headline,
+            body=body,
+            call_id=call_id or new_id(),
             course=caller.course,
         )
         q = self.store.add_question(q)
+        question = q.headline + (f"\n{q.body}" if q.body else "")
+        payload = UserInputPayload(
+            q4h_id=q.id,
+            question=question,
+            options=list(options),
+            default_assumption=default_assumption,
+        )
+        self.waits.open(caller.id, WaitKind.USER_INPUT, q.id, payload, task_path=caller.task_path)
         self.bus.publish(
             QuestionAsked(dialog_id=caller.id, question_id=q.id, headline=q.headline, body=q.body)
         )
@@ -249,8 +298,19 @@ class DialogTree:
             known = ", ".join(sorted(self.sinks)) or "(none)"
             raise MindloopError(f"no reply sink {sink!r} is registered (sinks: {known})")
         side_id = side_id or new_id("s")
+        binding = payload or {}
         wait = self.waits.open(
-            caller.id, WaitKind.DETACHED, side_id, {"sink": sink, "member": member}
+            caller.id,
+            WaitKind.DETACHED,
+            side_id,
+            SubagentPayload(
+                member=member,
+                sink=sink,
+                node_id=binding.get("node_id"),
+                session_slug=binding.get("session_slug"),
+            ),
+            node=binding.get("node_id"),
+            task_path=caller.task_path,
         )
         assignment = {
             "headline": headline or message.strip().splitlines()[0][:200],
@@ -264,9 +324,14 @@ class DialogTree:
         return self._create_side(caller, member, "side", message, assignment, side_id=side_id)
 
     def _deliver_detached(
-        self, dialog: DialogRecord, binding: dict[str, Any], text: str, status: str
-    ) -> None:
-        reply = DetachedReply(
+        self,
+        dialog: DialogRecord,
+        binding: dict[str, Any],
+        text: str,
+        status: str,
+        timeout: Resolution | None = None,
+    ) -> WaitRecord | None:
+        sink_reply = DetachedReply(
             side_id=dialog.id,
             caller_id=(dialog.assignment or {}).get("caller_id", ""),
             member=dialog.member,
@@ -277,19 +342,66 @@ class DialogTree:
         note = formats.detached_reply_message(
             responder=dialog.member, side_id=dialog.id, status=status, text=text
         )
+        reply = TellaskReply(
+            side_id=dialog.id, status="failed" if status == "failed" else "completed", response=text
+        )
+        res = timeout or Resolution(
+            outcome=reply.outcome(), event=reply.model_dump(mode="json"), by=dialog.member
+        )
+        wait_status = WaitStatus.RESOLVED if timeout is None else WaitStatus.EXPIRED
         with self.store.tx():
-            done = self.waits.resolve(
-                binding["wait_id"], {"status": status, "side_id": dialog.id}, note=note
-            )
+            done = self.waits.resolve(binding["wait_id"], res, status=wait_status, note=note)
             if done is None:  # delivered before (a later answer of the same dialog)
-                return
+                return None
             sink = self.sinks.get(binding["sink"])
             if sink is None:
                 raise MindloopError(
                     f"dialog {dialog.id}: its reply sink {binding['sink']!r} is not registered "
                     "in this process"
                 )
-            sink(self.store, reply)
+            sink(self.store, sink_reply)
+        return done
+
+    def _detached_timed_out(self, rec: WaitRecord, res: Resolution) -> WaitRecord | None:
+        """A node's side dialog passed its active-time or wall-clock limit: its sink is
+        told it failed (in the wait's transaction) and the side dialog is cancelled —
+        not driven again, its questions withdrawn; an answer it still gives is dropped
+        (its wait is closed)."""
+        side = self.store.get_dialog(rec.key)
+        binding = (side.assignment or {}).get("detached") or {}
+        why = str(res.event.get("why", "timed out"))
+        text = f"[mindloop] cancelled: {why} (the side dialog's time limit)"
+        with self.store.tx():
+            done = self._deliver_detached(side, binding, text, "failed", timeout=res)
+            if done is None:
+                return None
+            self.store.discard_questions(side.id)
+            wait_rows.cancel_waits_of(
+                self.store, side.id, WaitKind.USER_INPUT, res.model_dump(mode="json")
+            )
+            self.store.update_dialog(side.id, needs_drive=False, status=DialogStatus.ERROR)
+            self.store.append_message(side.id, "note", {"text": text}, course=side.course)
+        return done
+
+    def _assume_default(self, rec: WaitRecord, res: Resolution) -> WaitRecord | None:
+        """A question unanswered past its timeout, with a stated default: the default is
+        the answer (the dialog reads that it was assumed; the user is told by the event)."""
+        p = UserInputPayload.model_validate(rec.payload)
+        why = str(res.event.get("why", ""))
+        with self.store.tx():
+            done = self.waits.resolve(
+                rec.id, res, status=WaitStatus.EXPIRED, wake=False, detail=f"{p.q4h_id}: {why}"
+            )
+            if done is None:
+                return None
+            q = self.store.get_question(p.q4h_id)
+            if q.status == "open":
+                answer = (
+                    "[mindloop] No answer came in time; the default stated with the question "
+                    f"is assumed: {p.default_assumption}"
+                )
+                self._answer(q, answer)
+        return done
 
     def _wait_for(self, caller: DialogRecord, side_id: str, call: Any, call_type: str) -> None:
         self.store.add_pending(
@@ -483,14 +595,24 @@ class DialogTree:
             dialog_id=dialog.id, course=dialog.course, kind="user", data={"text": text}
         )
 
-    def take_responses(self, dialog: DialogRecord) -> list[MessageRecord]:
-        """Turn queued replies into history records (in completion order), once."""
+    def take_responses(
+        self, dialog: DialogRecord, held: list[ResponseRecord] | None = None
+    ) -> list[MessageRecord]:
+        """Turn queued replies into history records (in completion order), once. Approved
+        calls waiting to run are not taken: they stay queued until the drive that runs
+        them records their results (`held` receives them)."""
         queued = self.store.undelivered_responses(dialog.id)
         if not queued:
             return []
         msgs = []
+        taken = []
         for r in queued:
             d = r.data
+            if d.get("kind") == APPROVED:
+                if held is not None:
+                    held.append(r)
+                continue
+            taken.append(r.id)
             if d.get("kind") in INBOX_KINDS:  # an assignment, a post, or a runtime note
                 msgs.append(
                     MessageRecord(
@@ -531,7 +653,7 @@ class DialogTree:
                 )
             )
         stored = self.store.append_messages(msgs)
-        self.store.mark_delivered([r.id for r in queued])
+        self.store.mark_delivered(taken)
         return stored
 
     # ------------------------------------------------------------------ Q4H
@@ -542,6 +664,18 @@ class DialogTree:
             from mindloop.errors import NotFoundError
 
             raise NotFoundError(f"question {question_id} is {q.status}, not open")
+        self._answer(q, answer)
+        # Its timeout record closes with it (Q4H_ANSWERED); the answer is the dialog's
+        # news, so the record adds none.
+        event = Q4hAnswered(q4h_id=q.id, text=answer)
+        res = Resolution(outcome=event.outcome(), event=event.model_dump(mode="json"), by="human")
+        for rec in wait_rows.open_waits_by_key(self.store, WaitKind.USER_INPUT, q.id):
+            self.waits.resolve(rec.id, res, wake=False)
+        return q
+
+    def _answer(self, q: QuestionRecord, answer: str) -> None:
+        """Close an open question with `answer`, appended to the asking dialog, which is
+        marked to drive when nothing else holds it."""
         dialog = self.store.get_dialog(q.dialog_id)
         self.store.close_question(q.id, answer=answer, status="answered")
         self.store.append_message(
@@ -558,4 +692,3 @@ class DialogTree:
         if self.can_drive(dialog.id):
             self.store.update_dialog(dialog.id, needs_drive=True)
         self.bus.publish(QuestionAnswered(dialog_id=dialog.id, question_id=q.id))
-        return q

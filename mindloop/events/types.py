@@ -38,6 +38,9 @@ class EventType(StrEnum):
     TASKDOC_CHANGED = "taskdoc_changed"
     WAIT_OPENED = "wait_opened"
     WAIT_RESOLVED = "wait_resolved"
+    WAIT_REMINDER = "wait_reminder"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_RESOLVED = "approval_resolved"
     PHASE_START = "phase_start"
     PHASE_END = "phase_end"
     LOOP_ROUTED = "loop_routed"
@@ -232,6 +235,40 @@ class WaitResolved(Event):
     wait_id: str
     kind: str
     status: str
+    outcome: str | None = None  # ok | rejected | failed | timeout | cancelled
+    detail: str | None = None  # what the human should know (e.g. the default assumed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitReminded(Event):
+    """An open wait on the human is still open after its reminder interval: tell them."""
+
+    type: ClassVar[EventType] = EventType.WAIT_REMINDER
+    wait_id: str
+    kind: str
+    reminders: int  # reminders sent so far, this one included
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(Event):
+    """A call waits for the human's approval before it runs (`mindloop approve|reject`)."""
+
+    type: ClassVar[EventType] = EventType.APPROVAL_REQUESTED
+    approval_id: str
+    member: str
+    tool: str
+    arguments: str
+    args_digest: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalResolved(Event):
+    type: ClassVar[EventType] = EventType.APPROVAL_RESOLVED
+    approval_id: str
+    decision: str  # approve | reject | edit
+    by: str
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------- the work loop

@@ -197,3 +197,7 @@ class WaitRecord(BaseModel):
     status: WaitStatus = WaitStatus.OPEN
     resolution: dict[str, Any] | None = None
     resolved_at: float | None = None
+    node: str | None = None  # the workspace node it belongs to (None: the dialog)
+    mode: str = "all"  # all | any: how it combines with the node's other waits
+    snapshot: dict[str, Any] | None = None  # the task when it was opened (staleness)
+    reminders: int = 0  # reminders sent while it was open

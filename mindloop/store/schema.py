@@ -168,6 +168,13 @@ waits = sa.Table(
     sa.Column("status", sa.String, nullable=False),  # open | resolved | cancelled | expired
     sa.Column("resolution", sa.JSON, nullable=True),
     sa.Column("resolved_at", sa.Float, nullable=True),
+    # `_waits_and_approvals`: the workspace node it belongs to
+    # (None: the dialog itself), how it combines with the node's other waits (all | any),
+    # what the task looked like when it was opened (staleness), reminders sent so far.
+    sa.Column("node", sa.String, nullable=True),
+    sa.Column("mode", sa.String, nullable=False, server_default="all"),
+    sa.Column("snapshot", sa.JSON, nullable=True),
+    sa.Column("reminders", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_waits_dialog_status", "dialog_id", "status"),
     sa.Index("ix_waits_status_due", "status", "due_at"),
     sa.Index("ix_waits_kind_key", "kind", "key"),
@@ -479,6 +486,34 @@ def _loop_memory_and_retries(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[summaries, retry_records])
 
 
+# ---------------------------------------------------------------------- waits and approvals
+# (agent-loop §6: the six wait kinds, early events, staleness; `dialogs.waits`)
+
+# Events that came before the wait they resolve (an async tool's result, a system event):
+# kept until a wait of their kind and key is registered, which consumes the oldest one
+# that matches (agent-loop §6.3 "Race"). `dialog_id` scopes one to a dialog (None: any).
+wait_events = sa.Table(
+    "wait_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),
+    sa.Column("dialog_id", sa.String, nullable=True),
+    sa.Column("event", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("consumed_by", sa.String, nullable=True),  # the wait it resolved
+    sa.Column("consumed_at", sa.Float, nullable=True),
+    sa.Index("ix_wait_events_kind_key", "kind", "key", "consumed_by"),
+)
+
+
+def _waits_and_approvals(conn: sa.Connection) -> None:
+    """Wait records carry their node, mode, staleness snapshot and reminder count; early
+    events are kept until their wait is registered."""
+    _add_columns(conn, waits, ["node", "mode", "snapshot", "reminders"])
+    metadata.create_all(conn, tables=[wait_events])
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -489,5 +524,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _workers_table,
     _workspace_tables,
     _loop_memory_and_retries,
+    _waits_and_approvals,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -131,6 +131,7 @@ DELETE_TREE_ROWS = (
     ),
     sa.delete(t.reminders).where(t.reminders.c.dialog_id.in_(_ids)),
     sa.delete(t.waits).where(t.waits.c.dialog_id.in_(_ids)),
+    sa.delete(t.wait_events).where(t.wait_events.c.dialog_id.in_(_ids)),
     sa.delete(t.tasks).where(t.tasks.c.root_id.in_(_ids)),  # a loop root's binding
     sa.delete(t.dialogs).where(_d.id.in_(_ids)),
 )

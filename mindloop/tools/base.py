@@ -223,12 +223,16 @@ class StoreEffect:
 
 @dataclass(frozen=True)
 class OpenWait:
-    """Make the calling dialog wait (a wait record of `dialogs.waits.WaitKind` `kind`)."""
+    """Make the calling dialog wait (a wait record of `dialogs.wait_kinds.WaitKind` `kind`,
+    its payload that kind's model as a mapping; `due_at` None: the kind's timeout;
+    `wait_id` None: a new id; `mode` "all" or "any" among its node's waits)."""
 
     kind: str
     key: str
     payload: dict[str, Any] = field(default_factory=dict)
     due_at: float | None = None
+    wait_id: str | None = None
+    mode: str = "all"
 
 
 @dataclass(frozen=True)

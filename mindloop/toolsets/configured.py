@@ -44,6 +44,7 @@ from mindloop.toolsets.phase_end import TOOLSET as LOOP_TOOLSET
 from mindloop.toolsets.phase_end import phase_end_tools
 from mindloop.toolsets.python import PythonToolError, entry_point_toolsets, module_tools
 from mindloop.toolsets.self_improve import add_loop_toolsets
+from mindloop.toolsets.waits import add_wait_toolset
 
 # How long building a registry waits for the MCP servers it starts, beyond the longest
 # `startup_timeout` among them (they start in parallel).
@@ -92,6 +93,7 @@ def build_registry(
     summary = config.team.loop.memory.sections.last_step_summary
     registry.add_toolset(LOOP_TOOLSET, phase_end_tools(summary), loop_owned=True)
     add_loop_toolsets(registry, config)
+    add_wait_toolset(registry, config.team.loop.waits)
     build = RegistryBuild(registry)
     _add_python_tools(config, build)
     _add_entry_points(build)

@@ -53,7 +53,7 @@ def _team_problems(tmp_path: Path, members: str) -> list[str]:
             "  ux:\n    colour: blue\n",
             f"{TEAM}:6: members.ux.colour: unknown key (allowed: name, provider, model, "
             "model_params, fbr-effort, fbr_model_params, toolsets, tools, read_dirs, "
-            "write_dirs, no_read_dirs, no_write_dirs, persona, gofor, hidden)",
+            "write_dirs, no_read_dirs, no_write_dirs, persona, gofor, hidden, approval_required)",
         ),
         (
             "  ux:\n    toolset: [fs]\n",
@@ -141,7 +141,7 @@ def test_all_problems_are_collected_across_files(tmp_path: Path) -> None:
         f"{TEAM}:8: members.b.fbr-effort: must be an integer in 0..100, got -1",
         f"{TEAM}:9: members.b.colour: unknown key (allowed: name, provider, model, "
         "model_params, fbr-effort, fbr_model_params, toolsets, tools, read_dirs, "
-        "write_dirs, no_read_dirs, no_write_dirs, persona, gofor, hidden)",
+        "write_dirs, no_read_dirs, no_write_dirs, persona, gofor, hidden, approval_required)",
         f"{LLM}:3: providers.mock.kind: must be one of 'openai-compatible', 'anthropic' or "
         "'mock', got \"mocky\"",
     ]

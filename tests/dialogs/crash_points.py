@@ -9,24 +9,41 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.dialogs.runtime import DialogRuntime
-from mindloop.store import Store
+from mindloop.store import Store, WaitRecord, WaitStatus
 from mindloop.store.location import env_dialect
 
 
 class CrashingStore(Store):
     """Dies (raises) at the commit that records the given event type, before or after
-    that commit — what a killed process leaves behind at that point."""
+    that commit — what a killed process leaves behind at that point. Wait records count
+    as events too: `wait_opened:<kind>` and `wait_resolved:<kind>`."""
 
     def __init__(self, path: Path, event: str, after: bool) -> None:
         self.event, self.after, self.armed = event, after, False
         super().__init__(path, durable=False, dialect=env_dialect(durable=False))
 
-    def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
-        super().record_event(type, dialog_id, data)
+    def _reached(self, type: str) -> None:
         if type == self.event and not self.after:
             raise SystemExit("killed before the commit")
         if type == self.event:
             self.armed = True
+
+    def record_event(self, type: str, dialog_id: str | None, data: dict[str, Any]) -> None:
+        super().record_event(type, dialog_id, data)
+        self._reached(type)
+
+    def add_wait(self, rec: WaitRecord) -> WaitRecord:
+        done = super().add_wait(rec)
+        self._reached(f"wait_opened:{rec.kind}")
+        return done
+
+    def resolve_wait(
+        self, wait_id: str, status: WaitStatus, resolution: dict[str, Any]
+    ) -> WaitRecord | None:
+        done = super().resolve_wait(wait_id, status, resolution)
+        if done is not None:
+            self._reached(f"wait_resolved:{done.kind}")
+        return done
 
     def tx(self, *, durable: bool = True) -> Any:  # type: ignore[override]
         outer = self

@@ -46,7 +46,7 @@ async def _mark(args: MarkArgs, ctx: ToolContext) -> ToolOutput:
 
 
 async def _nap(args: NapArgs, ctx: ToolContext) -> ToolOutput:
-    wait = OpenWait("timer", "nap", {"s": args.seconds}, due_at=time.time() + args.seconds)
+    wait = OpenWait("timer", "nap", {"fire_at": time.time() + args.seconds, "reason": "nap"})
     return ToolOutput("napping", effects=(wait,))
 
 

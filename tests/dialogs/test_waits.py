@@ -13,7 +13,7 @@ import pytest
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.tree import DetachedReply
-from mindloop.dialogs.waits import WaitKind
+from mindloop.dialogs.wait_kinds import SystemEvent, WaitKind
 from mindloop.store import DialogStatus, Store, WaitStatus
 from tests.dialogs.crash_points import CrashingStore
 from tests.scenario_util import write_script, write_team
@@ -32,22 +32,25 @@ async def test_a_blocking_wait_parks_the_dialog_and_its_resolution_drives_it_on(
     write_script(
         rtws,
         [
-            {"member": "dev", "contains": "is resolved", "response": "approved, going on"},
+            {"member": "dev", "contains": "you waited for came", "response": "deployed, going on"},
             {"member": "dev", "default": True, "response": "first"},
         ],
     )
     rt = DialogRuntime(rtws)
     root, _ = rt.start_root_dialog(TASK, "go", "dev")
-    wait = rt.open_wait(root.id, WaitKind.APPROVAL, "deploy", {"what": "deploy"})
+    wait = rt.open_wait(root.id, WaitKind.EXTERNAL, "deploy", {"event_type": "deploy"})
     assert await Scheduler(rt).run() == []  # blocked: not driven
     assert rt.store.get_dialog(root.id).status == DialogStatus.WAITING
-    assert rt.resolve_wait(wait.id, {"by": "human"}) is not None
+    done = rt.deliver(SystemEvent(event_type="deploy", key="v1", payload={"by": "ci"}))
+    assert [r.id for r in done.resolved] == [wait.id]
     assert rt.resolve_wait(wait.id, {"by": "again"}) is None  # exactly once
     await Scheduler(rt).run()
     hist = rt.store.load_history(root.id)
     assert [m.kind for m in hist] == ["user", "note", "assistant"]
-    assert "approval wait 'deploy' is resolved" in hist[1].data["text"]
-    assert _said(rt, root.id) == ["approved, going on"]
+    assert hist[1].data["text"] == (
+        "[mindloop] The system event 'deploy' (key 'v1') you waited for came: {\"by\": \"ci\"}"
+    )
+    assert _said(rt, root.id) == ["deployed, going on"]
     assert rt.store.get_wait(wait.id).status is WaitStatus.RESOLVED
     await rt.aclose()
 

@@ -1,0 +1,260 @@
+"""Approvals: calls that wait for the human's decision before they run (DESIGN §8.10).
+
+Which calls need one is configured per member (`approval_required:` tool or toolset names
+in team.yaml). Such a call is not run: its result says it waits, and an approval wait
+record (`WaitKind.APPROVAL`, agent-loop's WAIT_USER_APPROVAL) is registered in the
+step's transaction with the exact arguments the model wrote and their digest; the
+dialog parks. Only a structured decision answers it (`Approvals.decide`, behind
+`mindloop approve|reject`, the Python API and the web UI) — never free text:
+
+- approve: the digest is checked against the stored arguments, the wait resolved, and the
+  call queued in the dialog's inbox (`APPROVED`), in one transaction. The dialog's next
+  drive runs exactly that call, with the call's own key (tools are at-least-once and key
+  their effects by it), and the result reaches the model as a note, committed with the
+  inbox item marked done: a crash before that commit runs it again, never twice after.
+- edit: as approve, with the human's arguments instead (their digest is recorded);
+- reject: the wait resolves `rejected` and the model gets a note with the reason.
+
+Nothing here costs a dialog whose member has no `approval_required` anything per step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from mindloop.config import MemberConfig
+from mindloop.dialogs.wait_kinds import (
+    ApprovalDecision,
+    ApprovalPayload,
+    Decision,
+    Resolution,
+    WaitKind,
+)
+from mindloop.dialogs.waits import Waits
+from mindloop.errors import MindloopError, NotFoundError
+from mindloop.events.bus import EventBus
+from mindloop.events.types import ApprovalResolved
+from mindloop.providers.base import ToolCall
+from mindloop.store import Store, WaitRecord, WaitStatus, new_id
+from mindloop.store import waits as rows
+from mindloop.tools.base import OpenWait, Tool, ToolOutput
+
+# The inbox item kind of an approved call waiting to run in its dialog's next drive.
+APPROVED = "approved_call"
+SUMMARY_CHARS = 160
+
+
+class ApprovalError(MindloopError):
+    """An approval that cannot be decided as asked (unknown, closed, tampered with)."""
+
+
+def args_digest(tool: str, arguments: str) -> str:
+    """The digest an approval is given for: sha256 of the tool name and the arguments
+    exactly as written (JSON text), hex."""
+    return hashlib.sha256(f"{tool}\n{arguments}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def needs_approval(member: MemberConfig, tool: Tool[Any]) -> bool:
+    needed = member.approval_required
+    return bool(needed) and (tool.name in needed or tool.toolset in needed)
+
+
+def call_summary(tool: str, arguments: str) -> str:
+    """`tool(arg=value, …)` on one line, for people (cut at SUMMARY_CHARS)."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        args = None
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    else:
+        inner = arguments
+    text = " ".join(f"{tool}({inner})".split())  # one line, whatever the arguments hold
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def request(member: str, call: ToolCall, tool: Tool[Any], call_key: str) -> ToolOutput:
+    """The result of a call that needs approval: it has not run; its effect registers
+    the approval wait (in the step's transaction)."""
+    aid = new_id("apv-")
+    summary = call_summary(tool.name, call.arguments)
+    payload = ApprovalPayload(
+        approval_id=aid,
+        member=member,
+        tool=tool.name,
+        toolset=tool.toolset,
+        arguments=call.arguments,
+        args_digest=args_digest(tool.name, call.arguments),
+        call_id=call.id,
+        call_key=call_key,
+        summary=summary,
+    )
+    text = (
+        f"[mindloop] {summary} needs the human's approval before it runs (approval {aid}). "
+        f"It has not run. The human decides with `mindloop approve {aid}` or "
+        f"`mindloop reject {aid} --reason …`; the outcome comes to you as a note."
+    )
+    wait = OpenWait(WaitKind.APPROVAL, aid, payload.model_dump(), wait_id=aid)
+    return ToolOutput(text, effects=(wait,))
+
+
+def approved_note(item: dict[str, Any], result: str, is_error: bool) -> str:
+    how = "with the arguments the human edited" if item["decision"] == Decision.EDIT else ""
+    ran = f"it ran {how}".rstrip() if how else "it ran with exactly the approved arguments"
+    status = "failed" if is_error else "returned"
+    return (
+        f"[mindloop] The human approved {item['summary']} (approval {item['wait_id']}); "
+        f"{ran} and {status}:\n\n{result}"
+    )
+
+
+def tampered_note(item: dict[str, Any]) -> str:
+    return (
+        f"[mindloop] Approval {item['wait_id']}: the call queued to run does not match the "
+        "digest of what was approved; it was not run."
+    )
+
+
+class ApprovalView(BaseModel):
+    """An open approval as faces list it (`mindloop questions`, the web UI)."""
+
+    id: str
+    dialog_id: str
+    member: str
+    tool: str
+    toolset: str
+    arguments: str
+    args_digest: str
+    summary: str
+    asked_at: float
+    reminders: int = 0
+    node: str | None = None
+    risk: str | None = None
+
+    @classmethod
+    def of(cls, rec: WaitRecord) -> ApprovalView:
+        p = ApprovalPayload.model_validate(rec.payload)
+        return cls(
+            id=rec.id,
+            dialog_id=rec.dialog_id,
+            member=p.member,
+            tool=p.tool,
+            toolset=p.toolset,
+            arguments=p.arguments,
+            args_digest=p.args_digest,
+            summary=p.summary,
+            asked_at=rec.created_at,
+            reminders=rec.reminders,
+            node=rec.node,
+            risk=p.risk,
+        )
+
+
+class Approvals:
+    def __init__(self, store: Store, bus: EventBus, waits: Waits) -> None:
+        self.store = store
+        self.bus = bus
+        self.waits = waits
+
+    def get(self, approval_id: str) -> WaitRecord:
+        """The approval's record; a clear error when the id names none."""
+        try:
+            rec = self.store.get_wait(approval_id)
+        except NotFoundError:
+            raise NotFoundError(
+                f"no approval with id {approval_id!r} (see `mindloop questions`)"
+            ) from None
+        if rec.kind != WaitKind.APPROVAL:
+            raise ApprovalError(f"{approval_id} is a {rec.kind} wait, not an approval")
+        return rec
+
+    def pending(self, *, root_ids: Sequence[str] | None = None) -> list[ApprovalView]:
+        recs = rows.open_waits_of_kind(self.store, WaitKind.APPROVAL, root_ids=root_ids)
+        return [ApprovalView.of(r) for r in recs]
+
+    def decide(self, event: ApprovalDecision, *, expected_digest: str | None = None) -> WaitRecord:
+        """Record the human's decision, once, in one transaction (see the module). The
+        stored arguments must still match their digest, and `expected_digest` (what the
+        human was shown) when given. Returns the resolved record."""
+        if event.decision is Decision.REJECT and not (event.reason or "").strip():
+            raise ApprovalError("a rejection needs a reason (--reason …): the model reads it")
+        with self.store.tx():
+            rec = self.get(event.approval_id)
+            if rec.status is not WaitStatus.OPEN:
+                was = (rec.resolution or {}).get("event", {}).get("decision", rec.status)
+                raise ApprovalError(f"approval {rec.id} is already closed ({was})")
+            p = ApprovalPayload.model_validate(rec.payload)
+            if args_digest(p.tool, p.arguments) != p.args_digest:
+                raise ApprovalError(
+                    f"approval {rec.id}: its stored arguments no longer match their digest "
+                    "(the record was changed); refusing to decide it"
+                )
+            if expected_digest is not None and expected_digest != p.args_digest:
+                raise ApprovalError(
+                    f"approval {rec.id}: the digest given ({expected_digest[:16]}…) is not "
+                    f"that of the call waiting ({p.args_digest[:16]}…); nothing was decided"
+                )
+            res = Resolution(
+                outcome=event.outcome(), event=event.model_dump(mode="json"), by=event.by
+            )
+            if event.decision is Decision.REJECT:
+                note = (
+                    f"[mindloop] The human rejected {p.summary} (approval {rec.id}); it did "
+                    f"not run. Reason: {(event.reason or '').strip()}"
+                )
+                done = self.waits.resolve(rec.id, res, note=note)
+            else:
+                arguments = p.arguments
+                if event.decision is Decision.EDIT:
+                    arguments = _edited(event.edited_args)
+                item = {
+                    "kind": APPROVED,
+                    "wait_id": rec.id,
+                    "decision": event.decision,
+                    "tool": p.tool,
+                    "arguments": arguments,
+                    "digest": args_digest(p.tool, arguments),
+                    "call_id": p.call_id,
+                    "call_key": p.call_key,
+                    "summary": call_summary(p.tool, arguments),
+                }
+                done = self.waits.resolve(rec.id, res, item=item)
+            if done is None:  # closed by someone else since it was read (same lock: never)
+                raise ApprovalError(f"approval {rec.id} was closed meanwhile")
+        self.bus.publish(
+            ApprovalResolved(
+                dialog_id=done.dialog_id,
+                approval_id=done.id,
+                decision=event.decision,
+                by=event.by,
+                reason=event.reason,
+            )
+        )
+        return done
+
+
+def _edited(arguments: str | None) -> str:
+    if arguments is None:
+        raise ApprovalError("an edit needs the arguments that run instead (a JSON object)")
+    try:
+        value = json.loads(arguments)
+    except ValueError as exc:
+        raise ApprovalError(f"the edited arguments are not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ApprovalError("the edited arguments must be a JSON object")
+    return arguments
+
+
+def approved_digest(rec: WaitRecord) -> str:
+    """The digest of the call an approval's decision lets run: the one asked for, or the
+    human's edit."""
+    p = ApprovalPayload.model_validate(rec.payload)
+    event = (rec.resolution or {}).get("event") or {}
+    if event.get("decision") == Decision.EDIT and isinstance(event.get("edited_args"), str):
+        return args_digest(p.tool, event["edited_args"])
+    return p.args_digest
