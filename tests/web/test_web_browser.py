@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from mindloop.store import Store
+from mindloop.store.waits import open_waits_of_kind
 from tests.dialogs.procs import Procs, read_store, wait_until
 from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
@@ -456,8 +457,9 @@ def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
 ) -> None:
     """A new user's session: the demo's project, its task's work loop started with
     `mindloop run TASK -m …` (it stops on the human's question), then the browser: answer
-    the question in the inbox, and the loop goes on to DONE (the team's tools, a teammate,
-    three FBR samples and a Taskdoc change on the way)."""
+    the question in the inbox, and the loop goes on (approved once with `mindloop approve`)
+    to DONE (the team's tools, a teammate, three FBR samples and a Taskdoc change on the
+    way)."""
     from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
     from mindloop.demo.script import PROGRESS_TEXT
 
@@ -473,6 +475,14 @@ def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
         assert "Keep a Changelog" in question.inner_text()
         question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
         question.get_by_role("button", name="Answer").click()
+
+        # publishing the release notes waits for an approval (`mindloop approve`)
+        def approval() -> list[Any]:
+            return read_store(rtws, lambda s: open_waits_of_kind(s, "approval"))
+
+        [pending] = wait_until(approval, TIMEOUT * 3, "the demo's approval")
+        approving = procs.start("approve", pending.id)
+        assert procs.finish(approving, TIMEOUT * 2) == 0
 
         def done() -> bool:
             task = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK))
