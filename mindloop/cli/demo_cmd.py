@@ -1,5 +1,6 @@
 """`mindloop demo`: play the offline demo task (`mindloop.demo`) through the work loop,
-via the use-case layer, answering its one question on the human's behalf."""
+via the use-case layer, answering its question and approving its one call on the human's
+behalf."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class DemoReport:
     state_file: Path
     dialogs: int
     questions_answered: int
-    outcome: str = ""  # what the task's loop came to (`done` when the demo worked)
+    outcome: str = ""
+    approvals: int = 0  # calls the demo approved on the human's behalf  # what the task's loop came to (`done` when the demo worked)
 
 
 async def run_demo(directory: Path | None, console: Console) -> DemoReport:
@@ -41,18 +43,26 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     project = service.open_project(directory)
     renderer = LoopRenderer(console, show_thinking=True)
     project.subscribe(renderer.handle)
-    answered = 0
+    answered = approved = 0
     try:
         console.print(f"[bold]you:[/] mindloop run {DEMO_TASK} -m {escape(repr(DEMO_PROMPT))}")
         report = await service.run_task(project, DEMO_TASK, message=DEMO_PROMPT)
         drives = list(report.drives)
-        while report.outcome is service.Outcome.WAITING and report.questions:
+        while report.outcome is service.Outcome.WAITING:
+            approvals = service.list_approvals(project, task=DEMO_TASK)
+            if not report.questions and not approvals:
+                break
+            renderer.close()
             for q in report.questions:
-                renderer.close()
                 console.print(f"[bold]human (answered by the demo):[/] {escape(HUMAN_ANSWER)}")
                 console.print(f'[dim]  = mindloop answer -C {directory} {q.id} "{HUMAN_ANSWER}"[/]')
                 service.answer(project, q.id, HUMAN_ANSWER)
                 answered += 1
+            for a in approvals:
+                console.print(f"[bold]human (approved by the demo):[/] {escape(a.summary)}")
+                console.print(f"[dim]  = mindloop approve -C {directory} {a.id}[/]")
+                service.approve(project, a.id)
+                approved += 1
             report = await service.run_task(project, DEMO_TASK)
             drives += report.drives
         root = report.root_id or ""
@@ -86,6 +96,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
         len(report.tree),
         answered,
         loop.outcome.value if loop else "",
+        approved,
     )
 
 

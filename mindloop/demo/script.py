@@ -7,7 +7,8 @@ runtime dispatches it once the changelog is DONE), release notes (after the chan
 and a BENCH node, the release check, run last. DO writes the changelog; CHECK finds it
 has no dated release heading (a check failure); ADJUST asks itself for three fresh-boots
 opinions (FBR) and sends the node back to DO, which writes a dated one; CHECK passes it.
-DO writes the release notes while the reviewer writes the guide; CHECK passes both; the
+DO drafts the release notes and publishes them (a move the human approves first) while
+the reviewer writes the guide; CHECK passes both; the
 release check runs once nothing has changed since those checks; SELF_IMPROVE adds a habit to dev's self.md and asks the KB teammate to keep a note on
 the changelog format, which a later `mindloop run` delivers (once) and the KB processes.
 
@@ -49,7 +50,13 @@ DEMO_TEAM: dict[str, object] = {
     "member_defaults": {"provider": "mock", "model": "mock-model", "fbr-effort": 3},
     "default_responder": "dev",
     "members": {
-        "dev": {"name": "Dev", "gofor": "general engineering", "toolsets": ["*"]},
+        "dev": {
+            "name": "Dev",
+            "gofor": "general engineering",
+            "toolsets": ["*"],
+            # publishing (moving a draft into place) waits for the human's approval
+            "approval_required": ["move"],
+        },
         "reviewer": {"name": "Reviewer", "gofor": "reviews changes", "toolsets": ["fs"]},
     },
 }
@@ -108,6 +115,7 @@ def _work(node: str, path: str, content: str) -> list[dict[str, Any]]:
 CHANGELOG_DRAFT = "# Changelog\n\n- First release.\n"
 CHANGELOG = "# Changelog\n\n## [0.1.0] - 2026-01-01\n\n### Added\n- First release.\n"
 RELEASE_NOTES = "# Release notes\n\n0.1.0: the first release.\n"
+NOTES_DRAFT = "drafts/RELEASE_NOTES.md"
 CONTRIBUTING = "# Contributing\n\nOpen an issue first; keep changes small.\n"
 
 _DEV: list[dict[str, Any]] = [
@@ -228,18 +236,35 @@ _DEV: list[dict[str, Any]] = [
             _end("CHECK", "CHANGELOG.md written", "ready for its check"),
         ],
     },
-    # ---- DO: the release notes
+    # ---- DO: the release notes, drafted, then published (the move needs an approval)
     {
         "contains": ["[work loop] Phase DO", "# Node n3: Release notes"],
-        "response": "Writing the release notes.",
-        "tool_calls": _work("n3", "RELEASE_NOTES.md", RELEASE_NOTES),
+        "response": "Drafting the release notes.",
+        "tool_calls": [
+            _call("write_file", path=NOTES_DRAFT, content=RELEASE_NOTES),
+            _call("node_update", node_id="n3", artifacts=["RELEASE_NOTES.md"]),
+        ],
     },
     {
         "role": "tool",
         "contains": "updated n3",
+        "response": "Publishing them.",
+        "tool_calls": [_call("move", src=NOTES_DRAFT, dst="RELEASE_NOTES.md")],
+    },
+    {
+        # the approved move ran; its note (with any other that came meanwhile) is last
+        "contains": "The human approved move",
         "tool_calls": [
             _complete("n3"),
-            _end("CHECK", "RELEASE_NOTES.md written", "ready for its check"),
+            _end("CHECK", "RELEASE_NOTES.md published", "ready for its check"),
+        ],
+    },
+    {
+        "role": "tool",
+        "contains": "RELEASE_NOTES.md",
+        "tool_calls": [
+            _complete("n3"),
+            _end("CHECK", "RELEASE_NOTES.md published", "ready for its check"),
         ],
     },
     # ---- CHECK: the changelog, failing first

@@ -31,6 +31,7 @@ from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.waits import WaitKind
 from mindloop.events.types import (
     DriveEnded,
     Event,
@@ -54,6 +55,7 @@ from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
 from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
 from mindloop.store import loop_state as ls
+from mindloop.store.waits import resolved_since
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
@@ -321,6 +323,10 @@ class TaskLoop:
             # the phase's reply is in but its end was not recorded (a kill between them)
             self._end(state, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
             return False
+        rejected = self._rejected(state)
+        if rejected is not None:  # a negative wait ends the DO entry: its node failed (§5.4)
+            self._end(state, ls.EndedBy.RUNTIME, rejected)
+            return False
         cap = step_cap(self.rt.config.team.loop.phases, state.phase)
         left = cap - state.entry_steps
         if left <= 0:
@@ -431,6 +437,18 @@ class TaskLoop:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _rejected(self, state: ls.LoopState) -> str | None:
+        """`WAIT_USER_APPROVAL_REJECTED: <reason>` when the human rejected a call of the
+        current DO entry (its node then fails its check and ADJUST looks at why)."""
+        if state.phase is not Phase.DO or state.node_id is None:
+            return None
+        for w in resolved_since(self.rt.store, self.root, state.entered_at):
+            resolution = w.resolution or {}
+            if w.kind == WaitKind.APPROVAL.value and resolution.get("outcome") == "rejected":
+                why = str((resolution.get("event") or {}).get("reason") or "no reason given")
+                return f"WAIT_USER_APPROVAL_REJECTED: {why}"
+        return None
 
     def _member(self) -> str:
         return self.rt.store.get_dialog(self.root).member

@@ -35,6 +35,12 @@ from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
 
 RUNTIME = "runtime (work loop)"
+# DO entries the runtime ends leave their node CHECK_FAILED, with this reason (None: the
+# end's own reason, e.g. WAIT_USER_APPROVAL_REJECTED).
+RUNTIME_FAILS: dict[ls.EndedBy, str | None] = {
+    ls.EndedBy.STEP_CAP: "STUCK: the DO entry used its step budget",
+    ls.EndedBy.RUNTIME: None,
+}
 
 
 def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
@@ -207,17 +213,13 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
             state = state.model_copy(update={"ended": end})
         assert state.ended is not None
         ws = _workspace(rt, task)
-        if state.phase is Phase.DO and state.ended.by is ls.EndedBy.STEP_CAP and state.node_id:
+        ended_by = state.ended.by
+        if state.phase is Phase.DO and state.node_id and ended_by in RUNTIME_FAILS:
             node = ws.nodes.get(state.node_id)
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
+                why = RUNTIME_FAILS[ended_by] or state.ended.reason
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
-                    _move(
-                        rt,
-                        task,
-                        node.id,
-                        NodeStatus.CHECK_FAILED,
-                        "STUCK: the DO entry used its step budget",
-                    )
+                    _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         checked = dict(state.checked)
         if state.phase is Phase.CHECK:
             done = [

@@ -23,7 +23,9 @@ async def test_the_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     console = Console(record=True, width=200)
     report = await run_demo(tmp_path / "demo", console)
     shown = console.export_text()
-    assert report.outcome == "done" and report.questions_answered == 1, shown[-3000:]
+    assert report.outcome == "done", shown[-3000:]
+    assert report.questions_answered == 1 and report.approvals == 1
+    assert "human (approved by the demo): move(" in shown
     for phase in ("PLAN", "DO", "CHECK", "ADJUST", "SELF_IMPROVE"):
         assert f"━━ {phase} (entry" in shown
     assert shown.count("FBR side dialog (tool-less)") == 3

@@ -344,3 +344,65 @@ async def test_a_message_after_done_reopens_the_task_through_plan(rtws: Path) ->
     assert report.outcome is LoopOutcome.DONE and model.remaining == 0
     assert phases(model)[4:] == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
     await rt.aclose()
+
+
+def _with_approvals(rtws: Path, tools: list[str]) -> None:
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"], "approval_required": tools}})
+
+
+async def test_an_approval_approved_runs_the_call_and_one_rejected_fails_the_node(
+    rtws: Path,
+) -> None:
+    _with_approvals(rtws, ["move"])
+    (rtws / "draft.md").write_text("notes\n", "utf-8")
+    move = call("move", src="draft.md", dst="NOTES.md")
+    model = ScriptedModel(
+        [
+            turn(create("publish"), end("DO")),
+            turn(move),  # waits for approval: the loop stops (exit 4)
+            turn(complete("n1"), end("CHECK")),  # after the approval: the move ran
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),  # SELF_IMPROVE
+            turn(create("publish again")),  # the second scope: PLAN, DO
+            turn(end("DO")),
+            turn(call("move", src="NOTES.md", dst="OUT.md")),  # rejected
+            # ADJUST sees why and gives up on the node
+            turn(
+                call(
+                    "node_transition",
+                    node_id="n2",
+                    to="FAILED",
+                    reason="refused",
+                    conclusion="the human refused to publish",
+                ),
+                end("END"),
+            ),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "publish the notes")
+    assert report.outcome is LoopOutcome.WAITING and "approval" in report.reason
+    [pending] = rt.pending_approvals()
+    assert not (rtws / "NOTES.md").exists()  # nothing ran before the approval
+    rt.approve(pending.id)
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and (rtws / "NOTES.md").is_file()
+    await rt.aclose()
+    report, rt = await run_task(rtws, model, "publish it elsewhere too")
+    assert report.outcome is LoopOutcome.WAITING
+    [pending] = rt.pending_approvals()
+    rt.reject(pending.id, "not there")
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.FAILED and model.remaining == 0
+    assert not (rtws / "OUT.md").exists()
+    moves = [
+        (e.data["from"], e.data["to"], e.data["reason"])
+        for e in ws_log(rt)
+        if e.node_id == "n2" and e.kind == "transition"
+    ]
+    assert ("IN_PROGRESS", "CHECK_FAILED", "WAIT_USER_APPROVAL_REJECTED: not there") in moves
+    assert phases(model)[-2:] == ["ADJUST", "SELF_IMPROVE"]
+    await rt.aclose()

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from mindloop.store import Store
+from mindloop.store.waits import open_waits_of_kind
 from tests.dialogs.procs import Procs, read_store, wait_until
 from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
@@ -162,18 +163,24 @@ def test_ask_routes_the_message_to_a_task_and_its_work_loop_answers(
     page.get_by_label("Message", exact=True).fill("Please build a login page")
     page.get_by_role("button", name="Ask", exact=True).click()
     page.wait_for_url(re.compile(r"/dialogs/\w+$"))
-    page.locator(".entry.k-assistant", has_text="Login form drafted.").wait_for()
+    page.locator(".entry.k-assistant", has_text="Login form drafted.").first.wait_for()
     root = page.url.rsplit("/", 1)[1]
     task = read_store(procs.rtws, lambda s: s.task_by_root(root))
     assert task is not None and task.task_path == "tasks/login.tsk"
 
+    # the task's work loop ran on its loop root: PLAN found nothing to execute, it ends
+    def done() -> bool:
+        found = read_store(procs.rtws, lambda s: s.task_by_root(root))
+        return found is not None and found.status == "DONE"
+
+    wait_until(done, TIMEOUT, "the task's loop to end")
     page.goto(f"{web.base}/task/tasks/login.tsk")
     loop = page.locator("[data-loop]")
     assert root in loop.inner_text()
-    assert loop.locator("[data-loop-status]").inner_text() == "ACTIVE"
+    assert loop.locator("[data-loop-status]").inner_text() == "DONE"
     assert _section(page, "goals").locator("[data-actor]").inner_text() == "router"
     page.goto(web.base + "/")
-    assert "ACTIVE" in page.locator('tr[data-task="tasks/login.tsk"] [data-task-loop]').inner_text()
+    assert "DONE" in page.locator('tr[data-task="tasks/login.tsk"] [data-task-loop]').inner_text()
 
 
 # ---------------------------------------------------------------------------- questions
@@ -445,43 +452,52 @@ def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: 
 # ---------------------------------------------------------------------------- the demo
 
 
-def test_the_demo_runs_in_the_browser_only(tmp_path: Path, page: Any) -> None:
-    """A new user's session: the demo's project, `mindloop web`, and then only the
-    browser: start the task, watch the team (tools, a teammate, three FBR samples, a
-    Taskdoc change), answer its question, see it done."""
+def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
+    tmp_path: Path, page: Any
+) -> None:
+    """A new user's session: the demo's project, its task's work loop started with
+    `mindloop run TASK -m …` (it stops on the human's question), then the browser: answer
+    the question in the inbox, and the loop goes on (approved once with `mindloop approve`)
+    to DONE (the team's tools, a teammate, three FBR samples and a Taskdoc change on the
+    way)."""
     from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
+    from mindloop.demo.script import PROGRESS_TEXT
 
     rtws = prepare_demo_rtws(tmp_path / "demo")
     procs = Procs(rtws, tmp_path / "logs")
     try:
         web = start_web(procs)
-        _open(page, web, f"/task/{DEMO_TASK}")
-        page.get_by_label("Message", exact=True).fill(DEMO_PROMPT)
-        page.get_by_role("button", name="Start the dialog").click()
-        page.wait_for_url(re.compile(r"/dialogs/\w+$"))
-
+        started = procs.start("run", DEMO_TASK, "-m", DEMO_PROMPT)
+        assert procs.finish(started, TIMEOUT * 2) == 4  # waiting on the human
+        _open(page, web, "/inbox")
         question = page.locator("[data-question]")
         question.wait_for()
         assert "Keep a Changelog" in question.inner_text()
+        question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
+        question.get_by_role("button", name="Answer").click()
+
+        # publishing the release notes waits for an approval (`mindloop approve`)
+        def approval() -> list[Any]:
+            return read_store(rtws, lambda s: open_waits_of_kind(s, "approval"))
+
+        [pending] = wait_until(approval, TIMEOUT * 3, "the demo's approval")
+        approving = procs.start("approve", pending.id)
+        assert procs.finish(approving, TIMEOUT * 2) == 0
+
+        def done() -> bool:
+            task = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK))
+            return task is not None and task.status == "DONE"
+
+        wait_until(done, TIMEOUT * 3, "the demo task's loop to end")
+        page.goto(f"{web.base}/task/{DEMO_TASK}")
+        assert page.locator("[data-loop] [data-loop-status]").inner_text() == "DONE"
+        progress = _section(page, "progress")
+        assert progress.locator("[data-actor]").inner_text() == "dev"
+        assert PROGRESS_TEXT.strip("- ") in progress.locator("[data-content]").inner_text()
+        root = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK)).root_id  # type: ignore[union-attr]
+        page.goto(f"{web.base}/dialogs/{root}")
         tree = page.locator(".tree-list")
         assert tree.locator("text=FBR").count() == 3
         assert tree.locator("text=@reviewer").count() == 1
-        assert page.locator(".entry.k-tool_call", has_text="change_mind").count() == 1
-        assert page.locator(".entry.k-tellask_result", has_text="FBR").count() == 3
-        question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
-        question.get_by_role("button", name="Answer").click()
-        page.locator(
-            ".entry.k-assistant", has_text="human confirmed the changelog format"
-        ).wait_for()
-        page.locator("[data-no-questions]").wait_for()
-
-        page.goto(f"{web.base}/task/{DEMO_TASK}")
-        progress = _section(page, "progress")
-        assert progress.locator("[data-actor]").inner_text() == "dev"
-        assert "CHANGELOG.md started" in progress.locator("[data-content]").inner_text()
-        page.goto(web.base + "/")
-        assert (
-            page.locator(f'tr[data-task="{DEMO_TASK}"] [data-task-status]').inner_text() == "idle"
-        )
     finally:
         procs.close()
