@@ -42,7 +42,7 @@ class TaskRow(BaseModel):
     path: str
     title: str  # the first line of goals.md
     status: str
-    questions: int
+    questions: int  # what waits for the human: open questions and approvals
     dialogs: int
     usage: UsageTotals
     updated_at: float | None  # the latest change of any of its dialogs
@@ -85,6 +85,9 @@ def task_rows(project: Project) -> list[TaskRow]:
     asked: dict[str, int] = defaultdict(int)
     for q in service.list_questions(project):
         asked[root_task.get(q.root_id, "")] += 1
+    dialog_task = {d.id: d.task_path for d in dialogs}
+    for a in service.list_approvals(project):
+        asked[dialog_task.get(a.dialog_id, "")] += 1
     loops = {t.task_path: t for t in project.runtime.store.iter_tasks()}
     rows = []
     for path in sorted(set(discover_packages(project.rtws)) | set(by_task)):

@@ -254,6 +254,8 @@ def test_an_approval_is_listed_and_approve_runs_exactly_the_approved_call(
     assert status == 200 and f'data-approval="{a["id"]}"' in html
     assert "write_file" in html and "out.txt" in html and f'value="{a["args_digest"]}"' in html
     assert 'data-inbox-count="1"' in html
+    [row] = [r for r in web.call("GET", "/api/tasks") if r["path"] == "tasks/example.tsk"]
+    assert (row["status"], row["questions"]) == ("waiting for you", 1)
 
     # Free text never decides an approval, and a digest not shown decides nothing.
     status, _, body = web.request("POST", f"/questions/{a['id']}/answer", {"answer": "yes"})
