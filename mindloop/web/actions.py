@@ -1,6 +1,10 @@
 """What the browser changes (POST): start a task, start a chat, ask (the Router routes the
-message to a task's loop root), post to a dialog, answer a question, replace one Taskdoc
-section, retry a stopped tree.
+message to a task's loop root), post to a dialog, answer a question, approve or reject a
+call waiting for approval, replace one Taskdoc section, retry a stopped tree.
+
+An approval is decided only by its two buttons, never by free text (`answer` refuses an
+approval id): the form posts back the digest of the call it showed, so a call changed
+since the page was drawn is refused with nothing decided; the human is the actor.
 
 Each is the use case the CLI runs (`mindloop.service`, `taskdoc.human`), so a refusal is
 the same `MindloopError` with the same words and nothing is written. A change that makes
@@ -100,6 +104,44 @@ async def answer(request: Request) -> Response:
     return done(request, location, answered=answered)
 
 
+async def approve(request: Request) -> Response:
+    state = web(request)
+    form = await fields(request)
+    decided = service.approve(
+        state.project,
+        request.path_params["id"],
+        by=HUMAN_ACTOR,
+        expected_digest=_digest(form),
+        check_provider=state.options.drive,
+    )
+    state.driver.kick(decided.root_id)
+    return done(request, _back(form, f"/dialogs/{decided.dialog_id}"), decided=decided)
+
+
+async def reject(request: Request) -> Response:
+    state = web(request)
+    form = await fields(request)
+    decided = service.reject(
+        state.project,
+        request.path_params["id"],
+        form.get("reason", ""),
+        by=HUMAN_ACTOR,
+        expected_digest=_digest(form),
+        check_provider=state.options.drive,
+    )
+    state.driver.kick(decided.root_id)
+    return done(request, _back(form, f"/dialogs/{decided.dialog_id}"), decided=decided)
+
+
+def _digest(form: dict[str, str]) -> str:
+    """The digest of the call the human was shown: required, so what is decided is
+    always what was on the page."""
+    digest = form.get("digest", "").strip()
+    if not digest:
+        raise MindloopError("the decision needs the digest of the call shown (field `digest`)")
+    return digest
+
+
 async def edit(request: Request) -> Response:
     """Replace one section, recorded with the human as the actor; refused if the section
     changed since the form was drawn (`expected` is its content hash then)."""
@@ -134,5 +176,7 @@ routes = [
     Route("/dialogs/{id}/messages", post_message, methods=["POST"]),
     Route("/dialogs/{id}/retry", retry, methods=["POST"]),
     Route("/questions/{id}/answer", answer, methods=["POST"]),
+    Route("/approvals/{id}/approve", approve, methods=["POST"]),
+    Route("/approvals/{id}/reject", reject, methods=["POST"]),
     Route("/taskdoc/edit", edit, methods=["POST"]),
 ]

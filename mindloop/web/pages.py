@@ -1,5 +1,5 @@
-"""The pages (GET): task list, task, dialog, inbox — their live fragments, and the same
-reads as JSON for programs (`/api/…`).
+"""The pages (GET): task list, task, dialog, inbox (questions and approvals) — their live
+fragments, and the same reads as JSON for programs (`/api/…`).
 
 A page is drawn from the store as it is now, and carries the feed position taken
 *before* it was read: its event stream starts there, so nothing that happened while the
@@ -35,7 +35,7 @@ def _common(request: Request, title: str, **scope: str) -> dict[str, Any]:
     return {
         "title": title,
         "stream_url": _stream(request, **scope),
-        "inbox_count": len(service.list_questions(state.project)),
+        "inbox_count": views.waiting_count(state.project),
         "rtws": state.project.rtws.name,
         "driving": state.options.drive,
         "error": request.query_params.get("error"),
@@ -76,6 +76,7 @@ async def dialog(request: Request) -> Response:
         "t": shown,
         "trees": views.trees(state.project, rec.root_id),
         "questions": views.questions(state.project, root=rec.root_id),
+        "approvals": views.approvals(state.project, root=rec.root_id),
         "following": state.driver.following(rec.root_id),
     }
     return page(request, "dialog.html", ctx)
@@ -85,6 +86,7 @@ async def inbox(request: Request) -> Response:
     state = web(request)
     ctx = _common(request, "Inbox")
     ctx["questions"] = views.questions(state.project)
+    ctx["approvals"] = views.approvals(state.project)
     return page(request, "inbox.html", ctx)
 
 
@@ -96,7 +98,7 @@ async def fragment_tasks(request: Request) -> Response:
 
 
 async def fragment_inbox_count(request: Request) -> Response:
-    count = len(service.list_questions(web(request).project))
+    count = views.waiting_count(web(request).project)
     return page(request, "_inbox_count.html", {"inbox_count": count})
 
 
@@ -104,6 +106,12 @@ async def fragment_questions(request: Request) -> Response:
     q = request.query_params
     found = views.questions(web(request).project, task=q.get("task"), root=q.get("root"))
     return page(request, "_questions.html", {"questions": found})
+
+
+async def fragment_approvals(request: Request) -> Response:
+    q = request.query_params
+    found = views.approvals(web(request).project, task=q.get("task"), root=q.get("root"))
+    return page(request, "_approvals.html", {"approvals": found})
 
 
 async def fragment_pane(request: Request) -> Response:
@@ -140,6 +148,10 @@ async def api_questions(request: Request) -> Response:
     return JSONResponse(to_json(views.questions(web(request).project)))
 
 
+async def api_approvals(request: Request) -> Response:
+    return JSONResponse(to_json(views.approvals(web(request).project)))
+
+
 async def api_dialog(request: Request) -> Response:
     shown = service.show_dialog(web(request).project, request.path_params["id"])
     return JSONResponse(to_json(shown))
@@ -161,10 +173,12 @@ routes = [
     Route("/fragments/tasks", fragment_tasks),
     Route("/fragments/inbox-count", fragment_inbox_count),
     Route("/fragments/questions", fragment_questions),
+    Route("/fragments/approvals", fragment_approvals),
     Route("/fragments/task/{pane}", fragment_pane),
     Route("/fragments/dialog/{id}/{part}", fragment_dialog),
     Route("/api/tasks", api_tasks),
     Route("/api/questions", api_questions),
+    Route("/api/approvals", api_approvals),
     Route("/api/dialogs/{id}", api_dialog),
     Route("/api/taskdoc/{path:path}", api_taskdoc),
 ]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from mindloop import service
+from mindloop.dialogs.approvals import ApprovalView
 from mindloop.dialogs.tellask.parser import CallFinishEvent, MarkdownEvent, TellaskStreamParser
 from mindloop.errors import NotFoundError
 from mindloop.service import DialogSummary, Project
@@ -41,7 +42,7 @@ class TaskRow(BaseModel):
     path: str
     title: str  # the first line of goals.md
     status: str
-    questions: int
+    questions: int  # what waits for the human: open questions and approvals
     dialogs: int
     usage: UsageTotals
     updated_at: float | None  # the latest change of any of its dialogs
@@ -84,6 +85,9 @@ def task_rows(project: Project) -> list[TaskRow]:
     asked: dict[str, int] = defaultdict(int)
     for q in service.list_questions(project):
         asked[root_task.get(q.root_id, "")] += 1
+    dialog_task = {d.id: d.task_path for d in dialogs}
+    for a in service.list_approvals(project):
+        asked[dialog_task.get(a.dialog_id, "")] += 1
     loops = {t.task_path: t for t in project.runtime.store.iter_tasks()}
     rows = []
     for path in sorted(set(discover_packages(project.rtws)) | set(by_task)):
@@ -258,6 +262,44 @@ def questions(
         d = store.get_dialog(q.dialog_id)
         out.append(QuestionView(question=q, member=d.member, task=d.task_path, dialog_kind=d.kind))
     return out
+
+
+class ApprovalItem(BaseModel):
+    """An open approval as the inbox shows it: the call (member, tool, arguments exactly
+    as written, their digest) and where it waits."""
+
+    approval: ApprovalView
+    arguments: str  # pretty JSON for people; the digest is of `approval.arguments`
+    task: str
+    root_id: str
+    dialog_kind: str
+
+
+def approvals(
+    project: Project, *, task: str | None = None, root: str | None = None
+) -> list[ApprovalItem]:
+    """Calls waiting for the human's approval, oldest first (of one task, or one tree)."""
+    store = project.runtime.store
+    out = []
+    for a in service.list_approvals(project, task=task):
+        d = store.get_dialog(a.dialog_id)
+        if root is not None and d.root_id != root:
+            continue
+        out.append(
+            ApprovalItem(
+                approval=a,
+                arguments=_pretty(a.arguments),
+                task=d.task_path,
+                root_id=d.root_id,
+                dialog_kind=d.kind,
+            )
+        )
+    return out
+
+
+def waiting_count(project: Project) -> int:
+    """What waits for the human: open questions and approvals (the inbox's count)."""
+    return len(service.list_questions(project)) + len(service.list_approvals(project))
 
 
 # ---------------------------------------------------------------------------- transcripts

@@ -4,6 +4,8 @@ mock provider: what a person sees and does.
 - a chat started from the composer streams in live (thinking and text while the model
   generates) and is answered, and the dialog page takes a second message in place;
 - a question (`!?@human`) is answered in the inbox, and the dialog goes on;
+- a call waiting for approval is listed in the inbox and approved with its button; the
+  call runs and its result appears in the transcript;
 - a Taskdoc section edited in its pane is recorded with the human as its author, and the
   section's last-updated line changes — live, also when an agent's `change_mind` changes
   a section; an edit started from a stale text is refused and the draft kept;
@@ -211,6 +213,48 @@ def test_a_question_is_answered_in_the_inbox_and_the_dialog_goes_on(
     tellask = page.locator(".tellask", has_text="Which database should we use?")
     assert "@human" in tellask.inner_text()
     assert page.locator(".entry.k-user", has_text="SQLite").count() == 1  # the answer, once
+
+
+def test_a_call_is_approved_with_its_button_and_its_result_appears_in_the_transcript(
+    procs: Procs, page: Any
+) -> None:
+    write_team(procs.rtws, {"dev": {"toolsets": ["fs"], "approval_required": ["write_file"]}})
+    write = {"name": "write_file", "arguments": {"path": "out.txt", "content": "hello\n"}}
+    write_script(
+        procs.rtws,
+        [
+            {"contains": "The human approved", "response": "Written, as approved."},
+            {"contains": "write it", "response": "Writing.", "tool_calls": [write]},
+        ],
+    )
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "write it", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    wait_until(lambda: web.call("GET", "/api/approvals"), TIMEOUT, "the approval")
+
+    # The inbox lists it beside the questions: member, tool, arguments, digest; no text box
+    # answers it.
+    _open(page, web, "/inbox")
+    assert page.locator("[data-inbox-count]").get_attribute("data-inbox-count") == "1"
+    item = page.locator("[data-approval]")
+    assert "@dev" in item.inner_text()
+    assert item.locator("[data-approval-tool]").inner_text() == "write_file"
+    assert '"path": "out.txt"' in item.locator("[data-approval-arguments]").inner_text()
+    assert item.locator("[data-approval-digest]").inner_text().endswith("…")
+    assert item.locator("textarea").count() == 0
+    assert not (procs.rtws / "out.txt").exists()
+
+    # Approved in its dialog's page: the call runs, its result streams into the transcript.
+    page.goto(f"{web.base}/dialogs/{dialog_id}")
+    _connected(page)
+    page.locator("[data-approval]").get_by_role("button", name="Approve").click()
+    note = page.locator(".entry.k-note", has_text="The human approved")
+    note.wait_for()
+    assert "exactly the approved arguments" in note.inner_text()
+    page.locator(".entry.k-assistant", has_text="Written, as approved.").wait_for()
+    page.locator("[data-no-approvals]").wait_for()  # gone from the page, live
+    page.locator('[data-inbox-count="0"]').wait_for()
+    assert (procs.rtws / "out.txt").read_text() == "hello\n"
 
 
 # ---------------------------------------------------------------------------- the Taskdoc

@@ -198,3 +198,105 @@ def test_state_is_created_only_when_the_server_starts(procs: Procs, rtws: Path) 
     web = start_web(procs)
     assert (rtws / STATE_DIR / STATE_FILE).exists()
     assert web.call("GET", "/api/tasks")[0]["path"] == "tasks/example.tsk"
+
+
+# ---------------------------------------------------------------------------- approvals
+
+WRITE = {"name": "write_file", "arguments": {"path": "out.txt", "content": "hello\n"}}
+
+
+@pytest.fixture
+def approving(rtws: Path, tmp_path: Path) -> Iterator[tuple[Procs, Web]]:
+    """A server whose member needs the human's approval to write a file."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"], "approval_required": ["write_file"]}})
+    write_script(
+        rtws,
+        [
+            {"contains": "The human approved", "response": "written"},
+            {"contains": "The human rejected", "response": "not written"},
+            {"contains": "write it", "response": "Writing.", "tool_calls": [WRITE]},
+        ],
+    )
+    procs = Procs(rtws, tmp_path / "logs")
+    try:
+        yield procs, start_web(procs)
+    finally:
+        procs.close()
+
+
+def _waiting_approval(web: Web) -> dict[str, object]:
+    started = web.call("POST", "/chat", {"message": "write it", "task": "tasks/example.tsk"})
+    root = started["dialog"]["id"]
+    [item] = wait_until(lambda: web.call("GET", "/api/approvals"), TIMEOUT, "the approval")
+    assert item["root_id"] == root
+    return dict(item)
+
+
+def _notes(web: Web, dialog_id: str) -> list[str]:
+    shown = web.call("GET", f"/api/dialogs/{dialog_id}")
+    return [m["data"]["text"] for m in shown["messages"] if m["kind"] == "note"]
+
+
+def test_an_approval_is_listed_and_approve_runs_exactly_the_approved_call(
+    approving: tuple[Procs, Web], rtws: Path
+) -> None:
+    _, web = approving
+    item = _waiting_approval(web)
+    a = item["approval"]
+    assert isinstance(a, dict)
+    assert (a["member"], a["tool"]) == ("dev", "write_file")
+    assert json.loads(a["arguments"]) == WRITE["arguments"]
+    assert len(a["args_digest"]) == 64
+    assert not (rtws / "out.txt").exists()
+    # The inbox shows it with its tool, arguments and digest, and counts it.
+    status, _, page = web.request("GET", "/inbox", headers={"Accept": "text/html"})
+    html = page.decode()
+    assert status == 200 and f'data-approval="{a["id"]}"' in html
+    assert "write_file" in html and "out.txt" in html and f'value="{a["args_digest"]}"' in html
+    assert 'data-inbox-count="1"' in html
+    [row] = [r for r in web.call("GET", "/api/tasks") if r["path"] == "tasks/example.tsk"]
+    assert (row["status"], row["questions"]) == ("waiting for you", 1)
+
+    # Free text never decides an approval, and a digest not shown decides nothing.
+    status, _, body = web.request("POST", f"/questions/{a['id']}/answer", {"answer": "yes"})
+    assert status == 400 and f"mindloop approve {a['id']}" in json.loads(body)["error"]
+    status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {"digest": "0" * 64})
+    assert status == 400 and "nothing was decided" in json.loads(body)["error"]
+    status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {})
+    assert status == 400 and "digest" in json.loads(body)["error"]
+    assert [x["approval"]["id"] for x in web.call("GET", "/api/approvals")] == [a["id"]]
+    assert not (rtws / "out.txt").exists()
+
+    decided = web.call(
+        "POST", f"/approvals/{a['id']}/approve", {"digest": a["args_digest"], "back": "/inbox"}
+    )
+    assert decided["decided"]["decision"] == "approve" and decided["location"] == "/inbox"
+    dialog = str(a["dialog_id"])
+    wait_until(lambda: _answered(web, dialog, 2), TIMEOUT, "the answer after the approval")
+    assert (rtws / "out.txt").read_text() == "hello\n"  # exactly the approved arguments
+    [note] = _notes(web, dialog)
+    assert "The human approved" in note and "exactly the approved arguments" in note
+    assert web.call("GET", "/api/approvals") == []
+    status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {"digest": "x"})
+    assert status == 400
+
+
+def test_reject_needs_a_reason_and_the_model_reads_it(
+    approving: tuple[Procs, Web], rtws: Path
+) -> None:
+    _, web = approving
+    a = _waiting_approval(web)["approval"]
+    assert isinstance(a, dict)
+    digest = a["args_digest"]
+    status, _, body = web.request("POST", f"/approvals/{a['id']}/reject", {"digest": digest})
+    assert status == 400 and "needs a reason" in json.loads(body)["error"]
+    decided = web.call(
+        "POST", f"/approvals/{a['id']}/reject", {"digest": digest, "reason": "not today"}
+    )
+    assert decided["decided"]["decision"] == "reject"
+    dialog = str(a["dialog_id"])
+    wait_until(lambda: _answered(web, dialog, 2), TIMEOUT, "the answer after the rejection")
+    [note] = _notes(web, dialog)
+    assert "not today" in note
+    assert not (rtws / "out.txt").exists()
+    assert web.call("GET", "/api/approvals") == []
