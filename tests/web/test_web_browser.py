@@ -501,8 +501,8 @@ def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
 ) -> None:
     """A new user's session: the demo's project, its task's work loop started with
     `mindloop run TASK -m …` (it stops on the human's question), then the browser: answer
-    the question in the inbox, and the loop goes on (approved once with `mindloop approve`)
-    to DONE (the team's tools, a teammate, three FBR samples and a Taskdoc change on the
+    the question in the inbox, and the loop goes on (its approval given with the inbox's
+    Approve button) to DONE (the team's tools, a teammate, three FBR samples and a Taskdoc change on the
     way)."""
     from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
     from mindloop.demo.script import PROGRESS_TEXT
@@ -520,13 +520,16 @@ def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
         question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
         question.get_by_role("button", name="Answer").click()
 
-        # publishing the release notes waits for an approval (`mindloop approve`)
+        # publishing the release notes waits for an approval: its button in the inbox
         def approval() -> list[Any]:
             return read_store(rtws, lambda s: open_waits_of_kind(s, "approval"))
 
         [pending] = wait_until(approval, TIMEOUT * 3, "the demo's approval")
-        approving = procs.start("approve", pending.id)
-        assert procs.finish(approving, TIMEOUT * 2) == 0
+        _open(page, web, "/inbox")
+        item = page.locator(f'[data-approval="{pending.id}"]')
+        item.wait_for()
+        item.get_by_role("button", name="Approve").click()
+        wait_until(lambda: not approval(), TIMEOUT * 2, "the approval to be decided")
 
         def done() -> bool:
             task = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK))
