@@ -26,7 +26,7 @@ docs_app = typer.Typer(no_args_is_help=True)
 
 # (command name, typer app, help) as the CLI registers them
 GROUPS = [
-    ("workspace", workspace_app, "A task's workspace: the node (TODO) tree."),
+    ("workspace", workspace_app, "A task's workspace: the node (to-do) tree."),
     ("node", node_app, "One node of a task's workspace."),
     ("rules", rules_app, "A task's rules: every dialog of the task follows them."),
     ("docs", docs_app, "A task's global doc index: add, remove, expire, activate, list."),

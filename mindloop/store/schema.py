@@ -365,7 +365,7 @@ def _workers_table(conn: sa.Connection) -> None:
 
 
 # ---------------------------------------------------------------------- task workspaces
-# Nodes (TODOs), the doc index, rules and the workspace log of each task (issue 11): the
+# Nodes (to-do items), the doc index, rules and the workspace log of each task (issue 11): the
 # store is authoritative, the files under `<task>.tsk/workspace/` are projections. A node
 # is one JSON record (`workspace.models.Node`) with the columns queries need beside it;
 # `version` is what every write expects (optimistic locking).

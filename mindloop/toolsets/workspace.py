@@ -1,4 +1,4 @@
-"""The `workspace` toolset: the node (TODO) tree, its docs and the user's rules, as tools.
+"""The `workspace` toolset: the node (to-do) tree, its docs and the user's rules, as tools.
 
 Every tool checks its call against the workspace as it is now (so a mistake gets its
 error at once, naming the argument), and a tool that changes something returns a store
@@ -601,7 +601,7 @@ def _search_rtws(ctx: ToolContext, query: str) -> list[str]:
 
 
 _DESCRIPTIONS: dict[str, str] = {
-    "node_create": "Create a node (a TODO) under a planning node. Give it exactly the docs "
+    "node_create": "Create a node (a to-do item) under a planning node. Give it exactly the docs "
     "it needs: a child sees only its own docs, never its parent's.",
     "node_split": "Split an IN_PROGRESS node: the new sub-node takes the focus; "
     "inherit_context=false isolates it.",

@@ -1,6 +1,6 @@
-"""The records of a task workspace: nodes (TODOs), doc references, rules, log entries.
+"""The records of a task workspace: nodes (to-do items), doc references, rules, log entries.
 
-One record for a node, whatever it is called: the seed-004 TODO (deps, skills, assignee,
+One record for a node, whatever it is called: the seed-004 to-do item (deps, skills, assignee,
 acceptance criteria, artifacts, blockers) and the seed-003 / TanmiWorkspace node (kind,
 parent, children, requirement, doc references, conclusion, isolation) are the same thing
 (DESIGN §1). Every enum is closed: a value outside it is an error naming the allowed ones,
