@@ -14,13 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mindloop.cli.chat_cmd import JSON_HELP, make_renderer, report_tree, start_logging, summary
+from mindloop.cli.chat_cmd import JSON_HELP, settle_and_drive
 from mindloop.cli.common import (
-    OUTCOME_EXIT_CODES,
-    console,
     get_rtws,
     global_option,
-    print_json,
     run_async,
 )
 
@@ -95,13 +92,7 @@ async def _decide(
 ) -> int:
     from mindloop import service
 
-    project = service.open_project(rtws)
-    renderer = make_renderer(as_json)
-    if renderer is not None:
-        project.subscribe(renderer.handle)
-    try:
-        if renderer is not None:
-            renderer.know_dialogs(service.list_dialogs(project))
+    def settle(project: service.Project) -> tuple[service.Decided, str]:
         decided: service.Decided
         if reason is None:
             decided = service.approve(
@@ -121,21 +112,9 @@ async def _decide(
                 expected_digest=digest,
                 check_provider=not no_drive,
             )
-        start_logging(project, verbose)
-        if not as_json:
-            verb = "rejected" if decided.decision == "reject" else "approved"
-            console.print(f"{verb} {approval_id} (dialog {decided.dialog_id})")
-        if no_drive:
-            if as_json:
-                print_json({"decided": decided.model_dump(), "driven": False})
-            return 0
-        report = await service.run(project, root_id=decided.root_id)
-    finally:
-        if renderer is not None:
-            renderer.close()
-        await project.aclose()
-    if as_json:
-        code = OUTCOME_EXIT_CODES[report.outcome]
-        print_json(summary(report, code, project.state_file, decided=decided.model_dump()))
-        return code
-    return report_tree(report, project.rtws, project.state_file)
+        verb = "rejected" if decided.decision == "reject" else "approved"
+        return decided, f"{verb} {approval_id} (dialog {decided.dialog_id})"
+
+    return await settle_and_drive(
+        rtws, "decided", settle, no_drive=no_drive, as_json=as_json, verbose=verbose
+    )

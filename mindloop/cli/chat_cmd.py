@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -192,6 +193,47 @@ def print_failures(report: service.DriveReport) -> None:
         )
     for crash in report.crashed:
         err_console.print(f"error: a drive failed: {_summary(crash)}", markup=False)
+
+
+async def settle_and_drive(
+    rtws: Path,
+    key: str,
+    settle: Callable[[service.Project], tuple[Any, str]],
+    *,
+    no_drive: bool,
+    as_json: bool,
+    verbose: bool,
+) -> int:
+    """Record the human's input — `settle` returns the record (an answer, a decision: it
+    has `root_id`) and the line to print — then drive its tree on (unless `no_drive`) and
+    report as `run` does, the record under `key` in the JSON summary."""
+    from mindloop import service
+
+    project = service.open_project(rtws)
+    renderer = make_renderer(as_json)
+    if renderer is not None:
+        project.subscribe(renderer.handle)
+    try:
+        if renderer is not None:
+            renderer.know_dialogs(service.list_dialogs(project))
+        record, line = settle(project)
+        start_logging(project, verbose)
+        if not as_json:
+            console.print(line)
+        if no_drive:
+            if as_json:
+                print_json({key: record.model_dump(), "driven": False})
+            return 0
+        report = await service.run(project, root_id=record.root_id)
+    finally:
+        if renderer is not None:
+            renderer.close()
+        await project.aclose()
+    if as_json:
+        code = OUTCOME_EXIT_CODES[report.outcome]
+        print_json(summary(report, code, project.state_file, **{key: record.model_dump()}))
+        return code
+    return report_tree(report, project.rtws, project.state_file)
 
 
 def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:

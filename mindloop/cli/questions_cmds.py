@@ -9,10 +9,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mindloop.cli.chat_cmd import JSON_HELP, make_renderer, report_tree, start_logging, summary
+from mindloop.cli.chat_cmd import JSON_HELP, settle_and_drive
 from mindloop.cli.common import (
     FILE_OPTION_HELP,
-    OUTCOME_EXIT_CODES,
     console,
     get_rtws,
     global_option,
@@ -93,28 +92,10 @@ async def _answer(
 ) -> int:
     from mindloop import service
 
-    project = service.open_project(rtws)
-    renderer = make_renderer(as_json)
-    if renderer is not None:
-        project.subscribe(renderer.handle)
-    try:
-        if renderer is not None:
-            renderer.know_dialogs(service.list_dialogs(project))
+    def settle(project: service.Project) -> tuple[service.Answered, str]:
         answered = service.answer(project, qid, text, check_provider=not no_drive)
-        start_logging(project, verbose)
-        if not as_json:
-            console.print(f"answered {qid} (dialog {answered.dialog_id})")
-        if no_drive:
-            if as_json:
-                print_json({"answered": answered.model_dump(), "driven": False})
-            return 0
-        report = await service.run(project, root_id=answered.root_id)
-    finally:
-        if renderer is not None:
-            renderer.close()
-        await project.aclose()
-    if as_json:
-        code = OUTCOME_EXIT_CODES[report.outcome]
-        print_json(summary(report, code, project.state_file, answered=answered.model_dump()))
-        return code
-    return report_tree(report, project.rtws, project.state_file)
+        return answered, f"answered {qid} (dialog {answered.dialog_id})"
+
+    return await settle_and_drive(
+        rtws, "answered", settle, no_drive=no_drive, as_json=as_json, verbose=verbose
+    )
