@@ -41,6 +41,9 @@ def _project(tmp_path: Path, extra: list[dict[str, Any]] | None = None) -> Path:
             {"contains": "login", "response": "Login form drafted."},
             {"contains": "readme", "response": "README checked."},
             {"contains": "which colour", "response": "!?@human Which colour?\n"},
+            # a message that arrives while another phase runs gets a PLAN entry of its own,
+            # after that phase's answer (its text is then not in the request's last message)
+            {"contains": "a new message from the user", "response": "README checked."},
         ],
     )
     return proj
