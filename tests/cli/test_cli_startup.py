@@ -57,8 +57,20 @@ def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None
     assert out.returncode == 0 and out.stdout.split() == ["dialogs"]
     env |= {"COMP_WORDS": "mindloop dialogs tree --j", "COMP_CWORD": "3"}
     assert ml(env=env, cwd=tmp_path).stdout.split() == ["--json"]
-    script = ml("--show-completion", "bash", env={"SHELL": "/bin/bash"}, cwd=tmp_path)
-    assert script.returncode == 0 and "_MINDLOOP_COMPLETE=complete_bash" in script.stdout
+    # `--show-completion` is a flag: Typer finds the shell among the process's ancestors
+    # (shellingham), so it is asked from a bash, as a user would (`; exit` keeps bash from
+    # replacing itself by the command: it stays the parent)
+    cmd = f"{sys.executable} -m mindloop.cli.app --show-completion; exit $?"
+    script = subprocess.run(
+        ["bash", "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert script.returncode == 0, script.stderr
+    assert "_MINDLOOP_COMPLETE=complete_bash" in script.stdout
 
 
 def _leaves(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
