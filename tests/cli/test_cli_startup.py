@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,8 @@ import pytest
 from mindloop.cli.app import build_command
 from tests.scenario_util import ml
 
-# What `mindloop --help` takes is measured and reported (0.2 s is the aim on an idle
-# machine); the bound here only has to hold on a loaded CI runner.
-HELP_BOUND_SECONDS = 1.0
+# What `mindloop --help` takes is measured by bench/run.py (a time is never asserted in
+# a test); what keeps it fast is asserted here: the heavy modules stay unimported.
 HEAVY = ("sqlalchemy", "pydantic", "openai", "anthropic", "mindloop.service", "mindloop.store")
 
 
@@ -34,16 +32,6 @@ def test_help_imports_neither_the_engine_nor_the_store() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
-
-
-def test_help_starts_fast() -> None:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        done = ml("--help")
-        times.append(time.perf_counter() - start)
-        assert done.returncode == 0 and "Usage: mindloop" in done.stdout
-    assert min(times) < HELP_BOUND_SECONDS, times
 
 
 def test_version() -> None:
