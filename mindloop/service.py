@@ -821,9 +821,7 @@ async def run_task(
     return report
 
 
-def message_task(
-    project: Project, task: str, message: str, *, member: str | None = None
-) -> Posted:
+def message_task(project: Project, task: str, message: str, *, member: str | None = None) -> Posted:
     """A message from the user to a task's work loop, as `run TASK --message M` gives it:
     posted to the task's loop root (made on first use, with `member`) and marked to be
     driven, root, binding and message in one transaction. Nothing is driven here:

@@ -109,8 +109,12 @@ def prepare_only(directory: Path | None, console: Console) -> Path:
     console.print(f"demo rtws: {directory}  (scripted mock model, no network)")
     console.print(f"in the browser: mindloop web -C {directory} --open")
     console.print(f"  open the task {DEMO_TASK} and send its work loop: {escape(DEMO_PROMPT)}")
-    console.print(f'  answer its question in the inbox (e.g. "{escape(HUMAN_ANSWER)}"), approve its move')
-    console.print(f'in the terminal: mindloop run -C {directory} {DEMO_TASK} -m "{escape(DEMO_PROMPT)}"')
+    console.print(
+        f'  answer its question in the inbox (e.g. "{escape(HUMAN_ANSWER)}"), approve its move'
+    )
+    console.print(
+        f'in the terminal: mindloop run -C {directory} {DEMO_TASK} -m "{escape(DEMO_PROMPT)}"'
+    )
     return directory
 
 

@@ -81,7 +81,9 @@ async def task(request: Request) -> Response:
 
 def _package(request: Request) -> TaskPackage:
     state = web(request)
-    pkg = TaskPackage(state.project.rtws, service.task_key(state.project.rtws, request.path_params["path"]))
+    pkg = TaskPackage(
+        state.project.rtws, service.task_key(state.project.rtws, request.path_params["path"])
+    )
     if not pkg.exists():
         raise NotFoundError(f"no task package {pkg.rel_path!r} (see the task list)")
     return pkg
@@ -200,7 +202,9 @@ async def api_dialog(request: Request) -> Response:
 async def api_node(request: Request) -> Response:
     state = web(request)
     pkg = _package(request)
-    return JSONResponse(to_json(views.node_detail(state.project, pkg.rel_path, request.path_params["id"])))
+    return JSONResponse(
+        to_json(views.node_detail(state.project, pkg.rel_path, request.path_params["id"]))
+    )
 
 
 async def api_taskdoc(request: Request) -> Response:

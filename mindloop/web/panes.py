@@ -55,7 +55,9 @@ def _nodes(project: Project, task: str) -> dict[str, Any]:
 
 
 TASK_PANES: list[TaskPane] = [
-    TaskPane("loop", "Work loop", "_loop.html", ("state",), _loop, wide=True, form="_loop_form.html"),
+    TaskPane(
+        "loop", "Work loop", "_loop.html", ("state",), _loop, wide=True, form="_loop_form.html"
+    ),
     TaskPane("nodes", "Node tree", "_nodes.html", ("state",), _nodes, wide=True),
     TaskPane("taskdoc", "Taskdoc", "_taskdoc.html", ("taskdoc",), _taskdoc, wide=True),
     TaskPane("questions", "Open questions", "_questions.html", ("state",), _questions),
