@@ -42,8 +42,11 @@ def _dialogs(project: Project, task: str) -> dict[str, Any]:
     return {"trees": views.trees(project, task), "task_usage": service.task_usage(project, task)}
 
 
-def _questions(project: Project, task: str) -> dict[str, Any]:
-    return {"questions": views.questions(project, task=task)}
+def _waiting(project: Project, task: str) -> dict[str, Any]:
+    return {
+        "questions": views.questions(project, task=task),
+        "approvals": views.approvals(project, task=task),
+    }
 
 
 def _loop(project: Project, task: str) -> dict[str, Any]:
@@ -60,7 +63,7 @@ TASK_PANES: list[TaskPane] = [
     ),
     TaskPane("nodes", "Node tree", "_nodes.html", ("state",), _nodes, wide=True),
     TaskPane("taskdoc", "Taskdoc", "_taskdoc.html", ("taskdoc",), _taskdoc, wide=True),
-    TaskPane("questions", "Open questions", "_questions.html", ("state",), _questions),
+    TaskPane("questions", "Waiting for you", "_waiting.html", ("state",), _waiting),
     TaskPane("dialogs", "Dialogs, usage and cost", "_trees.html", ("state",), _dialogs),
 ]
 

@@ -139,11 +139,14 @@ def test_the_demo_is_started_watched_answered_and_approved_in_the_browser_until_
         item.wait_for(timeout=TIMEOUT_MS)  # it arrives live
         assert item.locator("[data-approval-tool]").inner_text() == "move"
         assert "RELEASE_NOTES.md" in item.locator("[data-approval-arguments]").inner_text()
-        # Meanwhile the task page drew the plan live: four nodes under the root.
+        # Meanwhile the task page drew the plan live (four nodes under the root) and shows
+        # what the loop waits for.
         page.locator('[data-node="n4"]').wait_for()
+        page.locator("#pane-questions [data-approval]").wait_for()
         item.get_by_role("button", name="Approve").click()
         inbox.locator("[data-no-approvals]").wait_for()
         inbox.locator('[data-inbox-count="0"]').wait_for()
+        page.locator("#pane-questions [data-no-approvals]").wait_for()
 
         # The task page, never reloaded, follows the loop to DONE.
         _loop_is(page, "DONE")
