@@ -179,13 +179,13 @@ def node_detail(project: Project, task: str, node_id: str) -> NodeDetail:
         parent=state.nodes.get(node.parent_id) if node.parent_id else None,
         children=[state.nodes[c] for c in node.children if c in state.nodes],
         deps=[state.nodes[d] for d in node.deps if d in state.nodes],
-        dialogs=_node_dialogs(store, shown),
+        dialogs=_node_dialogs(store, task, shown),
         loop_root=loop.root_id if loop is not None else None,
         context=node_context(state, node.id, rtws=project.rtws, reply_protocol=bool(node.member)),
     )
 
 
-def _node_dialogs(store: Store, shown: NodeView) -> list[NodeDialog]:
+def _node_dialogs(store: Store, task: str, shown: NodeView) -> list[NodeDialog]:
     """The side dialogs a node was dispatched to, from its log: each dispatch moved it to
     WAIT with the side dialog as the evidence (`Session.dispatch`)."""
     node = shown.node
@@ -203,7 +203,7 @@ def _node_dialogs(store: Store, shown: NodeView) -> list[NodeDialog]:
             rec = store.get_dialog(side_id)
         except NotFoundError:  # deleted since, or the evidence named no dialog
             continue
-        if rec.kind != "root":
+        if rec.kind != "root" and rec.task_path == task:
             out.append(NodeDialog(dialog=rec, current=rec.id == current))
     return out
 
