@@ -1,6 +1,6 @@
-"""The use cases every face calls: open a project, start a chat, post, ask (a message the
-Router routes to a task), answer a question, retry a dialog that stopped on an error, run
-(or watch), and list and show what is stored.
+"""The use cases every face calls: open a project, start a chat, post, send a task's work
+loop a message, ask (a message the Router routes to a task), answer a question, retry a
+dialog that stopped on an error, run (or watch), and list and show what is stored.
 
 The CLI, the demo command and the web UI must do each of these the same way, so the way
 lives here, once:
@@ -807,22 +807,36 @@ async def run_task(
     """Drive a task's work loop (`mindloop run TASK [--message M]`) until it is DONE or
     FAILED, reaches a cap, or waits on the human; its loop root is made on first use."""
     if message is not None:
-        _check_text(message, "the message is empty: say something (nothing was posted)")
+        message_task(project, task, message, member=member)
     rel = check_task(project, task, member)
     rt = project.runtime
     resumed = [*(resumed or []), *project.recover()]
     log.info("run task %s", rel)
     loop = await loop_api.run_task(
-        rt,
-        project.loops,
-        rel,
-        message=message,
-        member=member or project.config.team.default_responder,
+        rt, project.loops, rel, member=member or project.config.team.default_responder
     )
     results = [*loop.drives, *loop.side_drives]
     report = _report(project, loop.root_id, resumed, results, [], [loop])
     log.info("run of %s ended: %s (%s)", rel, report.outcome, loop.reason)
     return report
+
+
+def message_task(project: Project, task: str, message: str, *, member: str | None = None) -> Posted:
+    """A message from the user to a task's work loop, as `run TASK --message M` gives it:
+    posted to the task's loop root (made on first use, with `member`) and marked to be
+    driven, root, binding and message in one transaction. Nothing is driven here:
+    `run_task` (or `run` on the loop root, as the web UI's driver does) runs the loop,
+    which takes the message as new scope (PLAN) when its phase ends — also after the
+    task ended DONE. Everything is checked before anything is written."""
+    _check_text(message, "the message is empty: say something (nothing was posted)")
+    rel = check_task(project, task, member)
+    rt = project.runtime
+    bound, msg = post_to_task(
+        rt, rel, message, member=member or project.config.team.default_responder
+    )
+    root = rt.store.get_dialog(bound.root_id)
+    log.info("message to the work loop of %s (loop root %s)", rel, root.id)
+    return Posted(dialog=root, message=msg, tree=rt.store.list_dialogs(root_id=root.id))
 
 
 def check_task(project: Project, task: str, member: str | None = None) -> str:
