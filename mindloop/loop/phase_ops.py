@@ -8,6 +8,12 @@ so a resumed run either enters the phase again or finds it entered, never half. 
 phase records the end (unless `phase_end` did already, with its result) together with
 what the end implies: a DO entry that ran out of steps leaves its node CHECK_FAILED; a
 CHECK entry records the workspace ref at which its nodes passed (the BENCH rule).
+
+Both commit lazily (no fsync of their own): nothing leaves the store between them and the
+next step's commit, which is durable whenever an effect outside follows (tools about to
+run, a question, a final answer) and so makes them durable too (the WAL is replayed as an
+ordered prefix). A killed process loses nothing; a power failure can only lose a suffix
+nothing outside saw, and the loop enters or closes the phase again, as after a kill.
 """
 
 from __future__ import annotations
@@ -105,10 +111,10 @@ def enter_phase(
     ready_benches: frozenset[str] = frozenset(),
     replan: bool = False,
 ) -> tuple[ls.LoopState, str]:
-    """Enter `phase` (one transaction); the new state and the input posted."""
+    """Enter `phase` (one lazy transaction); the new state and the input posted."""
     task = state.task_path
     store = rt.store
-    with store.tx():
+    with store.tx(durable=False):
         ws = _workspace(rt, task)
         node: str | None = None
         targets: list[str] = []
@@ -200,10 +206,11 @@ def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord
 def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls.LoopState:
     """Record the end of the current phase (one transaction): `end` unless `phase_end`
     recorded one already; the refusals of the entry counted; a DO entry out of steps
-    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at."""
+    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at (one
+    lazy transaction)."""
     store = rt.store
     task = state.task_path
-    with store.tx():
+    with store.tx(durable=False):
         fresh = ls.get(store, task)
         assert fresh is not None
         state = fresh
