@@ -239,8 +239,10 @@ class TaskLoop:
     ) -> bool:
         """Route after a phase or a wake; True when the run ends here."""
         rt = self.rt
-        dispatched = phase_ops.dispatch_ready(rt, state)
-        gathered = gather(rt, state, messages)
+        ws = repo.load(rt.store, self.task)
+        dispatched = phase_ops.dispatch_ready(rt, state, ws)
+        # one load serves both, unless a dispatch moved nodes
+        gathered = gather(rt, state, messages, None if dispatched else ws)
         decision = route(gathered.facts)
         notes = []
         if decision.hint_dropped:

@@ -8,6 +8,12 @@ so a resumed run either enters the phase again or finds it entered, never half. 
 phase records the end (unless `phase_end` did already, with its result) together with
 what the end implies: a DO entry that ran out of steps leaves its node CHECK_FAILED; a
 CHECK entry records the workspace ref at which its nodes passed (the BENCH rule).
+
+Both commit lazily (no fsync of their own): nothing leaves the store between them and the
+next step's commit, which is durable whenever an effect outside follows (tools about to
+run, a question, a final answer) and so makes them durable too (the WAL is replayed as an
+ordered prefix). A killed process loses nothing; a power failure can only lose a suffix
+nothing outside saw, and the loop enters or closes the phase again, as after a kill.
 """
 
 from __future__ import annotations
@@ -47,14 +53,17 @@ def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
     return repo.load(rt.store, task)
 
 
-def _move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str) -> None:
+def _move(
+    rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str
+) -> WorkspaceState:
     """The runtime moves a node (in the caller's transaction; `WorkspaceError` if the
-    table or an invariant refuses, with nothing written)."""
+    table or an invariant refuses, with nothing written); the workspace as written."""
 
     def command(s: Session) -> None:
         s.transition(node_id=node_id, to=to, reason=reason)
 
-    api.execute(rt.store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+    _, change = api.execute(rt.store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+    return change.after
 
 
 def current_do_node(state: WorkspaceState) -> str | None:
@@ -105,21 +114,21 @@ def enter_phase(
     ready_benches: frozenset[str] = frozenset(),
     replan: bool = False,
 ) -> tuple[ls.LoopState, str]:
-    """Enter `phase` (one transaction); the new state and the input posted."""
+    """Enter `phase` (one lazy transaction); the new state and the input posted."""
     task = state.task_path
     store = rt.store
-    with store.tx():
+    with store.tx(durable=False):
         ws = _workspace(rt, task)
         node: str | None = None
         targets: list[str] = []
         if phase is Phase.DO:
             node = current_do_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.NEW:
-                _move(rt, task, node, NodeStatus.IN_PROGRESS, "selected on DO entry")
+                ws = _move(rt, task, node, NodeStatus.IN_PROGRESS, "selected on DO entry")
         elif phase is Phase.ADJUST:
             node = adjust_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.CHECK_FAILED:
-                _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
+                ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
         batch: list[MessageRecord] = []
@@ -129,8 +138,6 @@ def enter_phase(
             cursor = si.load_cursor(store, state.root_id)
             batch, after = si.next_batch(store, state.root_id, cursor, limit)
             batch_end = after.model_dump()
-        if node is not None or phase is Phase.CHECK:
-            ws = _workspace(rt, task)
         entry = state.entry + 1
         text = render(
             PhaseInput(
@@ -200,10 +207,11 @@ def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord
 def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls.LoopState:
     """Record the end of the current phase (one transaction): `end` unless `phase_end`
     recorded one already; the refusals of the entry counted; a DO entry out of steps
-    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at."""
+    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at (one
+    lazy transaction)."""
     store = rt.store
     task = state.task_path
-    with store.tx():
+    with store.tx(durable=False):
         fresh = ls.get(store, task)
         assert fresh is not None
         state = fresh
@@ -248,10 +256,14 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
     return state
 
 
-def dispatch_ready(rt: DialogRuntime, state: ls.LoopState) -> list[str]:
+def dispatch_ready(
+    rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState | None = None
+) -> list[str]:
     """Dispatch every NEW member node whose deps are all DONE (the runtime's NEW → WAIT,
-    agent-loop §5.4), each in one transaction with its detached side dialog."""
-    ws = _workspace(rt, state.task_path)
+    agent-loop §5.4), each in one transaction with its detached side dialog. `ws`: the
+    workspace as just loaded, if the caller has it."""
+    if ws is None:
+        ws = _workspace(rt, state.task_path)
     out = []
     for node in [n for n, _ in ws.walk()]:
         if (
