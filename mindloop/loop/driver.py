@@ -56,7 +56,7 @@ from mindloop.memory.summarizer import provider_summarizer
 from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
-from mindloop.workspace import repo
+from mindloop.workspace import projector, repo
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 
@@ -198,7 +198,8 @@ class TaskLoop:
             tree.run(watch=True, poll_interval=POLL, stop=lambda: stop), name=f"tree:{self.root}"
         )
         try:
-            await self._control(report)
+            with projector.coalescing(rt.store):  # a node's commits: its files written once
+                await self._control(report)
         finally:
             stop = True
             rt.wake.set()

@@ -27,6 +27,12 @@ DOCS = sa.select(t.ws_docs).where(_d.task_path == _task).order_by(_d.seq)
 RULES = sa.select(t.ws_rules).where(_r.task_path == _task).order_by(_r.id)
 RULE_TEXTS = sa.select(_r.text).where(_r.task_path == _task).order_by(_r.id)
 LOG = sa.select(t.ws_log).where(_l.task_path == _task).order_by(_l.id)
+NODE_LOG = (
+    sa.select(t.ws_log)
+    .where(_l.task_path == _task, _l.node_id == sa.bindparam("node_id"))
+    .order_by(_l.id)
+)
+OWN_LOG = sa.select(t.ws_log).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
 
 INSERT_META = sa.insert(t.ws_meta)
 UPDATE_META = (
@@ -106,6 +112,13 @@ def rule_texts(store: Store, task_path: str) -> list[str]:
 
 def log(store: Store, task_path: str) -> list[dict[str, Any]]:
     return _dicts(store, LOG, {"task_path": task_path})
+
+
+def node_log(store: Store, task_path: str, node_id: str | None) -> list[dict[str, Any]]:
+    """One node's log rows (None: the workspace's own), by the (task, node, id) index."""
+    if node_id is None:
+        return _dicts(store, OWN_LOG, {"task_path": task_path})
+    return _dicts(store, NODE_LOG, {"task_path": task_path, "node_id": node_id})
 
 
 def insert_meta(store: Store, row: dict[str, Any]) -> None:

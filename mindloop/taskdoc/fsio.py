@@ -51,28 +51,36 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def write_temp(dir_: Path, text: str) -> Path:
-    """Write `text` to a new fsynced temp file in `dir_`; the caller replaces or removes it."""
+def write_temp(dir_: Path, text: str, *, fsync: bool = True) -> Path:
+    """Write `text` to a new (fsynced) temp file in `dir_`; the caller replaces or removes
+    it."""
     tmp = dir_ / f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
     with open(tmp, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
     return tmp
 
 
-def replace_into(tmp: Path, target: Path) -> None:
-    """Atomically move `tmp` over `target` and make the rename durable."""
+def replace_into(tmp: Path, target: Path, *, fsync: bool = True) -> None:
+    """Atomically move `tmp` over `target` and (with `fsync`) make the rename durable."""
     os.replace(tmp, target)
-    fsync_dir(target.parent)
-    if tmp.parent != target.parent:
-        fsync_dir(tmp.parent)
+    if fsync:
+        fsync_dir(target.parent)
+        if tmp.parent != target.parent:
+            fsync_dir(tmp.parent)
 
 
-def atomic_write(target: Path, text: str, *, temp_dir: Path | None = None) -> None:
-    tmp = write_temp(temp_dir or target.parent, text)
+def atomic_write(
+    target: Path, text: str, *, temp_dir: Path | None = None, fsync: bool = True
+) -> None:
+    """Replace `target` with `text` whole. `fsync=False` keeps the atomicity (readers and
+    a killed process see the old or the new file) but not the durability across a power
+    failure: for files derived from durable state, rebuilt from it."""
+    tmp = write_temp(temp_dir or target.parent, text, fsync=fsync)
     try:
-        replace_into(tmp, target)
+        replace_into(tmp, target, fsync=fsync)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

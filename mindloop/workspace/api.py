@@ -3,8 +3,8 @@
 `execute` is the one way a command reaches the store: in one transaction it loads the
 workspace, initialises it on first use (the root node, and the start scan recorded in
 the log with the docs it found offered to the planner), runs the command, checks the
-invariants and writes the difference; once the transaction commits, the projections are
-rewritten. Reads (`show`, `node_view`, `rules`, `docs`) never create state.
+invariants and writes the difference; once the transaction commits, the projection files
+it touched are rewritten (coalesced during a work loop's run: `projector.py`). Reads (`show`, `node_view`, `rules`, `docs`) never create state.
 
 `WorkspaceApi` is the same over an rtws for people (the CLI's `rules`, `docs`, `workspace`
 and `node` commands), acting as the user: rules and the doc index are theirs to manage.
@@ -24,7 +24,7 @@ from mindloop.store import STATE_DIR, STATE_FILE, Store
 from mindloop.store import workspace as rows
 from mindloop.taskdoc import TaskPackage
 from mindloop.tools.base import Acl
-from mindloop.workspace import projection, repo
+from mindloop.workspace import projection, projector, repo
 from mindloop.workspace.commands import Change, Session
 from mindloop.workspace.docs import file_check
 from mindloop.workspace.models import DocRef, DocStatus, LogEntry, Node, Rule
@@ -90,8 +90,9 @@ def session_for(
     return s
 
 
-def project(store: Store, rtws: Path, task: str) -> None:
-    projection.write(store, rtws, task)
+def project(store: Store, rtws: Path, change: Change) -> None:
+    """Stage the files `change` touched; they are written after the commit."""
+    projector.stage(store, rtws, change)
 
 
 def refresh_all(store: Store, rtws: Path) -> list[str]:

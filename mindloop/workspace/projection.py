@@ -1,4 +1,4 @@
-"""The workspace's files: projections of the store, rewritten after each commit.
+"""The workspace's files: projections of the store, rewritten after commits.
 
 Layout, under `<task>.tsk/workspace/` (a runtime-managed directory the Taskdoc and the
 file tools leave alone):
@@ -8,16 +8,27 @@ file tools leave alone):
     Log.md         the workspace's own log (start scan, rules, index)
     nodes/<title>_<id>/Info.md, Log.md
 
-`write` renders every file from one read of the store and replaces, atomically, those
-whose content changed. A file whose content is not what mindloop last wrote was edited
-by hand: it is never silently overwritten, but kept beside the new one
-(`Info.edited-<time>.md`) and reported by `problems` (which `mindloop check` prints) with
-its path. What mindloop last wrote is recorded by hash in `.projection.json`, in two
-phases (the old and the new hash both accepted while files are replaced), so a crash
-between any two writes leaves nothing that looks like a hand edit; the next `write` (at
-the latest `mindloop run`) brings the files back in line with the store. Writers of one
-workspace hold an exclusive lock (`.lock`), and render under it, so the last one writes
-what the store holds last.
+`write` renders every file from one read of the store (what `mindloop run` does at its
+start); `write_changed` renders only the files a commit touched (`Dirty.of(change)`: the
+nodes whose rows changed, the logs that got rows, graph.json and Workspace.md only when
+what they show changed), so a commit costs what it changed, not the size of the tree.
+Either replaces, atomically, the files whose content changed. When the writes happen
+(after each commit, or coalesced during a work loop's run) is `projector.py`'s.
+
+The files are derived views: the store is authoritative and `mindloop run` rebuilds them.
+So they are replaced atomically (a temp file renamed over them: a reader or a killed
+process sees the old or the new file) but not fsynced; a power failure can only leave a
+file behind the store, which the next run rewrites.
+
+A file whose content is not what mindloop last wrote was edited by hand: it is never
+silently overwritten, but kept beside the new one (`Info.edited-<time>.md`) and reported
+by `problems` (which `mindloop check` prints) with its path. What mindloop last wrote is
+recorded by hash in `.projection.json`, in two phases (the old and the new hash both
+accepted while files are replaced), so a crash between any two writes leaves nothing that
+looks like a hand edit; and a file that matches no recorded hash but is exactly the
+store's rendering is taken as written, not as an edit. Writers of one workspace hold an
+exclusive lock (`.lock`), and render under it, so the last one writes what the store holds
+last.
 """
 
 from __future__ import annotations
@@ -28,14 +39,15 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mindloop.store import Store
 from mindloop.taskdoc.fsio import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, read_text_or_none
 from mindloop.workspace import markdown, repo
-from mindloop.workspace.models import LogEntry
+from mindloop.workspace.commands import Change
+from mindloop.workspace.models import LogEntry, Node
 from mindloop.workspace.state import WorkspaceState
 
 WORKSPACE_DIR = "workspace"
@@ -82,17 +94,26 @@ def graph_json(state: WorkspaceState) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def workspace_md(state: WorkspaceState) -> str:
+    return markdown.workspace_md(
+        task=state.task,
+        lang=state.lang,
+        rules=[r.text for r in state.rules],
+        index=state.index,
+        found=state.offered,
+    )
+
+
+def node_base(node: Node) -> str:
+    """The node's directory, workspace-relative."""
+    return f"nodes/{node.dir}"
+
+
 def render(state: WorkspaceState, log: Sequence[LogEntry]) -> dict[str, str]:
     """Every projection file (workspace-relative path → text), from the store's value."""
     lang = state.lang
     files = {
-        "Workspace.md": markdown.workspace_md(
-            task=state.task,
-            lang=lang,
-            rules=[r.text for r in state.rules],
-            index=state.index,
-            found=state.offered,
-        ),
+        "Workspace.md": workspace_md(state),
         "graph.json": graph_json(state),
         "Log.md": markdown.log_md([e for e in log if e.node_id is None], lang),
     }
@@ -101,9 +122,70 @@ def render(state: WorkspaceState, log: Sequence[LogEntry]) -> dict[str, str]:
         if e.node_id is not None:
             by_node.setdefault(e.node_id, []).append(e)
     for node in state.nodes.values():
-        base = f"nodes/{node.dir}"
+        base = node_base(node)
         files[f"{base}/Info.md"] = markdown.info_md(node, lang)
         files[f"{base}/Log.md"] = markdown.log_md(by_node.get(node.id, []), lang)
+    return files
+
+
+@dataclass
+class Dirty:
+    """Which projection files a change touched (more is harmless: a file is rendered from
+    the store and written only if its text changed; less would leave a file stale)."""
+
+    full: bool = False  # everything (a workspace initialised, its language changed)
+    workspace: bool = False  # Workspace.md: rules, doc index, docs found
+    graph: bool = False  # graph.json: any node, the focus
+    nodes: set[str] = field(default_factory=set)  # their Info.md
+    logs: set[str | None] = field(default_factory=set)  # their Log.md (None: the workspace's)
+
+    @classmethod
+    def of(cls, change: Change) -> Dirty:
+        before, after = change.before, change.after
+        if not before.exists or before.lang != after.lang:
+            return cls(full=True)
+        nodes = set(change.changed_nodes)
+        return cls(
+            workspace=[r.text for r in before.rules] != [r.text for r in after.rules]
+            or before.index != after.index
+            or before.offered != after.offered,
+            graph=bool(nodes) or before.focus != after.focus,
+            nodes=nodes,
+            logs={e.node_id for e in change.log},
+        )
+
+    def merge(self, other: Dirty) -> None:
+        self.full = self.full or other.full
+        self.workspace = self.workspace or other.workspace
+        self.graph = self.graph or other.graph
+        self.nodes |= other.nodes
+        self.logs |= other.logs
+
+    def __bool__(self) -> bool:
+        return self.full or self.workspace or self.graph or bool(self.nodes or self.logs)
+
+
+def render_changed(
+    state: WorkspaceState, dirty: Dirty, log_of: Callable[[str | None], Sequence[LogEntry]]
+) -> dict[str, str]:
+    """The files `dirty` names, from the store's value; `log_of(node_id)` gives one log
+    (None: the workspace's own), so only the logs that got rows are read."""
+    lang = state.lang
+    files: dict[str, str] = {}
+    if dirty.workspace:
+        files["Workspace.md"] = workspace_md(state)
+    if dirty.graph:
+        files["graph.json"] = graph_json(state)
+    for nid in dirty.logs:
+        node = state.nodes.get(nid) if nid is not None else None
+        if nid is None:
+            files["Log.md"] = markdown.log_md(log_of(None), lang)
+        elif node is not None:
+            files[f"{node_base(node)}/Log.md"] = markdown.log_md(log_of(nid), lang)
+    for nid in dirty.nodes:
+        node = state.nodes.get(nid)
+        if node is not None:
+            files[f"{node_base(node)}/Info.md"] = markdown.info_md(node, lang)
     return files
 
 
@@ -129,7 +211,7 @@ def _manifest(directory: Path) -> dict[str, list[str]]:
 
 def _save_manifest(directory: Path, files: dict[str, list[str]]) -> None:
     text = json.dumps({"files": files}, indent=1, sort_keys=True) + "\n"
-    atomic_write(directory / MANIFEST, text)
+    atomic_write(directory / MANIFEST, text, fsync=False)
 
 
 def _kept_name(path: Path, at: float) -> Path:
@@ -150,9 +232,12 @@ class Written:
     kept: list[str] = field(default_factory=list)  # hand edits moved beside the new file
 
 
-def write_files(directory: Path, files: dict[str, str], *, now: float | None = None) -> Written:
-    """Replace the files whose content changed; keep hand edits beside them. The caller
-    holds the lock."""
+def write_files(
+    directory: Path, files: dict[str, str], *, now: float | None = None, partial: bool = False
+) -> Written:
+    """Replace the files whose content changed; keep hand edits beside them. `files` is
+    every projection file, or with `partial` some of them (the others keep their record).
+    The caller holds the lock."""
     out = Written()
     manifest = _manifest(directory)
     todo: dict[str, str] = {}
@@ -178,9 +263,9 @@ def write_files(directory: Path, files: dict[str, str], *, now: float | None = N
             os.replace(path, kept)
             out.kept.append(kept.relative_to(directory).as_posix())
         if disk != text:
-            atomic_write(path, text)
+            atomic_write(path, text, fsync=False)
             out.written.append(rel)
-    final = {rel: phase1.get(rel, []) for rel in phase1 if rel in files}
+    final = dict(phase1) if partial else {rel: phase1[rel] for rel in phase1 if rel in files}
     final.update({rel: [_hash(text)] for rel, text in todo.items()})
     _save_manifest(directory, final)
     return out
@@ -198,6 +283,22 @@ def write(store: Store, rtws: Path, task: str) -> Written:
         if not state.exists:
             return Written()
         return write_files(directory, render(state, repo.log(store, task)))
+
+
+def write_changed(store: Store, rtws: Path, task: str, dirty: Dirty) -> Written:
+    """Rewrite the files `dirty` names from the store (after commits)."""
+    if dirty.full:
+        return write(store, rtws, task)
+    directory = workspace_dir(rtws, task)
+    if not dirty or not directory.parent.is_dir():
+        return Written()
+    directory.mkdir(exist_ok=True)
+    with _locked(directory):
+        state = repo.load(store, task)
+        if not state.exists:
+            return Written()
+        files = render_changed(state, dirty, lambda nid: repo.node_log(store, task, nid))
+        return write_files(directory, files, partial=True)
 
 
 def _clean_temps(directory: Path) -> None:

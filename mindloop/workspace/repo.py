@@ -4,8 +4,8 @@ transaction).
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
-transaction rolls back whole. After the commit the projections are rewritten
-(`Store.after_commit`, once per task per transaction).
+transaction rolls back whole. After the commit the files the change touched are rewritten
+(`projector.stage`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def load(store: Store, task_path: str) -> WorkspaceState:
     )
 
 
-def log(store: Store, task_path: str) -> list[LogEntry]:
+def _entries(found: list[dict[str, Any]]) -> list[LogEntry]:
     return [
         LogEntry(
             id=r["id"],
@@ -60,8 +60,18 @@ def log(store: Store, task_path: str) -> list[LogEntry]:
             text=r["text"],
             data=r["data"] or {},
         )
-        for r in rows.log(store, task_path)
+        for r in found
     ]
+
+
+def log(store: Store, task_path: str) -> list[LogEntry]:
+    """The task's whole log, oldest first."""
+    return _entries(rows.log(store, task_path))
+
+
+def node_log(store: Store, task_path: str, node_id: str | None) -> list[LogEntry]:
+    """One node's log (None: the workspace's own rows), oldest first."""
+    return _entries(rows.node_log(store, task_path, node_id))
 
 
 def _node_row(node: Node) -> dict[str, Any]:
@@ -163,11 +173,11 @@ def commit(
     change: Change,
     *,
     rtws: Path | None = None,
-    project: Callable[[Store, Path, str], None] | None = None,
+    project: Callable[[Store, Path, Change], None] | None = None,
 ) -> None:
-    """`write` the change and, once the transaction commits, rewrite the task's
-    projections with `project(store, rtws, task)` (when both are given)."""
+    """`write` the change and hand it to `project(store, rtws, change)` (when both are
+    given), which stages the files it touched and writes them once the transaction
+    commits (`projector.stage`)."""
     write(store, change)
     if rtws is not None and project is not None:
-        task = change.after.task
-        store.after_commit(f"workspace:{task}", lambda: project(store, rtws, task))
+        project(store, rtws, change)

@@ -1,0 +1,127 @@
+"""When the workspace's files are written: after each commit, or coalesced.
+
+A commit stages what it touched (`stage`, inside its transaction: `projection.Dirty`);
+once it commits, the staged files are written at once, unless a `coalescing(store)` scope
+is open on that store (a work loop's run: a node takes several commits in a few
+milliseconds). Then the files of a task are written at most every `INTERVAL` seconds (the
+first commit after a quiet spell at once, later ones by a timer on the running event loop)
+and always when the scope ends; whatever is still pending when the process exits is
+written then. A crash loses at most the last interval's writes, which `mindloop run`
+rewrites from the store at its start (the files are derived views, see `projection.py`).
+
+Staged but not committed (a transaction rolled back) stays staged and is written with the
+task's next commit: more files rendered than needed, never fewer. A timer that fires
+while a transaction is open on the store writes after it commits (`Store.after_commit`),
+so no file ever shows uncommitted rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mindloop.store import Store
+from mindloop.workspace.commands import Change
+from mindloop.workspace.projection import Dirty, write_changed
+
+log = logging.getLogger(__name__)
+
+INTERVAL = 0.2  # seconds between two writes of one task's files while coalescing
+
+
+@dataclass
+class _Task:
+    """One task's files in one store: what is staged, what waits to be written."""
+
+    rtws: Path
+    staged: Dirty = field(default_factory=Dirty)
+    pending: Dirty = field(default_factory=Dirty)
+    last: float = float("-inf")  # monotonic time of the last write
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class _Store:
+    depth: int = 0  # open `coalescing` scopes
+    tasks: dict[tuple[Path, str], _Task] = field(default_factory=dict)
+
+
+_stores: weakref.WeakKeyDictionary[Store, _Store] = weakref.WeakKeyDictionary()
+
+
+def stage(store: Store, rtws: Path, change: Change) -> None:
+    """Note what `change` touched (in its transaction); write it once that commits."""
+    task = change.after.task
+    entry = _stores.setdefault(store, _Store())
+    slot = entry.tasks.setdefault((Path(rtws), task), _Task(Path(rtws)))
+    slot.staged.merge(Dirty.of(change))
+    store.after_commit(f"workspace:{task}", lambda: _committed(store, rtws, task))
+
+
+def _committed(store: Store, rtws: Path, task: str) -> None:
+    entry = _stores.get(store)
+    slot = entry.tasks.get((Path(rtws), task)) if entry is not None else None
+    if entry is None or slot is None:
+        return
+    slot.pending.merge(slot.staged)
+    slot.staged = Dirty()
+    wait = slot.last + INTERVAL - time.monotonic()
+    if not entry.depth or wait <= 0:
+        _write(store, task, slot)
+    elif slot.timer is None:
+        with contextlib.suppress(RuntimeError):  # no running loop: the scope's end writes
+            loop = asyncio.get_running_loop()
+            slot.timer = loop.call_later(wait, _due, weakref.ref(store), task, slot)
+
+
+def _due(ref: weakref.ref[Store], task: str, slot: _Task) -> None:
+    slot.timer = None
+    store = ref()
+    if store is not None:
+        store.after_commit(f"workspace-due:{task}", lambda: _write(store, task, slot))
+
+
+def _write(store: Store, task: str, slot: _Task) -> None:
+    if slot.timer is not None:
+        slot.timer.cancel()
+        slot.timer = None
+    dirty, slot.pending = slot.pending, Dirty()
+    slot.last = time.monotonic()
+    if dirty:
+        try:
+            write_changed(store, slot.rtws, task, dirty)
+        except Exception:
+            log.exception("writing the workspace files of %s failed (the store has it)", task)
+
+
+def flush(store: Store | None = None) -> None:
+    """Write what waits to be written now (of `store`, or of every store)."""
+    for s, entry in list(_stores.items()) if store is None else [(store, _stores.get(store))]:
+        if entry is None:
+            continue
+        for (_, task), slot in list(entry.tasks.items()):
+            if slot.pending or slot.timer is not None:
+                _write(s, task, slot)
+
+
+@contextlib.contextmanager
+def coalescing(store: Store) -> Iterator[None]:
+    """Within the block, write the store's workspace files at most every `INTERVAL`
+    seconds per task; at its end, write what is pending."""
+    entry = _stores.setdefault(store, _Store())
+    entry.depth += 1
+    try:
+        yield
+    finally:
+        entry.depth -= 1
+        flush(store)
+
+
+atexit.register(flush)
