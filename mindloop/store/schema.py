@@ -379,6 +379,8 @@ ws_meta = sa.Table(
     sa.Column("offered", sa.JSON, nullable=False),  # docs the start scan found
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # bumped by every write of the workspace: a cached value is current if its rev is
+    sa.Column("rev", sa.Integer, nullable=False, server_default="0"),
 )
 
 ws_nodes = sa.Table(
@@ -514,6 +516,15 @@ def _waits_and_approvals(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[wait_events])
 
 
+# ---------------------------------------------------------------- workspace revision
+# (issue 12, loop overhead: a workspace is re-read only when its `ws_meta.rev` moved)
+
+
+def _workspace_rev(conn: sa.Connection) -> None:
+    """Workspaces carry a revision, bumped by every write of one."""
+    _add_columns(conn, ws_meta, ["rev"])
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -525,5 +536,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _workspace_tables,
     _loop_memory_and_retries,
     _waits_and_approvals,
+    _workspace_rev,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,8 @@ _n, _d, _r, _l, _m = t.ws_nodes.c, t.ws_docs.c, t.ws_rules.c, t.ws_log.c, t.ws_m
 _task: sa.BindParameter[str] = sa.bindparam("task_path")
 
 META = sa.select(t.ws_meta).where(_m.task_path == _task)
+REV = sa.select(_m.rev).where(_m.task_path == _task)
+BUMP = sa.update(t.ws_meta).where(_m.task_path == sa.bindparam("_task")).values(rev=_m.rev + 1)
 TASKS = sa.select(_m.task_path).order_by(_m.task_path)
 NODES = sa.select(t.ws_nodes).where(_n.task_path == _task).order_by(_n.seq)
 DOCS = sa.select(t.ws_docs).where(_d.task_path == _task).order_by(_d.seq)
@@ -99,6 +101,17 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
         docs=_dicts(store, DOCS, p),
         rules=_dicts(store, RULES, p),
     )
+
+
+def rev(store: Store, task_path: str) -> int | None:
+    """The workspace's revision (None: never initialised): one indexed read."""
+    found = store._rows(REV, {"task_path": task_path})
+    return int(found[0][0]) if found else None
+
+
+def bump(store: Store, task_path: str) -> None:
+    """Move the workspace's revision on (every write of it does, in its transaction)."""
+    store._write(BUMP, {"_task": task_path})
 
 
 def tasks(store: Store) -> list[str]:

@@ -501,7 +501,7 @@ class Session(Moves):
         self._require_init()
         norm = normalise("path", path)
         ref = self._indexed(norm)
-        users = [n.id for n in self.state.nodes.values() if n.doc(norm) is not None]
+        users = [n.id for n in self.state.view().values() if n.doc(norm) is not None]
         if users:
             raise WorkspaceError(
                 "DOC_IN_USE",
@@ -538,8 +538,9 @@ class Session(Moves):
         new = [p for p in problems(self.state) if p not in before]
         if new:
             raise WorkspaceError("INVARIANT", "; ".join(new))
-        for nid, node in self.state.nodes.items():
-            old = self.before.nodes.get(nid)
+        for nid in self.state.touched():
+            node = self.state.nodes[nid]
+            old = self.before.peek(nid)
             if old is None:
                 continue
             if old != node:

@@ -21,7 +21,7 @@ from mindloop.workspace.state import WorkspaceState, find_cycle, planning_status
 
 def problems(state: WorkspaceState) -> list[str]:
     out: list[str] = []
-    nodes = state.nodes
+    nodes = state.view()
     if not nodes:
         return out
     root = nodes.get(ROOT_ID)

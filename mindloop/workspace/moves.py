@@ -130,7 +130,7 @@ class Moves(SessionBase):
                 )
             if not is_ready(self.state, node):
                 waiting = [
-                    d for d in node.deps if self.state.nodes[d].status is not NodeStatus.DONE
+                    d for d in node.deps if self.state.view()[d].status is not NodeStatus.DONE
                 ]
                 raise WorkspaceError(
                     "NOT_READY",
@@ -139,7 +139,7 @@ class Moves(SessionBase):
                 )
             busy = [
                 n.id
-                for n in self.state.nodes.values()
+                for n in self.state.view().values()
                 if n.status is NodeStatus.IN_PROGRESS
                 and n.kind is NodeKind.EXECUTION
                 and n.assignee == MAIN
@@ -205,7 +205,7 @@ class Moves(SessionBase):
     def bench_not_ready(self, bench: Node) -> str | None:
         """agent-loop §5.5 conditions 1, 2 and 4 (condition 3, the workspace ref against
         the last checked ref, is the CHECK phase's to verify)."""
-        nodes = self.state.nodes
+        nodes = self.state.view()
         scope = bench.deps or [
             c
             for c in (nodes[bench.parent_id].children if bench.parent_id else [])
@@ -303,7 +303,7 @@ class Moves(SessionBase):
                 f"{node.id} is {node.status}; only a NEW or ADJUSTING node is dispatched",
                 arg="node_id",
             )
-        waiting = [d for d in node.deps if self.state.nodes[d].status is not NodeStatus.DONE]
+        waiting = [d for d in node.deps if self.state.view()[d].status is not NodeStatus.DONE]
         if waiting:
             raise WorkspaceError(
                 "NOT_READY",

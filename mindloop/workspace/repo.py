@@ -1,6 +1,13 @@
 """A workspace value from the store, and a `Change` written back (inside the caller's
 transaction).
 
+`load` reads the workspace's revision (`ws_meta.rev`, bumped by every `write`) and returns
+the value it holds for this store when that is current (a per-store cache, refreshed
+after each commit from the change itself): the loop reads the workspace several times per
+phase, and a full read validates every node. The cache never holds what a transaction has
+not committed: values read inside one are not kept, and a change is kept only once its
+transaction commits. A cached value is shared: read it, never change it in place.
+
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
@@ -10,6 +17,7 @@ transaction rolls back whole. After the commit the files the change touched are 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +30,34 @@ from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
 from mindloop.workspace.state import WorkspaceState
 
+_cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
 
-def load(store: Store, task_path: str) -> WorkspaceState:
-    """The task's workspace (an empty, uninitialised one if it has none yet)."""
+
+def load(store: Store, task_path: str, *, cached: bool = True) -> WorkspaceState:
+    """The task's workspace (an empty, uninitialised one if it has none yet). With
+    `cached`, a value shared with other readers when the store's revision says it is
+    current (one indexed read instead of the whole workspace): never change it in place
+    (a command session works on `state.cow()`). Without, a full read of one's own."""
+    if not cached:
+        return _read(store, task_path)
+    held = _cache.get(store, {}).get(task_path)
+    if held is not None and rows.rev(store, task_path) == held.rev:
+        return held
+    state = _read(store, task_path)
+    if state.exists and not store.in_transaction:
+        _cache.setdefault(store, {})[task_path] = state
+    return state
+
+
+def _remember(store: Store, state: WorkspaceState) -> None:
+    """Keep a committed change's value as the workspace at its revision."""
+    _cache.setdefault(store, {})[state.task] = state
+
+
+def _read(store: Store, task_path: str) -> WorkspaceState:
+    # the revision is read with the meta row, before the rest: a write committed in
+    # between makes the value newer than its revision says, so it is re-read, never kept
+    # for a revision it does not show
     found = rows.load(store, task_path)
     if found is None:
         return WorkspaceState(task=task_path)
@@ -46,6 +79,7 @@ def load(store: Store, task_path: str) -> WorkspaceState:
         offered=[DocRef.model_validate(d) for d in meta["offered"] or []],
         created_at=meta["created_at"],
         exists=True,
+        rev=meta["rev"],
     )
 
 
@@ -99,6 +133,7 @@ def write(store: Store, change: Change) -> None:
                 "offered": [d.model_dump(mode="json") for d in after.offered],
                 "created_at": after.created_at,
                 "updated_at": now,
+                "rev": 1,
             },
         )
     # log rows first: a node's worklog refs name the transitions it went through
@@ -123,14 +158,16 @@ def write(store: Store, change: Change) -> None:
         if node is not None:
             node.worklog_refs = [*node.worklog_refs, *r]
     seq = len(before.nodes)
-    for nid, node in after.nodes.items():
-        old = before.nodes.get(nid)
+    changed = change.changed_nodes
+    for nid in changed:
+        node = after.nodes[nid]
+        old = before.peek(nid)
         if old is None:
             rows.insert_node(
                 store, {"task_path": task, "node_id": nid, "seq": seq, **_node_row(node)}
             )
             seq += 1
-        elif old != node and not rows.update_node(store, task, nid, old.version, **_node_row(node)):
+        elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
             raise WriteConflict(nid, old.version)
     if before.index != after.index:
         rows.replace_docs(
@@ -166,6 +203,31 @@ def write(store: Store, change: Change) -> None:
             offered=[d.model_dump(mode="json") for d in after.offered],
             updated_at=now,
         )
+    wrote = (
+        not before.exists
+        or changed
+        or change.log
+        or before.index != after.index
+        or before.rules != after.rules
+        or before.focus != after.focus
+        or before.offered != after.offered
+    )
+    if after.exists and wrote:
+        if before.exists:
+            rows.bump(store, task)
+        done = WorkspaceState(
+            task=task,
+            lang=after.lang,
+            nodes=dict(after.view()),
+            index=after.index,
+            rules=after.rules,
+            focus=after.focus,
+            offered=after.offered,
+            created_at=after.created_at,
+            exists=True,
+            rev=before.rev + 1 if before.exists else 1,
+        )
+        store.after_commit(f"workspace-value:{task}", lambda: _remember(store, done))
 
 
 def commit(

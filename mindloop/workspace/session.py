@@ -52,10 +52,14 @@ class Change:
 
     @property
     def changed_nodes(self) -> list[str]:
+        """New nodes and nodes that differ from before, in creation order."""
+        before = self.before.view()
+        after = self.after.view()
+        touched = set(self.after.touched())
         return [
             nid
-            for nid, n in self.after.nodes.items()
-            if nid not in self.before.nodes or self.before.nodes[nid] != n
+            for nid, n in after.items()
+            if nid in touched and (nid not in before or before[nid] != n)
         ]
 
 
@@ -97,7 +101,7 @@ class SessionBase:
         now: float | None = None,
     ) -> None:
         self.before = state
-        self.state = state.copy()
+        self.state = state.cow()
         self.authority = authority
         self.doc_check = doc_check
         self.now = time.time() if now is None else now

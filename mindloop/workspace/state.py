@@ -1,13 +1,16 @@
 """A workspace as one value: its nodes, doc index, rules and focus; and what is derived
 from them (a planning node's status, readiness, cycles).
 
-Commands (`commands.py`) work on a copy of this value and the store writes the difference
-(`repo.py`), so everything here is pure and cheap to test with hypothesis.
+Commands (`commands.py`) work on a copy-on-write view of this value (`cow`: a node is
+copied when a command takes it, so a command costs the nodes it touches, not the tree) and
+the store writes the difference (`repo.py`), so everything here is pure and cheap to test
+with hypothesis. A value loaded from the store may be shared (`repo.load` caches it): read
+it, never change it in place; only a `cow` view is changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from mindloop.i18n import Lang
@@ -24,34 +27,110 @@ from mindloop.workspace.models import (
 )
 
 
+def _copy_node(node: Node) -> Node:
+    """A deep copy. Nodes are plain models, so dumping and validating again copies them
+    about three times faster than `copy.deepcopy`."""
+    return Node.model_validate(node.model_dump())
+
+
+class NodeMap(MutableMapping[str, Node]):
+    """A session's nodes over a shared base that is never changed: a node is copied the
+    first time it is taken (`[]`, `get`, `values`, `items`), and the copy is the session's
+    from then on. `peek` and `view` read without copying (for checks that change nothing);
+    `touched` names the nodes that may differ from the base. Nodes are never removed."""
+
+    __slots__ = ("_base", "_own")
+
+    def __init__(self, base: Mapping[str, Node]) -> None:
+        self._base = base
+        self._own: dict[str, Node] = {}
+
+    def __getitem__(self, key: str) -> Node:
+        node = self._own.get(key)
+        if node is None:
+            node = self._own[key] = _copy_node(self._base[key])
+        return node
+
+    def __setitem__(self, key: str, node: Node) -> None:
+        self._own[key] = node
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("workspace nodes are never removed")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._own or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from (k for k in self._own if k not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for k in self._own if k not in self._base)
+
+    def peek(self, key: str) -> Node | None:
+        return self._own.get(key) or self._base.get(key)
+
+    def view(self) -> dict[str, Node]:
+        """Every node as it stands now, in creation order, none copied: to read."""
+        own = self._own
+        out = {k: own.get(k) or v for k, v in self._base.items()}
+        out.update((k, v) for k, v in own.items() if k not in out)
+        return out
+
+    def touched(self) -> list[str]:
+        return list(self._own)
+
+
 @dataclass
 class WorkspaceState:
     task: str  # the task package, rtws-relative (`tasks/login.tsk`)
     lang: Lang = "en"
-    nodes: dict[str, Node] = field(default_factory=dict)  # creation order
+    nodes: MutableMapping[str, Node] = field(default_factory=dict)  # creation order
     index: list[DocRef] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     focus: str = ROOT_ID
     offered: list[DocRef] = field(default_factory=list)  # found by the start scan
     created_at: float = 0.0
     exists: bool = False  # initialised (the store has its row)
+    rev: int = 0  # the store's revision of this value (`ws_meta.rev`; 0: not stored yet)
 
     def copy(self) -> WorkspaceState:
-        """A deep copy (every command session works on one). Nodes are plain models, so
-        dumping and validating again copies them about three times faster than
-        `copy.deepcopy`, on the path of every workspace command."""
-        validate = Node.model_validate
+        """A deep copy."""
+        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()})
+
+    def cow(self) -> WorkspaceState:
+        """A copy whose nodes are copied when taken (`NodeMap`): what a command session
+        works on. The small lists (index, rules, docs found) are copied at once."""
+        return self._with_nodes(NodeMap(self.view()))
+
+    def _with_nodes(self, nodes: MutableMapping[str, Node]) -> WorkspaceState:
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
-            nodes={k: validate(v.model_dump()) for k, v in self.nodes.items()},
+            nodes=nodes,
             index=[d.model_copy() for d in self.index],
             rules=[r.model_copy(deep=True) for r in self.rules],
             focus=self.focus,
             offered=[d.model_copy() for d in self.offered],
             created_at=self.created_at,
             exists=self.exists,
+            rev=self.rev,
         )
+
+    def view(self) -> Mapping[str, Node]:
+        """The nodes to read (none copied, none to change)."""
+        nodes = self.nodes
+        return nodes.view() if isinstance(nodes, NodeMap) else nodes
+
+    def touched(self) -> list[str]:
+        """The nodes that may differ from the value this one was made from (`cow`)."""
+        nodes = self.nodes
+        return nodes.touched() if isinstance(nodes, NodeMap) else list(nodes)
+
+    def peek(self, node_id: str) -> Node | None:
+        """One node to read (not copied, not to change)."""
+        nodes = self.nodes
+        return nodes.peek(node_id) if isinstance(nodes, NodeMap) else nodes.get(node_id)
 
     @property
     def root(self) -> Node | None:
@@ -62,11 +141,12 @@ class WorkspaceState:
 
     def walk(self, start: str = ROOT_ID, depth: int | None = None) -> Iterator[tuple[Node, int]]:
         """Pre-order (creation order within each parent), with each node's depth below
-        `start`; `depth` cuts the walk below that many levels."""
+        `start`; `depth` cuts the walk below that many levels. The nodes are to read (take
+        one with `nodes[id]` to change it)."""
         stack = [(start, 0)]
         while stack:
             nid, d = stack.pop()
-            node = self.nodes.get(nid)
+            node = self.peek(nid)
             if node is None:
                 continue
             yield node, d
@@ -115,14 +195,19 @@ def planning_status(children: Iterable[NodeStatus], *, started: bool = False) ->
 
 
 def refresh_planning(state: WorkspaceState) -> None:
-    """Recompute every planning node's status from its children (bottom-up)."""
-    order = [n for n, _ in state.walk()]
-    for node in reversed(order):
-        if node.kind is NodeKind.PLANNING:
-            node.status = planning_status(
-                (state.nodes[c].status for c in node.children if c in state.nodes),
-                started=node.started,
-            )
+    """Recompute every planning node's status from its children (bottom-up); only the
+    nodes whose status moves are taken (copied, in a session)."""
+    order = [n.id for n, _ in state.walk()]
+    for nid in reversed(order):
+        node = state.peek(nid)
+        if node is None or node.kind is not NodeKind.PLANNING:
+            continue
+        children = (state.peek(c) for c in node.children)
+        status = planning_status(
+            (c.status for c in children if c is not None), started=node.started
+        )
+        if status is not node.status:
+            state.nodes[nid].status = status
 
 
 def is_ready(state: WorkspaceState, node: Node) -> bool:
@@ -131,7 +216,11 @@ def is_ready(state: WorkspaceState, node: Node) -> bool:
         node.kind is NodeKind.EXECUTION
         and node.status is NodeStatus.NEW
         and node.assignee == MAIN
-        and all(state.nodes[d].status is NodeStatus.DONE for d in node.deps if d in state.nodes)
+        and all(
+            dep.status is NodeStatus.DONE
+            for dep in (state.peek(d) for d in node.deps)
+            if dep is not None
+        )
     )
 
 
@@ -139,7 +228,7 @@ def find_cycle(state: WorkspaceState) -> list[str] | None:
     """A cycle through deps and planning containment (a node waits for its deps; a
     planning node waits for its children), as the list of ids around it, or None."""
     edges: dict[str, list[str]] = {}
-    for node in state.nodes.values():
+    for node in state.view().values():
         targets = list(node.deps)
         if node.kind is NodeKind.PLANNING:
             targets += node.children

@@ -34,7 +34,8 @@ def test_an_older_database_gains_the_wait_columns_and_keeps_its_waits(
     db = tmp_path / ".mindloop" / "state.sqlite"
     s = open_store(db, kind)
     s.add_wait(WaitRecord(id="w-old", dialog_id="d1", kind="timer", key="k", due_at=5.0))
-    before = t.SCHEMA_VERSION - 1  # as the mindloop before this migration left it
+    # as the mindloop before this migration left it (later migrations run again after it)
+    before = t.MIGRATIONS.index(t._waits_and_approvals)
     downgrade(
         s,
         *(f"ALTER TABLE waits DROP COLUMN {c}" for c in ("node", "mode", "snapshot", "reminders")),
