@@ -16,6 +16,12 @@ Either way the rtws's own state (`.mindloop/`, `.minds/`, the `*.tsk/` packages,
 workspace projections change with every commit) and caches (`__pycache__`, hidden
 directories) are left out: they are not deliverables. The ref is computed only when a
 BENCH node's other conditions hold and when CHECK ends, never per step.
+
+Its cost: whether git sees a work tree is a few `stat`s (a `.git` in the rtws or above
+it), so an rtws outside git runs no `git` process; the tree hash stats every file but
+reads and hashes only those whose (size, mtime, ctime) moved since they were last hashed
+in this process (a file changed within the last `_RACY_NS` is always read again: a
+timestamp too coarse to tell two writes apart cannot hide a change).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import hashlib
 import os
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -60,26 +67,75 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name in _EXCLUDE_DIRS or name.endswith(".tsk")
 
 
+# content digests by file identity: (dev, inode) → (size, mtime_ns, ctime_ns, digest)
+_RACY_NS = 2_000_000_000
+_DIGESTS_KEPT = 100_000
+_digests: dict[tuple[int, int], tuple[int, int, int, bytes]] = {}
+
+
+def _digest(path: str, st: os.stat_result, now_ns: int) -> bytes:
+    key = (st.st_dev, st.st_ino)
+    sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    held = _digests.get(key)
+    if held is not None and held[:3] == sig:
+        return held[3]
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).digest()
+    if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+        if len(_digests) >= _DIGESTS_KEPT:
+            _digests.clear()
+        _digests[key] = (*sig, digest)
+    return digest
+
+
 def tree_hash(rtws: Path) -> str:
     """sha256 over the rtws's deliverable files: relative path and content, in order."""
     h = hashlib.sha256()
-    for top, dirs, files in os.walk(rtws):
-        dirs[:] = sorted(d for d in dirs if not _skipped(d))
-        for name in sorted(files):
-            if name.startswith("."):
+    now_ns = time.time_ns()
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(rtws, rel_dir)) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:  # a link to a directory is not followed (as `os.walk` does not)
+                if not _skipped(entry.name) and not entry.is_symlink():
+                    subdirs.append(rel)
                 continue
-            path = Path(top, name)
-            rel = path.relative_to(rtws).as_posix()
+            if entry.name.startswith("."):
+                continue
             h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
             try:
-                h.update(hashlib.sha256(path.read_bytes()).digest())
+                h.update(_digest(entry.path, entry.stat(), now_ns))
             except OSError:
                 h.update(b"?")
+        # depth first, each directory's files before its subdirectories' (sorted)
+        stack.extend(reversed(subdirs))
     return "tree:" + h.hexdigest()
+
+
+def _in_git(rtws: Path) -> bool:
+    """Whether git would find a repository for the rtws: `GIT_DIR` set, or a `.git` in the
+    rtws or a directory above it (a few stats, no process)."""
+    if os.environ.get("GIT_DIR"):
+        return True
+    here = Path(os.path.abspath(rtws))
+    return any(os.path.lexists(d / ".git") for d in (here, *here.parents))
 
 
 def workspace_ref(rtws: Path) -> str:
     """The deliverables' state now (see the module doc)."""
+    if not _in_git(rtws):
+        return tree_hash(rtws)
     head = _git(rtws, "rev-parse", "--verify", "-q", "HEAD")
     if head is None:
         if _git(rtws, "rev-parse", "--is-inside-work-tree") is None:
