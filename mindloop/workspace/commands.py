@@ -534,8 +534,9 @@ class Session(Moves):
         """Derive, check, version: the change to write. A result that breaks an
         invariant the input kept is refused (nothing is written)."""
         refresh_planning(self.state)
-        before = set(problems(self.before))
-        new = [p for p in problems(self.state) if p not in before]
+        found = problems(self.state)
+        before = set(problems(self.before)) if found else set()  # usually none: skip it
+        new = [p for p in found if p not in before]
         if new:
             raise WorkspaceError("INVARIANT", "; ".join(new))
         for nid in self.state.touched():

@@ -138,8 +138,15 @@ def split_sections(text: str) -> tuple[dict[str, Any], str, dict[str, str]]:
     return front, "\n".join(head), bodies
 
 
+# libyaml's emitter when PyYAML has it (about five times faster: an Info.md is rendered
+# for every node a commit changes); the pure-Python one otherwise. Both write YAML that
+# reads back the same; they may escape rare characters differently, which at most makes a
+# file be rewritten once (its old text is still recorded as mindloop's, not a hand edit).
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _front(data: dict[str, Any]) -> str:
-    dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+    dumped = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{dumped}---\n"
 
 
