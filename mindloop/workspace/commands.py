@@ -533,7 +533,7 @@ class Session(Moves):
     def finish(self) -> Change:
         """Derive, check, version: the change to write. A result that breaks an
         invariant the input kept is refused (nothing is written)."""
-        refresh_planning(self.state)
+        refresh_planning(self.state, self.state.touched())
         found = problems(self.state)
         before = set(problems(self.before)) if found else set()  # usually none: skip it
         new = [p for p in found if p not in before]

@@ -210,7 +210,8 @@ def _manifest(directory: Path) -> dict[str, list[str]]:
 
 
 def _save_manifest(directory: Path, files: dict[str, list[str]]) -> None:
-    text = json.dumps({"files": files}, indent=1, sort_keys=True) + "\n"
+    # one line: json's C encoder (an indent takes the pure-Python one); a file for mindloop
+    text = json.dumps({"files": files}, sort_keys=True, separators=(",", ":")) + "\n"
     atomic_write(directory / MANIFEST, text, fsync=False)
 
 

@@ -194,10 +194,25 @@ def planning_status(children: Iterable[NodeStatus], *, started: bool = False) ->
     return NodeStatus.NEW
 
 
-def refresh_planning(state: WorkspaceState) -> None:
-    """Recompute every planning node's status from its children (bottom-up); only the
-    nodes whose status moves are taken (copied, in a session)."""
-    order = [n.id for n, _ in state.walk()]
+def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None) -> None:
+    """Recompute planning nodes' statuses from their children (bottom-up): every one, or
+    with `touched` only the ancestors of those nodes (a status is derived from the
+    children's alone, so no other can move). Only the nodes whose status moves are taken
+    (copied, in a session)."""
+    if touched is None:
+        order = [n.id for n, _ in state.walk()]
+    else:
+        depth: dict[str, int] = {}
+        for nid in touched:
+            chain = []
+            node = state.peek(nid)
+            while node is not None and node.id not in depth and node.id not in chain:
+                chain.append(node.id)
+                node = state.peek(node.parent_id) if node.parent_id is not None else None
+            base = depth[node.id] if node is not None and node.id in depth else -1
+            for i, cid in enumerate(reversed(chain)):
+                depth[cid] = base + 1 + i
+        order = sorted(depth, key=depth.__getitem__)  # parents before children
     for nid in reversed(order):
         node = state.peek(nid)
         if node is None or node.kind is not NodeKind.PLANNING:
