@@ -16,7 +16,7 @@ from typing import Any
 from mindloop.workspace import fields
 from mindloop.workspace.docs import normalise
 from mindloop.workspace.errors import WorkspaceError
-from mindloop.workspace.invariants import problems
+from mindloop.workspace.invariants import problems, problems_near
 from mindloop.workspace.models import (
     MAIN,
     ROOT_ID,
@@ -533,10 +533,12 @@ class Session(Moves):
     def finish(self) -> Change:
         """Derive, check, version: the change to write. A result that breaks an
         invariant the input kept is refused (nothing is written)."""
-        refresh_planning(self.state, self.state.touched())
-        found = problems(self.state)
-        before = set(problems(self.before)) if found else set()  # usually none: skip it
-        new = [p for p in found if p not in before]
+        touched = self.state.touched()
+        refresh_planning(self.state, touched)
+        new: list[str] = []
+        if problems_near(self.state, self.before, self.state.touched()):  # usually empty
+            before = set(problems(self.before))
+            new = [p for p in problems(self.state) if p not in before]
         if new:
             raise WorkspaceError("INVARIANT", "; ".join(new))
         for nid in self.state.touched():

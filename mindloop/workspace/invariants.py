@@ -2,16 +2,22 @@
 
 `problems(state)` lists what is wrong with a whole workspace value; a command whose result
 has a problem its input did not have is refused (`commands.Session.finish`), so no
-sequence of accepted commands can break one. Invariants 2 (who may set what) and 6 (every
+sequence of accepted commands can break one. `problems_near(state, before, touched)` is the
+same check limited to what a command can have broken (its touched nodes and their
+neighbours, cycles through them, invariant 1, the doc index if it changed): empty when
+the result has no problem the input lacked, so `finish` runs the whole check only then. Invariants 2 (who may set what) and 6 (every
 transition is logged) are properties of the command path itself: the transition table
 decides 2, and the one transition function writes the log row of 6.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from mindloop.workspace.models import (
     MAIN,
     ROOT_ID,
+    Node,
     NodeKind,
     NodeStatus,
     NodeType,
@@ -24,6 +30,54 @@ def problems(state: WorkspaceState) -> list[str]:
     nodes = state.view()
     if not nodes:
         return out
+    _root_and_busy(nodes, out)
+    for n in nodes.values():
+        _node_problems(nodes, n, out)
+    cycle = find_cycle(state)
+    if cycle:
+        out.append(f"deps form a cycle: {' → '.join(cycle)}")
+    _doc_problems(state, nodes.values(), out)
+    return out
+
+
+def problems_near(
+    state: WorkspaceState, before: WorkspaceState, touched: Iterable[str]
+) -> list[str]:
+    """The problems of `state` that a change of the `touched` nodes (from `before`) can
+    have caused: a problem `problems(state)` has and `problems(before)` has not is among
+    them (a node's checks read only it, its parent, children and deps)."""
+    out: list[str] = []
+    nodes = state.view()
+    if not nodes:
+        return out
+    touched = list(touched)
+    _root_and_busy(nodes, out)
+    near: dict[str, None] = {}
+    for nid in touched:
+        near[nid] = None
+        for value in (state.peek(nid), before.peek(nid)):
+            if value is not None:
+                for other in (value.parent_id, *value.children):
+                    if other is not None:
+                        near[other] = None
+    if touched:
+        hit = set(touched)
+        near.update((n.id, None) for n in nodes.values() if any(d in hit for d in n.deps))
+    for nid in near:
+        node = nodes.get(nid)
+        if node is not None:
+            _node_problems(nodes, node, out)
+    cycle = find_cycle(state, touched)
+    if cycle:
+        out.append(f"deps form a cycle: {' → '.join(cycle)}")
+    if state.index != before.index:
+        _doc_problems(state, nodes.values(), out)
+    else:
+        _doc_problems(state, (nodes[n] for n in touched if n in nodes), out)
+    return out
+
+
+def _root_and_busy(nodes: Mapping[str, Node], out: list[str]) -> None:
     root = nodes.get(ROOT_ID)
     if root is None or root.parent_id is not None or root.kind is not NodeKind.PLANNING:
         out.append("the root node must exist, be a planning node and have no parent")
@@ -37,58 +91,59 @@ def problems(state: WorkspaceState) -> list[str]:
     ]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")
-    for n in nodes.values():
-        # structure
-        if n.parent_id is not None:
-            parent = nodes.get(n.parent_id)
-            if parent is None:
-                out.append(f"{n.id}: its parent {n.parent_id} does not exist")
-            elif n.id not in parent.children:
-                out.append(f"{n.id}: not among its parent {parent.id}'s children")
-        if n.children and n.kind is not NodeKind.PLANNING:
-            out.append(f"{n.id}: only planning nodes have children")
-        for c in n.children:
-            child = nodes.get(c)
-            if child is None or child.parent_id != n.id:
-                out.append(f"{n.id}: child {c} does not name it as parent")
-        missing = [d for d in n.deps if d not in nodes]
-        if missing:
-            out.append(f"{n.id}: deps that do not exist: {', '.join(missing)}")
-        if n.kind is NodeKind.PLANNING:
-            # 7. a planning node's status is derived, never set
-            derived = planning_status(
-                (nodes[c].status for c in n.children if c in nodes), started=n.started
-            )
-            if n.status is not derived:
-                out.append(f"invariant 7: planning node {n.id} is {n.status}, derived {derived}")
-            continue
-        # 3. COMPLETE needs a self-check covering every criterion, and artifacts or a reason.
-        if n.status is NodeStatus.COMPLETE:
-            passed = {c.criterion for c in n.self_check if c.passed}
-            uncovered = [c.id for c in n.acceptance_criteria if c.id not in passed]
-            if uncovered:
-                out.append(f"invariant 3: {n.id} is COMPLETE but {', '.join(uncovered)} unchecked")
-            if not n.artifacts and not n.no_artifacts_reason:
-                out.append(f"invariant 3: {n.id} is COMPLETE without artifacts or a reason")
-        # 4. Terminal statuses need a conclusion.
-        if n.terminal and not n.conclusion.strip():
-            out.append(f"invariant 4: {n.id} is {n.status} without a conclusion")
-        # 5. No TASK depends on a BENCH; a BENCH has a criterion with `verify`.
-        if n.type is NodeType.TASK:
-            bench = [d for d in n.deps if d in nodes and nodes[d].type is NodeType.BENCH]
-            if bench:
-                out.append(f"invariant 5: TASK {n.id} depends on BENCH {', '.join(bench)}")
-        elif not any(c.verify for c in n.acceptance_criteria):
-            out.append(f"invariant 5: BENCH {n.id} has no criterion with `verify`")
-        if n.dispatch is not None and n.status is not NodeStatus.WAIT:
-            out.append(f"{n.id}: dispatched to @{n.dispatch.member} but {n.status}, not WAIT")
-    cycle = find_cycle(state)
-    if cycle:
-        out.append(f"deps form a cycle: {' → '.join(cycle)}")
+
+
+def _node_problems(nodes: Mapping[str, Node], n: Node, out: list[str]) -> None:
+    # structure
+    if n.parent_id is not None:
+        parent = nodes.get(n.parent_id)
+        if parent is None:
+            out.append(f"{n.id}: its parent {n.parent_id} does not exist")
+        elif n.id not in parent.children:
+            out.append(f"{n.id}: not among its parent {parent.id}'s children")
+    if n.children and n.kind is not NodeKind.PLANNING:
+        out.append(f"{n.id}: only planning nodes have children")
+    for c in n.children:
+        child = nodes.get(c)
+        if child is None or child.parent_id != n.id:
+            out.append(f"{n.id}: child {c} does not name it as parent")
+    missing = [d for d in n.deps if d not in nodes]
+    if missing:
+        out.append(f"{n.id}: deps that do not exist: {', '.join(missing)}")
+    if n.kind is NodeKind.PLANNING:
+        # 7. a planning node's status is derived, never set
+        derived = planning_status(
+            (nodes[c].status for c in n.children if c in nodes), started=n.started
+        )
+        if n.status is not derived:
+            out.append(f"invariant 7: planning node {n.id} is {n.status}, derived {derived}")
+        return
+    # 3. COMPLETE needs a self-check covering every criterion, and artifacts or a reason.
+    if n.status is NodeStatus.COMPLETE:
+        passed = {c.criterion for c in n.self_check if c.passed}
+        uncovered = [c.id for c in n.acceptance_criteria if c.id not in passed]
+        if uncovered:
+            out.append(f"invariant 3: {n.id} is COMPLETE but {', '.join(uncovered)} unchecked")
+        if not n.artifacts and not n.no_artifacts_reason:
+            out.append(f"invariant 3: {n.id} is COMPLETE without artifacts or a reason")
+    # 4. Terminal statuses need a conclusion.
+    if n.terminal and not n.conclusion.strip():
+        out.append(f"invariant 4: {n.id} is {n.status} without a conclusion")
+    # 5. No TASK depends on a BENCH; a BENCH has a criterion with `verify`.
+    if n.type is NodeType.TASK:
+        bench = [d for d in n.deps if d in nodes and nodes[d].type is NodeType.BENCH]
+        if bench:
+            out.append(f"invariant 5: TASK {n.id} depends on BENCH {', '.join(bench)}")
+    elif not any(c.verify for c in n.acceptance_criteria):
+        out.append(f"invariant 5: BENCH {n.id} has no criterion with `verify`")
+    if n.dispatch is not None and n.status is not NodeStatus.WAIT:
+        out.append(f"{n.id}: dispatched to @{n.dispatch.member} but {n.status}, not WAIT")
+
+
+def _doc_problems(state: WorkspaceState, nodes: Iterable[Node], out: list[str]) -> None:
     # decision 8: every doc a node references is in the index
     indexed = {d.path for d in state.index}
-    for n in nodes.values():
+    for n in nodes:
         for d in n.docs:
             if d.path not in indexed:
                 out.append(f"{n.id}: doc {d.path} is not in the workspace index")
-    return out

@@ -239,36 +239,39 @@ def is_ready(state: WorkspaceState, node: Node) -> bool:
     )
 
 
-def find_cycle(state: WorkspaceState) -> list[str] | None:
+def find_cycle(state: WorkspaceState, starts: Iterable[str] | None = None) -> list[str] | None:
     """A cycle through deps and planning containment (a node waits for its deps; a
-    planning node waits for its children), as the list of ids around it, or None."""
-    edges: dict[str, list[str]] = {}
-    for node in state.view().values():
-        targets = list(node.deps)
-        if node.kind is NodeKind.PLANNING:
-            targets += node.children
-        edges[node.id] = targets
+    planning node waits for its children), as the list of ids around it, or None. With
+    `starts`, only cycles reachable from those nodes (a change can only close a cycle
+    through a node whose edges it changed)."""
+    nodes = state.view()
+
+    def edges(nid: str) -> list[str]:
+        node = nodes[nid]
+        return [*node.deps, *node.children] if node.kind is NodeKind.PLANNING else node.deps
+
     white, grey, black = 0, 1, 2
-    color = dict.fromkeys(edges, white)
-    for start in edges:
-        if color[start] != white:
+    color: dict[str, int] = {}
+    for start in nodes if starts is None else starts:
+        if start not in nodes or color.get(start, white) != white:
             continue
         path: list[str] = []
-        stack: list[tuple[str, Iterator[str]]] = [(start, iter(edges[start]))]
+        stack: list[tuple[str, Iterator[str]]] = [(start, iter(edges(start)))]
         color[start] = grey
         path.append(start)
         while stack:
             nid, it = stack[-1]
             advanced = False
             for nxt in it:
-                if nxt not in color:
+                if nxt not in nodes:
                     continue
-                if color[nxt] == grey:
+                c = color.get(nxt, white)
+                if c == grey:
                     return [*path[path.index(nxt) :], nxt]
-                if color[nxt] == white:
+                if c == white:
                     color[nxt] = grey
                     path.append(nxt)
-                    stack.append((nxt, iter(edges[nxt])))
+                    stack.append((nxt, iter(edges(nxt))))
                     advanced = True
                     break
             if not advanced:
