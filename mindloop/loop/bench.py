@@ -128,8 +128,14 @@ def _in_git(rtws: Path) -> bool:
     rtws or a directory above it (a few stats, no process)."""
     if os.environ.get("GIT_DIR"):
         return True
-    here = Path(os.path.abspath(rtws))
-    return any(os.path.lexists(d / ".git") for d in (here, *here.parents))
+    here = os.path.abspath(rtws)
+    while True:
+        if os.path.lexists(os.path.join(here, ".git")):
+            return True
+        up = os.path.dirname(here)
+        if up == here:
+            return False
+        here = up
 
 
 def workspace_ref(rtws: Path) -> str:

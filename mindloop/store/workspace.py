@@ -44,6 +44,7 @@ UPDATE_META = (
         focus=sa.bindparam("focus"),
         offered=sa.bindparam("offered"),
         updated_at=sa.bindparam("updated_at"),
+        rev=_m.rev + 1,  # a write of the workspace: its revision moves on (see `bump`)
     )
 )
 INSERT_NODE = sa.insert(t.ws_nodes)
@@ -110,7 +111,8 @@ def rev(store: Store, task_path: str) -> int | None:
 
 
 def bump(store: Store, task_path: str) -> None:
-    """Move the workspace's revision on (every write of it does, in its transaction)."""
+    """Move the workspace's revision on (every write of it does, in its transaction;
+    `update_meta` does it too)."""
     store._write(BUMP, {"_task": task_path})
 
 

@@ -193,9 +193,10 @@ def write(store: Store, change: Change) -> None:
                     "created_at": rule.created_at,
                 },
             )
-    if before.exists and (
-        before.focus != after.focus or before.offered != after.offered or change.log
-    ):
+    meta = before.exists and (
+        before.focus != after.focus or before.offered != after.offered or bool(change.log)
+    )
+    if meta:  # moves the revision on too
         rows.update_meta(
             store,
             task,
@@ -213,7 +214,7 @@ def write(store: Store, change: Change) -> None:
         or before.offered != after.offered
     )
     if after.exists and wrote:
-        if before.exists:
+        if before.exists and not meta:
             rows.bump(store, task)
         done = WorkspaceState(
             task=task,
