@@ -22,7 +22,7 @@ from mindloop.workspace.models import (
     NodeStatus,
     NodeType,
 )
-from mindloop.workspace.state import WorkspaceState, find_cycle, planning_status
+from mindloop.workspace.state import Peeking, WorkspaceState, find_cycle, planning_status
 
 
 def problems(state: WorkspaceState) -> list[str]:
@@ -45,36 +45,63 @@ def problems_near(
 ) -> list[str]:
     """The problems of `state` that a change of the `touched` nodes (from `before`) can
     have caused: a problem `problems(state)` has and `problems(before)` has not is among
-    them (a node's checks read only it, its parent, children and deps)."""
+    them. Call it after `refresh_planning(state, touched)` (which makes every planning
+    node above a touched one agree with its children). A node's checks read only it, its
+    parent and children (their `parent_id`, `children`), and its deps (their `type`); so
+    besides the touched nodes, their old and new parents and children are checked when
+    those links moved, the nodes depending on a node whose type moved, cycles through a
+    node whose edges moved, invariant 1 when a touched node is or was at work, and the
+    doc index for every node when it changed."""
     out: list[str] = []
-    nodes = state.view()
-    if not nodes:
-        return out
     touched = list(touched)
-    _root_and_busy(nodes, out)
+    look = Peeking(state)
     near: dict[str, None] = {}
+    starts: list[str] = []
+    retyped: set[str] = set()
+    busy = ROOT_ID in touched
     for nid in touched:
         near[nid] = None
-        for value in (state.peek(nid), before.peek(nid)):
-            if value is not None:
-                for other in (value.parent_id, *value.children):
-                    if other is not None:
-                        near[other] = None
-    if touched:
-        hit = set(touched)
-        near.update((n.id, None) for n in nodes.values() if any(d in hit for d in n.deps))
+        now, was = state.peek(nid), before.peek(nid)
+        if now is None:
+            continue
+        if was is None or now.parent_id != was.parent_id or now.children != was.children:
+            for value in (now, was):
+                if value is not None:
+                    near.update(dict.fromkeys(value.children))
+                    if value.parent_id is not None:
+                        near[value.parent_id] = None
+        if (
+            was is None
+            or now.deps != was.deps
+            or now.children != was.children
+            or (now.kind is not was.kind)
+        ):
+            starts.append(nid)
+        if was is not None and now.type is not was.type:
+            retyped.add(nid)
+        busy = busy or _at_work(now) or (was is not None and _at_work(was))
+    if busy:
+        _root_and_busy(state.view(), out)
+    if retyped:
+        near.update((n.id, None) for n in state.view().values() if retyped.intersection(n.deps))
     for nid in near:
-        node = nodes.get(nid)
+        node = state.peek(nid)
         if node is not None:
-            _node_problems(nodes, node, out)
-    cycle = find_cycle(state, touched)
+            _node_problems(look, node, out)
+    cycle = find_cycle(state, starts) if starts else None
     if cycle:
         out.append(f"deps form a cycle: {' → '.join(cycle)}")
     if state.index != before.index:
-        _doc_problems(state, nodes.values(), out)
+        _doc_problems(state, state.view().values(), out)
     else:
-        _doc_problems(state, (nodes[n] for n in touched if n in nodes), out)
+        _doc_problems(state, (n for n in map(state.peek, touched) if n is not None), out)
     return out
+
+
+def _at_work(n: Node) -> bool:
+    return (
+        n.kind is NodeKind.EXECUTION and n.status is NodeStatus.IN_PROGRESS and n.assignee == MAIN
+    )
 
 
 def _root_and_busy(nodes: Mapping[str, Node], out: list[str]) -> None:
@@ -82,13 +109,7 @@ def _root_and_busy(nodes: Mapping[str, Node], out: list[str]) -> None:
     if root is None or root.parent_id is not None or root.kind is not NodeKind.PLANNING:
         out.append("the root node must exist, be a planning node and have no parent")
     # 1. At most one MAIN node in progress.
-    busy = [
-        n.id
-        for n in nodes.values()
-        if n.kind is NodeKind.EXECUTION
-        and n.status is NodeStatus.IN_PROGRESS
-        and n.assignee == MAIN
-    ]
+    busy = [n.id for n in nodes.values() if _at_work(n)]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")
 

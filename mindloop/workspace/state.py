@@ -239,12 +239,35 @@ def is_ready(state: WorkspaceState, node: Node) -> bool:
     )
 
 
+class Peeking(Mapping[str, Node]):
+    """A state's nodes by id, read without copying and without building a dict (checks of
+    a few nodes read only what they reach)."""
+
+    def __init__(self, state: WorkspaceState) -> None:
+        self._state = state
+
+    def __getitem__(self, key: str) -> Node:
+        node = self._state.peek(key)
+        if node is None:
+            raise KeyError(key)
+        return node
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._state.peek(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state.nodes)
+
+    def __len__(self) -> int:
+        return len(self._state.nodes)
+
+
 def find_cycle(state: WorkspaceState, starts: Iterable[str] | None = None) -> list[str] | None:
     """A cycle through deps and planning containment (a node waits for its deps; a
     planning node waits for its children), as the list of ids around it, or None. With
     `starts`, only cycles reachable from those nodes (a change can only close a cycle
     through a node whose edges it changed)."""
-    nodes = state.view()
+    nodes: Mapping[str, Node] = state.view() if starts is None else Peeking(state)
 
     def edges(nid: str) -> list[str]:
         node = nodes[nid]
@@ -252,7 +275,7 @@ def find_cycle(state: WorkspaceState, starts: Iterable[str] | None = None) -> li
 
     white, grey, black = 0, 1, 2
     color: dict[str, int] = {}
-    for start in nodes if starts is None else starts:
+    for start in nodes if starts is None else list(starts):
         if start not in nodes or color.get(start, white) != white:
             continue
         path: list[str] = []

@@ -16,7 +16,7 @@ from mindloop.workspace.invariants import problems, problems_near
 from mindloop.workspace.models import DocRef, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState, refresh_planning
 from tests.workspace.test_workspace_properties import _run, actions
-from tests.workspace.ws_util import CHAT, fresh, tree
+from tests.workspace.ws_util import CHAT, apply, fresh, tree
 
 pick = st.integers(min_value=0, max_value=50)
 edits = st.lists(
@@ -113,3 +113,22 @@ def test_a_dep_that_becomes_a_bench_is_found_at_the_task_that_depends_on_it() ->
     s.state.nodes["n2"].type = NodeType.BENCH
     near = problems_near(s.state, before, s.state.touched())
     assert "invariant 5: TASK n4 depends on BENCH n2" in near
+
+
+def test_a_second_main_node_at_work_is_found_without_touching_the_first() -> None:
+    before = apply(
+        tree(), lambda s: s.transition(node_id="n2", to=NodeStatus.IN_PROGRESS, reason="go")
+    )
+    s = Session(before, CHAT)
+    s.state.nodes["n3"].status = NodeStatus.IN_PROGRESS
+    refresh_planning(s.state, s.state.touched())
+    near = problems_near(s.state, before, s.state.touched())
+    assert "invariant 1: more than one MAIN node is IN_PROGRESS: n2, n3" in near
+
+
+def test_a_cycle_closed_by_a_new_dep_is_found() -> None:
+    before = tree()  # n4 depends on n2
+    s = Session(before, CHAT)
+    s.state.nodes["n2"].deps = ["n4"]
+    near = problems_near(s.state, before, s.state.touched())
+    assert any(p.startswith("deps form a cycle: n2 → n4 → n2") for p in near)
