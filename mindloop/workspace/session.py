@@ -52,15 +52,15 @@ class Change:
 
     @property
     def changed_nodes(self) -> list[str]:
-        """New nodes and nodes that differ from before, in creation order."""
-        before = self.before.view()
-        after = self.after.view()
-        touched = set(self.after.touched())
-        return [
-            nid
-            for nid, n in after.items()
-            if nid in touched and (nid not in before or before[nid] != n)
-        ]
+        """New nodes (in creation order) and nodes that differ from before; only the
+        nodes the session took can (`WorkspaceState.touched`)."""
+        before, after = self.before, self.after
+        out = []
+        for nid in after.touched():
+            old = before.peek(nid)
+            if old is None or old != after.peek(nid):
+                out.append(nid)
+        return out
 
 
 def dir_name(title: str, node_id: str) -> str:
