@@ -379,8 +379,9 @@ ws_meta = sa.Table(
     sa.Column("offered", sa.JSON, nullable=False),  # docs the start scan found
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
-    # bumped by every write of the workspace: a cached value is current if its rev is
-    sa.Column("rev", sa.Integer, nullable=False, server_default="0"),
+    # a new random token at every write of the workspace: a value read at this stamp is
+    # current while the stamp is (a rolled-back write's token never comes back)
+    sa.Column("stamp", sa.String, nullable=False, server_default=""),
 )
 
 ws_nodes = sa.Table(
@@ -516,13 +517,13 @@ def _waits_and_approvals(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[wait_events])
 
 
-# ---------------------------------------------------------------- workspace revision
-# (issue 12, loop overhead: a workspace is re-read only when its `ws_meta.rev` moved)
+# ---------------------------------------------------------------- workspace stamp
+# (issue 12, loop overhead: a workspace is re-read only when its `ws_meta.stamp` moved)
 
 
-def _workspace_rev(conn: sa.Connection) -> None:
-    """Workspaces carry a revision, bumped by every write of one."""
-    _add_columns(conn, ws_meta, ["rev"])
+def _workspace_stamp(conn: sa.Connection) -> None:
+    """Workspaces carry a stamp, a new token at every write of one."""
+    _add_columns(conn, ws_meta, ["stamp"])
 
 
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
@@ -536,6 +537,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _workspace_tables,
     _loop_memory_and_retries,
     _waits_and_approvals,
-    _workspace_rev,
+    _workspace_stamp,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -144,11 +144,6 @@ class Store(TaskRows, RouterLog):
 
     # ------------------------------------------------------------------ transactions
 
-    @property
-    def in_transaction(self) -> bool:
-        """Whether a `tx()` block is open (its reads see its own uncommitted writes)."""
-        return self._depth > 0
-
     def tx(self, *, durable: bool = True) -> _Transaction:
         """Run the block in one transaction; nested blocks join the outermost one.
 

@@ -21,8 +21,12 @@ _n, _d, _r, _l, _m = t.ws_nodes.c, t.ws_docs.c, t.ws_rules.c, t.ws_log.c, t.ws_m
 _task: sa.BindParameter[str] = sa.bindparam("task_path")
 
 META = sa.select(t.ws_meta).where(_m.task_path == _task)
-REV = sa.select(_m.rev).where(_m.task_path == _task)
-BUMP = sa.update(t.ws_meta).where(_m.task_path == sa.bindparam("_task")).values(rev=_m.rev + 1)
+STAMP = sa.select(_m.stamp).where(_m.task_path == _task)
+RESTAMP = (
+    sa.update(t.ws_meta)
+    .where(_m.task_path == sa.bindparam("_task"))
+    .values(stamp=sa.bindparam("stamp"))
+)
 TASKS = sa.select(_m.task_path).order_by(_m.task_path)
 NODES = sa.select(t.ws_nodes).where(_n.task_path == _task).order_by(_n.seq)
 DOCS = sa.select(t.ws_docs).where(_d.task_path == _task).order_by(_d.seq)
@@ -44,7 +48,7 @@ UPDATE_META = (
         focus=sa.bindparam("focus"),
         offered=sa.bindparam("offered"),
         updated_at=sa.bindparam("updated_at"),
-        rev=_m.rev + 1,  # a write of the workspace: its revision moves on (see `bump`)
+        stamp=sa.bindparam("stamp"),  # a write of the workspace: a new stamp (`restamp`)
     )
 )
 INSERT_NODE = sa.insert(t.ws_nodes)
@@ -104,16 +108,16 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
     )
 
 
-def rev(store: Store, task_path: str) -> int | None:
-    """The workspace's revision (None: never initialised): one indexed read."""
-    found = store._rows(REV, {"task_path": task_path})
-    return int(found[0][0]) if found else None
+def stamp(store: Store, task_path: str) -> str | None:
+    """The workspace's stamp (None: never initialised): one indexed read."""
+    found = store._rows(STAMP, {"task_path": task_path})
+    return str(found[0][0]) if found else None
 
 
-def bump(store: Store, task_path: str) -> None:
-    """Move the workspace's revision on (every write of it does, in its transaction;
+def restamp(store: Store, task_path: str, stamp: str) -> None:
+    """Give the workspace a new stamp (every write of it does, in its transaction;
     `update_meta` does it too)."""
-    store._write(BUMP, {"_task": task_path})
+    store._write(RESTAMP, {"_task": task_path, "stamp": stamp})
 
 
 def tasks(store: Store) -> list[str]:
@@ -141,11 +145,23 @@ def insert_meta(store: Store, row: dict[str, Any]) -> None:
 
 
 def update_meta(
-    store: Store, task_path: str, *, focus: str, offered: list[Any], updated_at: float
+    store: Store,
+    task_path: str,
+    *,
+    focus: str,
+    offered: list[Any],
+    updated_at: float,
+    stamp: str,
 ) -> None:
     store._write(
         UPDATE_META,
-        {"_task": task_path, "focus": focus, "offered": offered, "updated_at": updated_at},
+        {
+            "_task": task_path,
+            "focus": focus,
+            "offered": offered,
+            "updated_at": updated_at,
+            "stamp": stamp,
+        },
     )
 
 

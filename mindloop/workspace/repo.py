@@ -1,12 +1,13 @@
 """A workspace value from the store, and a `Change` written back (inside the caller's
 transaction).
 
-`load` reads the workspace's revision (`ws_meta.rev`, bumped by every `write`) and returns
-the value it holds for this store when that is current (a per-store cache, refreshed
-after each commit from the change itself): the loop reads the workspace several times per
-phase, and a full read validates every node. The cache never holds what a transaction has
-not committed: values read inside one are not kept, and a change is kept only once its
-transaction commits. A cached value is shared: read it, never change it in place.
+`load` reads the workspace's stamp (`ws_meta.stamp`, a new random token at every `write`)
+and returns the value it holds for this store when it was read or written at that stamp
+(a per-store cache, kept from each write's change itself): the loop reads the workspace
+several times per phase, and a full read validates every node. A value written in a
+transaction that then rolls back carries a stamp the store never shows again, so it is
+never returned; nor is one read while another process wrote (the stamp is read first).
+A cached value is shared: read it, never change it in place.
 
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
@@ -17,6 +18,7 @@ transaction rolls back whole. After the commit the files the change touched are 
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -35,29 +37,23 @@ _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.We
 
 def load(store: Store, task_path: str, *, cached: bool = True) -> WorkspaceState:
     """The task's workspace (an empty, uninitialised one if it has none yet). With
-    `cached`, a value shared with other readers when the store's revision says it is
-    current (one indexed read instead of the whole workspace): never change it in place
-    (a command session works on `state.cow()`). Without, a full read of one's own."""
+    `cached`, a value shared with other readers when the store's stamp says it is current
+    (one indexed read instead of the whole workspace): never change it in place (a
+    command session works on `state.cow()`). Without, a full read of one's own."""
     if not cached:
         return _read(store, task_path)
     held = _cache.get(store, {}).get(task_path)
-    if held is not None and rows.rev(store, task_path) == held.rev:
+    if held is not None and rows.stamp(store, task_path) == held.stamp:
         return held
     state = _read(store, task_path)
-    if state.exists and not store.in_transaction:
+    if state.exists:
         _cache.setdefault(store, {})[task_path] = state
     return state
 
 
-def _remember(store: Store, state: WorkspaceState) -> None:
-    """Keep a committed change's value as the workspace at its revision."""
-    _cache.setdefault(store, {})[state.task] = state
-
-
 def _read(store: Store, task_path: str) -> WorkspaceState:
-    # the revision is read with the meta row, before the rest: a write committed in
-    # between makes the value newer than its revision says, so it is re-read, never kept
-    # for a revision it does not show
+    # the stamp is read with the meta row, before the rest: a write committed in between
+    # makes the value newer than its stamp says, and that stamp is gone: never hit again
     found = rows.load(store, task_path)
     if found is None:
         return WorkspaceState(task=task_path)
@@ -79,7 +75,7 @@ def _read(store: Store, task_path: str) -> WorkspaceState:
         offered=[DocRef.model_validate(d) for d in meta["offered"] or []],
         created_at=meta["created_at"],
         exists=True,
-        rev=meta["rev"],
+        stamp=meta["stamp"] or "",
     )
 
 
@@ -123,6 +119,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
+    stamp = uuid.uuid4().hex  # this write's (see the module doc)
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
@@ -133,7 +130,7 @@ def write(store: Store, change: Change) -> None:
                 "offered": [d.model_dump(mode="json") for d in after.offered],
                 "created_at": after.created_at,
                 "updated_at": now,
-                "rev": 1,
+                "stamp": stamp,
             },
         )
     # log rows first: a node's worklog refs name the transitions it went through
@@ -196,13 +193,14 @@ def write(store: Store, change: Change) -> None:
     meta = before.exists and (
         before.focus != after.focus or before.offered != after.offered or bool(change.log)
     )
-    if meta:  # moves the revision on too
+    if meta:  # restamps it too
         rows.update_meta(
             store,
             task,
             focus=after.focus,
             offered=[d.model_dump(mode="json") for d in after.offered],
             updated_at=now,
+            stamp=stamp,
         )
     wrote = (
         not before.exists
@@ -215,8 +213,8 @@ def write(store: Store, change: Change) -> None:
     )
     if after.exists and wrote:
         if before.exists and not meta:
-            rows.bump(store, task)
-        done = WorkspaceState(
+            rows.restamp(store, task, stamp)
+        _cache.setdefault(store, {})[task] = WorkspaceState(
             task=task,
             lang=after.lang,
             nodes=dict(after.view()),
@@ -226,9 +224,8 @@ def write(store: Store, change: Change) -> None:
             offered=after.offered,
             created_at=after.created_at,
             exists=True,
-            rev=before.rev + 1 if before.exists else 1,
+            stamp=stamp,
         )
-        store.after_commit(f"workspace-value:{task}", lambda: _remember(store, done))
 
 
 def commit(

@@ -92,7 +92,7 @@ class WorkspaceState:
     offered: list[DocRef] = field(default_factory=list)  # found by the start scan
     created_at: float = 0.0
     exists: bool = False  # initialised (the store has its row)
-    rev: int = 0  # the store's revision of this value (`ws_meta.rev`; 0: not stored yet)
+    stamp: str = ""  # the store's stamp of this value (`ws_meta.stamp`; "": not stored)
 
     def copy(self) -> WorkspaceState:
         """A deep copy."""
@@ -114,7 +114,7 @@ class WorkspaceState:
             offered=[d.model_copy() for d in self.offered],
             created_at=self.created_at,
             exists=self.exists,
-            rev=self.rev,
+            stamp=self.stamp,
         )
 
     def view(self) -> Mapping[str, Node]:

@@ -1,7 +1,8 @@
-"""Workspace loads are cached per store and checked by the workspace's revision: a load is
-one indexed read while nothing changed, the value after a commit is what a full read gives,
-another connection's commit and a rollback are seen; a command session copies only the
-nodes it takes, and a refused command leaves the shared value as it was."""
+"""Workspace loads are cached per store and checked by the workspace's stamp: a load is one
+indexed read while nothing changed (also inside the transaction that wrote it), the value
+after a commit is what a full read gives, another connection's commit and a rollback are
+seen; a command session copies only the nodes it takes, and a refused command leaves the
+shared value as it was."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def test_a_rolled_back_change_is_never_cached(rtws: Path, store: Store) -> None:
         assert repo.load(store, TASK).nodes["n2"].notes == "two"  # the transaction's own view
         raise RuntimeError("rolled back")
     assert repo.load(store, TASK).nodes["n2"].notes == ""
-    # the next commit lands on the committed revision, not the rolled-back one
+    # the rolled-back write's stamp never comes back: the next write is read as written
     execute(store, rtws, TASK, CHAT, lambda s: s.update(node_id="n3", notes="kept"))
     assert repo.load(store, TASK) == repo.load(store, TASK, cached=False)
     assert repo.load(store, TASK).nodes["n2"].notes == ""
@@ -155,7 +156,20 @@ def test_a_refused_command_leaves_the_shared_value_as_it_was(rtws: Path, store: 
     assert repo.load(store, TASK) is shared and shared == before
 
 
-def test_an_older_database_gains_the_revision(tmp_path: Path) -> None:
+def test_a_write_is_read_back_from_the_cache_inside_its_transaction(
+    rtws: Path, store: Store
+) -> None:
+    _tree(store, rtws)
+    with store.tx():
+        execute(store, rtws, TASK, CHAT, lambda s: s.update(node_id="n2", notes="one"))
+        before = store.stats.statements
+        inside = repo.load(store, TASK)
+        assert store.stats.statements - before == 1  # the stamp only
+        assert inside.nodes["n2"].notes == "one"
+        assert inside == repo.load(store, TASK, cached=False)
+
+
+def test_an_older_database_gains_the_stamp(tmp_path: Path) -> None:
     from mindloop.store import schema as t
 
     db = tmp_path / ".mindloop" / "state.sqlite"
@@ -165,12 +179,13 @@ def test_an_older_database_gains_the_revision(tmp_path: Path) -> None:
     execute(s, rtws, TASK, CHAT, lambda x: x.record(None, "note", "old"))
     downgrade(
         s,
-        "ALTER TABLE ws_meta DROP COLUMN rev",
-        f"UPDATE schema_version SET version = {t.MIGRATIONS.index(t._workspace_rev)}",
+        "ALTER TABLE ws_meta DROP COLUMN stamp",
+        f"UPDATE schema_version SET version = {t.MIGRATIONS.index(t._workspace_stamp)}",
     )
     s = open_store(db, "sqlite")
     assert s.schema_version() == t.SCHEMA_VERSION
-    assert repo.load(s, TASK).rev == 0
+    assert repo.load(s, TASK).stamp == ""
     execute(s, rtws, TASK, CHAT, lambda x: x.record(None, "note", "new"))
-    assert repo.load(s, TASK).rev == 1 and repo.load(s, TASK, cached=False).rev == 1
+    stamp = repo.load(s, TASK).stamp
+    assert stamp != "" and repo.load(s, TASK, cached=False).stamp == stamp
     s.close()
