@@ -167,9 +167,13 @@ class TaskLoop:
         task_path: str,
         *,
         member: str | None = None,
+        drive_tree: bool = True,
     ) -> None:
         self.rt = rt
         self.policies = policies
+        # False on a scale-out worker: the tree's other dialogs are queued drives that any
+        # worker runs (durable/worker.py); this loop drives its root and polls the store.
+        self.drive_tree = drive_tree
         policies.bind(rt)
         self.state = bind(rt, task_path, member=member)
         self.task = self.state.task_path
@@ -192,6 +196,12 @@ class TaskLoop:
             self.post(message)
         self.rt.recover()
         report = LoopReport(self.task, self.root, LoopOutcome.DONE)
+        if not self.drive_tree:
+            try:
+                await self._control(report)
+            finally:
+                self._unsubscribe()
+            return report
         tree = _TreeScheduler(rt, self.root)
         stop = False
         side = asyncio.create_task(
