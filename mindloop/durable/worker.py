@@ -281,9 +281,6 @@ class Worker:
         self.executor_id = executor_id or new_executor_id()
         self.fingerprint = fingerprint(rtws)
         self.enqueued = 0  # drives and loops this worker enqueued
-        # Loops found due that were queued or running then: enqueued once that one ended
-        # (it may have decided to stop before what made them due happened).
-        self.loops_due: dict[str, str] = {}
         self.taken_over: list[str] = []  # executors whose work this worker recovered
         self.drives: set[asyncio.Task[Any]] = set()  # drive workflows running here
 
@@ -382,13 +379,14 @@ class Worker:
                 for did in due.drives:
                     if did not in queued:
                         await self.enqueue(did)
-            self.loops_due.update(due.loops)
-            if self.loops_due:
+            if due.loops:
+                # A loop queued or running now sees what made it due: it looks at the
+                # store until it stops, and stops only where nothing but the human (or
+                # nothing at all) can move the task.
                 queued = await self._queued(LOOP_QUEUE, LOOP_WORKFLOW)
-                for root, task in list(self.loops_due.items()):
+                for root, task in due.loops.items():
                     if root not in queued:
                         await self.enqueue_loop(root, task)
-                        del self.loops_due[root]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(wake, stop), self.poll)
         return "stopped"
