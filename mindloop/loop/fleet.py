@@ -18,6 +18,9 @@ drivable (a question answered, an approval decided, a reply or a message for it)
 when a drive of another dialog of its tree ended here while the loop may have stopped
 waiting for the human (an answered question of a teammate's dialog, say): running a loop
 with nothing new to do only routes and parks it again.
+
+Between looks a worker also fires due timer waits and delivers the KB requests of the
+outbox (what every local `mindloop run` does), so the KB teammate's dialog is driven too.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from mindloop.durable.steps import JsonObject
 from mindloop.durable.worker import Due
 from mindloop.loop.binding import bind
 from mindloop.loop.driver import LoopPolicies, TaskLoop
+from mindloop.loop.kb import KbDispatcher
 from mindloop.store import loop_state as ls
 
+KB_POLL = 0.5  # seconds between looks at the outbox (as a local run's poll interval)
 KEEP = 10_000  # dialog -> root and root -> task lookups remembered (a long life forgets)
 _SETTLED = (ls.LoopStatus.DONE, ls.LoopStatus.FAILED)
 
@@ -46,6 +51,8 @@ class FleetEngine:
         self._root_of: dict[str, str] = {}  # dialog -> its root (fixed for life)
         self._task_of: dict[str, str | None] = {}  # root -> its task (None: a free root)
         self._nudged: set[str] = set()  # loop roots a drive of their tree ended here
+        self.kb = KbDispatcher(rt)
+        self._kb_look = 0.0  # monotonic time of the next look at the outbox
 
     @property
     def claim_owner(self) -> str:
@@ -101,9 +108,18 @@ class FleetEngine:
         return self.rt.recover()
 
     def tick(self) -> None:
+        """Fire the timer waits that are due, and deliver the KB requests that are (as
+        every `mindloop run` does; a delivery is one transaction, once across workers)."""
+        now = time.time()
         due = self.rt.waits.next_due()
-        if due is not None and due <= time.time():
+        if due is not None and due <= now:
             self.rt.waits.fire_due()
+        if time.monotonic() < self._kb_look:
+            return
+        self._kb_look = time.monotonic() + KB_POLL  # (a wake may come many times a second)
+        due = self.kb.next_due()
+        if due is not None and due <= now and self.kb.tick(now):
+            self.rt.wake.set()
 
     # ------------------------------------------------------------------ lookups
 

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
+from mindloop.demo.script import KB_FILE
 from mindloop.store import DialogStatus, Store
 from mindloop.store import loop_state as ls
 from mindloop.store.location import DATABASE_URL_ENV
@@ -111,6 +112,15 @@ def _workflows(database: str, *, pending: bool = False) -> list[tuple[str, str, 
     return [(str(w), str(s), e) for w, s, e in rows]
 
 
+def _running(database: str) -> list[str]:
+    """Workflows queued or running now."""
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT workflow_uuid FROM dbos.workflow_status WHERE status IN ('PENDING', 'ENQUEUED')"
+        ).fetchall()
+    return [str(w) for (w,) in rows]
+
+
 def _names(database: str) -> set[str]:
     with psycopg.connect(database) as conn:
         return {str(n) for (n,) in conn.execute("SELECT DISTINCT name FROM dbos.workflow_status")}
@@ -128,6 +138,10 @@ def test_the_demo_task_runs_on_three_workers(tmp_path: Path, database: str) -> N
         assert sorted(w["state"] for w in workers_json(demo, database)) == ["live"] * 3
         first = procs.start("run", DEMO_TASK, "-m", DEMO_PROMPT)
         runs, answered, approved = _run_to_done(procs, demo, database, first)
+        # SELF_IMPROVE's KB request is delivered by a worker, and the KB teammate's dialog
+        # driven on one: the note is written without any `mindloop run` here
+        wait_until(lambda: (demo / KB_FILE).is_file(), TIMEOUT, "the KB note", interval=0.1)
+        wait_until(lambda: not _running(database), TIMEOUT, "the workflows' ends", interval=0.1)
         for w in workers:
             assert w.alive(), tail(w)
     finally:
@@ -196,6 +210,7 @@ def test_a_worker_killed_while_it_drives_a_phase_is_taken_over_once(
         pending = {wid for wid, _, e in _workflows(database, pending=True) if e == gone_id}
         assert any(wid.startswith("loop-") for wid in pending), pending
         _, answered, approved = _run_to_done(procs, demo, database, follow)
+        wait_until(lambda: not _running(database), TIMEOUT, "the workflows' ends", interval=0.1)
         live = [w for w in workers if w is not killed]
         for w in live:
             assert w.alive(), tail(w)
