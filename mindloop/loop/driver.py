@@ -47,6 +47,7 @@ from mindloop.i18n import Lang
 from mindloop.loop import phase_ops
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
+from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
@@ -143,6 +144,7 @@ class LoopReport:
     entries: int = 0  # phase entries during this run
     drives: list[DriveResult] = field(default_factory=list)  # the root's drives
     side_drives: list[DriveResult] = field(default_factory=list)  # the tree's other drives
+    kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
 
 class _TreeScheduler(Scheduler):
@@ -206,6 +208,9 @@ class TaskLoop:
                 await side
             report.side_drives = list(tree.results)
             self._unsubscribe()
+        # The KB requests a SELF_IMPROVE step queued leave before the run returns (at
+        # least once; the KB dialog dedupes); the KB dialog is driven by `mindloop run`.
+        report.kb_delivered = KbDispatcher(rt).deliver_due(time.time())
         return report
 
     # ------------------------------------------------------------------ control
