@@ -47,7 +47,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "summaries.\n"
         "- Turn the input into executable nodes (`node_create`): each with `skills`, `deps` "
         "and `acceptance_criteria` ({when, then, verify?}). A BENCH node is the final "
-        "integration or acceptance test: give each of its criteria a `verify` command.\n"
+        "integration or acceptance test: give each of its criteria a `verify` command, and "
+        "make it depend on every node it tests; it runs only once they are all DONE. A node "
+        "created after it is added to its deps with `node_add_deps`.\n"
         "- Ask the human (`!?@human`) for a confirmation, missing information or an "
         "authorisation when you need one.\n"
         "- Nodes that can run in parallel with a teammate: set `assignee` to `MEMBER:<id>` and "
@@ -55,7 +57,8 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "zh": "- 此阶段工作区只读，只允许创建结构：节点、依赖、摘要。\n"
         "- 把输入转化为可执行的节点（`node_create`）：每个节点带 `skills`、`deps` 和 "
         "`acceptance_criteria`（{when, then, verify?}）。BENCH 节点是最终的集成或验收测试：它的每条"
-        "验收标准都要给出 `verify` 命令。\n"
+        "验收标准都要给出 `verify` 命令，并让它依赖它所测试的每个节点；这些节点全部 DONE 后它才运行。"
+        "在它之后创建的节点用 `node_add_deps` 加入它的依赖。\n"
         "- 需要确认、补充信息或授权时，向人类提问（`!?@human`）。\n"
         "- 可以由队友并行完成的节点：把 `assignee` 设为 `MEMBER:<id>` 并派发（`node_dispatch`）；"
         "节点会等待该成员的回复。",
@@ -97,12 +100,16 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Then move the node: back to IN_PROGRESS for another attempt, re-dispatch it, "
         "split it, or FAILED when it cannot be done. Ask the human for missing information "
         "or authorisation. For a missing tool, propose a separate task to build it.\n"
+        "- A failed BENCH node: create the fix nodes, add them to its deps (`node_add_deps`) "
+        "and move it back to WAIT; it runs again once they are DONE.\n"
         "- You may ask yourself for a fresh view first (`!?@self`).",
         "zh": "- 以只读为主：更新计划、补充验收标准或阻塞项、拆分或重新分配节点。\n"
         "- 找到根因，取值之一：WRONG_APPROACH、MISSING_INFO、MISSING_SKILL_OR_TOOL、TOO_HARD，并引用"
         "证据（检查报告、日志、工作区文件）。\n"
         "- 然后处理节点：回到 IN_PROGRESS 再试一次、重新派发、拆分，或在无法完成时置为 FAILED。"
         "缺信息或授权时向人类提问。缺工具时，提议另开一个任务来构建它。\n"
+        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT；"
+        "这些节点都 DONE 后它会再次运行。\n"
         "- 可以先扪心自问（`!?@self`）换个视角。",
     },
     Phase.SELF_IMPROVE: {

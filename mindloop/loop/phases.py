@@ -28,7 +28,7 @@ class ToolClass(StrEnum):
     READ = "workspace read"
     WRITE = "workspace write"
     SHELL = "shell"
-    NODE_STRUCTURE = "node structure"  # node_create, node_split, node_reference
+    NODE_STRUCTURE = "node structure"  # node_create, node_split, node_reference, node_add_deps
     NODE_UPDATE = "node update"  # node_update, node_transition
     DISPATCH = "dispatch"  # node_dispatch: a tellask for a MEMBER node
     TASKDOC = "taskdoc"  # change_mind
@@ -56,6 +56,7 @@ TOOL_CLASSES: dict[str, ToolClass] = {
     "node_create": ToolClass.NODE_STRUCTURE,
     "node_split": ToolClass.NODE_STRUCTURE,
     "node_reference": ToolClass.NODE_STRUCTURE,
+    "node_add_deps": ToolClass.NODE_STRUCTURE,
     "rule_add": ToolClass.NODE_STRUCTURE,
     "node_update": ToolClass.NODE_UPDATE,
     "node_transition": ToolClass.NODE_UPDATE,
@@ -80,6 +81,7 @@ LOOP_OWNED: frozenset[str] = frozenset(
         "node_create",
         "node_split",
         "node_reference",
+        "node_add_deps",
         "rule_add",
         "node_update",
         "node_transition",
