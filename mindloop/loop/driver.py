@@ -51,6 +51,7 @@ from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
+from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
@@ -248,6 +249,9 @@ class TaskLoop:
         gathered = gather(rt, state, messages)
         decision = route(gathered.facts)
         notes = []
+        ended = state.ended
+        if ended is not None and ended.by in (ls.EndedBy.RUNTIME, ls.EndedBy.STEP_CAP):
+            notes.append(f"the {state.phase} entry was ended by the runtime: {ended.reason}")
         if decision.hint_dropped:
             notes.append(f"{HINT_ILLEGAL}: hint {decision.hint} dropped: {decision.hint_dropped}")
         notes += [f"BENCH {n} waits: {why}" for n, why in gathered.bench_why.items()]
@@ -335,7 +339,7 @@ class TaskLoop:
         cap = step_cap(self.rt.config.team.loop.phases, state.phase)
         left = cap - state.entry_steps
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(state, cap))
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
@@ -364,9 +368,11 @@ class TaskLoop:
         if reason in (DriveEnd.DONE, DriveEnd.IDLE):
             self._end(fresh, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
         elif reason is DriveEnd.STEP_LIMIT:
-            self._end(fresh, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+            self._end(fresh, ls.EndedBy.STEP_CAP, self._cap_reason(fresh, cap))
         elif reason is DriveEnd.STOPPED:
-            self._end(fresh, ls.EndedBy.RUNTIME, "the turn policy stopped the drive")
+            stuck = self.policies.table[state.phase].take_stuck(self.root)
+            why = stuck.reason() if stuck is not None else "the turn policy stopped the drive"
+            self._end(fresh, ls.EndedBy.RUNTIME, why)
         elif reason is DriveEnd.WAITING:
             return await self._wait_in_phase(fresh, report)
         return False
@@ -454,6 +460,16 @@ class TaskLoop:
                 why = str((resolution.get("event") or {}).get("reason") or "no reason given")
                 return f"WAIT_USER_APPROVAL_REJECTED: {why}"
         return None
+
+    @staticmethod
+    def _cap_reason(state: ls.LoopState, cap: int) -> str:
+        """Why an entry ended at its step cap: for DO, the stuck detector's step budget
+        (agent-loop §8.1: `steps_used >= step_budget` is STUCK)."""
+        if state.phase is Phase.DO:
+            stuck = detect_stuck([], steps_used=max(state.entry_steps, cap), step_budget=cap)
+            assert stuck is not None
+            return stuck.reason()
+        return f"the phase's step cap ({cap})"
 
     def _member(self) -> str:
         return self.rt.store.get_dialog(self.root).member

@@ -30,17 +30,22 @@ from mindloop.workspace import api, repo
 from mindloop.workspace.commands import Session
 from mindloop.workspace.context import node_context
 from mindloop.workspace.errors import WorkspaceError
+from mindloop.workspace.fields import LIMITS
 from mindloop.workspace.models import MAIN, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
 
 RUNTIME = "runtime (work loop)"
-# DO entries the runtime ends leave their node CHECK_FAILED, with this reason (None: the
-# end's own reason, e.g. WAIT_USER_APPROVAL_REJECTED).
-RUNTIME_FAILS: dict[ls.EndedBy, str | None] = {
-    ls.EndedBy.STEP_CAP: "STUCK: the DO entry used its step budget",
-    ls.EndedBy.RUNTIME: None,
-}
+# DO entries the runtime ends leave their node CHECK_FAILED with the end's reason: STUCK
+# (the step budget, or the stuck detector), WAIT_USER_APPROVAL_REJECTED, DO_EXHAUSTED.
+RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
+
+
+def one_line_reason(text: str) -> str:
+    """`text` as a transition's reason: one line, within the workspace's limit."""
+    flat = " ".join(text.split()) or "-"
+    limit = LIMITS["reason"]
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
@@ -217,7 +222,7 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
         if state.phase is Phase.DO and state.node_id and ended_by in RUNTIME_FAILS:
             node = ws.nodes.get(state.node_id)
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
-                why = RUNTIME_FAILS[ended_by] or state.ended.reason
+                why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         checked = dict(state.checked)

@@ -242,7 +242,9 @@ async def test_a_question_parks_the_task_and_the_answer_continues_the_phase(
 
 async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: Path) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    busy = [turn(call("list_dir", path=".")) for _ in range(12)]  # DO's cap: 12 steps
+    # DO's cap: 12 steps (two calls in turn: four identical steps in a row would be STUCK
+    # by the detector, before the cap)
+    busy = [turn(call("list_dir", path="." if i % 2 else "tasks")) for i in range(12)]
     model = ScriptedModel(
         [
             turn(create("loop forever"), end("DO")),
@@ -268,7 +270,11 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
         for e in ws_log(rt)
         if e.node_id == "n1" and e.kind == "transition"
     ]
-    assert ("IN_PROGRESS", "CHECK_FAILED", "STUCK: the DO entry used its step budget") in moves
+    assert (
+        "IN_PROGRESS",
+        "CHECK_FAILED",
+        "STUCK (step_budget): 12 steps used of a budget of 12",
+    ) in moves
     state = ls.get(rt.store, TASK)
     assert state is not None and state.status is ls.LoopStatus.FAILED
     await rt.aclose()
