@@ -321,8 +321,9 @@ class TaskLoop:
         """Drive the root in its phase until the phase ends (False: route next) or the run
         must end (True)."""
         rt = self.rt
-        assert state.phase is not None
-        self.policies.set(self.root, state.phase)
+        phase = state.phase
+        assert phase is not None
+        self.policies.set(self.root, phase)
         wait = rt.tree.wait_state(self.root)
         if (
             not wait.waiting
@@ -370,7 +371,7 @@ class TaskLoop:
         elif reason is DriveEnd.STEP_LIMIT:
             self._end(fresh, ls.EndedBy.STEP_CAP, self._cap_reason(fresh, cap))
         elif reason is DriveEnd.STOPPED:
-            stuck = self.policies.table[state.phase].take_stuck(self.root)
+            stuck = self.policies.table[phase].take_stuck(self.root)
             why = stuck.reason() if stuck is not None else "the turn policy stopped the drive"
             self._end(fresh, ls.EndedBy.RUNTIME, why)
         elif reason is DriveEnd.WAITING:
