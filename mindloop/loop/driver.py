@@ -337,7 +337,7 @@ class TaskLoop:
         if rejected is not None:  # a negative wait ends the DO entry: its node failed (§5.4)
             self._end(state, ls.EndedBy.RUNTIME, rejected)
             return False
-        cap = step_cap(self.rt.config.team.loop.phases, state.phase)
+        cap = step_cap(self.rt.config.team.loop.phases, phase)
         left = cap - state.entry_steps
         if left <= 0:
             self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(state, cap))
