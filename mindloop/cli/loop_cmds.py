@@ -163,6 +163,12 @@ def show_status(st: TaskStatus) -> None:
     for w in st.waits:
         due = f", due {w.due_at:.0f}" if w.due_at else ""
         console.print(f"[cyan]wait {w.id}[/] {w.kind} {escape(w.key)}{due}")
+    for r in st.retry_records:
+        what = "DO repair" if r.level == "L2" else "ADJUST cycle"
+        console.print(
+            f"[dim]retry {r.node} {r.level} #{r.attempt} {r.change_kind}: "
+            f"{escape(r.change_summary)} ({what}, after {r.failure_class})[/]"
+        )
     if st.last_summary is not None and st.last_summary.progress:
         console.print(f"[dim]last summary: {escape(st.last_summary.progress)}[/]")
     console.print(

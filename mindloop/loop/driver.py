@@ -50,6 +50,7 @@ from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reas
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
+from mindloop.loop.retry_tool import RETRY_TOOLSET, retry_tools
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
 from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
@@ -85,10 +86,14 @@ class LoopPolicies:
         self.memory: BudgetedRequests | None = None
 
     def bind(self, rt: DialogRuntime) -> None:
-        """Serve `rt`'s loop roots (once per runtime)."""
+        """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
+        runtime's registry (`retry_propose`: its rules are the loop's)."""
         if self.rt is rt:
             return
         self.rt = rt
+        if not rt.tools.has_toolset(RETRY_TOOLSET):
+            tools = retry_tools(rt.config.team.loop.retries)
+            rt.tools.add_toolset(RETRY_TOOLSET, tools, loop_owned=True)
         compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
         self.memory = BudgetedRequests(
             compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
@@ -180,6 +185,7 @@ class TaskLoop:
         self.limits = rt.config.team.loop.retries  # drive_steps, plan_reentries
         self._changed = asyncio.Event()
         self._unsubscribe = rt.bus.subscribe(self._hear)
+        self._notes: list[str] = []  # the runtime's notes for the next phase's input
 
     # ------------------------------------------------------------------ public
 
@@ -248,7 +254,7 @@ class TaskLoop:
         dispatched = phase_ops.dispatch_ready(rt, state)
         gathered = gather(rt, state, messages)
         decision = route(gathered.facts)
-        notes = []
+        notes = list(self._notes)
         ended = state.ended
         if ended is not None and ended.by in (ls.EndedBy.RUNTIME, ls.EndedBy.STEP_CAP):
             notes.append(f"the {state.phase} entry was ended by the runtime: {ended.reason}")
@@ -278,6 +284,11 @@ class TaskLoop:
         if state.drive_steps >= self.limits.drive_steps:  # before more work: ask to go on
             self._ask_to_continue(state)
             return False
+        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
+            failed = phase_ops.fail_exhausted_adjust(rt, state)
+            if failed is not None:
+                self._notes.append(failed)
+                return False  # route again: other work, or the end
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(state, phase, decision, notes, gathered, report, replan=replan)
 
@@ -303,6 +314,7 @@ class TaskLoop:
             )
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
+        self._notes.clear()  # said in this input
         self.policies.set(self.root, phase)
         report.entries += 1
         self.rt.bus.publish(

@@ -18,11 +18,14 @@ import time
 from collections.abc import Sequence
 
 from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
+from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
+from mindloop.loop.retries import RetryLedger, reflections_for_prompt
 from mindloop.store import MessageRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -136,6 +139,11 @@ def enter_phase(
             batch_end = after.model_dump()
         if node is not None or phase is Phase.CHECK:
             ws = _workspace(rt, task)
+        reflections: list[str] = []
+        if node is not None:  # the node's last reflections (agent-loop §8.3)
+            config = rt.config.team.loop.retries
+            records = RetryLedger(store, config).records(task, node)
+            reflections = reflections_for_prompt(records, config)
         entry = state.entry + 1
         text = render(
             PhaseInput(
@@ -151,6 +159,7 @@ def enter_phase(
                 last_summary=state.last_summary,
                 workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
                 batch=batch,
+                reflections=reflections,
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry)
@@ -251,6 +260,62 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
             ),
         )
     return state
+
+
+def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
+    """Before ADJUST enters: if its node used its `loop.retries.adjust_per_node` ADJUST
+    cycles (and has no accepted one left to use), the runtime fails it instead
+    (CHECK_FAILED → ADJUSTING → FAILED, agent-loop §5.4) and tells the user with a note
+    in the loop root — one transaction. Returns the note, or None when ADJUST may run."""
+    task = state.task_path
+    store = rt.store
+    config = rt.config.team.loop.retries
+    ws = _workspace(rt, task)
+    node_id = adjust_node(ws)
+    if node_id is None:
+        return None
+    node = ws.nodes[node_id]
+    cycles = [r for r in RetryLedger(store, config).records(task, node_id) if r.level is Level.L3]
+    if len(cycles) < config.adjust_per_node or node.adjust_count < len(cycles):
+        return None
+    moves = [e for e in repo.log(store, task) if e.node_id == node_id and e.kind == "transition"]
+    failure = next(
+        (
+            str(e.data.get("reason", ""))
+            for e in reversed(moves)
+            if e.data.get("to") == "CHECK_FAILED"
+        ),
+        "",
+    )
+    last = cycles[-1]
+    conclusion = (
+        f"FAILED after {len(cycles)} ADJUST cycles (loop.retries.adjust_per_node): the last "
+        f"({last.change_kind}: {last.change_summary}) did not pass either. Last failure: "
+        f"{failure or 'not recorded'}"
+    )
+    note = (
+        f"[work loop] Node {node_id} {node.title!r} FAILED: its {len(cycles)} ADJUST cycles "
+        f"(loop.retries.adjust_per_node) are used up. Last failure: {failure or 'not recorded'}"
+    )
+
+    def command(s: Session) -> None:
+        if s.node(node_id).status is NodeStatus.CHECK_FAILED:
+            s.transition(
+                node_id=node_id, to=NodeStatus.ADJUSTING, reason="ADJUST starts on the node"
+            )
+        s.transition(
+            node_id=node_id,
+            to=NodeStatus.FAILED,
+            reason=f"ADJUST cap: {len(cycles)} cycles used",
+            conclusion=conclusion[: LIMITS["conclusion"]],
+        )
+
+    with store.tx():
+        api.execute(store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+        rec = store.get_dialog(state.root_id)
+        store.append_message(state.root_id, "note", {"text": note}, course=rec.course)
+    rt.bus.publish(NoteAdded(dialog_id=state.root_id, text=note))
+    return note
 
 
 def dispatch_ready(rt: DialogRuntime, state: ls.LoopState) -> list[str]:

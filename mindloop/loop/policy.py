@@ -34,6 +34,7 @@ from mindloop.dialogs.routing import Route, RouteKind, refuse_route
 from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import system_section
 from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
+from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
 from mindloop.loop.stuck import Stuck, stuck_in
 from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
 from mindloop.store import MessageRecord
@@ -167,10 +168,13 @@ class LoopPolicy(DefaultPolicy):
 
 
 def phase_end_called(messages: Sequence[object]) -> bool:
-    """Whether the latest step's tool results include a successful `phase_end`."""
+    """Whether the latest step's tool results ended the phase: a successful `phase_end`,
+    or a `retry_propose` that found its rung used up (the runtime ended the entry)."""
     for msg in reversed(messages):
         if isinstance(msg, ToolResultMessage):
             if msg.name == PHASE_END and not msg.is_error:
+                return True
+            if msg.name == RETRY_TOOL and msg.content.startswith(ENDS_ENTRY):
                 return True
         elif isinstance(msg, AssistantMessage):
             return False

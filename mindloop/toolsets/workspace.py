@@ -27,6 +27,7 @@ from typing import Any
 from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as ws_rows
+from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
     EffectResult,
     StartDetached,
@@ -95,18 +96,27 @@ class StoreWorkspaceAccess:
     def members(self) -> frozenset[str]:
         return self.member_ids
 
+    def adjust_cycles(self, task_path: str, node_id: str) -> int:
+        return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
+
 
 AuthorityFor = Callable[[ToolContext], Authority]
 
 
 def chat_authority(ctx: ToolContext) -> Authority:
     """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
-    phase that is no actor of the transition table, SELF_IMPROVE, moves no node)."""
+    phase that is no actor of the transition table, SELF_IMPROVE, moves no node). The
+    work loop's ADJUST sends a node back to work only on an accepted ADJUST cycle (a
+    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`)."""
     who = f"@{ctx.member}"
     if ctx.phase is None:
         return Authority.chat(who)
     actor = Actor.__members__.get(ctx.phase)
-    return Authority.phase(actor, who) if actor is not None else Authority(frozenset(), who)
+    if actor is None:
+        return Authority(frozenset(), who)
+    access = ctx.workspace
+    cycles = access.adjust_cycles if actor is Actor.ADJUST and access is not None else None
+    return Authority.phase(actor, who, adjust_cycles=cycles)
 
 
 # ---------------------------------------------------------------------- shared

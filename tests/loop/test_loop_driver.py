@@ -17,6 +17,7 @@ from tests.loop.loop_util import (
     TASK,
     complete,
     create,
+    cycle,
     end,
     phases,
     retry,
@@ -115,6 +116,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
             # ADJUST: a fresh look first (FBR), then the node goes back to work
             "!?@self Why would a parser fail on empty input?\n!?The check says AC1 failed.\n",
             "Empty input is probably not handled (FBR sample).",  # the FBR side dialog
+            turn(cycle("handle empty input")),  # the cycle's RetryRecord, then back to work
             turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
             turn(complete("n1"), end("CHECK")),  # DO again
             turn(verdict("n1"), end("END")),  # CHECK
@@ -128,6 +130,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
         "PLAN",
         "DO",
         "CHECK",
+        "ADJUST",
         "ADJUST",
         "ADJUST",
         "DO",
