@@ -31,6 +31,7 @@ from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.staleness import StaleAction
 from mindloop.dialogs.waits import WaitKind
 from mindloop.events.types import (
     DriveEnded,
@@ -44,7 +45,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops
+from mindloop.loop import phase_ops, stale
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -87,13 +88,16 @@ class LoopPolicies:
 
     def bind(self, rt: DialogRuntime) -> None:
         """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
-        runtime's registry (`retry_propose`: its rules are the loop's)."""
+        runtime's registry (`retry_propose`: its rules are the loop's), and the waits of
+        loop tasks photograph the workspace ref for the staleness check (`loop.stale`)."""
         if self.rt is rt:
             return
         self.rt = rt
         if not rt.tools.has_toolset(RETRY_TOOLSET):
             tools = retry_tools(rt.config.team.loop.retries)
             rt.tools.add_toolset(RETRY_TOOLSET, tools, loop_owned=True)
+        if rt.waits.workspace_ref is None:  # waits of loop tasks photograph the workspace
+            rt.waits.workspace_ref = stale.loop_workspace_ref(rt)
         compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
         self.memory = BudgetedRequests(
             compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
@@ -224,7 +228,7 @@ class TaskLoop:
 
     async def _control(self, report: LoopReport) -> None:
         while True:
-            state = self._load()
+            state = self._check_stale(self._load())
             report.phase = state.phase
             if state.in_phase:
                 if await self._drive_phase(state, report):
@@ -269,6 +273,8 @@ class TaskLoop:
         if target is Target.ROUTER:  # the task is known: a message is new scope (R6)
             target = Target.PLAN
             notes.append("a new message from the user: plan its scope")
+        elif state.replan_stale and target is not Target.PARK:  # a stale resume (§6.3)
+            target = Target.PLAN
         self._publish_route(decision, target, gathered.facts.workspace)
         if target is Target.PARK:
             return await self._park(state, report)
@@ -461,6 +467,35 @@ class TaskLoop:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _check_stale(self, state: ls.LoopState) -> ls.LoopState:
+        """The staleness check on resume (agent-loop §6.3 step 4, `loop.stale`): when the
+        root's own waits closed since the last look, judge them; one signal is a note
+        (in the phase's history if one runs, and in the next phase's input), two or more
+        send the task back to PLAN once (a running phase other than PLAN ends for it)."""
+        rt = self.rt
+        found = stale.resumed(rt, state)
+        if found is None:
+            return state
+        st = found.staleness
+        changes: dict[str, object] = {"stale_checked_at": found.checked_at}
+        if st.action is StaleAction.NONE:
+            return phase_ops.save(rt, state, **changes)
+        replan = (
+            st.action is StaleAction.REPLAN
+            and not state.stale_replanned
+            and not (state.in_phase and state.phase is Phase.PLAN)
+        )
+        text = stale.note(rt, state, st, replan=replan)
+        self._notes.append(text)
+        if replan:
+            changes |= {"replan_stale": True, "stale_replanned": True}
+        state = phase_ops.save(rt, state, **changes)
+        if state.in_phase and replan:
+            self._end(state, ls.EndedBy.STALE, "a stale context after a wait: back to PLAN")
+        elif state.in_phase:
+            phase_ops.post_note(rt, self.root, text)
+        return self._load()
 
     def _rejected(self, state: ls.LoopState) -> str | None:
         """`WAIT_USER_APPROVAL_REJECTED: <reason>` when the human rejected a call of the

@@ -180,6 +180,7 @@ def enter_phase(
                     "closed": False,
                     "batch_end": batch_end,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
+                    "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
                     "planned": state.planned or phase is Phase.PLAN,
                     "plan_reentries": state.plan_reentries + (1 if replan else 0),
                     # new scope reopens the task: it ends with SELF_IMPROVE again
@@ -312,8 +313,7 @@ def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
 
     with store.tx():
         api.execute(store, rt.rtws, task, Authority.runtime(RUNTIME), command)
-        rec = store.get_dialog(state.root_id)
-        store.append_message(state.root_id, "note", {"text": note}, course=rec.course)
+        _append_note(rt, state.root_id, note)
     rt.bus.publish(NoteAdded(dialog_id=state.root_id, text=note))
     return note
 
@@ -366,6 +366,18 @@ def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str,
             payload={"task": task, "node_id": node_id, "dispatch_id": key},
             side_id=side_id,
         )
+
+
+def _append_note(rt: DialogRuntime, root_id: str, text: str) -> None:
+    rec = rt.store.get_dialog(root_id)
+    rt.store.append_message(root_id, "note", {"text": text}, course=rec.course)
+
+
+def post_note(rt: DialogRuntime, root_id: str, text: str) -> None:
+    """A runtime note in the loop root's history (the model reads it at its next step)."""
+    with rt.store.tx():
+        _append_note(rt, root_id, text)
+    rt.bus.publish(NoteAdded(dialog_id=root_id, text=text))
 
 
 def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopState:
