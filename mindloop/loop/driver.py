@@ -37,6 +37,7 @@ from mindloop.events.types import (
     DriveEnded,
     Event,
     LoopRouted,
+    NoteAdded,
     PhaseEnded,
     PhaseStarted,
     QuestionAnswered,
@@ -490,11 +491,16 @@ class TaskLoop:
         self._notes.append(text)
         if replan:
             changes |= {"replan_stale": True, "stale_replanned": True}
-        state = phase_ops.save(rt, state, **changes)
-        if state.in_phase and replan:
-            self._end(state, ls.EndedBy.STALE, "a stale context after a wait: back to PLAN")
-        elif state.in_phase:
-            phase_ops.post_note(rt, self.root, text)
+            if state.in_phase:  # ends now; closed (its node untouched) and routed next
+                why = "a stale context after a wait: back to PLAN"
+                changes["ended"] = ls.PhaseEnd(by=ls.EndedBy.STALE, reason=why, at=time.time())
+        noted = state.in_phase and not replan
+        with rt.store.tx():  # the verdict and its note together: judged once, said once
+            phase_ops.save(rt, state, **changes)
+            if noted:
+                phase_ops.append_note(rt, self.root, text)
+        if noted:
+            rt.bus.publish(NoteAdded(dialog_id=self.root, text=text))
         return self._load()
 
     def _rejected(self, state: ls.LoopState) -> str | None:

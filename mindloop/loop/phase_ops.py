@@ -313,7 +313,7 @@ def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
 
     with store.tx():
         api.execute(store, rt.rtws, task, Authority.runtime(RUNTIME), command)
-        _append_note(rt, state.root_id, note)
+        append_note(rt, state.root_id, note)
     rt.bus.publish(NoteAdded(dialog_id=state.root_id, text=note))
     return note
 
@@ -368,16 +368,12 @@ def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str,
         )
 
 
-def _append_note(rt: DialogRuntime, root_id: str, text: str) -> None:
-    rec = rt.store.get_dialog(root_id)
-    rt.store.append_message(root_id, "note", {"text": text}, course=rec.course)
-
-
-def post_note(rt: DialogRuntime, root_id: str, text: str) -> None:
-    """A runtime note in the loop root's history (the model reads it at its next step)."""
+def append_note(rt: DialogRuntime, root_id: str, text: str) -> None:
+    """A runtime note in the loop root's history, read by the model at its next step
+    (joins the caller's transaction; the caller publishes `NoteAdded` after it)."""
     with rt.store.tx():
-        _append_note(rt, root_id, text)
-    rt.bus.publish(NoteAdded(dialog_id=root_id, text=text))
+        rec = rt.store.get_dialog(root_id)
+        rt.store.append_message(root_id, "note", {"text": text}, course=rec.course)
 
 
 def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopState:
