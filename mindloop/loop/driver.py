@@ -52,7 +52,7 @@ from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reas
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
-from mindloop.loop.retry_tool import RETRY_TOOLSET, retry_tools
+from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
 from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
@@ -86,6 +86,7 @@ class LoopPolicies:
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
+        self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
 
     def bind(self, rt: DialogRuntime) -> None:
         """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
@@ -95,8 +96,10 @@ class LoopPolicies:
             return
         self.rt = rt
         if not rt.tools.has_toolset(RETRY_TOOLSET):
-            tools = retry_tools(rt.config.team.loop.retries)
-            rt.tools.add_toolset(RETRY_TOOLSET, tools, loop_owned=True)
+            self.retry_tool = RetryTool(rt.config.team.loop.retries)
+            rt.tools.add_toolset(RETRY_TOOLSET, self.retry_tool.tools(), loop_owned=True)
+        if self.retry_tool is not None:
+            self.retry_tool.store = rt.store
         if rt.waits.workspace_ref is None:  # waits of loop tasks photograph the workspace
             rt.waits.workspace_ref = stale.loop_workspace_ref(rt)
         compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)

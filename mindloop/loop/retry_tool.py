@@ -21,7 +21,10 @@ the node's `RetryLedger` in the transaction that records the call's result:
   the node, telling the user (the driver, `phase_ops.fail_at_adjust_cap`).
 
 The tool is registered in the runtime's registry when the loop binds to it
-(`LoopPolicies.bind`): its rules live in this layer, above the toolsets.
+(`LoopPolicies.bind`, which also hands it the runtime's store): its rules live in this
+layer, above the toolsets. Like the workspace tools, a call is judged against the store as
+it is when the tool runs (the result the live view shows), then again in the step's
+transaction, whose verdict stands (it replaces the first when they differ).
 """
 
 from __future__ import annotations
@@ -136,7 +139,28 @@ def _fingerprint_of_workspace(rtws: Path) -> str:
     return hashlib.sha256(f"workspace:{ref}".encode()).hexdigest()
 
 
-async def _propose(args: RetryProposeArgs, ctx: ToolContext, config: RetriesConfig) -> ToolOutput:
+class RetryTool:
+    """`retry_propose` under one `loop.retries` config; `store` is the runtime's (set by
+    the loop when it binds; reads only, for the verdict shown before the commit)."""
+
+    def __init__(self, config: RetriesConfig) -> None:
+        self.config = config
+        self.store: Store | None = None
+
+    async def run(self, args: RetryProposeArgs, ctx: ToolContext) -> ToolOutput:
+        return await _propose(args, ctx, self.config, self.store)
+
+    def tools(self) -> list[Tool[Any]]:
+        """The `loop_retries` toolset."""
+        text = DESCRIPTION.format(
+            repairs=self.config.do_repairs, cycles=self.config.adjust_per_node
+        )
+        return [Tool(RETRY_TOOL, text, RetryProposeArgs, self.run, RETRY_TOOLSET)]
+
+
+async def _propose(
+    args: RetryProposeArgs, ctx: ToolContext, config: RetriesConfig, store: Store | None
+) -> ToolOutput:
     phase = Phase.__members__.get(ctx.phase or "")
     level = LEVELS.get(phase) if phase is not None else None
     if phase is None or level is None:
@@ -166,12 +190,19 @@ async def _propose(args: RetryProposeArgs, ctx: ToolContext, config: RetriesConf
     digest = evidence_digest(args.evidence)
     root = ctx.dialog_id
 
-    def apply(store: Any) -> EffectResult:
-        return _decide(store, root, phase, level, args, digest, fingerprint, config)
+    def decide(at: Store, *, write: bool) -> EffectResult:
+        return _decide(at, root, phase, level, args, digest, fingerprint, config, write=write)
 
-    return ToolOutput(
-        "(decided when the step commits)", effects=(StoreEffect(apply, what=RETRY_TOOL),)
-    )
+    shown = decide(store, write=False) if store is not None else None
+
+    def apply(at: Any) -> EffectResult | None:
+        final = decide(at, write=True)
+        return None if final == shown else final
+
+    effect = StoreEffect(apply, what=RETRY_TOOL)
+    if shown is None:
+        return ToolOutput("(judged when the step commits)", effects=(effect,))
+    return ToolOutput(shown.text, is_error=shown.is_error, effects=(effect,))
 
 
 def _decide(
@@ -183,8 +214,11 @@ def _decide(
     digest: str,
     fingerprint: str,
     config: RetriesConfig,
+    *,
+    write: bool,
 ) -> EffectResult:
-    """Inside the step's transaction: the ledger's verdict, and what it implies."""
+    """The ledger's verdict, and (with `write`, inside the step's transaction) what it
+    implies: the record written, or the entry ended."""
     state = ls.by_root(store, root)
     if state is None or not state.in_phase or state.phase is not phase:
         return EffectResult(f"Error: this dialog is not in a {phase} phase of a task's loop.", True)
@@ -220,7 +254,8 @@ def _decide(
         relaxes_acceptance=args.relaxes_acceptance,
         approval_id=args.approval_id,
     )
-    verdict = ledger.propose(proposal, approved=lambda aid: approved(store, aid))
+    judge = ledger.propose if write else ledger.judge
+    verdict = judge(proposal, approved=lambda aid: approved(store, aid))
     if isinstance(verdict, Rejected):
         return EffectResult(verdict.text().rstrip(".") + ". Nothing was recorded.", True)
     if isinstance(verdict, Accepted):
@@ -228,19 +263,25 @@ def _decide(
         if level is Level.L2:
             return EffectResult(
                 f"ACCEPTED: DO self-repair attempt {rec.attempt} of {config.do_repairs} for "
-                f"{node_id} recorded (#{rec.id}, {rec.change_kind}: {rec.change_summary}). "
-                "Run the self-check again."
+                f"{node_id} recorded ({rec.change_kind}: {rec.change_summary}). Run the "
+                "self-check again."
             )
         return EffectResult(
             f"ACCEPTED: ADJUST cycle {rec.attempt} of {config.adjust_per_node} for {node_id} "
-            f"recorded (#{rec.id}, {rec.change_kind}: {rec.change_summary}). Now send the node "
-            "back to work: node_transition to IN_PROGRESS, or node_dispatch to a member."
+            f"recorded ({rec.change_kind}: {rec.change_summary}). Now send the node back to "
+            "work: node_transition to IN_PROGRESS, or node_dispatch to a member."
         )
-    return _exhausted(store, state, verdict, node_id, config)
+    return _exhausted(store, state, verdict, node_id, config, write=write)
 
 
 def _exhausted(
-    store: Store, state: ls.LoopState, verdict: Exhausted, node_id: str, config: RetriesConfig
+    store: Store,
+    state: ls.LoopState,
+    verdict: Exhausted,
+    node_id: str,
+    config: RetriesConfig,
+    *,
+    write: bool,
 ) -> EffectResult:
     """The rung is used up: the entry ends (the driver moves the node)."""
     if verdict.level is Level.L2:
@@ -255,17 +296,7 @@ def _exhausted(
             "(loop.retries.adjust_per_node)"
         )
         text = f"{why}. The ADJUST entry ends here; the node FAILS and the user is told."
-    ls.end_phase(
-        store, state.root_id, ls.PhaseEnd(by=ls.EndedBy.RUNTIME, reason=why, at=time.time())
-    )
+    if write:
+        end = ls.PhaseEnd(by=ls.EndedBy.RUNTIME, reason=why, at=time.time())
+        ls.end_phase(store, state.root_id, end)
     return EffectResult(text)
-
-
-def retry_tools(config: RetriesConfig) -> list[Tool[Any]]:
-    """The `loop_retries` toolset under `loop.retries`."""
-
-    async def run(args: RetryProposeArgs, ctx: ToolContext) -> ToolOutput:
-        return await _propose(args, ctx, config)
-
-    text = DESCRIPTION.format(repairs=config.do_repairs, cycles=config.adjust_per_node)
-    return [Tool(RETRY_TOOL, text, RetryProposeArgs, run, RETRY_TOOLSET)]
