@@ -118,6 +118,7 @@ class LoopSummary(BaseModel):
     reason: str = ""
     phase: str | None = None
     entries: int = 0  # phases entered during the run
+    kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
     @classmethod
     def of(cls, r: LoopReport) -> LoopSummary:
@@ -128,6 +129,7 @@ class LoopSummary(BaseModel):
             reason=r.reason,
             phase=r.phase.value if r.phase else None,
             entries=r.entries,
+            kb_delivered=r.kb_delivered,
         )
 
 

@@ -13,6 +13,7 @@ from mindloop.dialogs.scheduler import Scheduler, Ticker
 from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
 from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
 from mindloop.store import loop_state as ls
+from mindloop.store.retries import RetryRows
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind
 from mindloop.workspace.state import is_ready
@@ -97,6 +98,20 @@ class NodeLine(BaseModel):
     ready: bool
 
 
+class RetryLine(BaseModel):
+    """One retry record (agent-loop §8.3) as `status` shows it."""
+
+    node: str
+    level: str  # L2: a DO self-repair attempt; L3: an ADJUST cycle
+    attempt: int
+    entry: int  # L2: the DO entry it belongs to
+    failure_class: str
+    change_kind: str
+    change_summary: str
+    reflection: str
+    at: float
+
+
 class TaskStatus(BaseModel):
     """Where a task's loop stands (`mindloop status TASK`)."""
 
@@ -119,7 +134,8 @@ class TaskStatus(BaseModel):
     refusals: int = 0
     hints_dropped: int = 0
     plan_reentries: int = 0
-    retries: int = 0  # node attempts after the first and ADJUST cycles, summed
+    retries: int = 0  # retry records: DO self-repair attempts and ADJUST cycles
+    retry_records: list[RetryLine] = []  # oldest first
     usage: UsageTotals = UsageTotals()
 
 
@@ -147,13 +163,28 @@ def task_status(store: Store, task: str) -> TaskStatus:
                 )
             )
     execution = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
+    records = [
+        RetryLine(
+            node=r.todo_id,
+            level=r.level,
+            attempt=r.attempt,
+            entry=r.entry,
+            failure_class=r.failure_class,
+            change_kind=r.change_kind,
+            change_summary=r.change_summary,
+            reflection=r.reflection,
+            at=r.created_at,
+        )
+        for r in RetryRows(store).of_task(task)
+    ]
     out = TaskStatus(
         task=task,
         bound=state is not None,
         nodes=lines,
         done=sum(1 for n in execution if n.terminal),
         total=len(execution),
-        retries=sum(n.attempt + n.adjust_count for n in execution),
+        retries=len(records),
+        retry_records=records,
         usage=store.usage(task_path=task),
     )
     if state is None:
@@ -184,6 +215,7 @@ __all__ = [
     "LoopPolicies",
     "LoopReport",
     "OtherDialogs",
+    "RetryLine",
     "TaskStatus",
     "loop_roots",
     "resume_all",
