@@ -40,3 +40,33 @@ def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far (ru_maxrss: KiB on Linux, B on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+# Scenario 6 (tokens stay flat): a tool whose result is a realistic few hundred characters,
+# so a history that keeps every result grows by that much per step.
+PROBE_TOOL = "probe"
+PROBE_DESCRIPTION = "Probes the system and returns what it saw (benchmark tool)."
+DEFAULT_RESULT_CHARS = 400  # about 100 tokens per result (characters / 4)
+_OBSERVATION = (
+    "status ok; 3 files changed, 12 tests passed, 0 failed; the build took 4.2 s; "
+    "no warnings; next: look at the module the last test touched. "
+)
+
+
+def probe_result_text(n: int, chars: int = DEFAULT_RESULT_CHARS) -> str:
+    """The probe's result for call `n`: unique per call, `chars` characters long (at least
+    its header)."""
+    head = f"probe {n}: "
+    body = (_OBSERVATION * (chars // len(_OBSERVATION) + 1))[: max(0, chars - len(head))]
+    return head + body
+
+
+def token_marks(steps: int) -> list[int]:
+    """The steps whose input tokens scenario 6 prints: 10, 100 and the last."""
+    return [m for m in (10, 100) if m < steps] + [steps]
+
+
+def estimate_tokens(chars: int) -> int:
+    """The mock provider's estimate of input tokens (characters / 4, rounded up), which
+    the peers' fake models report too, so the figures compare."""
+    return (chars + 3) // 4

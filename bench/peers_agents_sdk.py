@@ -1,9 +1,13 @@
-"""Scenario 1 on the OpenAI Agents SDK: `Runner` with a file-backed `SQLiteSession`.
+"""Scenarios 1 and 6 on the OpenAI Agents SDK: `Runner` with a file-backed `SQLiteSession`,
+and the same agent's input tokens over a long run (scenario 6, full history: what the
+runner sends by default).
 
 The session is the SDK's own SQLite store (WAL; SQLite's default synchronous=FULL), so
 every item the run saves is committed durably. The model is a zero-latency `Model`
 implementation that calls the tool until it has seen 20 tool outputs after the last
-user item, then answers. Tracing is disabled so nothing leaves the machine.
+user item, then answers; in scenario 6 it calls the probe tool instead and records the
+size of every request it is given (characters / 4, as the mock provider estimates
+mindloop's). Tracing is disabled so nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    DEFAULT_RESULT_CHARS,
     DEFAULT_TOOL_CALLS,
     FINAL_TEXT,
+    PROBE_DESCRIPTION,
+    PROBE_TOOL,
     START_TEXT,
     TOOL_DESCRIPTION,
     TOOL_NAME,
+    estimate_tokens,
     history_texts,
+    probe_result_text,
     tool_result_text,
 )
 
@@ -39,6 +48,7 @@ except ImportError:  # the bench extra is not installed
     AVAILABLE = False
 
 NAME = "OpenAI Agents SDK"
+SYSTEM_PROMPT = "You are Dev."
 
 
 def _get(item: Any, key: str) -> Any:
@@ -50,8 +60,10 @@ if AVAILABLE:
     class ScriptedModel(Model):
         """Calls the tool `calls` times after the last user item, then answers."""
 
-        def __init__(self, calls: int = DEFAULT_TOOL_CALLS) -> None:
+        def __init__(self, calls: int = DEFAULT_TOOL_CALLS, tool: str = TOOL_NAME) -> None:
             self.calls = calls
+            self.tool = tool
+            self.seen: list[int] = []  # scenario 6: input tokens of each request, in order
 
         def _reply(self, items: str | list[Any]) -> ModelResponse:
             done = 0
@@ -67,7 +79,7 @@ if AVAILABLE:
                 call = ResponseFunctionToolCall(
                     arguments=f'{{"n": {n}}}',
                     call_id=f"call_{n}",
-                    name=TOOL_NAME,
+                    name=self.tool,
                     type="function_call",
                     id=f"fc_{n}",
                     status="completed",
@@ -85,6 +97,9 @@ if AVAILABLE:
         async def get_response(  # type: ignore[override]
             self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
         ) -> ModelResponse:
+            chars = len(system_instructions or "")
+            chars += len(input) if isinstance(input, str) else sum(_chars(i) for i in input)
+            self.seen.append(estimate_tokens(chars))
             return self._reply(input)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
@@ -95,11 +110,49 @@ def _noop(n: int) -> str:
     return tool_result_text(n)
 
 
+def _chars(item: Any) -> int:
+    """Characters of an input item's text: a message's content (a string or text parts),
+    a tool call's output."""
+    content = _get(item, "content")
+    if content is None:
+        content = _get(item, "output")
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(_get(part, "text") or "") for part in content)
+
+
+def run_tokens(steps: int, result_chars: int = DEFAULT_RESULT_CHARS) -> list[int]:
+    """Scenario 6: one run of `steps` model calls (`steps - 1` probe calls, then the
+    answer) with the whole history in every request; the input tokens of each call."""
+
+    def probe(n: int) -> str:
+        return probe_result_text(n, result_chars)
+
+    tool = function_tool(probe, name_override=PROBE_TOOL, description_override=PROBE_DESCRIPTION)
+    model = ScriptedModel(calls=steps - 1, tool=PROBE_TOOL)
+    agent = Agent(name="dev", instructions=SYSTEM_PROMPT, tools=[tool], model=model)
+    result = asyncio.run(
+        Runner.run(
+            agent,
+            START_TEXT,
+            run_config=RunConfig(tracing_disabled=True),
+            max_turns=steps + 10,
+        )
+    )
+    if result.final_output != FINAL_TEXT or len(model.seen) != steps:
+        raise RuntimeError(
+            f"Agents SDK token run: {len(model.seen)} calls, {result.final_output!r}"
+        )
+    return list(model.seen)
+
+
 def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
     """Warm-up, then `runs` measured runs, each on a fresh session preloaded with
     `history` items."""
     tool = function_tool(_noop, name_override=TOOL_NAME, description_override=TOOL_DESCRIPTION)
-    agent = Agent(name="dev", instructions="You are Dev.", tools=[tool], model=ScriptedModel())
+    agent = Agent(name="dev", instructions=SYSTEM_PROMPT, tools=[tool], model=ScriptedModel())
     run_config = RunConfig(tracing_disabled=True)
     db = workdir / "agents.sqlite"
 

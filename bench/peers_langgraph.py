@@ -1,10 +1,13 @@
-"""Scenario 1 on LangGraph: `create_react_agent` with its SQLite checkpointer.
+"""Scenarios 1 and 6 on LangGraph: `create_react_agent` with its SQLite checkpointer, and
+the same agent's input tokens over a long run (scenario 6, full history: its normal
+behaviour).
 
 The graph checkpoints after every super-step (`durability="sync"`: the checkpoint is
 written before the next step starts) to a file database in WAL mode with
 synchronous=FULL, the same durability mindloop's store uses. The model is a zero-latency
 `BaseChatModel` that calls the tool until it has seen 20 results after the last human
-message, then answers.
+message, then answers. In scenario 6 it calls the probe tool instead and records the size
+of every request it is given (characters / 4, as the mock provider estimates mindloop's).
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    DEFAULT_RESULT_CHARS,
     DEFAULT_TOOL_CALLS,
     FINAL_TEXT,
+    PROBE_DESCRIPTION,
+    PROBE_TOOL,
     START_TEXT,
     TOOL_DESCRIPTION,
     TOOL_NAME,
+    estimate_tokens,
     history_texts,
+    probe_result_text,
     tool_result_text,
 )
 
@@ -34,12 +42,14 @@ try:
     from langchain_core.tools import StructuredTool
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.prebuilt import create_react_agent
+    from pydantic import Field
 
     AVAILABLE = True
 except ImportError:  # the bench extra is not installed
     AVAILABLE = False
 
 NAME = "LangGraph"
+SYSTEM_PROMPT = "You are Dev."
 
 
 if AVAILABLE:
@@ -48,6 +58,8 @@ if AVAILABLE:
         """Calls the tool `calls` times after the last human message, then answers."""
 
         calls: int = DEFAULT_TOOL_CALLS
+        tool: str = TOOL_NAME
+        seen: list[int] = Field(default_factory=list)  # scenario 6: input tokens per request
 
         @property
         def _llm_type(self) -> str:
@@ -63,6 +75,7 @@ if AVAILABLE:
             run_manager: CallbackManagerForLLMRun | None = None,
             **kwargs: Any,
         ) -> ChatResult:
+            self.seen.append(estimate_tokens(sum(_chars(m.content) for m in messages)))
             done = 0
             for message in reversed(messages):
                 if isinstance(message, HumanMessage):
@@ -73,7 +86,7 @@ if AVAILABLE:
                 n = done + 1
                 reply = AIMessage(
                     content="",
-                    tool_calls=[{"name": TOOL_NAME, "args": {"n": n}, "id": f"call_{n}"}],
+                    tool_calls=[{"name": self.tool, "args": {"n": n}, "id": f"call_{n}"}],
                     usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
                 )
             else:
@@ -86,6 +99,33 @@ if AVAILABLE:
 
 def _noop(n: int) -> str:
     return tool_result_text(n)
+
+
+def _chars(content: Any) -> int:
+    """Characters of a message's content (a string, or a list of text parts)."""
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(p.get("text", "")) if isinstance(p, dict) else len(str(p)) for p in content)
+
+
+def run_tokens(steps: int, result_chars: int = DEFAULT_RESULT_CHARS) -> list[int]:
+    """Scenario 6: one run of `steps` model calls (`steps - 1` probe calls, then the
+    answer) with the whole history in every request; the input tokens of each call."""
+
+    def probe(n: int) -> str:
+        return probe_result_text(n, result_chars)
+
+    tool = StructuredTool.from_function(probe, name=PROBE_TOOL, description=PROBE_DESCRIPTION)
+    model = ScriptedChatModel(calls=steps - 1, tool=PROBE_TOOL, seen=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent is marked as moving to langchain
+        graph = create_react_agent(model, [tool], prompt=SYSTEM_PROMPT)
+    out = graph.invoke(
+        {"messages": [HumanMessage(content=START_TEXT)]}, {"recursion_limit": 2 * steps + 10}
+    )
+    if out["messages"][-1].content != FINAL_TEXT or len(model.seen) != steps:
+        raise RuntimeError(f"LangGraph token run: {len(model.seen)} calls, {out['messages'][-1]!r}")
+    return list(model.seen)
 
 
 def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:

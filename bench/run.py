@@ -1,7 +1,10 @@
-"""mindloop's performance benchmark: runtime overhead per step, fan-out, many dialogs, and
-the same per-step scenario on LangGraph and the OpenAI Agents SDK.
+"""mindloop's performance benchmark: runtime overhead per step, fan-out, many dialogs, the
+same per-step scenario on LangGraph and the OpenAI Agents SDK, a watching process, and the
+work loop: input tokens over a long task beside the peers' (6) and the loop's own overhead
+per node (7).
 
-    python bench/run.py [--runs 5] [--quick] [--scenario 1,2,3,4] [--json out.json] [--strace]
+    python bench/run.py [--runs 5] [--quick] [--scenario 1,2,3,4,5,6,7] [--json out.json]
+                        [--strace] [--token-steps 1000] [--loop-nodes 50] [--result-chars 400]
     python bench/run.py --postgres [--latency-ms 50] [--runs 5] [--quick]
 
 `--postgres` measures scale-out instead (`bench/postgres.py`): the per-step overhead on
@@ -10,7 +13,9 @@ with a simulated model latency, on a PostgreSQL server the bench starts on 127.0
 
 Each scenario runs in its own subprocess (so its peak RSS is its own), does a warm-up,
 then `--runs` measured runs; the table shows medians with min–max. `--quick` uses tiny
-CI sizes (the smoke test runs it); targets are only judged at the full sizes.
+CI sizes (the smoke test runs it); targets are only judged at the full sizes. The work
+loop's sizes can be set on their own (`--token-steps`, `--loop-nodes`) for a quick check;
+scenarios 6 and 7 print their goal's PASS/FAIL at any size.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.common import DEFAULT_RESULT_CHARS  # noqa: E402 (after the path is set)
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -48,6 +55,9 @@ class Sizes:
     pg_dialogs: int  # --postgres: scenario 3 on workers, roots per round …
     pg_steps: int  # … steps each
     pg_concurrency: int  # … drives at once on each worker
+    token_steps: int  # scenario 6: root steps of the task
+    result_chars: int  # scenario 6: characters of each tool result
+    loop_nodes: int  # scenario 7: nodes planned, done and checked
 
 
 FULL = Sizes(
@@ -56,6 +66,9 @@ FULL = Sizes(
     dialogs=1000,
     dialog_steps=10,
     watched=(100, 10_000),
+    token_steps=1000,
+    result_chars=DEFAULT_RESULT_CHARS,
+    loop_nodes=50,
     pg_dialogs=200,
     pg_steps=10,
     pg_concurrency=5,
@@ -66,12 +79,17 @@ QUICK = Sizes(
     dialogs=10,
     dialog_steps=3,
     watched=(5, 50),
+    token_steps=30,
+    result_chars=DEFAULT_RESULT_CHARS,
+    loop_nodes=4,
     pg_dialogs=6,
     pg_steps=3,
     pg_concurrency=2,
 )
 WORKER_COUNTS = (1, 2, 3)
 PEERS = {"langgraph": "bench.peers_langgraph", "agents": "bench.peers_agents_sdk"}
+TOKEN_GROWTH = 1.2  # scenario 6's goal: every step's input ≤ 1.2 × step 10's
+NODE_MS = 2.0  # scenario 7's goal: the runtime's own time per node
 NOT_INSTALLED = "not installed (pip install -e .[bench])"
 
 
@@ -84,7 +102,7 @@ def worker(
     """Run one case in this process and return its raw samples."""
     import importlib
 
-    from bench import scenarios
+    from bench import loop_scenarios, scenarios
     from bench.common import peak_rss_bytes
 
     if case.startswith("pg-"):
@@ -105,6 +123,16 @@ def worker(
         out = scenarios.scenario3(sizes.dialogs, sizes.dialog_steps, runs)
     elif case.startswith("s5-"):
         out = scenarios.scenario5(int(case.removeprefix("s5-")))
+    elif case == "s6":
+        out = loop_scenarios.scenario6(sizes.token_steps, sizes.result_chars)
+    elif case.startswith("s6-"):
+        peer = importlib.import_module(PEERS[case.removeprefix("s6-")])
+        if not peer.AVAILABLE:
+            return {"installed": False, "name": peer.NAME}
+        tokens = peer.run_tokens(sizes.token_steps, sizes.result_chars)
+        out = {"installed": True, "name": peer.NAME, "tokens": tokens}
+    elif case == "s7":
+        out = loop_scenarios.scenario7(sizes.loop_nodes, runs)
     elif case.startswith("s4-"):
         peer = importlib.import_module(PEERS[case.removeprefix("s4-")])
         if not peer.AVAILABLE:
@@ -142,8 +170,12 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         cmd.append("--quick")
     cmd += ["--latency-ms", str(args.latency_ms)]
+    for flag in ("token_steps", "loop_nodes", "result_chars"):
+        value = getattr(args, flag)
+        if value is not None:
+            cmd += [f"--{flag.replace('_', '-')}", str(value)]
     trace_file = None
-    if args.strace and case == "s1":
+    if args.strace and case in ("s1", "s7"):
         cmd.append("--count-all-commits")
         trace_file = Path(tempfile.mkstemp(prefix="mindloop-bench-strace-")[1])
         cmd = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(trace_file), *cmd]
@@ -192,6 +224,10 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     if 5 in selected:
         sizes = QUICK if args.quick else FULL
         cases += [f"s5-{n}" for n in sizes.watched]
+    if 6 in selected:
+        cases += ["s6", "s6-langgraph", "s6-agents"]
+    if 7 in selected:
+        cases.append("s7")
     raw = {}
     for case in cases:
         print(f"running {case} …", file=sys.stderr, flush=True)
@@ -223,8 +259,19 @@ def collect_postgres(args: argparse.Namespace) -> dict[str, Any]:
 # ---------------------------------------------------------------------- report
 
 
-def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[str, Any]:
+def sizes_of(args: argparse.Namespace) -> Sizes:
+    """The quick or full sizes, with the work loop's as the flags set them."""
     sizes = QUICK if args.quick else FULL
+    given = {
+        k: getattr(args, k)
+        for k in ("token_steps", "loop_nodes", "result_chars")
+        if getattr(args, k) is not None
+    }
+    return replace(sizes, **given)
+
+
+def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[str, Any]:
+    sizes = sizes_of(args)
     raw = collected["raw"]
     selected = collected["selected"]
     report: dict[str, Any] = {
@@ -347,6 +394,26 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
                 ratio <= 1.1,
                 "×",
             )
+    if "s6" in raw:
+        report["scenarios"]["6"] = s6 = _tokens_report(raw)
+        growth = s6["mindloop"]["growth"]
+        target(
+            f"s6 @{sizes.token_steps} steps: mindloop's largest input ÷ its input at step 10",
+            growth,
+            TOKEN_GROWTH,
+            s6["mindloop"]["goal_met"],
+            "×",
+        )
+    s7 = raw.get("s7")
+    if s7 is not None:
+        cols = {k: stats(v) for k, v in s7["samples"].items()}
+        report["scenarios"]["7"] = {**cols, "nodes": sizes.loop_nodes}
+        report["scenarios"]["7"]["peak_rss_bytes"] = s7["peak_rss"]
+        if "strace_fsyncs" in s7:
+            report["scenarios"]["7"]["strace_fsyncs"] = s7["strace_fsyncs"]
+        ms = cols["own_ms_per_node"]["median"]
+        report["scenarios"]["7"]["goal_met"] = ms <= NODE_MS
+        target(f"s7 {sizes.loop_nodes} nodes: own ms per node", ms, NODE_MS, ms <= NODE_MS, "ms")
     return report
 
 
@@ -415,6 +482,46 @@ def print_postgres(pg: dict[str, Any]) -> None:
         "   per step (the store on PostgreSQL, the DBOS queue and step records, the HTTP"
         " model client), all workers summed.\n"
     )
+
+
+def _tokens_report(raw: dict[str, Any]) -> dict[str, Any]:
+    """Scenario 6: mindloop's input tokens at the marks and its goal; each peer's at the
+    same marks, its growth and its ratio to mindloop at the last."""
+    mind = raw["s6"]
+    at = {m: int(v) for m, v in mind["at"].items()}
+    marks = list(at)
+    first, last = at[marks[0]], at[marks[-1]]
+    growth = mind["max_from_first_mark"] / first
+    out: dict[str, Any] = {
+        "steps": mind["steps"],
+        "mindloop": {
+            "at": at,
+            "max_from_first_mark": mind["max_from_first_mark"],
+            "growth": growth,
+            "goal_met": growth <= TOKEN_GROWTH,
+            "budget": mind["budget"],
+            "system_cap": mind["system_cap"],
+            "window": mind["window"],
+            "compactions_at": mind["compactions_at"],
+            "after_the_work": mind["after"],
+            "wall_s": mind["wall_s"],
+        },
+    }
+    for key in PEERS:
+        peer = raw[f"s6-{key}"]
+        if not peer["installed"]:
+            out[key] = {"name": peer["name"], "installed": False}
+            continue
+        tokens = peer["tokens"]
+        pat = {m: int(tokens[int(m) - 1]) for m in marks}
+        out[key] = {
+            "name": peer["name"],
+            "installed": True,
+            "at": pat,
+            "growth": pat[marks[-1]] / pat[marks[0]],
+            "ratio_to_mindloop": pat[marks[-1]] / last,
+        }
+    return out
 
 
 def _mm(s: dict[str, float], fmt: str = "{:.0f}") -> str:
@@ -521,6 +628,10 @@ def print_report(report: dict[str, Any]) -> None:
                 f"wall {row['wall_s']:.1f} s · views held at the end {row['live_views']:.0f}"
             )
         print()
+    if "6" in sc:
+        _print_tokens(sc["6"], cfg["sizes"])
+    if "7" in sc:
+        _print_overhead(sc["7"])
     if report["targets"]:
         print("targets")
         for t in report["targets"]:
@@ -529,13 +640,88 @@ def print_report(report: dict[str, Any]) -> None:
             )
 
 
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def _print_tokens(s6: dict[str, Any], size: dict[str, Any]) -> None:
+    mind = s6["mindloop"]
+    marks = list(mind["at"])
+    print(
+        f"6. tokens stay flat: a {s6['steps']}-step task (PLAN, then DO calling a tool whose"
+        f" result is {size['result_chars']} characters, step after step),\n"
+        "   input tokens of the request at each step (provider-reported; the peers keep the"
+        " full history, their default)"
+    )
+    head = "".join(f"{'@' + m:>10}" for m in marks)
+    print(f"   {'':>18}{head}  {'growth':>8}  {'peer/mindloop @' + marks[-1]:>20}")
+    cells = "".join(f"{v:>10,}" for v in mind["at"].values())
+    print(f"   {'mindloop':>18}{cells}  {'×' + format(mind['growth'], '.2f'):>8}")
+    for key in PEERS:
+        peer = s6[key]
+        if not peer["installed"]:
+            print(f"   {peer['name']:>18}  {NOT_INSTALLED}")
+            continue
+        cells = "".join(f"{v:>10,}" for v in peer["at"].values())
+        print(
+            f"   {peer['name']:>18}{cells}  {'×' + format(peer['growth'], '.1f'):>8}"
+            f"  {'×' + format(peer['ratio_to_mindloop'], '.1f'):>20}"
+        )
+    compacted = ", ".join(str(n) for n in mind["compactions_at"]) or "none"
+    print(
+        f"   mindloop: B = {mind['budget']:,} tokens of compiled context (window"
+        f" {mind['window']:,}) + a system prompt ≤ {mind['system_cap']:,};"
+        f" dialog compacted at steps: {compacted};\n"
+        f"   after the work, CHECK and SELF_IMPROVE asked with"
+        f" {' and '.join(f'{t:,}' for t in mind['after_the_work'])} tokens;"
+        f" the task took {mind['wall_s']:.1f} s"
+    )
+    print(
+        f"   goal: mindloop's input ≤ {TOKEN_GROWTH} × its step-{marks[0]} figure at every step"
+        f" from {marks[0]} to {s6['steps']} (largest ×{mind['growth']:.2f}):"
+        f" {_verdict(mind['goal_met'])}\n"
+    )
+
+
+def _print_overhead(s7: dict[str, Any]) -> None:
+    print(
+        f"7. loop overhead: {s7['nodes']} nodes planned (one PLAN step), each done (DO) and"
+        " checked (CHECK) in one step, then SELF_IMPROVE; zero-latency mock"
+    )
+    print(
+        f"   {'own ms/node':>22}  {'CPU ms/node':>20}  {'ms/transition':>18}  {'own µs/step':>22}"
+        f"  {'fsyncs/node':>11}  {'commits':>7}  {'files':>5}  {'entries':>7}"
+    )
+    print(
+        f"   {_mm(s7['own_ms_per_node'], '{:.1f}'):>22}  {_mm(s7['cpu_ms_per_node'], '{:.1f}'):>20}"
+        f"  {_mm(s7['transition_ms'], '{:.1f}'):>18}  {_mm(s7['own_us_per_step']):>22}"
+        f"  {s7['fsyncs_per_node']['median']:>11.1f}  {s7['commits_per_node']['median']:>7.1f}"
+        f"  {s7['file_fsyncs_per_node']['median']:>5.1f}  {s7['phase_entries']['median']:>7.0f}"
+    )
+    print(
+        "   own = wall time minus the time inside the model's stream; a transition = from a"
+        " phase's end to the next phase's start (routing, entry);\n"
+        "   fsyncs = durable store commits (one fsync of the WAL each) + os.fsync calls (the"
+        " workspace's projection files, written atomically)"
+    )
+    if "strace_fsyncs" in s7:
+        print(f"   strace: {s7['strace_fsyncs']} fsync/fdatasync calls in the scenario-7 process")
+    print("   peers: not run (LangGraph and the Agents SDK have no PLAN/DO/CHECK loop to compare)")
+    ms = s7["own_ms_per_node"]["median"]
+    print(
+        f"   goal: ≤ {NODE_MS} ms of the runtime's own time per node ({ms:.1f}): {_verdict(ms <= NODE_MS)}\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=5, help="measured runs after the warm-up")
     parser.add_argument("--quick", action="store_true", help="tiny CI sizes (targets not judged)")
-    parser.add_argument("--scenario", default="1,2,3,4,5", help="comma-separated scenario numbers")
+    parser.add_argument(
+        "--scenario", default="1,2,3,4,5,6,7", help="comma-separated scenario numbers"
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument(
         "--strace",
@@ -553,12 +739,27 @@ def main(argv: list[str] | None = None) -> int:
         default=50.0,
         help="--postgres: the simulated model's latency per generation",
     )
+    parser.add_argument(
+        "--token-steps", type=int, help="scenario 6: root steps of the task (default 1000)"
+    )
+    parser.add_argument(
+        "--result-chars", type=int, help="scenario 6: characters of each tool result (400)"
+    )
+    parser.add_argument(
+        "--loop-nodes", type=int, help="scenario 7: nodes planned, done and checked (50)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--count-all-commits", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    sizes = QUICK if args.quick else FULL
+    if args.token_steps is not None and args.token_steps < 10:
+        parser.error("--token-steps must be at least 10 (the goal compares with step 10)")
+    if args.loop_nodes is not None and args.loop_nodes < 1:
+        parser.error("--loop-nodes must be at least 1")
+    if args.result_chars is not None and args.result_chars < 20:
+        parser.error("--result-chars must be at least 20")
+    sizes = sizes_of(args)
     if args.worker:
         out = worker(args.worker, args.runs, sizes, args.count_all_commits, args.latency_ms)
         print(json.dumps(out))

@@ -1,6 +1,6 @@
-"""The use cases every face calls: open a project, start a chat, post, ask (a message the
-Router routes to a task), answer a question, retry a dialog that stopped on an error, run
-(or watch), and list and show what is stored.
+"""The use cases every face calls: open a project, start a chat, post, send a task's work
+loop a message, ask (a message the Router routes to a task), answer a question, retry a
+dialog that stopped on an error, run (or watch), and list and show what is stored.
 
 The CLI, the demo command and the web UI must do each of these the same way, so the way
 lives here, once:
@@ -24,12 +24,11 @@ is retried).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -118,6 +117,7 @@ class LoopSummary(BaseModel):
     reason: str = ""
     phase: str | None = None
     entries: int = 0  # phases entered during the run
+    kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
     @classmethod
     def of(cls, r: LoopReport) -> LoopSummary:
@@ -128,6 +128,7 @@ class LoopSummary(BaseModel):
             reason=r.reason,
             phase=r.phase.value if r.phase else None,
             entries=r.entries,
+            kb_delivered=r.kb_delivered,
         )
 
 
@@ -776,24 +777,16 @@ async def run(
         results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     else:
         log.info("run started%s", " (watching)" if watch else "")
-        sched = loop_api.OtherDialogs(rt, loop_api.loop_roots(rt.store), tickers=tickers)
-        results, loops = await _with_loops(
-            project, sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
-        )
+        here = loop_api.LocalLoops(rt, project.loops)
+        sched = loop_api.OtherDialogs(rt, here, tickers=tickers)
+        here.start_resumable()
+        results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+        loops = await here.finish()
         results = [*results, *(d for r in loops for d in (*r.drives, *r.side_drives))]
     resumed += sched.resumed
     report = _report(project, root_id, resumed, results, [str(e) for e in sched.errors], loops)
     log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
     return report
-
-
-async def _with_loops(
-    project: Project, others: Coroutine[Any, Any, list[DriveResult]]
-) -> tuple[list[DriveResult], list[LoopReport]]:
-    """The other dialogs' scheduler and every task loop with work left, concurrently."""
-    rt = project.runtime
-    driven, loops = await asyncio.gather(others, loop_api.resume_all(rt, project.loops))
-    return driven, loops
 
 
 async def run_task(
@@ -807,22 +800,36 @@ async def run_task(
     """Drive a task's work loop (`mindloop run TASK [--message M]`) until it is DONE or
     FAILED, reaches a cap, or waits on the human; its loop root is made on first use."""
     if message is not None:
-        _check_text(message, "the message is empty: say something (nothing was posted)")
+        message_task(project, task, message, member=member)
     rel = check_task(project, task, member)
     rt = project.runtime
     resumed = [*(resumed or []), *project.recover()]
     log.info("run task %s", rel)
     loop = await loop_api.run_task(
-        rt,
-        project.loops,
-        rel,
-        message=message,
-        member=member or project.config.team.default_responder,
+        rt, project.loops, rel, member=member or project.config.team.default_responder
     )
     results = [*loop.drives, *loop.side_drives]
     report = _report(project, loop.root_id, resumed, results, [], [loop])
     log.info("run of %s ended: %s (%s)", rel, report.outcome, loop.reason)
     return report
+
+
+def message_task(project: Project, task: str, message: str, *, member: str | None = None) -> Posted:
+    """A message from the user to a task's work loop, as `run TASK --message M` gives it:
+    posted to the task's loop root (made on first use, with `member`) and marked to be
+    driven, root, binding and message in one transaction. Nothing is driven here:
+    `run_task` (or `run` on the loop root, as the web UI's driver does) runs the loop,
+    which takes the message as new scope (PLAN) when its phase ends — also after the
+    task ended DONE. Everything is checked before anything is written."""
+    _check_text(message, "the message is empty: say something (nothing was posted)")
+    rel = check_task(project, task, member)
+    rt = project.runtime
+    bound, msg = post_to_task(
+        rt, rel, message, member=member or project.config.team.default_responder
+    )
+    root = rt.store.get_dialog(bound.root_id)
+    log.info("message to the work loop of %s (loop root %s)", rel, root.id)
+    return Posted(dialog=root, message=msg, tree=rt.store.list_dialogs(root_id=root.id))
 
 
 def check_task(project: Project, task: str, member: str | None = None) -> str:

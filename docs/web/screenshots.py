@@ -1,8 +1,12 @@
-"""Take the README's screenshots of the web UI: the demo's project, played in the browser.
+"""Take the README's screenshots of the web UI: the demo's project, played in the browser as
+a new user plays it (`mindloop demo --init`, then `mindloop web`, then the browser only).
 
     .venv/bin/python docs/web/screenshots.py     # writes docs/web/*.png
 
 Needs the test extra (Playwright) and the operating system's Chromium (/usr/bin/chromium).
+Every wait is on the page; the pictures are taken where the story is: the inbox with the
+team's approval, the task page while the loop waits for it, a node's page, the loop root's
+dialog and the task list once the task is DONE.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from mindloop.demo import DEMO_PROMPT, DEMO_TASK, prepare_demo_rtws
+from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
 
 OUT = Path(__file__).parent
+WAIT_MS = 120_000
 
 
 def main() -> None:
@@ -42,22 +47,57 @@ def main() -> None:
         base = url.split("/?")[0]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium")
-            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            context = browser.new_context(viewport={"width": 1280, "height": 860})
+            context.set_default_timeout(WAIT_MS)
+            page = context.new_page()
             page.goto(url)
+            live = '[data-connection-state][data-state="open"]'
+
+            # The task page's composer starts the task's loop; it asks the human first.
             page.goto(f"{base}/task/{DEMO_TASK}")
-            page.get_by_label("Message", exact=True).fill(DEMO_PROMPT)
-            page.get_by_role("button", name="Start the dialog").click()
-            page.wait_for_url(re.compile(r"/dialogs/\w+$"))
-            page.locator("[data-question]").wait_for()
-            # The part of the transcript with the tellasks: a teammate, FBR, the human.
-            page.locator(".entry.k-assistant", has=page.locator(".tellask")).first.evaluate(
-                "el => el.scrollIntoView({block: 'start'})"
-            )
-            page.screenshot(path=OUT / "dialog.png")
-            page.goto(f"{base}/task/{DEMO_TASK}")
-            page.locator("[data-question]").wait_for()
+            page.locator(live).wait_for()
+            page.get_by_label("Message to the work loop").fill(DEMO_PROMPT)
+            page.get_by_role("button", name="Send to the loop").click()
+            page.locator("#pane-questions [data-question]").wait_for()
+
+            # The inbox: the question answered, then the approval the team asks for.
+            inbox = context.new_page()
+            inbox.goto(f"{base}/inbox")
+            inbox.locator(live).wait_for()
+            question = inbox.locator("[data-question]")
+            question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
+            question.get_by_role("button", name="Answer").click()
+            inbox.locator("[data-approval]").wait_for()
+            inbox.locator("[data-no-questions]").wait_for()
+            inbox.screenshot(path=OUT / "inbox.png")
+
+            # The task page, followed live: the plan, the node tree mid-way, the loop
+            # waiting for the approval.
+            page.locator('[data-node="n4"]').wait_for()
+            page.locator("[data-loop-status]", has_text="WAITING").wait_for()
             page.screenshot(path=OUT / "task.png", full_page=True)
+
+            inbox.locator("[data-approval]").get_by_role("button", name="Approve").click()
+            page.locator("[data-loop-status]", has_text="DONE").wait_for()
+
+            # A node's page: the contributing guide, worked by the reviewer.
+            page.locator('[data-node="n2"] [data-node-link]').click()
+            page.wait_for_url(re.compile(r"/node/n2$"))
+            page.locator(live).wait_for()
+            page.screenshot(path=OUT / "node.png")
+
+            # The loop root's dialog: its tree (the teammate, the FBR samples) beside the
+            # start of the transcript (the task's message, PLAN, the human's question).
+            page.goto(f"{base}/task/{DEMO_TASK}")
+            page.locator("[data-loop] a").first.click()
+            page.wait_for_url(re.compile(r"/dialogs/\w+$"))
+            page.locator(live).wait_for()
+            page.set_viewport_size({"width": 1280, "height": 1100})
+            page.screenshot(path=OUT / "dialog.png")
+            page.set_viewport_size({"width": 1280, "height": 860})
+
             page.goto(base + "/")
+            page.locator(live).wait_for()
             page.screenshot(path=OUT / "tasks.png")
             browser.close()
     finally:

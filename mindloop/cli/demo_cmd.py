@@ -1,6 +1,6 @@
 """`mindloop demo`: play the offline demo task (`mindloop.demo`) through the work loop,
 via the use-case layer, answering its question and approving its one call on the human's
-behalf."""
+behalf; `demo --init` only creates its rtws, for a human to play (e.g. in the browser)."""
 
 from __future__ import annotations
 
@@ -100,15 +100,43 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     )
 
 
+def prepare_only(directory: Path | None, console: Console) -> Path:
+    """`demo --init`: the demo's rtws (team, mock script, task), nothing run: a new user
+    plays it in the browser (or with `run`), the human's part theirs."""
+    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
+
+    directory = prepare_demo_rtws(directory)
+    console.print(f"demo rtws: {directory}  (scripted mock model, no network)")
+    console.print(f"in the browser: mindloop web -C {directory} --open")
+    console.print(f"  open the task {DEMO_TASK} and send its work loop: {escape(DEMO_PROMPT)}")
+    console.print(
+        f'  answer its question in the inbox (e.g. "{escape(HUMAN_ANSWER)}"), approve its move'
+    )
+    console.print(
+        f'in the terminal: mindloop run -C {directory} {DEMO_TASK} -m "{escape(DEMO_PROMPT)}"'
+    )
+    return directory
+
+
 def demo(
     directory: Annotated[
         Path | None, typer.Option("--dir", help="Create the demo rtws here (default: a temp dir).")
     ] = None,
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init",
+            help="Only create the demo rtws; start its task yourself (e.g. in `mindloop web`).",
+        ),
+    ] = False,
 ) -> None:
     """Run a task through the whole work loop offline (scripted mock model) and show
     where its state lives."""
     import asyncio
 
+    if init:
+        prepare_only(directory, console)
+        return
     try:
         report = asyncio.run(run_demo(directory, console))
     except KeyboardInterrupt:

@@ -57,6 +57,7 @@ class ContextBuilder:
         self._packages: dict[str, TaskPackage] = {}
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
         self._self_md_paths: dict[str, Path] = {}
+        self._persona_paths: dict[str, Path] = {}  # (paths built once: read per generation)
 
     def package(self, task_path: str) -> TaskPackage:
         pkg = self._packages.get(task_path)
@@ -65,7 +66,10 @@ class ContextBuilder:
         return pkg
 
     def persona(self, member: MemberConfig) -> str:
-        text = self._files.read(self.rtws / member.persona).strip()
+        path = self._persona_paths.get(member.persona)
+        if path is None:
+            path = self._persona_paths[member.persona] = self.rtws / member.persona
+        text = self._files.read(path).strip()
         return text or text_for(DEFAULT_PERSONA, self.lang).format(name=member.name)
 
     def self_md(self, member: MemberConfig) -> str:

@@ -17,7 +17,6 @@ answer a question, drive a dialog. The work is done by modules with one job each
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -467,7 +466,7 @@ class DialogRuntime:
         """What one tool call sees: typed facts and the narrow services bound to this
         dialog (never the engine itself)."""
         if live.tool_context is not None:
-            return dataclasses.replace(live.tool_context, call_key=key)
+            return live.tool_context.for_call(key)
         m = live.member
         did = live.id
         publish = self.bus.publish  # the hook reaches the bus, never the engine

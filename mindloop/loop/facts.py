@@ -21,6 +21,7 @@ from mindloop.store import DialogStatus, MessageRecord
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState
 
 # Waits only a person resolves (an approval); a question is counted on its own.
 HUMAN_WAITS = frozenset({WaitKind.APPROVAL.value})
@@ -38,10 +39,17 @@ class Gathered:
     bench_why: dict[str, str]  # BENCH nodes held back by condition 3, and why
 
 
-def gather(rt: DialogRuntime, state: ls.LoopState, messages: list[MessageRecord]) -> Gathered:
-    """`messages`: the root's messages since the current entry's input."""
+def gather(
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    messages: list[MessageRecord],
+    ws: WorkspaceState | None = None,
+) -> Gathered:
+    """`messages`: the root's messages since the current entry's input; `ws`: the
+    workspace as just loaded, if the caller has it."""
     store = rt.store
-    ws = repo.load(store, state.task_path)
+    if ws is None:
+        ws = repo.load(store, state.task_path)
     pending, _, questions, blocking = store.wait_state(state.root_id)
     benches, why = ready_benches(ws, rt.rtws, state.checked)
     ended = state.ended

@@ -21,6 +21,7 @@ applied by the retry layer to each attempt, instead of in each adapter:
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -45,12 +46,12 @@ class AttemptGuard:
     `next(stream)` for each event, `failed(err)` on a failure, `end` in any case.
     `partial` is what the attempt streamed so far.
 
-    The deadlines cost one timer per attempt, not one per event: set for the first-content
-    deadline, it moves itself on to the overall deadline when it goes off after content
-    came (no cancel and re-arm at the first content, which every attempt reaches). It
-    cancels the task only while the guard is waiting on the provider (`_waiting`). If it
-    fires while the consumer is busy, the next wait gets a zero timeout instead, so an
-    event that is already there is still delivered and only a wait that would block
+    The deadlines cost no timer of their own: `begin` enters the attempt in its event
+    loop's `_Watchdog` and `end` takes it out; the watchdog looks at the open attempts
+    every `TICK` seconds while there are any. A deadline so goes off at most `TICK` late.
+    It cancels the task only while the guard is waiting on the provider (`_waiting`). If
+    it goes off while the consumer is busy, the next wait gets a zero timeout instead, so
+    an event that is already there is still delivered and only a wait that would block
     fails."""
 
     def __init__(self, provider: str, deadlines: Deadlines | None = None) -> None:
@@ -62,10 +63,11 @@ class AttemptGuard:
         self._content = False
         self._answered = False
         self._waiting = False
-        self._fired = False  # the timer cancelled the task
-        self._overdue = False  # the timer went off while the consumer had the event
-        self._timer: asyncio.TimerHandle | None = None
-        self._start = 0.0
+        self._fired = False  # the watchdog cancelled the task
+        self._overdue = False  # a deadline went off while the consumer had the event
+        self._watchdog: _Watchdog | None = None
+        self._first_at = 0.0  # loop times the deadlines go off
+        self._end_at = 0.0
         self._task: asyncio.Task[object] | None = None
         self._cancelling = 0
 
@@ -83,15 +85,17 @@ class AttemptGuard:
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self._cancelling = self._task.cancelling() if self._task is not None else 0
-        self._start = loop.time()
-        first = min(self.deadlines.first_content, self.deadlines.total)
-        self._timer = loop.call_at(self._start + first, self._on_deadline)
+        start = loop.time()
+        self._first_at = start + self.deadlines.first_content
+        self._end_at = start + self.deadlines.total
+        self._watchdog = _Watchdog.of(loop)
+        self._watchdog.add(self)
 
     async def next(self, stream: AsyncIterator[StreamEvent]) -> StreamEvent:
         """The stream's next event, within the deadlines; raises `StopAsyncIteration` at
         the end, and a retriable `ProviderError` for a deadline missed or an empty answer
         finishing. (Called per event: kept to one coroutine frame on purpose.)"""
-        if self._timer is None:
+        if self._watchdog is None:
             event = await stream.__anext__()
         elif self._overdue:
             event = await self._next_overdue(stream)
@@ -123,9 +127,10 @@ class AttemptGuard:
             return event
         if not self._content:
             self._content = True
-            if self._overdue:  # the first-content deadline went off with this event waiting
-                self._overdue = False
-                self._arm(self._start + self.deadlines.total)  # type: ignore[union-attr]
+            if self._overdue and self._watchdog is not None:
+                # the first-content deadline went off with this event waiting: only the
+                # overall one applies now
+                self._overdue = asyncio.get_running_loop().time() >= self._end_at
         return event
 
     def failed(self, err: ProviderError) -> ProviderError:
@@ -134,9 +139,9 @@ class AttemptGuard:
         return err
 
     def end(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._watchdog is not None:
+            self._watchdog.discard(self)
+            self._watchdog = None
 
     async def _next_overdue(self, stream: AsyncIterator[StreamEvent]) -> StreamEvent:
         """The deadline passed while the consumer held the last event: an event already
@@ -150,22 +155,18 @@ class AttemptGuard:
                 raise self._late() from None
             raise
 
-    def _on_deadline(self) -> None:
-        assert self.deadlines is not None
-        end = self._start + self.deadlines.total
-        if self._content and self._timer is not None and self._timer.when() < end:
-            # The first-content deadline, passed with content: only the overall one
-            # applies now.
-            self._arm(end)
+    def _check(self, now: float) -> None:
+        """The watchdog's look: a deadline passed cancels the wait on the provider, or
+        makes the next wait that would block fail."""
+        if self._fired or self._overdue:
+            return
+        if now < self._end_at and (self._content or now < self._first_at):
             return
         if self._waiting and self._task is not None:
             self._fired = True
             self._task.cancel()
         else:
             self._overdue = True
-
-    def _arm(self, when: float) -> None:
-        self._timer = asyncio.get_running_loop().call_at(when, self._on_deadline)
 
     def _late(self) -> ProviderError:
         assert self.deadlines is not None
@@ -188,3 +189,48 @@ class AttemptGuard:
             f"function call; finish reason {reason!r})",
             retriable=True,
         )
+
+
+TICK = 0.05  # seconds between the watchdog's looks at the open attempts
+
+
+class _Watchdog:
+    """The open attempts of one event loop, looked at every `TICK` seconds while there
+    are any: one timer for them all, instead of a timer armed and cancelled per attempt
+    (an attempt's own cost is a set insertion and removal)."""
+
+    def __init__(self) -> None:
+        # (no reference to the loop: it keys the registry weakly; the running loop is
+        # the one every call here is made in)
+        self.open: set[AttemptGuard] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Watchdog:
+        found = _WATCHDOGS.get(loop)
+        if found is None:
+            found = _WATCHDOGS[loop] = cls()
+        return found
+
+    def add(self, guard: AttemptGuard) -> None:
+        self.open.add(guard)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(TICK, self._look)
+
+    def discard(self, guard: AttemptGuard) -> None:
+        self.open.discard(guard)
+
+    def _look(self) -> None:
+        self._timer = None
+        if not self.open:
+            return  # idle: the next attempt arms the timer again
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for guard in list(self.open):
+            guard._check(now)
+        self._timer = loop.call_later(TICK, self._look)
+
+
+_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
+    weakref.WeakKeyDictionary()
+)

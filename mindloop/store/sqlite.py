@@ -57,6 +57,12 @@ PAGE_SIZE = 1024
 NOTHING_CHANGED = "nothing was changed"
 
 
+# The DBAPI forms of the prebuilt statements (module constants: their ids are stable), by
+# statement and parameter keys: compiled once per process, whichever store runs them
+# (every SQLite store's dialect is configured alike).
+_COMPILED: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
+
+
 class SqliteDialect(StoreDialect):
     name = "sqlite"
 
@@ -66,7 +72,6 @@ class SqliteDialect(StoreDialect):
         self.dbapi: Any = None
         self._configured = False
         self._lazy = False  # the open transaction commits without a flush of its own
-        self._compiled: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
 
     # ------------------------------------------------------------------ the file
 
@@ -266,11 +271,11 @@ class SqliteDialect(StoreDialect):
             return None
         key = (id(stmt), tuple(params) if params else ())
         try:
-            return self._compiled[key]
+            return _COMPILED[key]
         except KeyError:
             if id(stmt) not in q.PREBUILT:
                 return None
-            found = self._compiled[key] = direct.compile_for(stmt, self.engine.dialect, key[1])
+            found = _COMPILED[key] = direct.compile_for(stmt, self.engine.dialect, key[1])
             return found
 
 

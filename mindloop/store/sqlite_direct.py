@@ -13,8 +13,9 @@ run every statement through SQLAlchemy.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -64,13 +65,39 @@ class Compiled:
     to_db: tuple[_Convert | None, ...]
     keys: tuple[str, ...]  # result column names (selects)
     from_db: tuple[_ConvertColumn | None, ...]
+    # Derived once (the statement runs several times a step): the caller's values taken
+    # by one C-level `itemgetter` into their positions, the literal binds' values filled
+    # in, and the few converters applied by index.
+    _supplied: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _get: Callable[[dict[str, Any]], Any] | None = field(init=False, repr=False, compare=False)
+    _convert: tuple[tuple[int, _Convert], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        supplied = tuple(i for i, d in enumerate(self.defaults) if d is _NEED)
+        names = [self.names[i] for i in supplied]
+        get = None
+        if len(names) == 1:
+            only = names[0]
+            get = lambda values: (values[only],)  # noqa: E731
+        elif names:
+            get = operator.itemgetter(*names)
+        convert = tuple((i, c) for i, c in enumerate(self.to_db) if c is not None)
+        object.__setattr__(self, "_supplied", supplied)
+        object.__setattr__(self, "_get", get)
+        object.__setattr__(self, "_convert", convert)
 
     def params(self, values: dict[str, Any] | None) -> list[Any]:
-        values = values or {}
-        out = []
-        for name, default, conv in zip(self.names, self.defaults, self.to_db, strict=True):
-            v = values[name] if default is _NEED else values.get(name, default)
-            out.append(conv(v) if conv is not None and v is not None else v)
+        if self._get is None:
+            out = list(self.defaults)
+        elif len(self._supplied) == len(self.defaults):
+            out = list(self._get(values or {}))
+        else:
+            out = list(self.defaults)
+            for i, v in zip(self._supplied, self._get(values or {}), strict=True):
+                out[i] = v
+        for i, conv in self._convert:
+            if out[i] is not None:
+                out[i] = conv(out[i])
         return out
 
     def rows(self, raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

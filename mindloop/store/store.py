@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -145,8 +144,7 @@ class Store(TaskRows, RouterLog):
 
     # ------------------------------------------------------------------ transactions
 
-    @contextmanager
-    def tx(self, *, durable: bool = True) -> Iterator[sa.Connection]:
+    def tx(self, *, durable: bool = True) -> _Transaction:
         """Run the block in one transaction; nested blocks join the outermost one.
 
         The transaction holds the write lock from its start (`BEGIN IMMEDIATE` on
@@ -157,24 +155,20 @@ class Store(TaskRows, RouterLog):
         failure from the next durable commit on, because the WAL is replayed as an ordered
         prefix. Use it only for writes whose loss would leave an earlier state that
         recovery treats alike."""
-        if self._depth:
-            self._depth += 1
-            try:
-                yield self._conn
-            finally:
-                self._depth -= 1
-            return
+        return _Transaction(self, durable)
+
+    def _begin(self, durable: bool) -> None:
         self._dialect.begin(durable=durable)
         self._depth = 1
         self._changed = False
-        try:
-            yield self._conn
-        except BaseException:
-            self._depth = 0
+
+    def _finish(self, durable: bool, failed: bool) -> None:
+        """End the outermost transaction: roll back after an exception, else commit."""
+        self._depth = 0
+        if failed:
             self._after.clear()
             self._dialect.rollback()
-            raise
-        self._depth = 0
+            return
         after = self._after
         if after:  # taken before the commit: a failed commit runs none of them
             self._after = {}
@@ -704,3 +698,31 @@ def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
         "generation_id": m.generation_id,
         "created_at": now,
     }
+
+
+class _Transaction:
+    """`Store.tx()`'s context manager: a class rather than a generator, as the engine opens
+    several transactions a step. A nested block joins the outermost transaction."""
+
+    __slots__ = ("_durable", "_outer", "_store")
+
+    def __init__(self, store: Store, durable: bool) -> None:
+        self._store = store
+        self._durable = durable
+        self._outer = False
+
+    def __enter__(self) -> sa.Connection:
+        store = self._store
+        if store._depth:
+            store._depth += 1
+        else:
+            store._begin(self._durable)
+            self._outer = True
+        return store._conn
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        store = self._store
+        if self._outer:
+            store._finish(self._durable, failed=kind is not None)
+        else:
+            store._depth -= 1

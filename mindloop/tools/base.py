@@ -133,6 +133,11 @@ class WorkspaceAccess(Protocol):
         """The team's member ids."""
         ...
 
+    def adjust_cycles(self, task_path: str, node_id: str) -> int:
+        """The ADJUST cycles accepted for a node so far (its L3 retry records): a node
+        goes back to work from ADJUSTING only on one it has not used yet."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
@@ -184,6 +189,16 @@ class ToolContext:
         dialog id, every other field as given or its default."""
         fields.setdefault("call_key", call_key(dialog_id, "test", 0))
         return cls(rtws=Path(rtws), member=member, dialog_id=dialog_id, **fields)
+
+    def for_call(self, key: str) -> ToolContext:
+        """This context for another call of the same dialog: a copy with `key` as its call
+        key (the engine builds one context per dialog view and one of these per call; a
+        shallow copy of the fields, without `dataclasses.replace`'s re-initialisation)."""
+        if not _CALL_KEY.fullmatch(key):
+            raise ValueError(f"call_key must be a sha256 hex digest, got {key!r}")
+        ctx = object.__new__(type(self))
+        ctx.__dict__.update(self.__dict__, call_key=key)
+        return ctx
 
     @property
     def maintainer(self) -> str:

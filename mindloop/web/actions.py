@@ -1,6 +1,7 @@
 """What the browser changes (POST): start a task, start a chat, ask (the Router routes the
-message to a task's loop root), post to a dialog, answer a question, approve or reject a
-call waiting for approval, replace one Taskdoc section, retry a stopped tree.
+message to a task's loop root), send a task's work loop a message, post to a dialog,
+answer a question, approve or reject a call waiting for approval, replace one Taskdoc
+section, retry a stopped tree.
 
 An approval is decided only by its two buttons, never by free text (`answer` refuses an
 approval id): the form posts back the digest of the call it showed, so a call changed
@@ -80,6 +81,18 @@ async def ask(request: Request) -> Response:
         created_task=asked.created_task,
         reply=asked.reply,
     )
+
+
+async def message_loop(request: Request) -> Response:
+    """A message to a task's work loop (`mindloop run TASK --message`): posted to its loop
+    root, which the driver runs in this process; the task page stays, its loop and node
+    tree follow live. A task that ended DONE takes it as new scope (PLAN)."""
+    state = web(request)
+    form = await fields(request)
+    posted = service.message_task(state.project, form.get("task", ""), form.get("message", ""))
+    root = posted.dialog
+    state.driver.kick(root.root_id)
+    return done(request, _task_url(root.task_path), task=root.task_path, dialog=root)
 
 
 async def post_message(request: Request) -> Response:
@@ -173,6 +186,7 @@ routes = [
     Route("/tasks", new_task, methods=["POST"]),
     Route("/chat", start_chat, methods=["POST"]),
     Route("/ask", ask, methods=["POST"]),
+    Route("/run", message_loop, methods=["POST"]),
     Route("/dialogs/{id}/messages", post_message, methods=["POST"]),
     Route("/dialogs/{id}/retry", retry, methods=["POST"]),
     Route("/questions/{id}/answer", answer, methods=["POST"]),

@@ -1,5 +1,5 @@
-"""The pages (GET): task list, task, dialog, inbox (questions and approvals) — their live
-fragments, and the same reads as JSON for programs (`/api/…`).
+"""The pages (GET): task list, task, a task's node, dialog, inbox (questions and
+approvals) — their live fragments, and the same reads as JSON for programs (`/api/…`).
 
 A page is drawn from the store as it is now, and carries the feed position taken
 *before* it was read: its event stream starts there, so nothing that happened while the
@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from markupsafe import Markup
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -22,6 +23,22 @@ from mindloop.taskdoc import TaskPackage
 from mindloop.web import views
 from mindloop.web.panes import TASK_PANES, task_pane
 from mindloop.web.state import page, to_json, web
+
+
+class PackagePath(Convertor[str]):
+    """A task package's path in an address, up to its `.tsk`: so `/task/<package>/node/<id>`
+    (a node's page) is told apart from `/task/<package>` (the task's) at any depth."""
+
+    regex = r".+?\.tsk"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("package", PackagePath())
 
 
 def _stream(request: Request, **scope: str) -> str:
@@ -51,10 +68,7 @@ async def index(request: Request) -> Response:
 
 async def task(request: Request) -> Response:
     state = web(request)
-    path = service.task_key(state.project.rtws, request.path_params["path"])
-    pkg = TaskPackage(state.project.rtws, path)
-    if not pkg.exists():
-        raise NotFoundError(f"no task package {path!r} (see the task list)")
+    pkg = _package(request)
     ctx = _common(request, pkg.rel_path, task=pkg.rel_path)
     panes = []
     for pane in TASK_PANES:
@@ -63,6 +77,27 @@ async def task(request: Request) -> Response:
         panes.append((pane, Markup(html)))
     ctx |= {"task": pkg.rel_path, "panes": panes, "members": views.members(state.project)}
     return page(request, "task.html", ctx)
+
+
+def _package(request: Request) -> TaskPackage:
+    state = web(request)
+    pkg = TaskPackage(
+        state.project.rtws, service.task_key(state.project.rtws, request.path_params["path"])
+    )
+    if not pkg.exists():
+        raise NotFoundError(f"no task package {pkg.rel_path!r} (see the task list)")
+    return pkg
+
+
+async def node(request: Request) -> Response:
+    """A node's own page: what it asks, how it is checked, its docs, log, conclusion and
+    the dialogs that worked it — reloaded live with the workspace."""
+    state = web(request)
+    pkg = _package(request)
+    found = views.node_detail(state.project, pkg.rel_path, request.path_params["id"])
+    ctx = _common(request, f"{found.view.node.id} · {pkg.rel_path}", task=pkg.rel_path)
+    ctx |= {"task": pkg.rel_path, "d": found}
+    return page(request, "node.html", ctx)
 
 
 async def dialog(request: Request) -> Response:
@@ -122,6 +157,13 @@ async def fragment_pane(request: Request) -> Response:
     return page(request, pane.template, {**ctx, "task": path, "pane": pane})
 
 
+async def fragment_node(request: Request) -> Response:
+    state = web(request)
+    task = service.task_key(state.project.rtws, request.query_params.get("task", ""))
+    found = views.node_detail(state.project, task, request.path_params["id"])
+    return page(request, "_node_page.html", {"task": task, "d": found})
+
+
 async def fragment_dialog(request: Request) -> Response:
     """A dialog's header (status, usage) and its tree."""
     state = web(request)
@@ -157,6 +199,14 @@ async def api_dialog(request: Request) -> Response:
     return JSONResponse(to_json(shown))
 
 
+async def api_node(request: Request) -> Response:
+    state = web(request)
+    pkg = _package(request)
+    return JSONResponse(
+        to_json(views.node_detail(state.project, pkg.rel_path, request.path_params["id"]))
+    )
+
+
 async def api_taskdoc(request: Request) -> Response:
     state = web(request)
     path = service.task_key(state.project.rtws, request.path_params["path"])
@@ -168,6 +218,7 @@ async def api_taskdoc(request: Request) -> Response:
 routes = [
     Route("/", index),
     Route("/inbox", inbox),
+    Route("/task/{path:package}/node/{id}", node),  # before the task: its path is a prefix
     Route("/task/{path:path}", task),
     Route("/dialogs/{id}", dialog),
     Route("/fragments/tasks", fragment_tasks),
@@ -176,9 +227,11 @@ routes = [
     Route("/fragments/approvals", fragment_approvals),
     Route("/fragments/task/{pane}", fragment_pane),
     Route("/fragments/dialog/{id}/{part}", fragment_dialog),
+    Route("/fragments/node/{id}", fragment_node),
     Route("/api/tasks", api_tasks),
     Route("/api/questions", api_questions),
     Route("/api/approvals", api_approvals),
     Route("/api/dialogs/{id}", api_dialog),
     Route("/api/taskdoc/{path:path}", api_taskdoc),
+    Route("/api/task/{path:package}/node/{id}", api_node),
 ]

@@ -2,7 +2,9 @@
 live items make it read again.
 
 The task page lays out `TASK_PANES` in order, each in its own region that the browser
-reloads (`/fragments/task/<id>?task=…`) when an item of a kind in `refresh_on` arrives.
+reloads (`/fragments/task/<id>?task=…`) when an item of a kind in `refresh_on` arrives;
+a pane's form (the work loop's composer) is drawn once below it, so a refresh never
+touches a draft.
 A new view of a task — the work loop's phase, the node tree — is one more entry here and
 one template; nothing else on the page changes.
 """
@@ -29,6 +31,7 @@ class TaskPane:
     refresh_on: tuple[str, ...]  # live item kinds (`state`, `taskdoc`) that make it stale
     context: PaneContext
     wide: bool = False  # spans the page's full width
+    form: str | None = None  # a template drawn once below the live region (a composer)
 
 
 def _taskdoc(project: Project, task: str) -> dict[str, Any]:
@@ -39,8 +42,11 @@ def _dialogs(project: Project, task: str) -> dict[str, Any]:
     return {"trees": views.trees(project, task), "task_usage": service.task_usage(project, task)}
 
 
-def _questions(project: Project, task: str) -> dict[str, Any]:
-    return {"questions": views.questions(project, task=task)}
+def _waiting(project: Project, task: str) -> dict[str, Any]:
+    return {
+        "questions": views.questions(project, task=task),
+        "approvals": views.approvals(project, task=task),
+    }
 
 
 def _loop(project: Project, task: str) -> dict[str, Any]:
@@ -52,10 +58,12 @@ def _nodes(project: Project, task: str) -> dict[str, Any]:
 
 
 TASK_PANES: list[TaskPane] = [
-    TaskPane("loop", "Work loop", "_loop.html", ("state",), _loop, wide=True),
+    TaskPane(
+        "loop", "Work loop", "_loop.html", ("state",), _loop, wide=True, form="_loop_form.html"
+    ),
     TaskPane("nodes", "Node tree", "_nodes.html", ("state",), _nodes, wide=True),
     TaskPane("taskdoc", "Taskdoc", "_taskdoc.html", ("taskdoc",), _taskdoc, wide=True),
-    TaskPane("questions", "Open questions", "_questions.html", ("state",), _questions),
+    TaskPane("questions", "Waiting for you", "_waiting.html", ("state",), _waiting),
     TaskPane("dialogs", "Dialogs, usage and cost", "_trees.html", ("state",), _dialogs),
 ]
 

@@ -23,6 +23,7 @@ from mindloop.store import (
     DialogStatus,
     MessageRecord,
     QuestionRecord,
+    Store,
     UsageTotals,
 )
 from mindloop.store.feed import StoredEvent
@@ -32,8 +33,10 @@ from mindloop.taskdoc.effective import format_violation, render_effective_taskdo
 from mindloop.taskdoc.human import content_hash, maintainer
 from mindloop.taskdoc.mind import is_injected, section_status
 from mindloop.taskdoc.sections import SECTION_SUFFIX, TOP_LEVEL
-from mindloop.workspace.api import WorkspaceApi, WorkspaceView
-from mindloop.workspace.models import LogEntry
+from mindloop.workspace.api import NodeView, WorkspaceApi, WorkspaceView
+from mindloop.workspace.context import node_context
+from mindloop.workspace.errors import WorkspaceError
+from mindloop.workspace.models import LogEntry, Node
 
 # ---------------------------------------------------------------------------- tasks
 
@@ -134,6 +137,75 @@ def node_tree(project: Project, task: str) -> NodeTree:
                 if entry.node_id is not None:
                     logs[entry.node_id].append(entry)
     return NodeTree(view=shown, logs=dict(logs))
+
+
+class NodeDialog(BaseModel):
+    """A side dialog that worked a node: one per dispatch to a member."""
+
+    dialog: DialogRecord
+    current: bool  # the dispatch the node waits on now
+
+
+class NodeDetail(BaseModel):
+    """One node as its own page shows it: the node as `mindloop node show` gives it (with
+    its log), its neighbours, the dialogs that worked it, and its context."""
+
+    task: str
+    view: NodeView
+    parent: Node | None = None
+    children: list[Node] = []
+    deps: list[Node] = []
+    dialogs: list[NodeDialog] = []  # newest first
+    loop_root: str | None = None  # where a MAIN node is worked (the task's loop root)
+    context: str  # what its member (or the loop root) reads first of it
+
+
+def node_detail(project: Project, task: str, node_id: str) -> NodeDetail:
+    """A node of `task`'s workspace (`NotFoundError` for one it does not have)."""
+    store = project.runtime.store
+    with WorkspaceApi(project.rtws, task, store=store) as api:
+        try:
+            shown = api.node_view(node_id)
+        except WorkspaceError as exc:
+            if exc.code != "UNKNOWN_NODE":
+                raise
+            raise NotFoundError(f"{exc.message} (see the task's node tree)") from None
+        state = api.state()
+    node = shown.node
+    loop = loop_of(project, task)
+    return NodeDetail(
+        task=task,
+        view=shown,
+        parent=state.nodes.get(node.parent_id) if node.parent_id else None,
+        children=[state.nodes[c] for c in node.children if c in state.nodes],
+        deps=[state.nodes[d] for d in node.deps if d in state.nodes],
+        dialogs=_node_dialogs(store, task, shown),
+        loop_root=loop.root_id if loop is not None else None,
+        context=node_context(state, node.id, rtws=project.rtws, reply_protocol=bool(node.member)),
+    )
+
+
+def _node_dialogs(store: Store, task: str, shown: NodeView) -> list[NodeDialog]:
+    """The side dialogs a node was dispatched to, from its log: each dispatch moved it to
+    WAIT with the side dialog as the evidence (`Session.dispatch`)."""
+    node = shown.node
+    ids = [
+        str(e.data["evidence"])
+        for e in shown.log
+        if e.kind == "transition" and e.data.get("to") == "WAIT" and e.data.get("evidence")
+    ]
+    if node.dispatch is not None:
+        ids.append(node.dispatch.side_id)
+    current = node.dispatch.side_id if node.dispatch is not None else None
+    out: list[NodeDialog] = []
+    for side_id in reversed(dict.fromkeys(ids)):
+        try:
+            rec = store.get_dialog(side_id)
+        except NotFoundError:  # deleted since, or the evidence named no dialog
+            continue
+        if rec.kind != "root" and rec.task_path == task:
+            out.append(NodeDialog(dialog=rec, current=rec.id == current))
+    return out
 
 
 # ---------------------------------------------------------------------------- Taskdoc

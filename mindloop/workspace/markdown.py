@@ -259,7 +259,24 @@ def _strip_pad(cells: list[str]) -> list[str]:
     return out
 
 
+# Rendered Info.md by (language, the node as JSON): the projections are rewritten after
+# every workspace commit, and re-rendering every node's YAML front matter each time made a
+# change cost grow with the tree. A node's JSON is cheap to make and decides its text.
+_INFO_KEPT = 4096
+_info_cache: dict[tuple[str, str], str] = {}
+
+
 def info_md(node: Node, lang: Lang) -> str:
+    key = (lang, node.model_dump_json())
+    text = _info_cache.get(key)
+    if text is None:
+        if len(_info_cache) >= _INFO_KEPT:
+            _info_cache.clear()
+        text = _info_cache[key] = _render_info(node, lang)
+    return text
+
+
+def _render_info(node: Node, lang: Lang) -> str:
     data = node.model_dump(mode="json")
     front = {k: data[k] for k in _FRONT_FIELDS}
     kind = word(lang, "planning" if node.kind is NodeKind.PLANNING else "execution")

@@ -35,11 +35,17 @@ class RulesText:
         self.rtws = Path(rtws)
         self.lang = lang
         self._cache: dict[str, tuple[_Sig, str]] = {}
+        self._paths: dict[str, str] = {}  # task -> its Workspace.md (looked at per generation)
         self._lock = threading.Lock()
 
     def __call__(self, task_path: str) -> str:
+        path = self._paths.get(task_path)
+        if path is None:
+            path = self._paths[task_path] = os.path.join(
+                self.rtws, task_path, WORKSPACE_DIR, "Workspace.md"
+            )
         try:
-            st = os.lstat(os.path.join(self.rtws, task_path, WORKSPACE_DIR, "Workspace.md"))
+            st = os.lstat(path)
         except OSError:
             return ""
         sig = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)

@@ -173,6 +173,17 @@ def test_demo_runs_offline(tmp_path: Path) -> None:
     assert again.returncode == 1 and "not empty" in again.stderr
 
 
+def test_demo_init_only_creates_the_project(tmp_path: Path) -> None:
+    """`demo --init`: the demo's rtws for a human to play (in the browser); nothing runs."""
+    out = ml("demo", "--init", "--dir", str(tmp_path / "d"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"mindloop web -C {tmp_path / 'd'}" in out.stdout
+    assert (tmp_path / "d" / ".minds" / "team.yaml").is_file()
+    assert (tmp_path / "d" / "tasks" / "example.tsk").is_dir()
+    assert not (tmp_path / "d" / ".mindloop").exists()  # nothing ran, no state
+    assert not (tmp_path / "d" / "CHANGELOG.md").exists()
+
+
 def test_chat_without_a_task_gets_its_own_package(tmp_path: Path) -> None:
     """Reference acceptance 59: a dialog started without a Taskdoc gets tasks/<slug>.tsk/;
     with one package that one is used; with several the user must choose."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,8 @@ import pytest
 from mindloop.cli.app import build_command
 from tests.scenario_util import ml
 
-# What `mindloop --help` takes is measured and reported (0.2 s is the aim on an idle
-# machine); the bound here only has to hold on a loaded CI runner.
-HELP_BOUND_SECONDS = 1.0
+# What `mindloop --help` takes is measured by bench/run.py (a time is never asserted in
+# a test); what keeps it fast is asserted here: the heavy modules stay unimported.
 HEAVY = ("sqlalchemy", "pydantic", "openai", "anthropic", "mindloop.service", "mindloop.store")
 
 
@@ -36,16 +34,6 @@ def test_help_imports_neither_the_engine_nor_the_store() -> None:
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
 
 
-def test_help_starts_fast() -> None:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        done = ml("--help")
-        times.append(time.perf_counter() - start)
-        assert done.returncode == 0 and "Usage: mindloop" in done.stdout
-    assert min(times) < HELP_BOUND_SECONDS, times
-
-
 def test_version() -> None:
     out = ml("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"mindloop {version('mindloop')}"
@@ -57,8 +45,20 @@ def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None
     assert out.returncode == 0 and out.stdout.split() == ["dialogs"]
     env |= {"COMP_WORDS": "mindloop dialogs tree --j", "COMP_CWORD": "3"}
     assert ml(env=env, cwd=tmp_path).stdout.split() == ["--json"]
-    script = ml("--show-completion", "bash", env={"SHELL": "/bin/bash"}, cwd=tmp_path)
-    assert script.returncode == 0 and "_MINDLOOP_COMPLETE=complete_bash" in script.stdout
+    # `--show-completion` is a flag: Typer finds the shell among the process's ancestors
+    # (shellingham), so it is asked from a bash, as a user would (`; exit` keeps bash from
+    # replacing itself by the command: it stays the parent)
+    cmd = f"{sys.executable} -m mindloop.cli.app --show-completion; exit $?"
+    script = subprocess.run(
+        ["bash", "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert script.returncode == 0, script.stderr
+    assert "_MINDLOOP_COMPLETE=complete_bash" in script.stdout
 
 
 def _leaves(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

@@ -13,6 +13,9 @@ mock provider: what a person sees and does.
   committed meanwhile appears once;
 - the UI works while a separate `mindloop run --watch` drives the dialogs.
 
+A task's work loop in the browser (the demo played there, the task page's composer, a
+node's page) is in `test_web_task_loop.py`.
+
 Every wait is on something observable (the page, the store, a process's output).
 """
 
@@ -26,11 +29,12 @@ from typing import Any
 import pytest
 
 from mindloop.store import Store
-from mindloop.store.waits import open_waits_of_kind
 from tests.dialogs.procs import Procs, read_store, wait_until
 from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
-from tests.web.webproc import Web, start_web
+from tests.web.webproc import connected as _connected
+from tests.web.webproc import open_page as _open
+from tests.web.webproc import start_web
 
 TIMEOUT = 60.0
 TASK = "tasks/example.tsk"
@@ -86,20 +90,6 @@ def procs(rtws: Path, tmp_path: Path) -> Iterator[Procs]:
         yield procs
     finally:
         procs.close()
-
-
-def _open(page: Any, web: Web, path: str = "/") -> None:
-    """Log in with the printed address (sets the cookie), then go to `path`."""
-    page.goto(web.url)
-    assert "token" not in page.url
-    if path != "/":
-        page.goto(web.base + path)
-    _connected(page)
-
-
-def _connected(page: Any) -> None:
-    """The page's event stream is open (the page says `live`)."""
-    page.locator('[data-connection-state][data-state="open"]').wait_for()
 
 
 def _store(procs: Procs) -> Any:
@@ -491,60 +481,3 @@ def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: 
     assert len(read_store(procs.rtws, lambda s: s.generations(dialog_id))) == 4
     assert page.locator(".entry.k-assistant").count() == 4
     assert page.locator(".entry.k-user").count() == 4
-
-
-# ---------------------------------------------------------------------------- the demo
-
-
-def test_the_demos_question_is_answered_in_the_browser_and_its_loop_ends(
-    tmp_path: Path, page: Any
-) -> None:
-    """A new user's session: the demo's project, its task's work loop started with
-    `mindloop run TASK -m …` (it stops on the human's question), then the browser: answer
-    the question in the inbox, and the loop goes on (its approval given with the inbox's
-    Approve button) to DONE (the team's tools, a teammate, three FBR samples and a Taskdoc change on the
-    way)."""
-    from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
-    from mindloop.demo.script import PROGRESS_TEXT
-
-    rtws = prepare_demo_rtws(tmp_path / "demo")
-    procs = Procs(rtws, tmp_path / "logs")
-    try:
-        web = start_web(procs)
-        started = procs.start("run", DEMO_TASK, "-m", DEMO_PROMPT)
-        assert procs.finish(started, TIMEOUT * 2) == 4  # waiting on the human
-        _open(page, web, "/inbox")
-        question = page.locator("[data-question]")
-        question.wait_for()
-        assert "Keep a Changelog" in question.inner_text()
-        question.get_by_label("Your answer to @dev").fill(HUMAN_ANSWER)
-        question.get_by_role("button", name="Answer").click()
-
-        # publishing the release notes waits for an approval: its button in the inbox
-        def approval() -> list[Any]:
-            return read_store(rtws, lambda s: open_waits_of_kind(s, "approval"))
-
-        [pending] = wait_until(approval, TIMEOUT * 3, "the demo's approval")
-        _open(page, web, "/inbox")
-        item = page.locator(f'[data-approval="{pending.id}"]')
-        item.wait_for()
-        item.get_by_role("button", name="Approve").click()
-        wait_until(lambda: not approval(), TIMEOUT * 2, "the approval to be decided")
-
-        def done() -> bool:
-            task = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK))
-            return task is not None and task.status == "DONE"
-
-        wait_until(done, TIMEOUT * 3, "the demo task's loop to end")
-        page.goto(f"{web.base}/task/{DEMO_TASK}")
-        assert page.locator("[data-loop] [data-loop-status]").inner_text() == "DONE"
-        progress = _section(page, "progress")
-        assert progress.locator("[data-actor]").inner_text() == "dev"
-        assert PROGRESS_TEXT.strip("- ") in progress.locator("[data-content]").inner_text()
-        root = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK)).root_id  # type: ignore[union-attr]
-        page.goto(f"{web.base}/dialogs/{root}")
-        tree = page.locator(".tree-list")
-        assert tree.locator("text=FBR").count() == 3
-        assert tree.locator("text=@reviewer").count() == 1
-    finally:
-        procs.close()

@@ -153,3 +153,21 @@ def stop_web(procs: Procs, web: Web, timeout: float = 30.0) -> int:
     """Ctrl-C, as a user stops it; its exit status."""
     web.proc.popen.send_signal(signal.SIGINT)
     return procs.finish(web.proc, timeout)
+
+
+# ---------------------------------------------------------------------------- the browser
+
+
+def open_page(page: Any, web: Web, path: str = "/") -> None:
+    """Log in with the printed address (sets the cookie), then go to `path`; returns once
+    the page's event stream is open."""
+    page.goto(web.url)
+    assert "token" not in page.url
+    if path != "/":
+        page.goto(web.base + path)
+    connected(page)
+
+
+def connected(page: Any) -> None:
+    """The page's event stream is open (the page says `live`)."""
+    page.locator('[data-connection-state][data-state="open"]').wait_for()

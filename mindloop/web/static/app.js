@@ -7,8 +7,9 @@
 // - `reset`: too much was missed: load the page again.
 // The browser resumes a dropped stream by itself, sending the last `id` it saw
 // (`Last-Event-ID`); the server replays what was missed.
-// Forms marked `data-async` are sent with fetch so a draft survives a refusal; without
-// this script they post and redirect like any form.
+// Forms marked `data-async` are sent with fetch so a draft survives a refusal (said in the
+// form's `role=alert` line, its fields marked `aria-invalid`); without this script they
+// post and redirect like any form.
 "use strict";
 
 (() => {
@@ -182,6 +183,14 @@
 
   // ------------------------------------------------------------------ forms
 
+  function described(form, error) {
+    // The fields a form's error message describes (`aria-describedby` names it).
+    if (!error || !error.id) return [];
+    return [...form.querySelectorAll("[aria-describedby]")].filter((f) =>
+      f.getAttribute("aria-describedby").split(/\s+/).includes(error.id),
+    );
+  }
+
   document.addEventListener("submit", async (ev) => {
     const form = ev.target;
     if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-async")) return;
@@ -200,9 +209,13 @@
       const data = await res.json().catch(() => ({ error: `the server answered ${res.status}` }));
       if (!res.ok) {
         if (error) error.textContent = data.error || `the server answered ${res.status}`;
+        const fields = described(form, error);
+        for (const f of fields) f.setAttribute("aria-invalid", "true");
+        if (fields.length) fields[0].focus(); // the refusal is read with the field
         return;
       }
       if (error) error.textContent = "";
+      for (const f of described(form, error)) f.removeAttribute("aria-invalid");
       const next = new URL(data.location, location.href);
       if (next.pathname !== location.pathname) {
         location.assign(next.href);
