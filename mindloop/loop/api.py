@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler, Ticker
 from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
+from mindloop.loop.roots import LoopRoots
 from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.store.retries import RetryRows
@@ -38,9 +39,6 @@ def resumable(store: Store) -> list[ls.LoopState]:
         for s in ls.all_states(store)
         if s.status not in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED)
     ]
-
-
-KEEP_ROOTS = 10_000  # dialog -> root and root -> task lookups a watching run keeps
 
 
 class LocalLoops:
@@ -88,37 +86,17 @@ class OtherDialogs(Scheduler):
     ) -> None:
         super().__init__(rt, tickers=tickers)
         self._loops = loops
-        self._root_of: dict[str, str] = {}  # dialog -> its root (fixed for life)
-        # root -> its task, None for a free root: a loop root is made with its task's row
-        # in one transaction, so a root found free stays free
-        self._task_of: dict[str, str | None] = {}
+        self._roots = LoopRoots(rt.store)
 
     def drivable(self, exclude: Collection[str]) -> list[str]:
         out = []
         for did in super().drivable(exclude):
-            task = self._task(self._root(did))
+            task = self._roots.task_of_tree(did)
             if task is None:
                 out.append(did)
             else:
                 self._loops.start(task)
         return out
-
-    def _root(self, dialog_id: str) -> str:
-        root = self._root_of.get(dialog_id)
-        if root is None:
-            if len(self._root_of) >= KEEP_ROOTS:  # a long watch forgets
-                self._root_of.clear()
-            root = self._root_of[dialog_id] = self.rt.store.get_dialog(dialog_id).root_id
-        return root
-
-    def _task(self, root: str) -> str | None:
-        if root in self._task_of:
-            return self._task_of[root]
-        if len(self._task_of) >= KEEP_ROOTS:
-            self._task_of.clear()
-        state = ls.by_root(self.rt.store, root)
-        task = self._task_of[root] = state.task_path if state is not None else None
-        return task
 
 
 # ---------------------------------------------------------------------- status

@@ -34,10 +34,10 @@ from mindloop.durable.worker import Due
 from mindloop.loop.binding import bind
 from mindloop.loop.driver import LoopPolicies, TaskLoop
 from mindloop.loop.kb import KbDispatcher
+from mindloop.loop.roots import LoopRoots
 from mindloop.store import loop_state as ls
 
 KB_POLL = 0.5  # seconds between looks at the outbox (as a local run's poll interval)
-KEEP = 10_000  # dialog -> root and root -> task lookups remembered (a long life forgets)
 _SETTLED = (ls.LoopStatus.DONE, ls.LoopStatus.FAILED)
 
 
@@ -48,8 +48,7 @@ class FleetEngine:
         self.rt = rt
         self.policies = policies
         policies.bind(rt)
-        self._root_of: dict[str, str] = {}  # dialog -> its root (fixed for life)
-        self._task_of: dict[str, str | None] = {}  # root -> its task (None: a free root)
+        self._roots = LoopRoots(rt.store)
         self._nudged: set[str] = set()  # loop roots a drive of their tree ended here
         self.kb = KbDispatcher(rt)
         self._kb_look = 0.0  # monotonic time of the next look at the outbox
@@ -64,8 +63,8 @@ class FleetEngine:
 
     async def drive(self, dialog_id: str) -> JsonObject:
         result = await self.rt.drive(dialog_id)
-        root = self._root(dialog_id)
-        if root != dialog_id and self._task(root) is not None:
+        root = self._roots.root(dialog_id)
+        if root != dialog_id and self._roots.task(root) is not None:
             self._nudged.add(root)
         self.rt.wake.set()  # what it made drivable is enqueued at once
         return {
@@ -92,7 +91,7 @@ class FleetEngine:
         drives: list[str] = []
         loops: dict[str, str] = {}
         for did in self.rt.store.drivable_dialogs(self.rt.claims.owner):
-            task = self._task(did)
+            task = self._roots.task(did)
             if task is None:
                 drives.append(did)
             else:
@@ -120,30 +119,6 @@ class FleetEngine:
         due = self.kb.next_due()
         if due is not None and due <= now and self.kb.tick(now):
             self.rt.wake.set()
-
-    # ------------------------------------------------------------------ lookups
-
-    def _root(self, dialog_id: str) -> str:
-        root = self._root_of.get(dialog_id)
-        if root is None:
-            if len(self._root_of) >= KEEP:
-                self._root_of.clear()
-            root = self._root_of[dialog_id] = self.rt.store.get_dialog(dialog_id).root_id
-        return root
-
-    def _task(self, dialog_id: str) -> str | None:
-        """The task whose loop root `dialog_id` is, else None. A loop root is made with
-        its task's row in one transaction, so a dialog found free stays free."""
-        if dialog_id in self._task_of:
-            return self._task_of[dialog_id]
-        if len(self._task_of) >= KEEP:
-            self._task_of.clear()
-        task = None
-        if self._root(dialog_id) == dialog_id:
-            state = ls.by_root(self.rt.store, dialog_id)
-            task = state.task_path if state is not None else None
-        self._task_of[dialog_id] = task
-        return task
 
 
 def submit(
