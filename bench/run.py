@@ -5,6 +5,11 @@ per node (7).
 
     python bench/run.py [--runs 5] [--quick] [--scenario 1,2,3,4,5,6,7] [--json out.json]
                         [--strace] [--token-steps 1000] [--loop-nodes 50] [--result-chars 400]
+    python bench/run.py --postgres [--latency-ms 50] [--runs 5] [--quick]
+
+`--postgres` measures scale-out instead (`bench/postgres.py`): the per-step overhead on
+PostgreSQL beside SQLite's, and scenario 3 on 1, 2 and 3 `mindloop worker` processes
+with a simulated model latency, on a PostgreSQL server the bench starts on 127.0.0.1.
 
 Each scenario runs in its own subprocess (so its peak RSS is its own), does a warm-up,
 then `--runs` measured runs; the table shows medians with min–max. `--quick` uses tiny
@@ -47,6 +52,9 @@ class Sizes:
     dialogs: int
     dialog_steps: int
     watched: tuple[int, int]  # scenario 5: dialogs a watching process drives (few, many)
+    pg_dialogs: int  # --postgres: scenario 3 on workers, roots per round …
+    pg_steps: int  # … steps each
+    pg_concurrency: int  # … drives at once on each worker
     token_steps: int  # scenario 6: root steps of the task
     result_chars: int  # scenario 6: characters of each tool result
     loop_nodes: int  # scenario 7: nodes planned, done and checked
@@ -61,6 +69,9 @@ FULL = Sizes(
     token_steps=1000,
     result_chars=DEFAULT_RESULT_CHARS,
     loop_nodes=50,
+    pg_dialogs=200,
+    pg_steps=10,
+    pg_concurrency=5,
 )
 QUICK = Sizes(
     histories=(10, 20, 40),
@@ -71,7 +82,11 @@ QUICK = Sizes(
     token_steps=30,
     result_chars=DEFAULT_RESULT_CHARS,
     loop_nodes=4,
+    pg_dialogs=6,
+    pg_steps=3,
+    pg_concurrency=2,
 )
+WORKER_COUNTS = (1, 2, 3)
 PEERS = {"langgraph": "bench.peers_langgraph", "agents": "bench.peers_agents_sdk"}
 TOKEN_GROWTH = 1.2  # scenario 6's goal: every step's input ≤ 1.2 × step 10's
 NODE_MS = 2.0  # scenario 7's goal: the runtime's own time per node
@@ -81,13 +96,25 @@ NOT_INSTALLED = "not installed (pip install -e .[bench])"
 # ---------------------------------------------------------------------- worker side
 
 
-def worker(case: str, runs: int, sizes: Sizes, count_all_commits: bool) -> dict[str, Any]:
+def worker(
+    case: str, runs: int, sizes: Sizes, count_all_commits: bool, latency_ms: float = 50.0
+) -> dict[str, Any]:
     """Run one case in this process and return its raw samples."""
     import importlib
 
     from bench import loop_scenarios, scenarios
     from bench.common import peak_rss_bytes
 
+    if case.startswith("pg-"):
+        from bench import postgres
+
+        middle = sizes.histories[len(sizes.histories) // 2]
+        if case in ("pg-s1-sqlite", "pg-s1-postgres"):
+            return postgres.per_step(middle, runs, on_postgres=case.endswith("postgres"))
+        n = int(case.removeprefix("pg-w"))
+        return postgres.on_workers(
+            n, sizes.pg_dialogs, sizes.pg_steps, sizes.pg_concurrency, latency_ms / 1e3, runs
+        )
     if case == "s1":
         out = scenarios.scenario1(list(sizes.histories), runs)
     elif case in ("s2-tellask", "s2-fbr"):
@@ -142,6 +169,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
     ]
     if args.quick:
         cmd.append("--quick")
+    cmd += ["--latency-ms", str(args.latency_ms)]
     for flag in ("token_steps", "loop_nodes", "result_chars"):
         value = getattr(args, flag)
         if value is not None:
@@ -181,6 +209,8 @@ def stats(values: list[float]) -> dict[str, float]:
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
+    if args.postgres:
+        return collect_postgres(args)
     selected = {int(s) for s in args.scenario.split(",") if s.strip()}
     cases = []
     if 1 in selected or 4 in selected:
@@ -203,6 +233,27 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         print(f"running {case} …", file=sys.stderr, flush=True)
         raw[case] = run_case(case, args)
     return {"raw": raw, "selected": sorted(selected)}
+
+
+def collect_postgres(args: argparse.Namespace) -> dict[str, Any]:
+    """The scale-out cases, on one PostgreSQL server started here (each case makes a
+    database of its own on it)."""
+    from bench.postgres import PG_URL_ENV
+    from mindloop.testing.postgres import PgServer
+
+    cases = ["pg-s1-sqlite", "pg-s1-postgres", *(f"pg-w{n}" for n in WORKER_COUNTS)]
+    server = PgServer()
+    server.start()
+    os.environ[PG_URL_ENV] = server.url()
+    raw = {}
+    try:
+        for case in cases:
+            print(f"running {case} …", file=sys.stderr, flush=True)
+            raw[case] = run_case(case, args)
+    finally:
+        os.environ.pop(PG_URL_ENV, None)
+        server.stop()
+    return {"raw": raw, "selected": ["postgres"]}
 
 
 # ---------------------------------------------------------------------- report
@@ -236,6 +287,9 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
         "targets": [],
     }
     targets: list[dict[str, Any]] = report["targets"]
+    if selected == ["postgres"]:
+        report["scenarios"]["postgres"] = postgres_report(raw, sizes, args.latency_ms)
+        return report
 
     def target(name: str, value: float, limit: float, ok: bool, unit: str) -> None:
         status = "-" if args.quick else ("PASS" if ok else "MISS")
@@ -363,6 +417,73 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
     return report
 
 
+def postgres_report(raw: dict[str, Any], sizes: Sizes, latency_ms: float) -> dict[str, Any]:
+    per_step = {
+        store: {
+            "history": raw[f"pg-s1-{store}"]["history"],
+            "step_us": stats(raw[f"pg-s1-{store}"]["step_us"]),
+            "statements_per_step": stats(raw[f"pg-s1-{store}"]["statements_per_step"]),
+        }
+        for store in ("sqlite", "postgres")
+    }
+    workers = {}
+    for n in WORKER_COUNTS:
+        case = raw[f"pg-w{n}"]
+        workers[str(n)] = {
+            **{k: stats(v) for k, v in case["samples"].items()},
+            "bound_steps_per_s": case["bound_steps_per_s"],
+        }
+    one = workers["1"]["steps_per_s"]["median"]
+    for row in workers.values():
+        row["speedup"] = row["steps_per_s"]["median"] / one
+    return {
+        "per_step": per_step,
+        "workers": workers,
+        "dialogs": sizes.pg_dialogs,
+        "steps": sizes.pg_steps,
+        "concurrency": sizes.pg_concurrency,
+        "latency_ms": latency_ms,
+    }
+
+
+def print_postgres(pg: dict[str, Any]) -> None:
+    print("scale-out: the store on PostgreSQL, the work on `mindloop worker` processes")
+    print(
+        "   per-step overhead (scenario 1, one process, the zero-latency mock, "
+        f"@{pg['per_step']['sqlite']['history']} messages)"
+    )
+    print(f"   {'store':>10}  {'µs/step':>20}  {'SQL/step':>8}")
+    for store, row in pg["per_step"].items():
+        name = "SQLite" if store == "sqlite" else "PostgreSQL"
+        print(
+            f"   {name:>10}  {_mm(row['step_us']):>20}  "
+            f"{row['statements_per_step']['median']:>8.1f}"
+        )
+    sqlite, postgres = (pg["per_step"][s]["step_us"]["median"] for s in ("sqlite", "postgres"))
+    print(f"   PostgreSQL ÷ SQLite: ×{postgres / sqlite:.1f} per step\n")
+    print(
+        f"   scenario 3 on workers: {pg['dialogs']} roots × {pg['steps']} steps per round, "
+        f"model latency {pg['latency_ms']:g} ms per generation, concurrency "
+        f"{pg['concurrency']} per worker"
+    )
+    print(
+        f"   {'workers':>7}  {'wall s':>20}  {'steps/s':>20}  {'×1 worker':>9}  "
+        f"{'bound steps/s':>13}  {'worker CPU ms/step':>18}"
+    )
+    for n, row in pg["workers"].items():
+        print(
+            f"   {n:>7}  {_mm(row['wall_s'], '{:.2f}'):>20}  {_mm(row['steps_per_s']):>20}  "
+            f"{row['speedup']:>9.2f}  {row['bound_steps_per_s']:>13.0f}  "
+            f"{_mm(row['worker_cpu_ms_per_step'], '{:.1f}'):>18}"
+        )
+    print(
+        "   bound = workers × concurrency ÷ latency (the most the queue lets them do);"
+        " worker CPU = the workers' CPU time\n"
+        "   per step (the store on PostgreSQL, the DBOS queue and step records, the HTTP"
+        " model client), all workers summed.\n"
+    )
+
+
 def _tokens_report(raw: dict[str, Any]) -> dict[str, Any]:
     """Scenario 6: mindloop's input tokens at the marks and its goal; each peer's at the
     same marks, its growth and its ratio to mindloop at the last."""
@@ -410,6 +531,14 @@ def _mm(s: dict[str, float], fmt: str = "{:.0f}") -> str:
 def print_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
     sc = report["scenarios"]
+    if "postgres" in sc:
+        print(
+            f"\nmindloop benchmark · {cfg['runs']} runs after a warm-up · medians (min–max)"
+            f"{' · QUICK sizes' if cfg['quick'] else ''}\n"
+            f"python {cfg['python']} · {cfg['platform']} · {cfg['cpus']} CPUs\n"
+        )
+        print_postgres(sc["postgres"])
+        return
     print(
         f"\nmindloop benchmark · {cfg['runs']} runs after a warm-up · medians (min–max)"
         f"{' · QUICK sizes' if cfg['quick'] else ''}\n"
@@ -600,6 +729,17 @@ def main(argv: list[str] | None = None) -> int:
         help="count fsyncs of scenario 1 with strace (if installed)",
     )
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="measure scale-out instead: PostgreSQL beside SQLite, scenario 3 on 1-3 workers",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=50.0,
+        help="--postgres: the simulated model's latency per generation",
+    )
+    parser.add_argument(
         "--token-steps", type=int, help="scenario 6: root steps of the task (default 1000)"
     )
     parser.add_argument(
@@ -621,7 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--result-chars must be at least 20")
     sizes = sizes_of(args)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.runs, sizes, args.count_all_commits)))
+        out = worker(args.worker, args.runs, sizes, args.count_all_commits, args.latency_ms)
+        print(json.dumps(out))
         return 0
     if args.strace and not _strace_available():
         print("strace is not installed; running without --strace", file=sys.stderr)

@@ -24,12 +24,11 @@ is retried).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -118,6 +117,7 @@ class LoopSummary(BaseModel):
     reason: str = ""
     phase: str | None = None
     entries: int = 0  # phases entered during the run
+    kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
     @classmethod
     def of(cls, r: LoopReport) -> LoopSummary:
@@ -128,6 +128,7 @@ class LoopSummary(BaseModel):
             reason=r.reason,
             phase=r.phase.value if r.phase else None,
             entries=r.entries,
+            kb_delivered=r.kb_delivered,
         )
 
 
@@ -776,24 +777,16 @@ async def run(
         results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
     else:
         log.info("run started%s", " (watching)" if watch else "")
-        sched = loop_api.OtherDialogs(rt, loop_api.loop_roots(rt.store), tickers=tickers)
-        results, loops = await _with_loops(
-            project, sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
-        )
+        here = loop_api.LocalLoops(rt, project.loops)
+        sched = loop_api.OtherDialogs(rt, here, tickers=tickers)
+        here.start_resumable()
+        results = await sched.run(watch=watch, poll_interval=poll_interval, stop=stop)
+        loops = await here.finish()
         results = [*results, *(d for r in loops for d in (*r.drives, *r.side_drives))]
     resumed += sched.resumed
     report = _report(project, root_id, resumed, results, [str(e) for e in sched.errors], loops)
     log.info("run ended: %s after %d drive(s)", report.outcome, len(report.drives))
     return report
-
-
-async def _with_loops(
-    project: Project, others: Coroutine[Any, Any, list[DriveResult]]
-) -> tuple[list[DriveResult], list[LoopReport]]:
-    """The other dialogs' scheduler and every task loop with work left, concurrently."""
-    rt = project.runtime
-    driven, loops = await asyncio.gather(others, loop_api.resume_all(rt, project.loops))
-    return driven, loops
 
 
 async def run_task(

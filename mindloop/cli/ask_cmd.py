@@ -3,9 +3,10 @@ root is driven with the message (DESIGN.md §8.6, §8.8).
 
 Thin like `chat`: `service.ask` routes and posts (and records the Router's run), the
 decision is printed, and the loop root's tree is driven and reported as `chat` reports a
-tree, with the same exit codes (0 done, 1 error — a Router that could not route is one —,
-3 a cap reached, 4 waiting on the human, 130 interrupted). `--json` prints one summary
-with the Router's run and the task beside the drive's report.
+tree, and the task's loop line as `run TASK` prints it, with `run TASK`'s exit codes
+(0 done, 1 error — a Router that could not route is one —, 3 a cap reached, 4 waiting
+on the human, 5 the task FAILED, 130 interrupted). `--json` prints one summary with the
+Router's run and the task beside the drive's report.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def ask(
 ) -> None:
     """Let the Router pick the task for a message (or create one), then drive that task.
 
-    Exit codes: 0 done, 1 error, 3 step limit or cap, 4 waiting on your answer, 130
-    interrupted."""
+    Exit codes: 0 done, 1 error, 3 step limit or cap, 4 waiting on your answer, 5 the
+    task FAILED, 130 interrupted."""
     rtws = get_rtws(ctx)
     text = read_message(message, file)
     verbose = bool(global_option(ctx, "verbose"))
@@ -102,4 +103,7 @@ async def _ask(
             )
         )
         return code
+    from mindloop.cli.loop_cmds import print_loop
+
+    print_loop(report, project.rtws)
     return report_tree(report, project.rtws, project.state_file)

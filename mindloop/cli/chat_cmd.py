@@ -220,6 +220,10 @@ async def settle_and_drive(
         start_logging(project, verbose)
         if not as_json:
             console.print(line)
+        if not no_drive and _fleet(rtws) is not None:
+            no_drive = True  # live workers drive it on (a drive here would race them)
+            if not as_json:
+                console.print("[dim]the workers drive it on (`mindloop workers`)[/]")
         if no_drive:
             if as_json:
                 print_json({key: record.model_dump(), "driven": False})
@@ -234,6 +238,19 @@ async def settle_and_drive(
         print_json(summary(report, code, project.state_file, **{key: record.model_dump()}))
         return code
     return report_tree(report, project.rtws, project.state_file)
+
+
+def _fleet(rtws: Path) -> str | None:
+    """The database URL when this rtws runs on scale-out workers now (a URL is set and a
+    worker of its database is alive); None: drive in this process."""
+    from mindloop.store.location import database_url
+
+    url = database_url()
+    if url is None:
+        return None
+    from mindloop.cli.run_workers import live_workers
+
+    return url if live_workers(rtws) else None
 
 
 def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
@@ -294,8 +311,8 @@ def run(
         str | None,
         typer.Argument(
             help="Drive this task's work loop (tasks/<slug>.tsk) until DONE; without it, "
-            "everything. With MINDLOOP_DATABASE_URL: start the task's root dialog on the "
-            "scale-out workers (`mindloop worker`) and follow it.",
+            "everything. With MINDLOOP_DATABASE_URL and live workers (`mindloop worker`): "
+            "enqueue the task's loop for them and follow it.",
             show_default=False,
         ),
     ] = None,
@@ -334,14 +351,13 @@ def run(
     approval, 5 the task FAILED, 130 interrupted (state saved: `run` resumes)."""
     rtws = get_rtws(ctx)
     if task is not None:
-        from mindloop.store.location import database_url
-
-        if database_url() is not None:  # on the workers of the rtws's database (Scale-out)
-            from mindloop.cli.worker_cmds import run_on_workers
-
-            raise typer.Exit(run_on_workers(rtws, task, message, as_json))
         if watch or retry_errors or dialog is not None:
             raise MindloopError("TASK runs that task's loop; drop --watch/--retry-errors/--dialog")
+        on_workers = _fleet(rtws)
+        if on_workers is not None:  # the loop runs on the workers (Scale-out)
+            from mindloop.cli.run_workers import run_on_workers
+
+            raise typer.Exit(run_on_workers(rtws, on_workers, task, message, as_json))
         from mindloop.cli.loop_cmds import run_task
 
         verbose = bool(global_option(ctx, "verbose"))

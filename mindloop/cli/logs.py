@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -64,19 +65,29 @@ def _drop_ours(logger: logging.Logger) -> None:
         handler.close()
 
 
-def setup_logging(rtws: Path, *, verbose: bool = False) -> Path:
+def setup_logging(rtws: Path, *, verbose: bool = False) -> Path | None:
     """Send the `mindloop` loggers to the rtws's rotating log file (and to stderr with
-    `verbose`); returns the file. Calling it again replaces what it set up before."""
+    `verbose`); returns the file. Calling it again replaces what it set up before.
+
+    A log that cannot be written (a read-only rtws whose state is in PostgreSQL, say) is
+    one warning line on stderr, and the command goes on without it: None."""
     logger = logging.getLogger(ROOT_LOGGER)
     _drop_ours(logger)
     folder = rtws / LOG_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOG_FILE
-    to_file = logging.handlers.RotatingFileHandler(
-        path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
-    )
-    to_file.setFormatter(JsonFormatter())
-    handlers: list[logging.Handler] = [to_file]
+    path: Path | None = folder / LOG_FILE
+    handlers: list[logging.Handler] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        to_file = logging.handlers.RotatingFileHandler(
+            folder / LOG_FILE, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+        )
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        sys.stderr.write(f"warning: cannot write the log {folder / LOG_FILE}: {reason}\n")
+        path = None
+    else:
+        to_file.setFormatter(JsonFormatter())
+        handlers.append(to_file)
     if verbose:
         to_console = logging.StreamHandler()  # stderr
         to_console.setFormatter(

@@ -18,6 +18,7 @@ from rich.markup import escape
 from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json
 
 if TYPE_CHECKING:
+    from mindloop import service
     from mindloop.loop.api import TaskStatus
 
 BAR = 20  # cells of the progress bar
@@ -71,7 +72,6 @@ async def run_task(
             renderer.close()
         await project.aclose()
     code = OUTCOME_EXIT_CODES[report.outcome]
-    loop = report.loop
     if as_json:
         from mindloop.cli.chat_cmd import summary
 
@@ -84,17 +84,30 @@ async def run_task(
             f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
             f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
         )
-    if loop is not None:
-        color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(loop.outcome, "yellow")
-        console.print(
-            f"[{color}]task {escape(loop.task)}: {loop.outcome}[/]"
-            + (f" — {escape(loop.reason)}" if loop.reason else "")
-        )
+    print_loop(report, rtws)
     from mindloop.cli.usage import usage_line
 
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
     console.print(f"[dim]state in {project.state_file} · `mindloop status {task}` shows it[/]")
     return code
+
+
+def print_loop(report: service.DriveReport, rtws: Path) -> None:
+    """What the task's loop came to (`run TASK`, `ask`): its outcome and why, and the KB
+    requests it delivered."""
+    loop = report.loop
+    if loop is None:
+        return
+    color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(loop.outcome, "yellow")
+    console.print(
+        f"[{color}]task {escape(loop.task)}: {loop.outcome}[/]"
+        + (f" — {escape(loop.reason)}" if loop.reason else "")
+    )
+    if loop.kb_delivered:
+        console.print(
+            f"[dim]{loop.kb_delivered} KB request(s) delivered to the KB dialog; "
+            f"`mindloop run -C {rtws}` lets the KB teammate process them[/]"
+        )
 
 
 def status(
@@ -150,6 +163,12 @@ def show_status(st: TaskStatus) -> None:
     for w in st.waits:
         due = f", due {w.due_at:.0f}" if w.due_at else ""
         console.print(f"[cyan]wait {w.id}[/] {w.kind} {escape(w.key)}{due}")
+    for r in st.retry_records:
+        what = "DO repair" if r.level == "L2" else "ADJUST cycle"
+        console.print(
+            f"[dim]retry {r.node} {r.level} #{r.attempt} {r.change_kind}: "
+            f"{escape(r.change_summary)} ({what}, after {r.failure_class})[/]"
+        )
     if st.last_summary is not None and st.last_summary.progress:
         console.print(f"[dim]last summary: {escape(st.last_summary.progress)}[/]")
     console.print(

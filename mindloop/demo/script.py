@@ -6,11 +6,13 @@ contributing guide for the reviewer (a teammate; it depends on the changelog, so
 runtime dispatches it once the changelog is DONE), release notes (after the changelog)
 and a BENCH node, the release check, run last. DO writes the changelog; CHECK finds it
 has no dated release heading (a check failure); ADJUST asks itself for three fresh-boots
-opinions (FBR) and sends the node back to DO, which writes a dated one; CHECK passes it.
+opinions (FBR), records its cycle (`retry_propose`: the runtime checks it differs from any
+earlier one) and sends the node back to DO, which writes a dated one; CHECK passes it.
 DO drafts the release notes and publishes them (a move the human approves first) while
 the reviewer writes the guide; CHECK passes both; the
 release check runs once nothing has changed since those checks; SELF_IMPROVE adds a habit to dev's self.md and asks the KB teammate to keep a note on
-the changelog format, which a later `mindloop run` delivers (once) and the KB processes.
+the changelog format, which `mindloop run TASK` delivers (once) before it returns and a
+later `mindloop run` lets the KB process.
 
 Each entry matches the last input message of a step; the first match wins, so the most
 specific entries come first. The phase inputs start `[work loop] Phase <PHASE> (entry
@@ -350,6 +352,22 @@ _DEV: list[dict[str, Any]] = [
     },
     {
         "contains": "FBR @self sideline response",
+        "tool_calls": [
+            _call(
+                "retry_propose",
+                failure_class="CHECK_FAIL",
+                evidence="grep '^## \\[' CHANGELOG.md: no match (the check report)",
+                reflection="WRONG_APPROACH: the check wants a dated release heading; "
+                "the FBR samples agree",
+                change_kind="STRATEGY",
+                change_summary="add a dated '## [0.1.0]' heading",
+                plan="rewrite CHANGELOG.md with a dated '## [0.1.0] - <date>' release heading",
+            )
+        ],
+    },
+    {
+        "role": "tool",
+        "contains": "ACCEPTED: ADJUST cycle",
         "tool_calls": [
             _call(
                 "node_transition",

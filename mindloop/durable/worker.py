@@ -12,6 +12,12 @@ history) and DBOS's system tables (schema `dbos`) side by side. What a worker do
   dialog is queued or running, enqueueing it again returns that one. DBOS hands the
   queue's workflows to the workers, at most `--concurrency` at a time on each. A tellask's
   fan-out is so many queued workflows, driven on whichever workers have room.
+- **A task's loop as a queued workflow.** `mindloop run TASK` (and a worker, when a
+  loop root becomes drivable) enqueues `mindloop.loop(task)` on the queue
+  `mindloop-loops`, deduplicated by the task's loop root: the loop driver's run of that
+  task (`loop/fleet.py`), which drives the root through its phases and routes, while the
+  tree's other dialogs are drives on `mindloop-drives`. Loops have a queue of their own,
+  so a loop that waits for its tree's work never holds a slot its drives need.
 - **Steps.** Inside the workflow the drive's model calls and tool calls are DBOS steps
   recorded as JSON (`dbos_steps.py`); workflow inputs and outputs are DBOS's portable JSON.
   Nothing is pickled.
@@ -48,10 +54,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from mindloop.durable.dbos_steps import execution
 from mindloop.durable.fingerprint import fingerprint, leave_probe, remove_probe, sees_probe
@@ -65,6 +73,8 @@ log = logging.getLogger(__name__)
 APP_NAME = "mindloop"
 QUEUE = "mindloop-drives"
 DRIVE_WORKFLOW = "mindloop.drive"
+LOOP_QUEUE = "mindloop-loops"
+LOOP_WORKFLOW = "mindloop.loop"
 DEFAULT_POLL = 0.5  # seconds between looks for work other processes made drivable
 
 T = TypeVar("T")
@@ -72,6 +82,14 @@ T = TypeVar("T")
 
 class WorkerError(MindloopError):
     """A worker cannot start or go on (another rtws, no database, taken over)."""
+
+
+class Due(BaseModel):
+    """What a worker found to do: dialogs to drive, and task loops to run (loop root ->
+    task package)."""
+
+    drives: list[str] = []
+    loops: dict[str, str] = {}
 
 
 class Engine(Protocol):
@@ -87,8 +105,13 @@ class Engine(Protocol):
         """Drive the dialog once (inside its workflow); how the drive ended, as JSON."""
         ...
 
-    def drivable(self) -> list[str]:
-        """Dialogs to drive now (the store's drive rule)."""
+    async def run_loop(self, task_path: str) -> JsonObject:
+        """Run the task's work loop (inside its workflow) until it ends as a local run
+        would; how it ended, as JSON (`outcome`, `reason` …)."""
+        ...
+
+    def due(self) -> Due:
+        """Dialogs to drive and loops to run now (the store's drive rule)."""
         ...
 
     def recover(self) -> list[str]:
@@ -154,24 +177,35 @@ def dbos_config(database_url: str, executor_id: str) -> Any:
 
 
 def _dialog_of(workflow_id: str) -> str:
-    """The dialog a drive workflow's id names (`drive-<dialog id>-<nonce>`)."""
-    return workflow_id.removeprefix("drive-").rpartition("-")[0]
+    """The dialog a workflow's id names (`drive-<dialog id>-<nonce>`, `loop-<root id>-
+    <nonce>`)."""
+    return workflow_id.partition("-")[2].rpartition("-")[0]
 
 
-def enqueue_options(dialog_id: str) -> Any:
-    """How a drive is enqueued (by a worker, or by `mindloop run` through a client)."""
+def _options(queue: str, workflow: str, prefix: str, dialog_id: str) -> Any:
     from dbos import EnqueueOptions, WorkflowSerializationFormat
 
     options: EnqueueOptions = {
-        "queue_name": QUEUE,
-        "workflow_name": DRIVE_WORKFLOW,
-        "workflow_id": f"drive-{dialog_id}-{uuid.uuid4().hex[:8]}",
+        "queue_name": queue,
+        "workflow_name": workflow,
+        "workflow_id": f"{prefix}-{dialog_id}-{uuid.uuid4().hex[:8]}",
         "deduplication_id": dialog_id,
         "duplication_policy": "return-existing",
         "app_version": app_version(),
         "serialization_type": WorkflowSerializationFormat.PORTABLE,
     }
     return options
+
+
+def enqueue_options(dialog_id: str) -> Any:
+    """How a drive is enqueued (by a worker): one queued or running drive per dialog."""
+    return _options(QUEUE, DRIVE_WORKFLOW, "drive", dialog_id)
+
+
+def loop_enqueue_options(root_id: str) -> Any:
+    """How a task's loop is enqueued (by `mindloop run TASK` through a client, or by a
+    worker): one queued or running loop per task, named by its loop root."""
+    return _options(LOOP_QUEUE, LOOP_WORKFLOW, "loop", root_id)
 
 
 # The worker of this process (DBOS is one instance per process): the drive workflow runs
@@ -186,21 +220,33 @@ def _register_workflow() -> None:
         return
     from dbos import DBOS, WorkflowSerializationFormat
 
-    @DBOS.workflow(name=DRIVE_WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
+    portable = WorkflowSerializationFormat.PORTABLE
+
+    @DBOS.workflow(name=DRIVE_WORKFLOW, serialization_type=portable)
     async def drive_workflow(dialog_id: str) -> JsonObject:
-        worker = _current
-        if worker is None:
-            raise WorkerError(f"no worker in this process to drive {dialog_id}")
-        task = asyncio.current_task()
-        if task is not None:
-            worker.drives.add(task)
-        try:
-            async with execution():
-                return await worker.engine.drive(dialog_id)
-        finally:
-            worker.drives.discard(task)  # type: ignore[arg-type]
+        return await _in_worker(f"drive {dialog_id}", lambda w: w.engine.drive(dialog_id))
+
+    @DBOS.workflow(name=LOOP_WORKFLOW, serialization_type=portable)
+    async def loop_workflow(task_path: str) -> JsonObject:
+        return await _in_worker(f"run {task_path}", lambda w: w.engine.run_loop(task_path))
 
     _registered = True
+
+
+async def _in_worker(what: str, work: Callable[[Worker], Awaitable[JsonObject]]) -> JsonObject:
+    """One execution of a workflow on this process's worker: its effects as DBOS steps
+    found again by key (`execution()`), the task known to the worker (a stop cancels it)."""
+    worker = _current
+    if worker is None:
+        raise WorkerError(f"no worker in this process to {what}")
+    task = asyncio.current_task()
+    if task is not None:
+        worker.drives.add(task)
+    try:
+        async with execution():
+            return await work(worker)
+    finally:
+        worker.drives.discard(task)  # type: ignore[arg-type]
 
 
 async def _outside_workflow(fn: Callable[[], T]) -> T:
@@ -234,7 +280,7 @@ class Worker:
         self.poll = poll
         self.executor_id = executor_id or new_executor_id()
         self.fingerprint = fingerprint(rtws)
-        self.enqueued = 0  # drives this worker enqueued
+        self.enqueued = 0  # drives and loops this worker enqueued
         self.taken_over: list[str] = []  # executors whose work this worker recovered
         self.drives: set[asyncio.Task[Any]] = set()  # drive workflows running here
 
@@ -291,12 +337,13 @@ class Worker:
         _register_workflow()
         DBOS(config=dbos_config(self.database_url, self.executor_id))
         DBOS.launch()
-        await DBOS.register_queue_async(
-            QUEUE,
-            worker_concurrency=self.concurrency,
-            polling_interval_sec=min(1.0, self.poll),
-            on_conflict="always_update",
-        )
+        for queue in (QUEUE, LOOP_QUEUE):
+            await DBOS.register_queue_async(
+                queue,
+                worker_concurrency=self.concurrency,
+                polling_interval_sec=min(1.0, self.poll),
+                on_conflict="always_update",
+            )
 
     async def run(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> str:
         """Work until `stop` is set or this worker was taken over; why it stopped."""
@@ -326,25 +373,33 @@ class Worker:
                 self.engine.recover()
                 next_beat = time.monotonic() + self.ttl / 4
             self.engine.tick()
-            drivable = self.engine.drivable()
-            if drivable:
-                queued = await self._queued()
-                for did in drivable:
+            due = self.engine.due()
+            if due.drives:
+                queued = await self._queued(QUEUE, DRIVE_WORKFLOW)
+                for did in due.drives:
                     if did not in queued:
                         await self.enqueue(did)
+            if due.loops:
+                # A loop queued or running now sees what made it due: it looks at the
+                # store until it stops, and stops only where nothing but the human (or
+                # nothing at all) can move the task.
+                queued = await self._queued(LOOP_QUEUE, LOOP_WORKFLOW)
+                for root, task in due.loops.items():
+                    if root not in queued:
+                        await self.enqueue_loop(root, task)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(wake, stop), self.poll)
         return "stopped"
 
-    async def _queued(self) -> set[str]:
-        """Dialogs whose drive is queued or running now (one query, so that a long queue
-        is not enqueued again, deduplicated one by one, at every look)."""
+    async def _queued(self, queue: str, workflow: str) -> set[str]:
+        """Dialogs whose drive (or loop) is queued or running now (one query, so that a
+        long queue is not enqueued again, deduplicated one by one, at every look)."""
         from dbos import DBOS
 
         def read() -> list[Any]:
             return list(
                 DBOS.list_queued_workflows(
-                    queue_name=QUEUE, name=DRIVE_WORKFLOW, load_input=False, load_output=False
+                    queue_name=queue, name=workflow, load_input=False, load_output=False
                 )
             )
 
@@ -355,6 +410,13 @@ class Worker:
 
         options = enqueue_options(dialog_id)
         await _outside_workflow(lambda: DBOS.enqueue_workflow_with_options(options, dialog_id))
+        self.enqueued += 1
+
+    async def enqueue_loop(self, root_id: str, task_path: str) -> None:
+        from dbos import DBOS
+
+        options = loop_enqueue_options(root_id)
+        await _outside_workflow(lambda: DBOS.enqueue_workflow_with_options(options, task_path))
         self.enqueued += 1
 
     async def _take_over_gone(self) -> None:

@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler, Ticker
 from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
+from mindloop.loop.roots import LoopRoots
 from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
 from mindloop.store import loop_state as ls
+from mindloop.store.retries import RetryRows
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind
 from mindloop.workspace.state import is_ready
@@ -30,10 +32,6 @@ async def run_task(
     return await TaskLoop(rt, policies, task, member=member).run(message)
 
 
-def loop_roots(store: Store) -> set[str]:
-    return {s.root_id for s in ls.all_states(store)}
-
-
 def resumable(store: Store) -> list[ls.LoopState]:
     """Loops with work left (not DONE or FAILED)."""
     return [
@@ -43,40 +41,62 @@ def resumable(store: Store) -> list[ls.LoopState]:
     ]
 
 
-KEEP_ROOTS = 10_000  # dialog -> root entries a watching run keeps
+class LocalLoops:
+    """The task loops a `mindloop run` without a task runs in its process: every loop with
+    work left when it starts, and each loop whose tree gets work while it runs — a message
+    or an answer written by another process (the web UI without its driver, `ask`,
+    `answer --no-drive`) makes a dialog of the tree drivable, and the scheduler hands it
+    here instead of driving it. One run of a task's loop at a time in this process;
+    across processes the loop's own claim decides."""
+
+    def __init__(self, rt: DialogRuntime, policies: LoopPolicies) -> None:
+        self.rt = rt
+        self.policies = policies
+        self._running: dict[str, asyncio.Task[LoopReport]] = {}
+        self._started: list[asyncio.Task[LoopReport]] = []
+
+    def start(self, task_path: str) -> None:
+        """Run the task's loop here unless it runs here already."""
+        running = self._running.get(task_path)
+        if running is not None and not running.done():
+            return
+        task = asyncio.get_running_loop().create_task(
+            TaskLoop(self.rt, self.policies, task_path).run()
+        )
+        self._running[task_path] = task
+        self._started.append(task)
+
+    def start_resumable(self) -> None:
+        for state in resumable(self.rt.store):
+            self.start(state.task_path)
+
+    async def finish(self) -> list[LoopReport]:
+        """Wait for every loop started here (also those started meanwhile); their reports."""
+        while pending := [t for t in self._started if not t.done()]:
+            await asyncio.wait(pending)
+        return [t.result() for t in self._started]
 
 
 class OtherDialogs(Scheduler):
-    """Every drivable dialog outside the trees of the given loop roots (each tree is
-    driven by its task's loop)."""
+    """Every drivable dialog outside the task loops' trees; a drivable dialog of a loop's
+    tree starts that loop in `loops` instead (the loop drives its tree)."""
 
     def __init__(
-        self, rt: DialogRuntime, roots: Collection[str], *, tickers: Sequence[Ticker] = ()
+        self, rt: DialogRuntime, loops: LocalLoops, *, tickers: Sequence[Ticker] = ()
     ) -> None:
         super().__init__(rt, tickers=tickers)
-        self._roots = set(roots)
-        self._root_of: dict[str, str] = {}  # dialog -> its root (for life)
+        self._loops = loops
+        self._roots = LoopRoots(rt.store)
 
     def drivable(self, exclude: Collection[str]) -> list[str]:
-        found = super().drivable(exclude)
-        if not self._roots:  # no task loop: today's scheduler, nothing more
-            return found
-        if len(self._root_of) > KEEP_ROOTS:  # a long watch forgets
-            self._root_of.clear()
         out = []
-        for did in found:
-            root = self._root_of.get(did)
-            if root is None:
-                root = self._root_of[did] = self.rt.store.get_dialog(did).root_id
-            if root not in self._roots:
+        for did in super().drivable(exclude):
+            task = self._roots.task_of_tree(did)
+            if task is None:
                 out.append(did)
+            else:
+                self._loops.start(task)
         return out
-
-
-async def resume_all(rt: DialogRuntime, policies: LoopPolicies) -> list[LoopReport]:
-    """Run every loop with work left, concurrently (`mindloop run` without a task)."""
-    states = resumable(rt.store)
-    return list(await asyncio.gather(*(run_task(rt, policies, s.task_path) for s in states)))
 
 
 # ---------------------------------------------------------------------- status
@@ -95,6 +115,20 @@ class NodeLine(BaseModel):
     attempt: int
     adjust_count: int
     ready: bool
+
+
+class RetryLine(BaseModel):
+    """One retry record (agent-loop §8.3) as `status` shows it."""
+
+    node: str
+    level: str  # L2: a DO self-repair attempt; L3: an ADJUST cycle
+    attempt: int
+    entry: int  # L2: the DO entry it belongs to
+    failure_class: str
+    change_kind: str
+    change_summary: str
+    reflection: str
+    at: float
 
 
 class TaskStatus(BaseModel):
@@ -119,7 +153,8 @@ class TaskStatus(BaseModel):
     refusals: int = 0
     hints_dropped: int = 0
     plan_reentries: int = 0
-    retries: int = 0  # node attempts after the first and ADJUST cycles, summed
+    retries: int = 0  # retry records: DO self-repair attempts and ADJUST cycles
+    retry_records: list[RetryLine] = []  # oldest first
     usage: UsageTotals = UsageTotals()
 
 
@@ -147,13 +182,28 @@ def task_status(store: Store, task: str) -> TaskStatus:
                 )
             )
     execution = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
+    records = [
+        RetryLine(
+            node=r.todo_id,
+            level=r.level,
+            attempt=r.attempt,
+            entry=r.entry,
+            failure_class=r.failure_class,
+            change_kind=r.change_kind,
+            change_summary=r.change_summary,
+            reflection=r.reflection,
+            at=r.created_at,
+        )
+        for r in RetryRows(store).of_task(task)
+    ]
     out = TaskStatus(
         task=task,
         bound=state is not None,
         nodes=lines,
         done=sum(1 for n in execution if n.terminal),
         total=len(execution),
-        retries=sum(n.attempt + n.adjust_count for n in execution),
+        retries=len(records),
+        retry_records=records,
         usage=store.usage(task_path=task),
     )
     if state is None:
@@ -180,13 +230,13 @@ def task_status(store: Store, task: str) -> TaskStatus:
 
 
 __all__ = [
+    "LocalLoops",
     "LoopOutcome",
     "LoopPolicies",
     "LoopReport",
     "OtherDialogs",
+    "RetryLine",
     "TaskStatus",
-    "loop_roots",
-    "resume_all",
     "run_task",
     "task_status",
 ]

@@ -31,11 +31,13 @@ from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.staleness import StaleAction
 from mindloop.dialogs.waits import WaitKind
 from mindloop.events.types import (
     DriveEnded,
     Event,
     LoopRouted,
+    NoteAdded,
     PhaseEnded,
     PhaseStarted,
     QuestionAnswered,
@@ -44,12 +46,15 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops
+from mindloop.loop import phase_ops, stale
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
+from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
+from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
+from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
@@ -81,12 +86,22 @@ class LoopPolicies:
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
+        self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
 
     def bind(self, rt: DialogRuntime) -> None:
-        """Serve `rt`'s loop roots (once per runtime)."""
+        """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
+        runtime's registry (`retry_propose`: its rules are the loop's), and the waits of
+        loop tasks photograph the workspace ref for the staleness check (`loop.stale`)."""
         if self.rt is rt:
             return
         self.rt = rt
+        if not rt.tools.has_toolset(RETRY_TOOLSET):
+            self.retry_tool = RetryTool(rt.config.team.loop.retries)
+            rt.tools.add_toolset(RETRY_TOOLSET, self.retry_tool.tools(), loop_owned=True)
+        if self.retry_tool is not None:
+            self.retry_tool.store = rt.store
+        if rt.waits.workspace_ref is None:  # waits of loop tasks photograph the workspace
+            rt.waits.workspace_ref = stale.loop_workspace_ref(rt)
         compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
         self.memory = BudgetedRequests(
             compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
@@ -143,6 +158,7 @@ class LoopReport:
     entries: int = 0  # phase entries during this run
     drives: list[DriveResult] = field(default_factory=list)  # the root's drives
     side_drives: list[DriveResult] = field(default_factory=list)  # the tree's other drives
+    kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
 
 class _TreeScheduler(Scheduler):
@@ -167,9 +183,13 @@ class TaskLoop:
         task_path: str,
         *,
         member: str | None = None,
+        drive_tree: bool = True,
     ) -> None:
         self.rt = rt
         self.policies = policies
+        # False on a scale-out worker: the tree's other dialogs are queued drives that any
+        # worker runs (durable/worker.py); this loop drives its root and polls the store.
+        self.drive_tree = drive_tree
         policies.bind(rt)
         self.state = bind(rt, task_path, member=member)
         self.task = self.state.task_path
@@ -177,6 +197,7 @@ class TaskLoop:
         self.limits = rt.config.team.loop.retries  # drive_steps, plan_reentries
         self._changed = asyncio.Event()
         self._unsubscribe = rt.bus.subscribe(self._hear)
+        self._notes: list[str] = []  # the runtime's notes for the next phase's input
 
     # ------------------------------------------------------------------ public
 
@@ -192,6 +213,12 @@ class TaskLoop:
             self.post(message)
         self.rt.recover()
         report = LoopReport(self.task, self.root, LoopOutcome.DONE)
+        if not self.drive_tree:
+            try:
+                await self._control(report)
+            finally:
+                self._unsubscribe()
+            return report
         tree = _TreeScheduler(rt, self.root)
         stop = False
         side = asyncio.create_task(
@@ -207,13 +234,16 @@ class TaskLoop:
                 await side
             report.side_drives = list(tree.results)
             self._unsubscribe()
+        # The KB requests a SELF_IMPROVE step queued leave before the run returns (at
+        # least once; the KB dialog dedupes); the KB dialog is driven by `mindloop run`.
+        report.kb_delivered = KbDispatcher(rt).deliver_due(time.time())
         return report
 
     # ------------------------------------------------------------------ control
 
     async def _control(self, report: LoopReport) -> None:
         while True:
-            state = self._load()
+            state = self._check_stale(self._load())
             report.phase = state.phase
             if state.in_phase:
                 if await self._drive_phase(state, report):
@@ -245,7 +275,10 @@ class TaskLoop:
         # one load serves both, unless a dispatch moved nodes
         gathered = gather(rt, state, messages, None if dispatched else ws)
         decision = route(gathered.facts)
-        notes = []
+        notes = list(self._notes)
+        ended = state.ended
+        if ended is not None and ended.by in (ls.EndedBy.RUNTIME, ls.EndedBy.STEP_CAP):
+            notes.append(f"the {state.phase} entry was ended by the runtime: {ended.reason}")
         if decision.hint_dropped:
             notes.append(f"{HINT_ILLEGAL}: hint {decision.hint} dropped: {decision.hint_dropped}")
         notes += [f"BENCH {n} waits: {why}" for n, why in gathered.bench_why.items()]
@@ -257,6 +290,8 @@ class TaskLoop:
         if target is Target.ROUTER:  # the task is known: a message is new scope (R6)
             target = Target.PLAN
             notes.append("a new message from the user: plan its scope")
+        elif state.replan_stale and target is not Target.PARK:  # a stale resume (§6.3)
+            target = Target.PLAN
         self._publish_route(decision, target, gathered.facts.workspace)
         if target is Target.PARK:
             return await self._park(state, report)
@@ -272,6 +307,11 @@ class TaskLoop:
         if state.drive_steps >= self.limits.drive_steps:  # before more work: ask to go on
             self._ask_to_continue(state)
             return False
+        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
+            failed = phase_ops.fail_exhausted_adjust(rt, state)
+            if failed is not None:
+                self._notes.append(failed)
+                return False  # route again: other work, or the end
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(state, phase, decision, notes, gathered, report, replan=replan)
 
@@ -297,6 +337,7 @@ class TaskLoop:
             )
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
+        self._notes.clear()  # said in this input
         self.policies.set(self.root, phase)
         report.entries += 1
         self.rt.bus.publish(
@@ -315,8 +356,9 @@ class TaskLoop:
         """Drive the root in its phase until the phase ends (False: route next) or the run
         must end (True)."""
         rt = self.rt
-        assert state.phase is not None
-        self.policies.set(self.root, state.phase)
+        phase = state.phase
+        assert phase is not None
+        self.policies.set(self.root, phase)
         wait = rt.tree.wait_state(self.root)
         if (
             not wait.waiting
@@ -330,10 +372,10 @@ class TaskLoop:
         if rejected is not None:  # a negative wait ends the DO entry: its node failed (§5.4)
             self._end(state, ls.EndedBy.RUNTIME, rejected)
             return False
-        cap = step_cap(self.rt.config.team.loop.phases, state.phase)
+        cap = step_cap(self.rt.config.team.loop.phases, phase)
         left = cap - state.entry_steps
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(state, cap))
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
@@ -362,9 +404,11 @@ class TaskLoop:
         if reason in (DriveEnd.DONE, DriveEnd.IDLE):
             self._end(fresh, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
         elif reason is DriveEnd.STEP_LIMIT:
-            self._end(fresh, ls.EndedBy.STEP_CAP, f"the phase's step cap ({cap})")
+            self._end(fresh, ls.EndedBy.STEP_CAP, self._cap_reason(fresh, cap))
         elif reason is DriveEnd.STOPPED:
-            self._end(fresh, ls.EndedBy.RUNTIME, "the turn policy stopped the drive")
+            stuck = self.policies.table[phase].take_stuck(self.root)
+            why = stuck.reason() if stuck is not None else "the turn policy stopped the drive"
+            self._end(fresh, ls.EndedBy.RUNTIME, why)
         elif reason is DriveEnd.WAITING:
             return await self._wait_in_phase(fresh, report)
         return False
@@ -441,6 +485,40 @@ class TaskLoop:
 
     # ------------------------------------------------------------------ helpers
 
+    def _check_stale(self, state: ls.LoopState) -> ls.LoopState:
+        """The staleness check on resume (agent-loop §6.3 step 4, `loop.stale`): when the
+        root's own waits closed since the last look, judge them; one signal is a note
+        (in the phase's history if one runs, and in the next phase's input), two or more
+        send the task back to PLAN once (a running phase other than PLAN ends for it)."""
+        rt = self.rt
+        found = stale.resumed(rt, state)
+        if found is None:
+            return state
+        st = found.staleness
+        changes: dict[str, object] = {"stale_checked_at": found.checked_at}
+        if st.action is StaleAction.NONE:
+            return phase_ops.save(rt, state, **changes)
+        replan = (
+            st.action is StaleAction.REPLAN
+            and not state.stale_replanned
+            and not (state.in_phase and state.phase is Phase.PLAN)
+        )
+        text = stale.note(rt, state, st, replan=replan)
+        self._notes.append(text)
+        if replan:
+            changes |= {"replan_stale": True, "stale_replanned": True}
+            if state.in_phase:  # ends now; closed (its node untouched) and routed next
+                why = "a stale context after a wait: back to PLAN"
+                changes["ended"] = ls.PhaseEnd(by=ls.EndedBy.STALE, reason=why, at=time.time())
+        noted = state.in_phase and not replan
+        with rt.store.tx():  # the verdict and its note together: judged once, said once
+            phase_ops.save(rt, state, **changes)
+            if noted:
+                phase_ops.append_note(rt, self.root, text)
+        if noted:
+            rt.bus.publish(NoteAdded(dialog_id=self.root, text=text))
+        return self._load()
+
     def _rejected(self, state: ls.LoopState) -> str | None:
         """`WAIT_USER_APPROVAL_REJECTED: <reason>` when the human rejected a call of the
         current DO entry (its node then fails its check and ADJUST looks at why)."""
@@ -452,6 +530,16 @@ class TaskLoop:
                 why = str((resolution.get("event") or {}).get("reason") or "no reason given")
                 return f"WAIT_USER_APPROVAL_REJECTED: {why}"
         return None
+
+    @staticmethod
+    def _cap_reason(state: ls.LoopState, cap: int) -> str:
+        """Why an entry ended at its step cap: for DO, the stuck detector's step budget
+        (agent-loop §8.1: `steps_used >= step_budget` is STUCK)."""
+        if state.phase is Phase.DO:
+            stuck = detect_stuck([], steps_used=max(state.entry_steps, cap), step_budget=cap)
+            assert stuck is not None
+            return stuck.reason()
+        return f"the phase's step cap ({cap})"
 
     def _member(self) -> str:
         return self.rt.store.get_dialog(self.root).member

@@ -46,6 +46,7 @@ class PhaseInput:
     last_summary: Summary | None = None
     workspace_ref: str | None = None
     batch: Sequence[MessageRecord] = ()  # SELF_IMPROVE: the root's messages to review
+    reflections: Sequence[str] = ()  # the node's last retry reflections (agent-loop §8.3)
 
 
 def node_line(state: WorkspaceState, n: Node) -> str:
@@ -136,6 +137,8 @@ def render(inp: PhaseInput) -> str:
         out += ["", h["node"]]
         if inp.node is not None and inp.node in inp.workspace.nodes:
             out.append(node_text(inp.workspace, inp.node, inp.rtws, lang))
+            if inp.reflections:
+                out += ["", h["reflections"], *(f"- {r}" for r in inp.reflections)]
         else:
             out.append(NO_NODE[lang])
     if inp.phase is Phase.CHECK:

@@ -18,6 +18,11 @@ with backoff — 1 s, doubling, capped at `loop.kb.backoff_cap_seconds` — unti
 `acked` once the KB dialog has answered after it. Nobody waits for any of this: the
 requesting phase has moved on when its step committed.
 
+Who delivers: every `mindloop run` (a ticker of its scheduler), and `mindloop run TASK`
+before it returns (`deliver_due` once the task's loop stops: a request SELF_IMPROVE queued
+is in the KB dialog when the command ends; the KB dialog itself is driven by a run of all
+trees, `mindloop run`, as any other dialog).
+
 Cost: the dispatcher reads the outbox once per poll interval of the run (one small
 query; none per step), and delivers only when a row is due.
 """
@@ -89,11 +94,15 @@ class KbDispatcher:
 
     def tick(self, now: float) -> bool:
         """Deliver every due row; True when a request was posted to the KB dialog."""
-        posted = False
+        return self.deliver_due(now) > 0
+
+    def deliver_due(self, now: float) -> int:
+        """Deliver every row due at `now`; how many were posted to the KB dialog (a
+        duplicate is acknowledged, not posted; a failure is retried later)."""
+        posted = 0
         for rec in self.outbox.due(now):
-            if rec.kind != KB_REQUEST_KIND:
-                continue
-            posted = self.deliver(rec) or posted
+            if rec.kind == KB_REQUEST_KIND and self.deliver(rec):
+                posted += 1
         return posted
 
     # ---------------------------------------------------------------- delivery

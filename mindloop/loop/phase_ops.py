@@ -24,11 +24,14 @@ import time
 from collections.abc import Sequence
 
 from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
+from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
+from mindloop.loop.retries import RetryLedger, reflections_for_prompt
 from mindloop.store import MessageRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -36,17 +39,22 @@ from mindloop.workspace import api, repo
 from mindloop.workspace.commands import Session
 from mindloop.workspace.context import node_context
 from mindloop.workspace.errors import WorkspaceError
+from mindloop.workspace.fields import LIMITS
 from mindloop.workspace.models import MAIN, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
 
 RUNTIME = "runtime (work loop)"
-# DO entries the runtime ends leave their node CHECK_FAILED, with this reason (None: the
-# end's own reason, e.g. WAIT_USER_APPROVAL_REJECTED).
-RUNTIME_FAILS: dict[ls.EndedBy, str | None] = {
-    ls.EndedBy.STEP_CAP: "STUCK: the DO entry used its step budget",
-    ls.EndedBy.RUNTIME: None,
-}
+# DO entries the runtime ends leave their node CHECK_FAILED with the end's reason: STUCK
+# (the step budget, or the stuck detector), WAIT_USER_APPROVAL_REJECTED, DO_EXHAUSTED.
+RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
+
+
+def one_line_reason(text: str) -> str:
+    """`text` as a transition's reason: one line, within the workspace's limit."""
+    flat = " ".join(text.split()) or "-"
+    limit = LIMITS["reason"]
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
@@ -138,6 +146,11 @@ def enter_phase(
             cursor = si.load_cursor(store, state.root_id)
             batch, after = si.next_batch(store, state.root_id, cursor, limit)
             batch_end = after.model_dump()
+        reflections: list[str] = []
+        if node is not None:  # the node's last reflections (agent-loop §8.3)
+            config = rt.config.team.loop.retries
+            records = RetryLedger(store, config).records(task, node)
+            reflections = reflections_for_prompt(records, config)
         entry = state.entry + 1
         text = render(
             PhaseInput(
@@ -153,6 +166,7 @@ def enter_phase(
                 last_summary=state.last_summary,
                 workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
                 batch=batch,
+                reflections=reflections,
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry)
@@ -173,6 +187,7 @@ def enter_phase(
                     "closed": False,
                     "batch_end": batch_end,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
+                    "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
                     "planned": state.planned or phase is Phase.PLAN,
                     "plan_reentries": state.plan_reentries + (1 if replan else 0),
                     # new scope reopens the task: it ends with SELF_IMPROVE again
@@ -225,7 +240,7 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
         if state.phase is Phase.DO and state.node_id and ended_by in RUNTIME_FAILS:
             node = ws.nodes.get(state.node_id)
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
-                why = RUNTIME_FAILS[ended_by] or state.ended.reason
+                why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         checked = dict(state.checked)
@@ -254,6 +269,61 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
             ),
         )
     return state
+
+
+def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
+    """Before ADJUST enters: if its node used its `loop.retries.adjust_per_node` ADJUST
+    cycles (and has no accepted one left to use), the runtime fails it instead
+    (CHECK_FAILED → ADJUSTING → FAILED, agent-loop §5.4) and tells the user with a note
+    in the loop root — one transaction. Returns the note, or None when ADJUST may run."""
+    task = state.task_path
+    store = rt.store
+    config = rt.config.team.loop.retries
+    ws = _workspace(rt, task)
+    node_id = adjust_node(ws)
+    if node_id is None:
+        return None
+    node = ws.nodes[node_id]
+    cycles = [r for r in RetryLedger(store, config).records(task, node_id) if r.level is Level.L3]
+    if len(cycles) < config.adjust_per_node or node.adjust_count < len(cycles):
+        return None
+    moves = [e for e in repo.log(store, task) if e.node_id == node_id and e.kind == "transition"]
+    failure = next(
+        (
+            str(e.data.get("reason", ""))
+            for e in reversed(moves)
+            if e.data.get("to") == "CHECK_FAILED"
+        ),
+        "",
+    )
+    last = cycles[-1]
+    conclusion = (
+        f"FAILED after {len(cycles)} ADJUST cycles (loop.retries.adjust_per_node): the last "
+        f"({last.change_kind}: {last.change_summary}) did not pass either. Last failure: "
+        f"{failure or 'not recorded'}"
+    )
+    note = (
+        f"[work loop] Node {node_id} {node.title!r} FAILED: its {len(cycles)} ADJUST cycles "
+        f"(loop.retries.adjust_per_node) are used up. Last failure: {failure or 'not recorded'}"
+    )
+
+    def command(s: Session) -> None:
+        if s.node(node_id).status is NodeStatus.CHECK_FAILED:
+            s.transition(
+                node_id=node_id, to=NodeStatus.ADJUSTING, reason="ADJUST starts on the node"
+            )
+        s.transition(
+            node_id=node_id,
+            to=NodeStatus.FAILED,
+            reason=f"ADJUST cap: {len(cycles)} cycles used",
+            conclusion=conclusion[: LIMITS["conclusion"]],
+        )
+
+    with store.tx():
+        api.execute(store, rt.rtws, task, Authority.runtime(RUNTIME), command)
+        append_note(rt, state.root_id, note)
+    rt.bus.publish(NoteAdded(dialog_id=state.root_id, text=note))
+    return note
 
 
 def dispatch_ready(
@@ -308,6 +378,14 @@ def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str,
             payload={"task": task, "node_id": node_id, "dispatch_id": key},
             side_id=side_id,
         )
+
+
+def append_note(rt: DialogRuntime, root_id: str, text: str) -> None:
+    """A runtime note in the loop root's history, read by the model at its next step
+    (joins the caller's transaction; the caller publishes `NoteAdded` after it)."""
+    with rt.store.tx():
+        rec = rt.store.get_dialog(root_id)
+        rt.store.append_message(root_id, "note", {"text": text}, course=rec.course)
 
 
 def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopState:

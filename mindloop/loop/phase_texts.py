@@ -47,7 +47,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "summaries.\n"
         "- Turn the input into executable nodes (`node_create`): each with `skills`, `deps` "
         "and `acceptance_criteria` ({when, then, verify?}). A BENCH node is the final "
-        "integration or acceptance test: give each of its criteria a `verify` command.\n"
+        "integration or acceptance test: give each of its criteria a `verify` command, and "
+        "make it depend on every node it tests; it runs only once they are all DONE. A node "
+        "created after it is added to its deps with `node_add_deps`.\n"
         "- Ask the human (`!?@human`) for a confirmation, missing information or an "
         "authorisation when you need one.\n"
         "- Nodes that can run in parallel with a teammate: set `assignee` to `MEMBER:<id>` and "
@@ -55,7 +57,8 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "zh": "- 此阶段工作区只读，只允许创建结构：节点、依赖、摘要。\n"
         "- 把输入转化为可执行的节点（`node_create`）：每个节点带 `skills`、`deps` 和 "
         "`acceptance_criteria`（{when, then, verify?}）。BENCH 节点是最终的集成或验收测试：它的每条"
-        "验收标准都要给出 `verify` 命令。\n"
+        "验收标准都要给出 `verify` 命令，并让它依赖它所测试的每个节点；这些节点全部 DONE 后它才运行。"
+        "在它之后创建的节点用 `node_add_deps` 加入它的依赖。\n"
         "- 需要确认、补充信息或授权时，向人类提问（`!?@human`）。\n"
         "- 可以由队友并行完成的节点：把 `assignee` 设为 `MEMBER:<id>` 并派发（`node_dispatch`）；"
         "节点会等待该成员的回复。",
@@ -66,13 +69,18 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Finish with a self-check: lint, tests, and each acceptance criterion, one by one. "
         "When it passes, record the artifacts (`node_update`) and move the node to COMPLETE "
         "(`node_transition` with `self_check`).\n"
-        "- If a check fails, repair it (at most 2 repair attempts per entry), each time "
-        "changing something and saying what.\n"
+        "- If the self-check fails, repair it: make the change, then record the attempt with "
+        "`retry_propose` (the failure class and failing output, a short reflection, the kind "
+        "of change and what changed) before running the self-check again. At most 2 attempts "
+        "per entry; an attempt that changes nothing since an earlier one is refused; after "
+        "the last one the entry ends and ADJUST takes the node.\n"
         "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.",
         "zh": "- 只处理输入中给出的当前节点；每一步都基于上一步的结果决定。\n"
         "- 以自检结束：lint、测试、逐条对照验收标准。通过后记录产物（`node_update`），并把节点移到 "
         "COMPLETE（带 `self_check` 的 `node_transition`）。\n"
-        "- 检查失败就修复（每次进入最多 2 次修复），每次都要改变某些东西并说明改了什么。\n"
+        "- 自检失败就修复：先做出修改，再用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
+        "修改类型以及改了什么），然后重新自检。每次进入最多 2 次尝试；与之前某次相比没有任何改变的尝试会被拒绝；"
+        "用完后本次进入结束，由 ADJUST 接手该节点。\n"
         "- 如果节点需要队友的回复，就发起诉请（`!?@<成员>`）并等待。",
     },
     Phase.CHECK: {
@@ -94,15 +102,27 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "or re-assign nodes.\n"
         "- Find the root cause, one of WRONG_APPROACH, MISSING_INFO, MISSING_SKILL_OR_TOOL, "
         "TOO_HARD, and cite its evidence (the check report, logs, workspace files).\n"
+        "- Before sending the node back to work, propose the cycle with `retry_propose` "
+        "(failure class, evidence, reflection, change kind, and a fix plan unlike the earlier "
+        "ones); the third cycle must be structural (STRATEGY, DECOMPOSE, ASSIGNEE or CONTEXT), "
+        "and relaxing an acceptance criterion needs the user's approval. After 3 cycles the "
+        "node fails.\n"
         "- Then move the node: back to IN_PROGRESS for another attempt, re-dispatch it, "
         "split it, or FAILED when it cannot be done. Ask the human for missing information "
         "or authorisation. For a missing tool, propose a separate task to build it.\n"
+        "- A failed BENCH node: create the fix nodes, add them to its deps (`node_add_deps`) "
+        "and move it back to WAIT; it runs again once they are DONE.\n"
         "- You may ask yourself for a fresh view first (`!?@self`).",
         "zh": "- 以只读为主：更新计划、补充验收标准或阻塞项、拆分或重新分配节点。\n"
         "- 找到根因，取值之一：WRONG_APPROACH、MISSING_INFO、MISSING_SKILL_OR_TOOL、TOO_HARD，并引用"
         "证据（检查报告、日志、工作区文件）。\n"
+        "- 把节点送回工作之前，先用 `retry_propose` 提出本轮调整（失败类别、证据、反思、修改类型，以及与之前"
+        "不同的修复计划）；第三轮必须是结构性的（STRATEGY、DECOMPOSE、ASSIGNEE 或 CONTEXT），放宽验收标准"
+        "需要用户批准。3 轮之后节点失败。\n"
         "- 然后处理节点：回到 IN_PROGRESS 再试一次、重新派发、拆分，或在无法完成时置为 FAILED。"
         "缺信息或授权时向人类提问。缺工具时，提议另开一个任务来构建它。\n"
+        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT；"
+        "这些节点都 DONE 后它会再次运行。\n"
         "- 可以先扪心自问（`!?@self`）换个视角。",
     },
     Phase.SELF_IMPROVE: {
@@ -163,6 +183,10 @@ INPUT_SECTIONS: dict[str, dict[Lang, str]] = {
     "messages": {"en": "## New messages", "zh": "## 新消息"},
     "node": {"en": "## Current node", "zh": "## 当前节点"},
     "targets": {"en": "## Nodes to check", "zh": "## 待检查节点"},
+    "reflections": {
+        "en": "### Earlier retries of this node (their reflections, latest last)",
+        "zh": "### 该节点之前的重试（反思，最近的在最后）",
+    },
     "resolved_waits": {"en": "## Resolved waits", "zh": "## 已解除的等待"},
     "tree": {"en": "## Workspace tree", "zh": "## 工作区节点树"},
     "last_summary": {"en": "## Last step summary", "zh": "## 上一步摘要"},

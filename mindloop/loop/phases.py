@@ -9,7 +9,7 @@ Tools fall into classes (`ToolClass`) by name (`TOOL_CLASSES`); a tool the table
 name (an MCP or Python tool) counts as `WRITE`, so it is offered only where workspace
 writes are (DO): a loop phase never runs a tool whose effects nobody classified. The
 loop-owned tools (`phase_end`, the workspace tools, `wait_for`, `self_md_patch`,
-`kb_request`; DESIGN.md §8.9) are offered by the phase whatever the member's toolsets
+`kb_request`, `retry_propose`; DESIGN.md §8.9) are offered by the phase whatever the member's toolsets
 say; every other tool must also be one of the member's.
 """
 
@@ -28,13 +28,14 @@ class ToolClass(StrEnum):
     READ = "workspace read"
     WRITE = "workspace write"
     SHELL = "shell"
-    NODE_STRUCTURE = "node structure"  # node_create, node_split, node_reference
+    NODE_STRUCTURE = "node structure"  # node_create, node_split, node_reference, node_add_deps
     NODE_UPDATE = "node update"  # node_update, node_transition
     DISPATCH = "dispatch"  # node_dispatch: a tellask for a MEMBER node
     TASKDOC = "taskdoc"  # change_mind
     CONTROL = "control"  # reminders, clear_mind: the dialog's own memory
     WAIT_FOR = "wait_for"
     SELF_IMPROVE = "self-improve"  # self_md_patch, kb_request
+    RETRY = "retry"  # retry_propose: a DO self-repair attempt, an ADJUST cycle
     PHASE_END = "phase_end"
 
 
@@ -56,6 +57,7 @@ TOOL_CLASSES: dict[str, ToolClass] = {
     "node_create": ToolClass.NODE_STRUCTURE,
     "node_split": ToolClass.NODE_STRUCTURE,
     "node_reference": ToolClass.NODE_STRUCTURE,
+    "node_add_deps": ToolClass.NODE_STRUCTURE,
     "rule_add": ToolClass.NODE_STRUCTURE,
     "node_update": ToolClass.NODE_UPDATE,
     "node_transition": ToolClass.NODE_UPDATE,
@@ -68,6 +70,7 @@ TOOL_CLASSES: dict[str, ToolClass] = {
     "wait_for": ToolClass.WAIT_FOR,
     "self_md_patch": ToolClass.SELF_IMPROVE,
     "kb_request": ToolClass.SELF_IMPROVE,
+    "retry_propose": ToolClass.RETRY,
     PHASE_END: ToolClass.PHASE_END,
 }
 
@@ -80,6 +83,7 @@ LOOP_OWNED: frozenset[str] = frozenset(
         "node_create",
         "node_split",
         "node_reference",
+        "node_add_deps",
         "rule_add",
         "node_update",
         "node_transition",
@@ -87,6 +91,7 @@ LOOP_OWNED: frozenset[str] = frozenset(
         "wait_for",
         "self_md_patch",
         "kb_request",
+        "retry_propose",
         PHASE_END,
     }
 )
@@ -139,7 +144,8 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.DO: PhaseSpec(
         Phase.DO,
-        tools=_ALWAYS | {_C.WRITE, _C.SHELL, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR},
+        tools=_ALWAYS
+        | {_C.WRITE, _C.SHELL, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR, _C.RETRY},
         tellask=True,
         q4h=True,
         hints=(Hint.CHECK, Hint.ADJUST, Hint.WAIT),
@@ -155,7 +161,8 @@ PHASES: dict[Phase, PhaseSpec] = {
     ),
     Phase.ADJUST: PhaseSpec(
         Phase.ADJUST,
-        tools=_ALWAYS | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR},
+        tools=_ALWAYS
+        | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR, _C.RETRY},
         tellask=True,
         q4h=True,
         hints=(Hint.DO, Hint.PLAN, Hint.WAIT, Hint.END),

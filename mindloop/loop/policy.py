@@ -12,7 +12,10 @@ phase gets `LoopPolicy(phase)`:
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
   phase), the messages compiled within the memory budget (`dialogs.budgeted`);
-- **goes on** until a `phase_end` call succeeds.
+- **goes on** until a `phase_end` call succeeds, or, in DO, until the stuck detector
+  (`loop.stuck`: identical action/observation pairs, identical failing actions) fires on
+  the latest steps; the driver then ends the entry with CHECK_FAILED(STUCK)
+  (`take_stuck`). Only loop roots run this check, over their last few turns.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`): they
 are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what is stored
@@ -31,6 +34,8 @@ from mindloop.dialogs.routing import Route, RouteKind, refuse_route
 from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import system_section
 from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
+from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.stuck import Stuck, stuck_in
 from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
 from mindloop.store import MessageRecord
 from mindloop.tools.base import Tool
@@ -61,6 +66,7 @@ class LoopPolicy(DefaultPolicy):
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
+        self._stuck: dict[str, Stuck] = {}  # dialog id -> why goes_on stopped its drive
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -146,14 +152,29 @@ class LoopPolicy(DefaultPolicy):
         return out
 
     def goes_on(self, live: LiveDialog, parts: RequestBuilder, step: StepOutcome) -> bool:
-        return not phase_end_called(live.history.messages)
+        messages = live.history.messages
+        if phase_end_called(messages):
+            return False
+        if self.phase is Phase.DO:
+            stuck = stuck_in(messages, config=parts.config.team.loop.retries)
+            if stuck is not None:
+                self._stuck[live.id] = stuck
+                return False
+        return True
+
+    def take_stuck(self, dialog_id: str) -> Stuck | None:
+        """Why `goes_on` stopped `dialog_id`'s drive as stuck (once), if it did."""
+        return self._stuck.pop(dialog_id, None)
 
 
 def phase_end_called(messages: Sequence[object]) -> bool:
-    """Whether the latest step's tool results include a successful `phase_end`."""
+    """Whether the latest step's tool results ended the phase: a successful `phase_end`,
+    or a `retry_propose` that found its rung used up (the runtime ended the entry)."""
     for msg in reversed(messages):
         if isinstance(msg, ToolResultMessage):
             if msg.name == PHASE_END and not msg.is_error:
+                return True
+            if msg.name == RETRY_TOOL and msg.content.startswith(ENDS_ENTRY):
                 return True
         elif isinstance(msg, AssistantMessage):
             return False

@@ -257,6 +257,20 @@ class RetryLedger:
     ) -> RetryVerdict:
         """The ladder, then rules (a)–(e); an accepted retry is appended (joining the
         caller's transaction: commit it with the step)."""
+        verdict = self.judge(new, approved=approved)
+        if not isinstance(verdict, Accepted):
+            return verdict
+        stored = self.rows.add(verdict.record.row())
+        return Accepted(
+            record=verdict.record.model_copy(
+                update={"id": stored.id, "created_at": stored.created_at}
+            )
+        )
+
+    def judge(
+        self, new: RetryProposal, *, approved: Callable[[str], bool] = lambda _: False
+    ) -> RetryVerdict:
+        """`propose`'s verdict without writing anything (an accepted record has id 0)."""
         earlier = self.records(new.task_path, new.todo_id)
         if new.level is Level.L2:
             counted = [r for r in earlier if r.level is Level.L2 and r.entry == new.entry]
@@ -276,8 +290,4 @@ class RetryLedger:
         rejected = check_retry(new, earlier, attempt=attempt, approved=approved)
         if rejected is not None:
             return rejected
-        record = RetryRecord.model_validate(new.model_dump() | {"attempt": attempt})
-        stored = self.rows.add(record.row())
-        return Accepted(
-            record=record.model_copy(update={"id": stored.id, "created_at": stored.created_at})
-        )
+        return Accepted(record=RetryRecord.model_validate(new.model_dump() | {"attempt": attempt}))

@@ -1,35 +1,31 @@
 """What the SELF_IMPROVE phase uses beside its two tools (agent-loop §9.3): the progress
-cursor that makes a pass resumable, the dead KB requests it is shown, and — until the
-loop's phases exist — a turn policy that offers the loop-owned `self_improve` toolset.
+cursor that makes a pass resumable and the dead KB requests it is shown. The phase itself
+(its turn policy, which offers the loop-owned `self_improve` toolset) is the work loop's
+`SELF_IMPROVE` (`loop.policy`).
 
 The cursor says how far a pass has read its root dialog: `(course, message_id)`, read in
-batches of at most `BATCH` messages. The phase advances it in the transaction that holds
-the batch's effects (use `cursor_effect` as a store effect of the step's last tool result,
-or `save_cursor` inside a `store.tx()`), after every `self_md_patch` of the batch has
-returned: a crash re-processes the batch, harmlessly, because both tools dedupe. After
-`MAX_CONSECUTIVE_ERRORS` failed batches in a row the pass stops until the next trigger
-(`stalled`).
+batches of at most `loop.self_improve.batch_messages` (40) messages. The phase advances it
+in the transaction that holds the batch's effects (use `cursor_effect` as a store effect
+of the step's last tool result, or `save_cursor` inside a `store.tx()`), after every
+`self_md_patch` of the batch has returned: a crash re-processes the batch, harmlessly,
+because both tools dedupe. After `loop.self_improve.max_consecutive_errors` (4) failed
+batches in a row the pass stops until the next trigger (`stalled`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from mindloop.dialogs.live import LiveDialog
-from mindloop.dialogs.policy import DefaultPolicy
-from mindloop.dialogs.request import RequestBuilder
+from mindloop.config.loop import SelfImproveConfig
 from mindloop.store import MessageRecord, Store
 from mindloop.store.cursors import Cursors, message_batch
 from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
-from mindloop.tools.base import StoreEffect, Tool
-from mindloop.toolsets.self_improve import KB_REQUEST_KIND, SELF_IMPROVE_TOOLS
+from mindloop.tools.base import StoreEffect
+from mindloop.toolsets.self_improve import KB_REQUEST_KIND
 
 CURSOR_NAME = "self_improve"
-BATCH = 40
-MAX_CONSECUTIVE_ERRORS = 4
 
 
 class SelfImproveCursor(BaseModel):
@@ -39,9 +35,9 @@ class SelfImproveCursor(BaseModel):
     message_id: int = 0  # the last message processed (0: none)
     errors: int = 0  # failed batches in a row
 
-    @property
-    def stalled(self) -> bool:
-        return self.errors >= MAX_CONSECUTIVE_ERRORS
+    def stalled(self, config: SelfImproveConfig) -> bool:
+        """`loop.self_improve.max_consecutive_errors` batches in a row failed."""
+        return self.errors >= config.max_consecutive_errors
 
 
 def load_cursor(store: Store, root_id: str) -> SelfImproveCursor:
@@ -64,9 +60,10 @@ def cursor_effect(root_id: str, cursor: SelfImproveCursor) -> StoreEffect:
 
 
 def next_batch(
-    store: Store, root_id: str, cursor: SelfImproveCursor, limit: int = BATCH
+    store: Store, root_id: str, cursor: SelfImproveCursor, limit: int
 ) -> tuple[list[MessageRecord], SelfImproveCursor]:
-    """The next messages after `cursor` (at most `limit`, one course at a time, moving to
+    """The next messages after `cursor` (at most `limit`, `loop.self_improve.batch_messages`
+    in the loop; one course at a time, moving to
     the dialog's next course when one is read to its end) and the cursor after them.
     An empty batch means the pass is done."""
     current_course = store.get_dialog(root_id).course
@@ -94,12 +91,3 @@ def dead_kb_requests(store: Store, member: str | None = None) -> list[OutboxReco
         and r.status is OutboxStatus.DEAD
         and (member is None or r.source_member == member)
     ]
-
-
-class SelfImprovePolicy(DefaultPolicy):
-    """Today's behaviour plus the loop-owned `self_md_patch` and `kb_request`: what the
-    SELF_IMPROVE phase offers (DESIGN.md §8.9). The phase's own policy replaces this."""
-
-    def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
-        own = parts.member_tools(live.member, is_root=live.is_root)
-        return [*own, *parts.tools.loop_tools(SELF_IMPROVE_TOOLS)]

@@ -10,7 +10,11 @@ path does not make two identical failures look different). The detector fires on
 - `steps_used >= step_budget`,
 
 and the DO entry then ends with CHECK_FAILED(STUCK). Both read only the last few steps:
-`recent_steps(messages, n)` walks back from the end.
+`recent_steps(messages, n)` walks back from the end, to the latest input at most.
+
+In the running loop the DO phase's turn policy (`loop.policy.LoopPolicy.goes_on`) asks
+after every step of the loop root (no other dialog pays for it): the first two rules stop
+the drive there; the step budget is the DO entry's step cap, which the driver applies.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ def classify_result(text: str, is_error: bool) -> FailureClass | None:
 
 
 def recent_steps(messages: Sequence[ChatMessage], n: int) -> list[Step]:
-    """The last `n` assistant turns of `messages`, oldest first."""
+    """The last `n` assistant turns of `messages` since the latest input (a user message:
+    a phase's input, an answer, a note), oldest first: new input is a new situation, so
+    turns before it never count toward being stuck."""
     out: list[Step] = []
     results: list[ToolResultMessage] = []
     for i in range(len(messages) - 1, -1, -1):
@@ -71,6 +77,8 @@ def recent_steps(messages: Sequence[ChatMessage], n: int) -> list[Step]:
         elif isinstance(msg, AssistantMessage):
             out.append(_step(msg, results[::-1]))
             results = []
+        else:
+            break
     out.reverse()
     return out
 
@@ -111,18 +119,22 @@ class Stuck(BaseModel):
     rule: StuckRule
     detail: str
 
+    def reason(self) -> str:
+        """The failed node's reason: `STUCK (<rule>): <detail>`."""
+        return f"{FailureClass.STUCK} ({self.rule}): {self.detail}"
+
 
 def detect_stuck(
     steps: Sequence[Step],
     *,
-    steps_used: int,
-    step_budget: int,
+    steps_used: int = 0,
+    step_budget: int | None = None,
     pairs: int = 4,
     errors: int = 3,
 ) -> Stuck | None:
     """Whether the recent `steps` (oldest first) show the dialog going round in circles:
     `pairs` identical action/observation pairs, `errors` identical failing actions, or
-    the step budget used up."""
+    the step budget used up (not judged without a `step_budget`)."""
     if len(steps) >= pairs:
         last = steps[-pairs:]
         first = last[0]
@@ -139,7 +151,7 @@ def detect_stuck(
                 rule=StuckRule.IDENTICAL_ERRORS,
                 detail=f"the same action failed {errors} times in a row: {_name(first)}",
             )
-    if steps_used >= step_budget:
+    if step_budget is not None and steps_used >= step_budget:
         return Stuck(
             rule=StuckRule.STEP_BUDGET,
             detail=f"{steps_used} steps used of a budget of {step_budget}",
@@ -148,7 +160,11 @@ def detect_stuck(
 
 
 def stuck_in(
-    messages: Sequence[ChatMessage], *, steps_used: int, step_budget: int, config: RetriesConfig
+    messages: Sequence[ChatMessage],
+    *,
+    steps_used: int = 0,
+    step_budget: int | None = None,
+    config: RetriesConfig,
 ) -> Stuck | None:
     """`detect_stuck` over the last steps of `messages`, with `loop.retries`' thresholds."""
     pairs, errors = config.stuck_identical_pairs, config.stuck_identical_errors

@@ -53,6 +53,7 @@ class EndedBy(StrEnum):
     REPLY = "reply"  # a reply without tool calls or tellasks (phase_end without a hint)
     STEP_CAP = "step_cap"  # the phase's step cap was reached
     RUNTIME = "runtime"  # the runtime ended it (e.g. nothing left for it to do)
+    STALE = "stale"  # resumed after a wait with a stale context: back to PLAN (§6.3)
 
 
 class Summary(BaseModel):
@@ -106,6 +107,11 @@ class LoopState(BaseModel):
     self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal
     # SELF_IMPROVE: where its cursor goes once the entry closes (the batch it was shown)
     batch_end: dict[str, int] | None = None
+    # the staleness check on resume (§6.3): the root's waits closed up to this time are
+    # judged; a stale context sends the task back to PLAN once
+    stale_checked_at: float = 0.0
+    replan_stale: bool = False  # PLAN next (a stale resume), unless R0/R1 hold
+    stale_replanned: bool = False  # that happened once already
     version: int = 1
     created_at: float = 0.0
     updated_at: float = 0.0

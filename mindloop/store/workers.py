@@ -99,6 +99,11 @@ class WorkerTable:
     def all(self) -> list[WorkerRecord]:
         return self.store._records(WorkerRecord, ALL_WORKERS)
 
+    def live(self, now: float | None = None) -> list[WorkerRecord]:
+        """Workers heard from within their time to live, not stopped, not taken over."""
+        at = time.time() if now is None else now
+        return [w for w in self.all() if w.alive(at)]
+
     def gone(self, now: float | None = None) -> list[WorkerRecord]:
         """Workers silent past their time to live (or stopped) that nobody took over."""
         params = {"_now": time.time() if now is None else now}

@@ -133,6 +133,11 @@ class WorkspaceAccess(Protocol):
         """The team's member ids."""
         ...
 
+    def adjust_cycles(self, task_path: str, node_id: str) -> int:
+        """The ADJUST cycles accepted for a node so far (its L3 retry records): a node
+        goes back to work from ADJUSTING only on one it has not used yet."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:

@@ -3,7 +3,7 @@
 They form the loop-owned toolset `self_improve`: registered in every registry a config
 builds (`configured.build_registry`), never selected by a member in team.yaml (not even
 by `'*'`), offered only by a turn policy — the work loop's SELF_IMPROVE phase
-(DESIGN.md §8.9; `loop.self_improve.SelfImprovePolicy` until the phases exist).
+(DESIGN.md §8.9; `loop.policy.LoopPolicy`).
 
 - `self_md_patch` changes one section of the calling member's own `self.md` (no other
   member's: the file is chosen by the call's member, not by an argument), with a base

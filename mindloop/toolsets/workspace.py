@@ -27,6 +27,7 @@ from typing import Any
 from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as ws_rows
+from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
     EffectResult,
     StartDetached,
@@ -40,6 +41,7 @@ from mindloop.toolsets import search
 from mindloop.toolsets.workspace_args import (
     DocArg,
     DocLookupArgs,
+    NodeAddDepsArgs,
     NodeCreateArgs,
     NodeDispatchArgs,
     NodeGetArgs,
@@ -94,18 +96,27 @@ class StoreWorkspaceAccess:
     def members(self) -> frozenset[str]:
         return self.member_ids
 
+    def adjust_cycles(self, task_path: str, node_id: str) -> int:
+        return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
+
 
 AuthorityFor = Callable[[ToolContext], Authority]
 
 
 def chat_authority(ctx: ToolContext) -> Authority:
     """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
-    phase that is no actor of the transition table, SELF_IMPROVE, moves no node)."""
+    phase that is no actor of the transition table, SELF_IMPROVE, moves no node). The
+    work loop's ADJUST sends a node back to work only on an accepted ADJUST cycle (a
+    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`)."""
     who = f"@{ctx.member}"
     if ctx.phase is None:
         return Authority.chat(who)
     actor = Actor.__members__.get(ctx.phase)
-    return Authority.phase(actor, who) if actor is not None else Authority(frozenset(), who)
+    if actor is None:
+        return Authority(frozenset(), who)
+    access = ctx.workspace
+    cycles = access.adjust_cycles if actor is Actor.ADJUST and access is not None else None
+    return Authority.phase(actor, who, adjust_cycles=cycles)
 
 
 # ---------------------------------------------------------------------- shared
@@ -262,6 +273,19 @@ class Tools:
             )
 
         return self._write(ctx, command, lambda n, ch: f"updated {_line(ch.after, n)}")
+
+    async def node_add_deps(self, a: NodeAddDepsArgs, ctx: ToolContext) -> ToolOutput:
+        def command(s: Session) -> Node:
+            s.add_deps(node_id=a.node_id, deps=a.deps, expected_version=a.expected_version)
+            return s.node(a.node_id)
+
+        def describe(n: Node, ch: Change) -> str:
+            added = [d for d in n.deps if d not in ch.before.nodes[n.id].deps]
+            return (
+                f"{n.id}: deps {', '.join(n.deps)} (added {', '.join(added)}). {_line(ch.after, n)}"
+            )
+
+        return self._write(ctx, command, describe)
 
     async def node_transition(self, a: NodeTransitionArgs, ctx: ToolContext) -> ToolOutput:
         def command(s: Session) -> tuple[NodeStatus, Node]:
@@ -610,6 +634,10 @@ _DESCRIPTIONS: dict[str, str] = {
     "node_get": "A node with its docs, criteria, conclusion and recent log.",
     "node_list": "The node tree (status, kind, assignee, deps, focus).",
     "node_update": "Set a node's notes, artifacts or conclusion.",
+    "node_add_deps": "Add deps to a node that has not started: it starts only when they are "
+    "DONE. Use it when a node created earlier (a BENCH acceptance test above all) must also "
+    "wait for nodes created after it. The deps must stay a DAG; a TASK never depends on a "
+    "BENCH.",
     "node_transition": "Move a node to another status (the transition table decides; "
     "COMPLETE needs a self-check of every criterion and artifacts or a reason; DONE, "
     "FAILED, CANCELLED need a conclusion).",
@@ -634,6 +662,7 @@ def workspace_tools(
         ("node_get", NodeGetArgs, tools.node_get),
         ("node_list", NodeListArgs, tools.node_list),
         ("node_update", NodeUpdateArgs, tools.node_update),
+        ("node_add_deps", NodeAddDepsArgs, tools.node_add_deps),
         ("node_transition", NodeTransitionArgs, tools.node_transition),
         ("node_dispatch", NodeDispatchArgs, tools.node_dispatch),
         ("doc_lookup", DocLookupArgs, tools.doc_lookup),

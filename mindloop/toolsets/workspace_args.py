@@ -99,6 +99,18 @@ class NodeReferenceArgs(ToolArgs):
     )
 
 
+class NodeAddDepsArgs(ToolArgs):
+    node_id: str = Field(description="A node that has not started (NEW, or a BENCH in WAIT).")
+    deps: list[str] = Field(
+        min_length=1,
+        max_length=_L["list"],
+        description="Node ids it must wait for (added to its deps; the deps stay a DAG).",
+    )
+    expected_version: int | None = Field(
+        default=None, description="The node's version you last read; refused if it moved on."
+    )
+
+
 class NodeGetArgs(ToolArgs):
     node_id: str = Field(description="The node's id (n1, n2 …; the root is `root`).")
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from mindloop.errors import MindloopError
 from mindloop.i18n import Lang
-from mindloop.store import STATE_DIR, STATE_FILE, Store
+from mindloop.store import Store
 from mindloop.store import workspace as rows
 from mindloop.taskdoc import TaskPackage
 from mindloop.tools.base import Acl
@@ -110,7 +110,7 @@ def workspace_problems(rtws: Path | str) -> list[str]:
     edits kept beside a rewritten file, projections that disagree with the store. Nothing
     when nothing was run yet (no state is created)."""
     root = Path(rtws)
-    if not (root / STATE_DIR / STATE_FILE).exists():
+    if not Store.exists_for(root):
         return []
     store = Store.for_rtws(root)
     try:
@@ -204,7 +204,7 @@ class WorkspaceApi:
         return self._store
 
     def _reading(self) -> Store | None:
-        if self._store is None and not (self.rtws / STATE_DIR / STATE_FILE).exists():
+        if self._store is None and not Store.exists_for(self.rtws):
             return None
         return self._writing()
 

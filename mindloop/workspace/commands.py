@@ -461,6 +461,51 @@ class Session(Moves):
         self._log(node.id, "update", f"updated {', '.join(what)}", fields=what)
         return node
 
+    def add_deps(
+        self, *, node_id: str, deps: Sequence[str], expected_version: int | None = None
+    ) -> list[str]:
+        """Add deps to an existing node (PLAN, ADJUST): e.g. a BENCH node created before
+        the last node it tests (agent-loop §5.5: it runs when all its deps are DONE), or
+        ADJUST's fix nodes added to a failed BENCH. Deps gate a node's start, so the node
+        must not have started (NEW, WAIT and not dispatched, CHECK_FAILED, ADJUSTING);
+        the result must keep invariant 5 and the DAG. Returns the deps it added."""
+        self._require_init()
+        node = self.node(node_id)
+        self._version(node, expected_version)
+        if not (self.authority.actors & {Actor.PLAN, Actor.ADJUST}):
+            raise WorkspaceError(
+                "NOT_ALLOWED",
+                f"only PLAN or ADJUST change a node's deps ({self.authority.label()} may not)",
+                arg="node_id",
+            )
+        open_ = (NodeStatus.NEW, NodeStatus.WAIT, NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING)
+        if node.status not in open_ or node.dispatch is not None:
+            at_work = " (dispatched, at work)" if node.dispatch is not None else ""
+            raise WorkspaceError(
+                "NODE_STARTED",
+                f"{node.id} is {node.status}{at_work}: deps gate a node's start; add them to "
+                "a node that has not started (or create a new node with `supersedes`)",
+                arg="node_id",
+            )
+        wanted = self._deps("deps", deps, node.id)
+        added = [d for d in wanted if d not in node.deps]
+        if not added:
+            raise WorkspaceError(
+                "NOTHING_TO_UPDATE", f"{node.id} depends on {', '.join(wanted)} already", arg="deps"
+            )
+        if node.type is NodeType.TASK:
+            bench = [d for d in added if self.state.nodes[d].type is NodeType.BENCH]
+            if bench:
+                raise WorkspaceError(
+                    "TASK_DEPENDS_ON_BENCH",
+                    f"TASK {node.id} may not depend on BENCH {', '.join(bench)} (invariant 5)",
+                    arg="deps",
+                )
+        node.deps = [*node.deps, *added]
+        self._check_cycle("deps")
+        self._log(node.id, "deps", f"deps added: {', '.join(added)}", added=added)
+        return added
+
     # ------------------------------------------------------------------ rules and index
 
     def add_rule(self, text: str, source: dict[str, Any]) -> Rule | None:

@@ -168,12 +168,7 @@ class Moves(SessionBase):
                     arg="no_artifacts_reason",
                 )
         elif g is Guard.RETRY:
-            if node.adjust_count >= MAX_ADJUSTS:
-                raise WorkspaceError(
-                    "ADJUST_CAP",
-                    f"{node.id} was adjusted {node.adjust_count} times; it can only FAIL now",
-                    arg="to",
-                )
+            self._cycle_accepted(node)
             if node.assignee != MAIN:
                 raise WorkspaceError(
                     "NOT_MAIN", f"{node.id} is assigned to {node.assignee}", arg="node_id"
@@ -201,6 +196,30 @@ class Moves(SessionBase):
                     f"to {back}",
                     arg="to",
                 )
+
+    def _cycle_accepted(self, node: Node) -> None:
+        """A node leaves ADJUSTING for work on a cycle of its own: with the loop's
+        `adjust_cycles`, an accepted ADJUST cycle it has not used yet; without (a dialog
+        without phases), fewer than `MAX_ADJUSTS` adjusts so far."""
+        cycles = self.authority.adjust_cycles
+        if cycles is None:
+            if node.adjust_count >= MAX_ADJUSTS:
+                raise WorkspaceError(
+                    "ADJUST_CAP",
+                    f"{node.id} was adjusted {node.adjust_count} times; it can only FAIL now",
+                    arg="to",
+                )
+            return
+        accepted = cycles(self.state.task, node.id)
+        if accepted <= node.adjust_count:
+            raise WorkspaceError(
+                "RETRY_RECORD_REQUIRED",
+                f"{node.id} has no accepted ADJUST cycle left to use ({accepted} accepted, "
+                f"{node.adjust_count} used): propose this one first with `retry_propose` "
+                "(failure, evidence, reflection, change kind and a fix plan unlike the earlier "
+                "ones), then move the node",
+                arg="node_id",
+            )
 
     def bench_not_ready(self, bench: Node) -> str | None:
         """agent-loop §5.5 conditions 1, 2 and 4 (condition 3, the workspace ref against
@@ -318,6 +337,8 @@ class Moves(SessionBase):
                 "only PLAN, DO or ADJUST dispatch",
             )
         adjusting = node.status is NodeStatus.ADJUSTING
+        if adjusting:  # a re-dispatch counts as an ADJUST cycle
+            self._cycle_accepted(node)
         rows = [
             r
             for r in find_rows(node.status, NodeStatus.WAIT, node.type)

@@ -15,7 +15,7 @@ runtime takes on wait events (a member's reply, a wait resolved) it alone takes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -213,18 +213,29 @@ _ROWS += [
 TRANSITIONS: tuple[Row, ...] = tuple(_ROWS)
 
 
+# The ADJUST cycles accepted for a node so far: (task path, node id) -> count.
+AdjustCycles = Callable[[str, str], int]
+
+
 @dataclass(frozen=True)
 class Authority:
     """Who is asking: the actors it may act as, whether it is a dialog without phases
-    (which may take `on_entry` rows), and how the log names it."""
+    (which may take `on_entry` rows), and how the log names it. With `adjust_cycles`
+    (the work loop's ADJUST) a node leaves ADJUSTING for work (the RETRY guard, a
+    re-dispatch) only on an accepted ADJUST cycle it has not used yet (agent-loop §5.4:
+    "RetryRecord accepted"); the count of accepted cycles is then the cap, not
+    `MAX_ADJUSTS`."""
 
     actors: frozenset[Actor]
     who: str = ""
     free: bool = False
+    adjust_cycles: AdjustCycles | None = None
 
     @classmethod
-    def phase(cls, actor: Actor, who: str = "") -> Authority:
-        return cls(frozenset({actor}), who)
+    def phase(
+        cls, actor: Actor, who: str = "", *, adjust_cycles: AdjustCycles | None = None
+    ) -> Authority:
+        return cls(frozenset({actor}), who, adjust_cycles=adjust_cycles)
 
     @classmethod
     def chat(cls, who: str = "") -> Authority:

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenario_util import ml, write_script
+import pytest
+
+from tests.scenario_util import ml, state_env, write_script
 
 EXAMPLE = "list the files and summarise README.md"
 
@@ -198,7 +200,7 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
     )
     assert proc.stdout is not None
     seen = ""
@@ -233,6 +235,7 @@ def test_an_empty_message_or_task_creates_no_dialog(tmp_path: Path) -> None:
     assert not (proj / ".mindloop").exists()
 
 
+@pytest.mark.sqlite_only  # the state file itself
 def test_a_damaged_state_file_is_a_one_line_error_and_is_left_alone(tmp_path: Path) -> None:
     proj = _init(tmp_path)
     state = proj / ".mindloop" / "state.sqlite"

@@ -81,3 +81,21 @@ def test_the_log_rotates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     last = json.loads(path.read_text().splitlines()[-1])
     assert last["msg"] == "record 199" and last["n"] == 199
     assert all(p.stat().st_size <= 2000 for p in path.parent.iterdir())
+
+
+def test_a_log_that_cannot_be_written_is_one_warning_and_the_command_works(
+    tmp_path: Path,
+) -> None:
+    # (e.g. a read-only rtws whose state is in PostgreSQL: the store is fine, the log is not)
+    proj = tmp_path / "p"
+    assert ml("init", str(proj), cwd=tmp_path).returncode == 0
+    write_script(proj, [{"match": "hi", "response": "hello"}])
+    (proj / ".mindloop").mkdir(exist_ok=True)
+    (proj / ".mindloop" / "logs").write_text("not a directory\n", "utf-8")
+    out = ml("chat", "-C", str(proj), "-t", TASK, "hi", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "@dev: hello" in out.stdout
+    assert "Traceback" not in out.stderr
+    warning = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(warning) == 1 and "cannot write the log" in warning[0], out.stderr
+    assert str(proj / ".mindloop" / "logs") in warning[0]

@@ -153,3 +153,17 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -> None
     assert not (proj / ".mindloop" / "state.sqlite").exists()
     status = ml("status", TASK, "--json", *c, cwd=tmp_path)
     assert status.returncode == 0 and json.loads(status.stdout)["bound"] is False
+
+
+def test_ask_exits_5_when_the_task_failed(tmp_path: Path) -> None:
+    """`ask` reports the task's loop like `run TASK` does: a FAILED task exits 5."""
+    from tests.loop.router_util import route
+
+    proj = tmp_path / "p"
+    assert ml("init", str(proj), cwd=tmp_path).returncode == 0
+    write_script(proj, [route(match="greet", target_task_id=TASK), *SCRIPT])
+    out = ml("ask", "greet, and fail it", "-C", str(proj), cwd=tmp_path)
+    assert out.returncode == 5, out.stdout[-3000:] + out.stderr
+    assert "task tasks/example.tsk: failed" in out.stdout
+    data = json.loads(ml("status", TASK, "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    assert data["status"] == "FAILED"

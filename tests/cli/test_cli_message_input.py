@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenario_util import ml, write_script
+from tests.scenario_util import ml, state_env, write_script
 
 BIG = ("0123456789abcdef" * 64 + "\n") * 3000  # ~3 MB, many lines
 
@@ -22,7 +22,7 @@ def _ml_stdin(*args: str, data: str, cwd: Path) -> subprocess.CompletedProcess[s
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd)},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(cwd), **state_env()},
     )
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenario_util import ml, write_script, write_team
+from tests.scenario_util import ml, state_env, write_script, write_team
 
 ROOT_REPLY = (
     "Let me get help.\n"
@@ -121,7 +121,7 @@ def test_run_watch_drives_an_answer_recorded_by_another_process(tmp_path: Path) 
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
     )
     try:
         recorded = ml("answer", "--no-drive", "-C", str(proj), q["id"], "B", cwd=tmp_path)

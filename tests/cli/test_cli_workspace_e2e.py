@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mindloop.store import Store
 from mindloop.store.crash_points import CRASH_ENV
 from mindloop.workspace import projection, repo
@@ -326,6 +328,7 @@ def test_done_means_a_member_plans_dispatches_expires_splits_and_the_cli_shows_i
 SAMPLE = int(os.environ.get("MINDLOOP_WORKSPACE_CRASH_POINTS", "6"))
 
 
+@pytest.mark.sqlite_only  # a copied rtws per trial: its state must live in it
 def test_a_kill_at_a_commit_leaves_store_and_projections_consistent_after_run(
     tmp_path: Path,
 ) -> None:

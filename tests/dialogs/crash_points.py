@@ -76,7 +76,7 @@ class DiesAfterCommit(Store):
 
     def __init__(self, path: Path, when: Callable[[Store], bool]) -> None:
         self.when, self.armed = when, False
-        super().__init__(path, durable=False)
+        super().__init__(path, durable=False, dialect=env_dialect(durable=False))
         self.armed = True  # the schema migration in __init__ does not count
 
     @contextmanager

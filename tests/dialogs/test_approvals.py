@@ -6,11 +6,10 @@ that — registering, deciding, running the approved call — loses and duplicat
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from pydantic import BaseModel
 
 from mindloop.dialogs.approvals import ApprovalError, args_digest
@@ -21,6 +20,9 @@ from mindloop.errors import MindloopError
 from mindloop.events.types import ApprovalRequested, ApprovalResolved, Event
 from mindloop.providers.base import GenerationRequest, ToolResultMessage, UserMessage
 from mindloop.store import Store, WaitStatus
+from mindloop.store import schema as t
+from mindloop.store.location import database_url
+from mindloop.store.postgres import engine_url
 from mindloop.testing import FunctionModel, ScriptedModel, Turn, TurnLike, call
 from mindloop.tools.base import StoreEffect, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
@@ -134,36 +136,44 @@ async def test_an_approved_call_runs_with_exactly_the_approved_arguments(rtws: P
     await rt.aclose()
 
 
+def _outside(rtws: Path) -> sa.Engine:
+    """The rtws's database, opened apart from the runtime's store (SQLite or PostgreSQL)."""
+    url = database_url()
+    if url is None:
+        return sa.create_engine(f"sqlite:///{rtws / '.mindloop' / 'state.sqlite'}")
+    return sa.create_engine(engine_url(url))
+
+
 async def test_a_tampered_record_is_refused_by_its_digest(rtws: Path) -> None:
     _team(rtws)
     rt = _rt(rtws, _deploy_then_report())
     root, _ = rt.start_root_dialog(TASK, "ship it", "dev")
     await rt.drive(root.id)
     [view] = rt.pending_approvals()
-    db = sqlite3.connect(rtws / ".mindloop" / "state.sqlite")
-    payload = json.loads(
-        db.execute("SELECT payload FROM waits WHERE id=?", (view.id,)).fetchone()[0]
-    )
-    payload["arguments"] = '{"env": "everywhere"}'
-    db.execute("UPDATE waits SET payload=? WHERE id=?", (json.dumps(payload), view.id))
-    db.commit()
+    db = _outside(rtws)  # another writer than the runtime, on its database
+    w = t.waits.c
+    with db.begin() as c:
+        payload = dict(c.execute(sa.select(w.payload).where(w.id == view.id)).scalar_one())
+        payload["arguments"] = '{"env": "everywhere"}'
+        c.execute(sa.update(t.waits).where(w.id == view.id).values(payload=payload))
     with pytest.raises(ApprovalError, match="no longer match their digest"):
         rt.approve(view.id)
     assert rt.store.get_wait(view.id).status is WaitStatus.OPEN  # nothing was decided
     payload["arguments"] = view.arguments  # put back: now the human's digest is checked
-    db.execute("UPDATE waits SET payload=? WHERE id=?", (json.dumps(payload), view.id))
-    db.commit()
+    with db.begin() as c:
+        c.execute(sa.update(t.waits).where(w.id == view.id).values(payload=payload))
     with pytest.raises(ApprovalError, match="is not that of the call waiting"):
         rt.approve(view.id, expected_digest=args_digest("deploy", '{"env": "staging"}'))
     rt.approve(view.id)
     # The approved call queued for the drive is changed before it runs: refused too.
-    row = db.execute("SELECT id, data FROM responses WHERE delivered=0").fetchone()
-    data = json.loads(row[1])
-    data["arguments"] = '{"env": "everywhere"}'
-    data["digest"] = args_digest("deploy", data["arguments"])
-    db.execute("UPDATE responses SET data=? WHERE id=?", (json.dumps(data), row[0]))
-    db.commit()
-    db.close()
+    r = t.responses.c
+    with db.begin() as c:
+        rid, data = c.execute(sa.select(r.id, r.data).where(r.delivered.is_(False))).one()
+        data = dict(data)
+        data["arguments"] = '{"env": "everywhere"}'
+        data["digest"] = args_digest("deploy", data["arguments"])
+        c.execute(sa.update(t.responses).where(r.id == rid).values(data=data))
+    db.dispose()
     await Scheduler(rt).run()
     assert _runs(rtws) == [] and _deployed(rt.store) == []
     assert "does not match the digest" in _notes(rt, root.id)[0]

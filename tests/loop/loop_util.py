@@ -95,7 +95,21 @@ def verdict(node: str, ok: bool = True) -> Call:
 
 
 def retry(node: str) -> Call:
+    """ADJUST sends the node back to work (on an accepted cycle: `cycle` first)."""
     return call("node_transition", node_id=node, to="IN_PROGRESS", reason="a new approach")
+
+
+def cycle(plan: str, kind: str = "STRATEGY", failure: str = "CHECK_FAIL") -> Call:
+    """ADJUST proposes a cycle (`retry_propose`): its fix plan is its fingerprint."""
+    return call(
+        "retry_propose",
+        failure_class=failure,
+        evidence="check report: AC1 failed, empty input crashes the parser",
+        reflection="WRONG_APPROACH: the check report shows the empty case is unhandled",
+        change_kind=kind,
+        change_summary=plan,
+        plan=plan,
+    )
 
 
 def turn(*calls: Call, text: str = "") -> Turn:

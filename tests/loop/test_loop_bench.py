@@ -131,3 +131,56 @@ def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bo
         _git(root, "add", "src")
         _git(root, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x")
         assert workspace_ref(root).startswith("git:") and "dirty" not in workspace_ref(root)
+
+
+async def test_plan_adds_deps_to_an_existing_bench_so_it_runs_last(rtws: Path) -> None:
+    """PLAN creates the BENCH before the last node it must test, then adds that node to
+    its deps (`node_add_deps`, refused when it would break the DAG or invariant 5): the
+    BENCH is checked only after every node of its scope is DONE (agent-loop §5.5)."""
+    from mindloop.loop.driver import LoopOutcome
+    from mindloop.testing import ScriptedModel, call
+    from tests.loop.loop_util import complete, create, end, run_task, turn, verdict
+    from tests.loop.loop_util import workspace as ws_of
+    from tests.scenario_util import write_team
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+
+    def add_deps(node: str, *deps: str) -> object:
+        return call("node_add_deps", node_id=node, deps=list(deps))
+
+    model = ScriptedModel(
+        [
+            # PLAN: n1, the BENCH n2 over n1, then n3 (after n1), then n2 also covers n3
+            turn(create("api")),
+            turn(create("acceptance", bench=True, deps=["n1"])),
+            turn(create("ui", deps=["n1"])),
+            turn(add_deps("n1", "n3")),  # a cycle: refused
+            turn(add_deps("n3", "n2")),  # a TASK on a BENCH: refused
+            turn(add_deps("n2", "n3", "n1"), end("DO", "bench last")),
+            turn(complete("n1"), end("CHECK")),  # DO n1
+            turn(verdict("n1"), end("DO")),  # CHECK n1: the BENCH is not ready (n3)
+            turn(complete("n3"), end("CHECK")),  # DO n3
+            turn(verdict("n3"), end("END")),  # CHECK n3
+            turn(verdict("n2"), end("END")),  # CHECK the BENCH, last
+            turn(end("END")),  # SELF_IMPROVE
+        ]
+    )
+    report, rt = await run_task(rtws, model, "ship api and ui")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    results = [
+        m.data["content"] for m in rt.store.load_history(report.root_id) if m.kind == "tool_result"
+    ]
+    cycle = next(r for r in results if "CYCLE" in r)
+    on_bench = next(r for r in results if "TASK_DEPENDS_ON_BENCH" in r)
+    added = next(r for r in results if r.startswith("n2: deps"))
+    assert "n1 → n3 → n1" in cycle or "n3 → n1 → n3" in cycle
+    assert "n3" in on_bench and "deps n1, n3" in added
+    ws = ws_of(rt)
+    assert ws.nodes["n2"].deps == ["n1", "n3"] and ws.nodes["n3"].deps == ["n1"]
+    # the BENCH was a CHECK target only once both its deps were DONE, in the last CHECK
+    inputs = [m.data for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    checks = [d["text"] for d in inputs if d["loop"]["phase"] == "CHECK"]
+    targets = [c.split("## Workspace tree")[0] for c in checks]
+    assert len(targets) == 3 and ["acceptance" in t for t in targets] == [False, False, True]
+    await rt.aclose()

@@ -228,6 +228,7 @@ def _sample(points: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     return chosen
 
 
+@pytest.mark.sqlite_only  # a copied rtws per trial: its state must live in it
 def test_a_kill_at_any_point_then_run_again_ends_as_if_uninterrupted(
     tmp_path: Path, template: Path
 ) -> None:

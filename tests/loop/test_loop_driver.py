@@ -17,6 +17,7 @@ from tests.loop.loop_util import (
     TASK,
     complete,
     create,
+    cycle,
     end,
     phases,
     retry,
@@ -115,6 +116,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
             # ADJUST: a fresh look first (FBR), then the node goes back to work
             "!?@self Why would a parser fail on empty input?\n!?The check says AC1 failed.\n",
             "Empty input is probably not handled (FBR sample).",  # the FBR side dialog
+            turn(cycle("handle empty input")),  # the cycle's RetryRecord, then back to work
             turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
             turn(complete("n1"), end("CHECK")),  # DO again
             turn(verdict("n1"), end("END")),  # CHECK
@@ -128,6 +130,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
         "PLAN",
         "DO",
         "CHECK",
+        "ADJUST",
         "ADJUST",
         "ADJUST",
         "DO",
@@ -242,7 +245,9 @@ async def test_a_question_parks_the_task_and_the_answer_continues_the_phase(
 
 async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: Path) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    busy = [turn(call("list_dir", path=".")) for _ in range(12)]  # DO's cap: 12 steps
+    # DO's cap: 12 steps (two calls in turn: four identical steps in a row would be STUCK
+    # by the detector, before the cap)
+    busy = [turn(call("list_dir", path="." if i % 2 else "tasks")) for i in range(12)]
     model = ScriptedModel(
         [
             turn(create("loop forever"), end("DO")),
@@ -268,7 +273,11 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
         for e in ws_log(rt)
         if e.node_id == "n1" and e.kind == "transition"
     ]
-    assert ("IN_PROGRESS", "CHECK_FAILED", "STUCK: the DO entry used its step budget") in moves
+    assert (
+        "IN_PROGRESS",
+        "CHECK_FAILED",
+        "STUCK (step_budget): 12 steps used of a budget of 12",
+    ) in moves
     state = ls.get(rt.store, TASK)
     assert state is not None and state.status is ls.LoopStatus.FAILED
     await rt.aclose()

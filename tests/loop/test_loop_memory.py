@@ -32,8 +32,8 @@ def _model() -> FunctionModel:
             return Turn(tool_calls=[create("read"), end("DO")])
         if phase == "DO":
             reads += 1
-            if reads <= READS:
-                return Turn(tool_calls=[call("read_file", path="big.txt")])
+            if reads <= READS:  # two files in turn: the same read 4 times in a row is STUCK
+                return Turn(tool_calls=[call("read_file", path=f"big{reads % 2}.txt")])
             return Turn(tool_calls=[complete("n1"), end("CHECK")])
         if phase == "CHECK":
             return Turn(
@@ -53,7 +53,8 @@ async def test_a_long_do_entry_keeps_its_requests_within_b(rtws: Path) -> None:
     data = yaml.safe_load(team.read_text("utf-8"))
     data["loop"] = {"phases": {"do": READS + 5}}
     team.write_text(yaml.safe_dump(data), "utf-8")
-    (rtws / "big.txt").write_text("line of output\n" * 4000, "utf-8")  # ~15k tokens a read
+    for i in range(2):  # ~15k tokens a read
+        (rtws / f"big{i}.txt").write_text(f"line of output {i}\n" * 4000, "utf-8")
     model = _model()
     report, rt = await run_task(rtws, model, "read it many times")
     assert report.outcome is LoopOutcome.DONE, report.reason

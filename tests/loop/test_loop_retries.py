@@ -67,6 +67,15 @@ def test_an_accepted_retry_is_recorded(ledger: RetryLedger) -> None:
     )
 
 
+def test_judging_a_retry_writes_nothing(ledger: RetryLedger) -> None:
+    first = ledger.judge(proposal())
+    assert isinstance(first, Accepted) and first.record.attempt == 1 and first.record.id == 0
+    assert ledger.records(TASK, "n1") == []
+    assert isinstance(ledger.propose(proposal()), Accepted)
+    again = ledger.judge(proposal())
+    assert isinstance(again, Rejected) and again.rule is RetryRule.FINGERPRINT_REPEATED
+
+
 def test_a_retry_repeating_an_earlier_fingerprint_is_rejected(ledger: RetryLedger) -> None:
     assert isinstance(ledger.propose(proposal(fp="a")), Accepted)
     again = ledger.propose(proposal(fp="a", kind=ChangeKind.TOOL))

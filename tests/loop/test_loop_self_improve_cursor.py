@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mindloop.config.loop import SelfImproveConfig
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.loop.self_improve import (
-    MAX_CONSECUTIVE_ERRORS,
     SelfImproveCursor,
     cursor_effect,
     failed_batch,
@@ -18,6 +18,8 @@ from mindloop.loop.self_improve import (
 )
 from mindloop.testing import ScriptedModel
 from tests.scenario_util import write_team
+
+CONFIG = SelfImproveConfig()  # the defaults of `loop.self_improve`: 40 messages, 4 errors
 
 
 def _runtime(rtws: Path) -> DialogRuntime:
@@ -38,7 +40,7 @@ async def test_batches_cover_every_message_once_across_courses(rtws: Path) -> No
     seen: list[str] = []
     sizes = []
     while True:
-        batch, after = next_batch(rt.store, root.id, cursor)
+        batch, after = next_batch(rt.store, root.id, cursor, CONFIG.batch_messages)
         if not batch:
             break
         sizes.append(len(batch))
@@ -56,7 +58,7 @@ async def test_the_cursor_moves_only_with_its_commit(rtws: Path) -> None:
     root = rt.create_root_dialog("tasks/example.tsk", "dev")
     for i in range(3):
         rt.store.append_message(root.id, "user", {"text": str(i)}, course=1)
-    batch, after = next_batch(rt.store, root.id, load_cursor(rt.store, root.id))
+    batch, after = next_batch(rt.store, root.id, load_cursor(rt.store, root.id), 40)
     effect = cursor_effect(root.id, after)
     try:
         with rt.store.tx():
@@ -64,17 +66,19 @@ async def test_the_cursor_moves_only_with_its_commit(rtws: Path) -> None:
             raise RuntimeError("killed before the commit")
     except RuntimeError:
         pass
-    again, _ = next_batch(rt.store, root.id, load_cursor(rt.store, root.id))
+    again, _ = next_batch(rt.store, root.id, load_cursor(rt.store, root.id), 40)
     assert [m.id for m in again] == [m.id for m in batch]  # re-processed, not skipped
     with rt.store.tx():
         effect.apply(rt.store)
-    assert next_batch(rt.store, root.id, load_cursor(rt.store, root.id))[0] == []
+    assert next_batch(rt.store, root.id, load_cursor(rt.store, root.id), 40)[0] == []
     await rt.aclose()
 
 
-def test_four_failed_batches_in_a_row_stall_the_pass() -> None:
-    cursor = SelfImproveCursor(course=1, message_id=7)
-    for _ in range(MAX_CONSECUTIVE_ERRORS - 1):
-        cursor = failed_batch(cursor)
-        assert not cursor.stalled and cursor.message_id == 7
-    assert failed_batch(cursor).stalled
+def test_failed_batches_in_a_row_stall_the_pass_at_the_configured_count() -> None:
+    """`loop.self_improve.max_consecutive_errors` (default 4) failed batches stall it."""
+    for config in (CONFIG, SelfImproveConfig(max_consecutive_errors=2)):
+        cursor = SelfImproveCursor(course=1, message_id=7)
+        for _ in range(config.max_consecutive_errors - 1):
+            cursor = failed_batch(cursor)
+            assert not cursor.stalled(config) and cursor.message_id == 7
+        assert failed_batch(cursor).stalled(config)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from mindloop.config.loop_retries import RetriesConfig
+from mindloop.loop.driver import LoopOutcome
 from mindloop.loop.ladder import FailureClass
 from mindloop.loop.stuck import (
     StuckRule,
@@ -19,6 +24,10 @@ from mindloop.providers.base import (
     ToolResultMessage,
     UserMessage,
 )
+from mindloop.testing import ScriptedModel, call
+from mindloop.workspace import repo
+from tests.loop.loop_util import TASK, create, end, phases, run_task, turn
+from tests.scenario_util import write_team
 
 CFG = RetriesConfig()
 
@@ -110,3 +119,52 @@ def test_results_are_classified() -> None:
         is FailureClass.TRANSIENT
     )
     assert classify_result("shell failed: exit 2", True) is FailureClass.TOOL_ERROR
+
+
+# ---------------------------------------------------------------- in the running loop
+
+
+@pytest.mark.parametrize(
+    ("repeated", "times", "rule"),
+    [
+        (("list_dir", {"path": "."}), 4, "identical_pairs"),  # 4 identical pairs
+        (("read_file", {"path": "missing.txt"}), 3, "identical_errors"),  # 3 failing
+    ],
+)
+async def test_a_member_repeating_one_call_ends_its_do_entry_as_stuck(
+    rtws: Path, repeated: tuple[str, dict[str, str]], times: int, rule: str
+) -> None:
+    """The stuck detector runs in the loop root's DO steps: the entry ends at once (not at
+    the step cap), the node is CHECK_FAILED(STUCK), and ADJUST is told why."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    name, args = repeated
+    model = ScriptedModel(
+        [
+            turn(create("loop"), end("DO")),
+            *[turn(call(name, **args)) for _ in range(times)],
+            turn(
+                call(
+                    "node_transition",
+                    node_id="n1",
+                    to="FAILED",
+                    reason="cannot be done",
+                    conclusion="gave up: it went round in circles",
+                ),
+                end("END"),
+            ),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "try")
+    assert report.outcome is LoopOutcome.FAILED and model.remaining == 0
+    assert phases(model) == ["PLAN", *["DO"] * times, "ADJUST", "SELF_IMPROVE"]
+    [failed] = [
+        e.data["reason"]
+        for e in repo.log(rt.store, TASK)
+        if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
+    ]
+    assert failed.startswith(f"STUCK ({rule}):"), failed
+    inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    adjust = next(t for t in inputs if t.startswith("[work loop] Phase ADJUST"))
+    assert f"STUCK ({rule})" in adjust
+    await rt.aclose()

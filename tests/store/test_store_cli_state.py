@@ -13,6 +13,9 @@ import pytest
 from tests.scenario_util import ml, write_script, write_team
 from tests.store.readonly import make_read_only
 
+# The state file itself (damaged, foreign, a directory, read-only): SQLite's, by nature.
+pytestmark = pytest.mark.sqlite_only
+
 QUESTION = "Which database should we use?"
 
 

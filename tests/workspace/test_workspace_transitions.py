@@ -337,3 +337,24 @@ def test_the_runtime_alone_moves_waiting_nodes() -> None:
         apply(state, lambda s: s.transition(node_id="n3", to=S.NEW, reason="x"), RT)
     assert err.value.code == "WAIT_OPEN"
     assert problems(state) == []
+
+
+def test_deps_are_added_by_plan_or_adjust_to_a_node_that_has_not_started() -> None:
+    state = tree()  # n4 Form depends on n2 API; n3 Schema is free
+    state = apply(state, lambda s: s.add_deps(node_id="n4", deps=["n3", "n2"]))
+    assert state.nodes["n4"].deps == ["n2", "n3"]
+    for authority in (Authority.phase(Actor.DO, "do"), Authority.phase(Actor.CHECK, "c"), RT):
+        with pytest.raises(WorkspaceError) as err:
+            apply(state, lambda s: s.add_deps(node_id="n3", deps=["n2"]), authority)
+        assert err.value.code == "NOT_ALLOWED"
+    with pytest.raises(WorkspaceError) as err:  # a cycle
+        apply(state, lambda s: s.add_deps(node_id="n3", deps=["n4"]))
+    assert err.value.code == "CYCLE"
+    with pytest.raises(WorkspaceError) as err:  # nothing new
+        apply(state, lambda s: s.add_deps(node_id="n4", deps=["n3"]))
+    assert err.value.code == "NOTHING_TO_UPDATE"
+    started = apply(state, lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    with pytest.raises(WorkspaceError) as err:  # deps gate the start: too late
+        apply(started, lambda s: s.add_deps(node_id="n3", deps=["n2"]))
+    assert err.value.code == "NODE_STARTED"
+    assert problems(state) == []

@@ -1,11 +1,12 @@
-"""KB requests through the engine (issue 12, part 7; DESIGN.md §8.11).
+"""KB requests from the work loop's SELF_IMPROVE phase (issue 12, part 7; DESIGN.md §8.11).
 
 A member in SELF_IMPROVE calls `kb_request`: the outbox row commits with the tool's
-result, the requester never waits, and the run's dispatcher delivers the request to the
-one KB dialog of the rtws (the `kb` member's root dialog on `tasks/kb.tsk/`, created on
-first use), which processes each request once: a kill between the commit and the
-delivery is delivered once after a restart, and a second delivery of the same request
-is acknowledged without reaching the KB's model.
+result and the requester never waits. `mindloop run TASK` delivers the request before it
+returns (the dispatcher posts it to the one KB dialog of the rtws: the `kb` member's root
+dialog on `tasks/kb.tsk/`, created on first use), and a later `mindloop run` drives the
+KB dialog, which processes each request once: a kill between the commit and the delivery
+is delivered once after a restart, and a second delivery of the same request is
+acknowledged without reaching the KB's model.
 """
 
 from __future__ import annotations
@@ -16,29 +17,29 @@ import pytest
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.loop.driver import LoopOutcome, LoopReport
 from mindloop.loop.kb import KbDispatcher
-from mindloop.loop.self_improve import SelfImprovePolicy
 from mindloop.store import DialogRecord, Store
 from mindloop.store.outbox import Outbox, OutboxStatus
 from mindloop.testing import ScriptedModel, Turn, call
 from tests.dialogs.crash_points import DiesAfterCommit, process_died
+from tests.loop.loop_util import TASK, end, phases, run_task
 from tests.scenario_util import write_team
 
-TASK = "tasks/example.tsk"
 KB_TASK = "tasks/kb.tsk"
 ASK = call("kb_request", kind="ADD", topic="Running tests", content="Run pytest with -x first.")
+PLAN_NOTHING = Turn(tool_calls=[end("END", "nothing to build")])  # PLAN: no node → SELF_IMPROVE
 
 
-def _policy(rec: DialogRecord) -> SelfImprovePolicy | None:
-    """The test hook until the loop's phases exist: dev's root dialog is in SELF_IMPROVE."""
-    return SelfImprovePolicy() if rec.member == "dev" and rec.task_path == TASK else None
+async def _task(
+    rtws: Path, model: ScriptedModel, message: str | None = "tidy up", store: Store | None = None
+) -> tuple[LoopReport, DialogRuntime]:
+    """`mindloop run TASK` in-process."""
+    return await run_task(rtws, model, message, store=store)
 
 
-def _runtime(rtws: Path, model: ScriptedModel, store: Store | None = None) -> DialogRuntime:
-    return DialogRuntime(rtws, store=store, providers={"mock": model}, policies=_policy)
-
-
-async def _run(rt: DialogRuntime) -> None:
+async def _run_all(rt: DialogRuntime) -> None:
+    """`mindloop run`: every drivable dialog (the KB's), with the dispatcher."""
     await Scheduler(rt, tickers=[KbDispatcher(rt)]).run()
 
 
@@ -55,31 +56,36 @@ def _said(rt: DialogRuntime, dialog_id: str) -> list[str]:
     return [m.data["text"] for m in rt.store.load_history(dialog_id) if m.kind == "assistant"]
 
 
-async def test_a_request_reaches_the_kb_dialog_once_and_the_requester_never_waits(
+async def test_run_task_delivers_the_request_before_it_returns_and_never_waits_on_it(
     rtws: Path,
 ) -> None:
     write_team(rtws, {"dev": {}})
     model = ScriptedModel(
-        {"dev": [Turn(tool_calls=[ASK]), "Noted for the KB."], "kb": ["Added kb/testing.md."]}
+        {
+            "dev": [PLAN_NOTHING, Turn(tool_calls=[ASK]), Turn(tool_calls=[end("END")])],
+            "kb": ["Added kb/testing.md."],
+        }
     )
-    rt = _runtime(rtws, model)
-    root, _ = rt.start_root_dialog(TASK, "self-improve", "dev")
-    first = await rt.drive(root.id)  # the requester's drive ends before any delivery
-    assert first.reason == "done" and first.final_text == "Noted for the KB."
-    assert rt.store.open_waits(root.id) == []
+    report, rt = await _task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert phases(model) == ["PLAN", "SELF_IMPROVE", "SELF_IMPROVE"]
+    root = report.root_id
+    # the requester waited on nothing: its phase went on and ended
+    assert rt.store.open_waits(root) == [] and rt.waits.resolved_since(root, 0.0) == []
+    # delivered by `run TASK` itself: the KB dialog holds it, not yet processed
     (row,) = Outbox(rt.store).all()
-    assert row.status is OutboxStatus.PENDING and row.source_member == "dev"
+    assert row.status is OutboxStatus.SENT and row.source_member == "dev"
     assert row.payload["topic"] == "Running tests" and row.target == "kb"
-    assert _kb_dialogs(rt) == []
-
-    await _run(rt)
     (kb,) = _kb_dialogs(rt)
+    assert row.delivered_to == kb.id and _said(rt, kb.id) == []
     assert kb.member == "kb" and rt.config.member("kb").hidden  # the default kb member
     assert "Keep the team's knowledge base under `kb/`" in (rtws / KB_TASK / "goals.md").read_text()
     (message,) = _kb_inbox(rt)
     assert message.startswith("[kb_request from @dev · task tasks/example.tsk]\n")
     assert f"Msg-Id: {row.id}\n" in message and "Kind: ADD\n" in message
     assert message.endswith("Run pytest with -x first.")
+
+    await _run_all(rt)  # `mindloop run`: the KB dialog processes it
     assert _said(rt, kb.id) == ["Added kb/testing.md."]
     (row,) = Outbox(rt.store).all()
     assert row.status is OutboxStatus.ACKED and row.delivered_to == kb.id
@@ -89,10 +95,15 @@ async def test_a_request_reaches_the_kb_dialog_once_and_the_requester_never_wait
 
 async def test_a_declared_kb_member_keeps_the_knowledge_base(rtws: Path) -> None:
     write_team(rtws, {"dev": {}, "kb": {"name": "Librarian", "toolsets": ["fs"]}})
-    model = ScriptedModel({"dev": [Turn(tool_calls=[ASK]), "ok"], "kb": ["Filed."]})
-    rt = _runtime(rtws, model)
-    rt.start_root_dialog(TASK, "self-improve", "dev")
-    await _run(rt)
+    model = ScriptedModel(
+        {
+            "dev": [PLAN_NOTHING, Turn(tool_calls=[ASK, end("END")])],
+            "kb": ["Filed."],
+        }
+    )
+    report, rt = await _task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    await _run_all(rt)
     (kb,) = _kb_dialogs(rt)
     assert kb.member == "kb" and rt.config.member("kb").name == "Librarian"
     assert _said(rt, kb.id) == ["Filed."]
@@ -104,21 +115,28 @@ async def test_the_same_request_twice_is_processed_once(rtws: Path) -> None:
     # two calls of one step with the same request: two rows, one idempotency key
     model = ScriptedModel(
         {
-            "dev": [Turn(tool_calls=[ASK, ASK]), "ok", Turn(tool_calls=[ASK]), "again"],
+            "dev": [
+                PLAN_NOTHING,
+                Turn(tool_calls=[ASK, ASK, end("END")]),
+                PLAN_NOTHING,  # the task reopened by a later message
+                Turn(tool_calls=[ASK, end("END")]),
+            ],
             "kb": ["Added."],
         }
     )
-    rt = _runtime(rtws, model)
-    root, _ = rt.start_root_dialog(TASK, "self-improve", "dev")
-    await _run(rt)
+    report, rt = await _task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    await _run_all(rt)
     rows = Outbox(rt.store).all()
     assert len(rows) == 2 and rows[0].idempotency_key == rows[1].idempotency_key
     assert sorted(r.status for r in rows) == [OutboxStatus.ACKED, OutboxStatus.DUPLICATE]
     first = next(r for r in rows if r.status is OutboxStatus.ACKED)
     assert next(r for r in rows if r.status is OutboxStatus.DUPLICATE).duplicate_of == first.id
+    await rt.aclose()
     # later, in another pass, the same request once more: acknowledged, never re-posted
-    rt.post_user_message(root.id, "self-improve again")
-    await _run(rt)
+    report, rt = await _task(rtws, model, "tidy up again")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    await _run_all(rt)
     rows = Outbox(rt.store).all()
     assert [r.status for r in rows].count(OutboxStatus.DUPLICATE) == 2
     assert len(_kb_inbox(rt)) == 1
@@ -130,37 +148,42 @@ async def test_the_same_request_twice_is_processed_once(rtws: Path) -> None:
 async def test_a_kill_after_the_commit_is_delivered_once_after_restart(
     rtws: Path, killed_at: str
 ) -> None:
-    """Killed right after the step that queued the request committed (nothing delivered
-    yet), or right after the delivery committed (the KB not driven yet)."""
+    """Killed right after the SELF_IMPROVE step that queued the request committed
+    (nothing delivered yet), or right after the delivery committed (the KB not driven)."""
     write_team(rtws, {"dev": {}})
     want = OutboxStatus.PENDING if killed_at == "queued" else OutboxStatus.SENT
     store = DiesAfterCommit(
         rtws / ".mindloop" / "state.sqlite",
         lambda s: any(r.status is want for r in Outbox(s).all()),
     )
-    model = ScriptedModel({"dev": [Turn(tool_calls=[ASK]), "ok"], "kb": ["Added."]})
-    rt = _runtime(rtws, model, store)
-    root, _ = rt.start_root_dialog(TASK, "self-improve", "dev")
+    model = ScriptedModel(
+        {
+            "dev": [PLAN_NOTHING, Turn(tool_calls=[ASK]), Turn(tool_calls=[end("END")])],
+            "kb": ["Added."],
+        }
+    )
     with pytest.raises(SystemExit):
-        if killed_at == "queued":  # the requester's own drive dies after its step
-            await rt.drive(root.id)
-        else:  # the run dies after delivering
-            await _run(rt)
-    await rt.aclose()
+        await _task(rtws, model, store=store)
+    store.close()
     snapshot = Store.for_rtws(rtws)
     (row,) = Outbox(snapshot).all()
     assert row.status is want
-    results = [m for m in snapshot.load_history(root.id) if m.kind == "tool_result"]
-    assert len(results) == 1 and '"QUEUED"' in results[0].data["content"]  # with its row
+    (task,) = list(snapshot.iter_tasks())
+    root_id = task.root_id
+    results = [m for m in snapshot.load_history(root_id) if m.kind == "tool_result"]
+    assert sum('"QUEUED"' in r.data["content"] for r in results) == 1  # with its row
     snapshot.close()
 
-    rt = _runtime(rtws, model)  # the restart: same model, its script goes on
+    # the restart: `mindloop run TASK` again (same model, its script goes on), then `run`
+    rt = DialogRuntime(rtws, providers={"mock": model})
     process_died(rt)
-    await _run(rt)
+    await rt.aclose()
+    report, rt = await _task(rtws, model, None)
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    await _run_all(rt)
     assert len(_kb_inbox(rt)) == 1
     (row,) = Outbox(rt.store).all()
     assert row.status is OutboxStatus.ACKED
-    assert _said(rt, root.id)[-1] == "ok"
     assert model.remaining == 0  # the KB answered exactly once
     await rt.aclose()
 
@@ -188,7 +211,7 @@ async def test_the_tools_are_offered_only_where_a_policy_offers_them(rtws: Path)
     await rt.aclose()
 
 
-async def test_self_md_patch_through_a_drive_shows_in_the_next_prompt(rtws: Path) -> None:
+async def test_self_md_patch_in_self_improve_shows_in_the_next_prompt(rtws: Path) -> None:
     write_team(rtws, {"dev": {}})
     patch = call(
         "self_md_patch",
@@ -198,11 +221,10 @@ async def test_self_md_patch_through_a_drive_shows_in_the_next_prompt(rtws: Path
         base_sha256="e3b0c44298fc",
         rationale="a failing test reached the user",
     )
-    model = ScriptedModel([Turn(tool_calls=[patch]), "Updated my self.md."])
-    rt = _runtime(rtws, model)
-    root, _ = rt.start_root_dialog(TASK, "self-improve", "dev")
-    await rt.drive(root.id)
-    first, second = model.requests
+    model = ScriptedModel([PLAN_NOTHING, Turn(tool_calls=[patch]), Turn(tool_calls=[end("END")])])
+    report, rt = await _task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    _plan, first, second = model.requests
     assert "self.md" not in first.system.split("# How you work")[0]
     assert "# Your self.md (sha256 " in second.system
     assert "## Habits\nRun the tests before answering." in second.system
