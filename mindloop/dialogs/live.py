@@ -1,10 +1,14 @@
 """What the engine keeps in memory for the dialogs it drives, and when it lets go.
 
 A `LiveDialog` is a dialog's in-memory view while it is driven: its record, member, the
-history as the model sees it (loaded once per drive start, then appended to), its
-reminders and its turn policy. The cache holds a view only while a drive uses it: when a
-drive settles the view is evicted, so a `run --watch` process that drove 10,000 dialogs
-holds no more than one that drove 100. A later drive loads the dialog again (one query).
+history as the model sees it (loaded once, then appended to), its reminders and its turn
+policy. When a drive settles, its view moves to a small LRU of idle views (`IDLE_KEPT`):
+a dialog driven again soon — a caller revived by its side dialogs' replies, a task's loop
+root at each phase, a chat's next message — catches up with what was appended since
+(one query for the new rows) instead of reloading its whole history, whose cost grows with
+the dialog. The LRU is bounded, so a `run --watch` process that drove 10,000 dialogs holds
+no more than one that drove 100. A reused view gets its turn policy afresh (a loop root's
+phase changes between drives) and rebuilds its tool context.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from mindloop.tools.base import ToolContext
 from mindloop.toolsets import CourseSwitch
 
 ROOTS_KEPT = 1024  # root members remembered (a fixed, small amount of memory)
+IDLE_KEPT = 64  # settled views kept for a next drive (least recently settled dropped)
 
 
 @dataclass
@@ -73,6 +78,7 @@ class LiveCache:
         self._config = config
         self._policy_for = policy_for
         self._live: dict[str, LiveDialog] = {}
+        self._idle: OrderedDict[str, LiveDialog] = OrderedDict()  # settled, kept for reuse
         # Root dialog -> its member (immutable), for side dialogs' loads: a fan-out of N
         # side dialogs reads the root once, not N times. Bounded: a long watch forgets.
         self._roots: OrderedDict[str, str] = OrderedDict()
@@ -87,6 +93,12 @@ class LiveCache:
         """The live view of a dialog, loaded from the store if not held."""
         live = self._live.get(dialog_id)
         if live is not None:
+            return live
+        live = self._idle.pop(dialog_id, None)
+        if live is not None:  # the drive's claim brings its record and history up to date
+            live.policy = self._policy_for(live.record)
+            live.tool_context = None
+            self._live[dialog_id] = live
             return live
         rec = self._store.get_dialog(dialog_id)
         root_member = rec.member if rec.kind == "root" else self._root_member(rec.root_id)
@@ -113,13 +125,17 @@ class LiveCache:
         return live
 
     def release(self, live: LiveDialog) -> None:
-        """A drive is done with the view: the last one out evicts it."""
+        """A drive is done with the view: the last one out moves it to the idle views."""
         live.users -= 1
         if live.users <= 0 and self._live.get(live.id) is live:
             del self._live[live.id]
+            self._idle[live.id] = live
+            if len(self._idle) > IDLE_KEPT:
+                self._idle.popitem(last=False)
 
     def evict(self, dialog_id: str) -> None:
         """Let go of a view no drive holds (others changed the dialog)."""
+        self._idle.pop(dialog_id, None)
         live = self._live.get(dialog_id)
         if live is not None and live.users <= 0:
             del self._live[dialog_id]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
 from mindloop.store.records import MessageRecord
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _c = t.cursors.c
@@ -84,3 +85,6 @@ def message_batch(
     next batch, read without loading the rest of the dialog."""
     params = {"dialog_id": dialog_id, "course": course, "after_id": after_id, "limit": limit}
     return store._records(MessageRecord, _BATCH, params)
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

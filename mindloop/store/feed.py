@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from mindloop.store import schema as t
 from mindloop.store.records import MessageRecord, TaskdocChange
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _m, _e, _c = t.messages.c, t.events.c, t.taskdoc_changes.c
@@ -127,3 +128,6 @@ def events_between(store: Store, after: int, upto: int, limit: int) -> list[Stor
 def changes_between(store: Store, after: int, upto: int, limit: int) -> list[TaskdocChange]:
     params = {"after": after, "upto": upto, "limit": limit}
     return store._records(TaskdocChange, CHANGES_BETWEEN, params)
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

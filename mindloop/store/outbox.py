@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _o, _k = t.outbox.c, t.received_keys.c
@@ -235,3 +236,6 @@ class ReceivedKeys:
     def prune(self, before: float) -> int:
         """Forget keys received before `before` (kept ≥ 7 days: beyond any retry)."""
         return self.store._write(_PRUNE_KEYS, {"before": before})
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

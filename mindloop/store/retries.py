@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 
@@ -65,3 +66,6 @@ class RetryRows:
 
     def of_task(self, task_path: str) -> list[RetryRow]:
         return self.store._records(RetryRow, _OF_TASK, {"task_path": task_path})
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.tasks import TaskStatus
 
 _R = TypeVar("_R", bound=BaseModel)
@@ -144,3 +145,6 @@ class RouterLog:
             return self._records(RouterRecord, ROUTER_DECISIONS)
         latest = self._records(RouterRecord, LATEST_ROUTER_DECISIONS, {"limit": limit})
         return latest[::-1]
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

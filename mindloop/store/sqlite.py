@@ -248,7 +248,7 @@ class SqliteDialect(StoreDialect):
         comp = self._direct(stmt, params)
         if comp is None:
             return super().read(stmt, params)
-        cur = self.dbapi.execute(comp.sql, comp.params(params))
+        cur = self._run(comp, params)
         keys = comp.keys or [d[0] for d in cur.description]
         return keys, comp.rows(cur.fetchall())
 
@@ -256,13 +256,22 @@ class SqliteDialect(StoreDialect):
         comp = self._direct(stmt, params)
         if comp is None:
             return super().write(stmt, params)
-        return int(self.dbapi.execute(comp.sql, comp.params(params)).rowcount)
+        return int(self._run(comp, params).rowcount)
 
     def insert(self, stmt: sa.Executable, params: Any) -> Any:
         comp = self._direct(stmt, params)
         if comp is None:
             return super().insert(stmt, params)
-        return self.dbapi.execute(comp.sql, comp.params(params)).lastrowid
+        return self._run(comp, params).lastrowid
+
+    def _run(self, comp: direct.Compiled, params: Any) -> sqlite3.Cursor:
+        """Execute on the DBAPI connection; its errors raised as SQLAlchemy's (an
+        `IntegrityError` is the same exception on either path)."""
+        values = comp.params(params)
+        try:
+            return self.dbapi.execute(comp.sql, values)
+        except sqlite3.Error as exc:
+            raise sa.exc.DBAPIError.instance(comp.sql, values, exc, sqlite3.Error) from exc
 
     def _direct(self, stmt: sa.Executable, params: Any) -> direct.Compiled | None:
         """The DBAPI form of a prebuilt statement for these parameter keys, if it has one

@@ -293,5 +293,15 @@ EXPIRED_RUNNING = (
 )
 
 
-# Identities of the statements above: the store runs these on the DBAPI connection.
-PREBUILT = frozenset(id(v) for v in list(globals().values()) if isinstance(v, sa.Executable))
+# Identities of the store's prebuilt statements (module constants, so their ids are
+# stable): the SQLite dialect runs these on the DBAPI connection. Each module of the
+# store that defines statements registers its own with `prebuilt(globals())`.
+PREBUILT: set[int] = set()
+
+
+def prebuilt(namespace: dict[str, object]) -> None:
+    """Register a module's constant statements (call at its end with `globals()`)."""
+    PREBUILT.update(id(v) for v in list(namespace.values()) if isinstance(v, sa.Executable))
+
+
+prebuilt(globals())

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 
@@ -101,3 +102,6 @@ class Summaries:
     def of_dialog(self, dialog_id: str) -> list[SummaryRecord]:
         """Every summary of a dialog, oldest first (the compaction log)."""
         return self.store._records(SummaryRecord, _ALL_OF_DIALOG, {"dialog_id": dialog_id})
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
 from mindloop.store.errors import StoreError
+from mindloop.store.statements import prebuilt
 
 _R = TypeVar("_R", bound=BaseModel)
 
@@ -161,3 +162,6 @@ class TaskRows:
                     raise NotFoundError(f"no task with id {task_id!r}")
                 return None
             return self.get_task(task_id)
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

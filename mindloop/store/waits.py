@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from mindloop.store import schema as t
 from mindloop.store.records import WaitRecord, WaitStatus
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _w, _e, _d, _q = t.waits.c, t.wait_events.c, t.dialogs.c, t.questions.c
@@ -174,3 +175,6 @@ def open_waits_of_kind(
 def question_spans(store: Store, dialog_id: str) -> list[tuple[float, float | None]]:
     """(asked_at, answered_at) of every question the dialog asked."""
     return [(r[0], r[1]) for r in store._rows(_QUESTION_SPANS, {"dialog_id": dialog_id})]
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

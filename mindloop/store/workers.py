@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _w, _d = t.workers.c, t.dialogs.c
@@ -129,3 +130,6 @@ class WorkerTable:
         for owner, did in self.store._rows(DRIVING):
             out.setdefault(owner, []).append(did)
         return out
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

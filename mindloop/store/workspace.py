@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from mindloop.store import schema as t
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
 _n, _d, _r, _l, _m = t.ws_nodes.c, t.ws_docs.c, t.ws_rules.c, t.ws_log.c, t.ws_meta.c
@@ -204,3 +205,6 @@ def user_message_with(store: Store, dialog_id: str, quote: str) -> int | None:
         if want in text:
             return int(msg_id)
     return None
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection
