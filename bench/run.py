@@ -303,6 +303,7 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
         report["scenarios"]["1"] = {
             "by_history": rows,
             "durable_commit_us": stats(s1["commit_us"]),
+            "help_ms": stats(s1["help_ms"]),
             "no_fsync": {
                 "history": s1["no_fsync"]["history"],
                 "step_us": stats(s1["no_fsync"]["step_us"]),
@@ -316,6 +317,8 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
         mid, small, large = hs[1], hs[0], hs[-1]
         us = rows[mid]["step_us"]["median"]
         target(f"s1 @{mid} msgs: µs/step", us, 800, us <= 800, "µs")
+        help_ms = report["scenarios"]["1"]["help_ms"]["median"]
+        target("mindloop --help (a new process): ms", help_ms, 250, help_ms <= 250, "ms")
         commits = rows[mid]["max_commits_in_a_step"]["max"]
         target(f"s1 @{mid} msgs: durable commits in any step", commits, 2, commits <= 2, "")
         ratio = rows[large]["step_us"]["median"] / rows[small]["step_us"]["median"]
@@ -572,6 +575,10 @@ def print_report(report: dict[str, Any]) -> None:
         print(
             f"   the same @{nf['history']} without any fsync (synchronous=NORMAL): "
             f"{_mm(nf['step_us'])} µs/step — the runtime's own cost, apart from the disk."
+        )
+        print(
+            f"   `mindloop --help` in a new process: {_mm(sc['1']['help_ms'])} ms (interpreter"
+            " start and the CLI's imports; the engine, store and SDKs stay unimported)."
         )
         if "strace_fsyncs" in sc["1"]:
             print(

@@ -14,6 +14,8 @@ import asyncio
 import shutil
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -313,9 +315,26 @@ def scenario1(histories: list[int], runs: int) -> dict[str, Any]:
     return {
         "by_history": by_history,
         "commit_us": commit_us,
+        "help_ms": cli_help_ms(runs),
         "no_fsync": {"history": middle, "step_us": no_fsync},
         "peak_rss": peak_rss_bytes(),
     }
+
+
+def cli_help_ms(runs: int) -> list[float]:
+    """What `mindloop --help` takes in a new process (the interpreter's start and the CLI's
+    imports: the engine, the store and the SDKs are kept out of it), once per run."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "mindloop.cli.app", "--help"],
+            check=True,
+            capture_output=True,
+            cwd=Path(__file__).resolve().parents[1],  # this repository's mindloop
+        )
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
 
 
 def durable_commit_us(directory: Path, commits: int = 300) -> float:
