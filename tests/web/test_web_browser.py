@@ -34,7 +34,7 @@ from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
 from tests.web.webproc import connected as _connected
 from tests.web.webproc import open_page as _open
-from tests.web.webproc import start_web
+from tests.web.webproc import plan_login, start_web
 
 TIMEOUT = 60.0
 TASK = "tasks/example.tsk"
@@ -311,10 +311,6 @@ def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, pa
     """The task's workspace written by another process (as the work loop's planner
     writes it): nodes with their status, assignee, deps and doc references — an expired
     one marked — the rules and the doc index appear on the open task page."""
-    from mindloop.workspace.api import WorkspaceApi
-    from mindloop.workspace.commands import DocInput
-    from mindloop.workspace.models import NodeKind, RefAction
-    from mindloop.workspace.transitions import Authority
 
     (procs.rtws / "docs").mkdir()
     (procs.rtws / "docs" / "auth.md").write_text("# Auth\n", "utf-8")
@@ -323,45 +319,9 @@ def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, pa
     _open(page, web, f"/task/{TASK}")
     page.locator("[data-no-workspace]").wait_for()
 
-    planner = Authority.chat()
-    with WorkspaceApi(procs.rtws, TASK) as api:
-        api.add_rule("Keep every change small")
-        api.command(
-            lambda s: s.create_node(
-                parent_id="root",
-                kind=NodeKind.PLANNING,
-                title="Log-in",
-                requirement="Users can log in.",
-            ),
-            authority=planner,
-        )
-        form = api.command(
-            lambda s: s.create_node(
-                parent_id="n1",
-                kind=NodeKind.EXECUTION,
-                title="Write the form",
-                requirement="A form with e-mail and password.",
-                docs=[DocInput("docs/auth.md", "the design"), DocInput("docs/old.md")],
-                assignee="MEMBER:dev",
-            ),
-            authority=planner,
-        )
-        api.command(
-            lambda s: s.create_node(
-                parent_id="n1",
-                kind=NodeKind.EXECUTION,
-                title="Test it",
-                requirement="An end-to-end test.",
-                deps=[form.id],
-            ),
-            authority=planner,
-        )
-        api.command(
-            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.EXPIRE),
-            authority=planner,
-        )
+    form_id = plan_login(procs.rtws, TASK)
 
-    node = page.locator(f'[data-node="{form.id}"]')
+    node = page.locator(f'[data-node="{form_id}"]')
     # The last write (the expired reference) has arrived; the page shows them all.
     node.locator('[data-doc="docs/old.md"][data-doc-status="expired"]').wait_for(state="attached")
     assert "Write the form" in node.inner_text() and "@dev" in node.inner_text()
@@ -370,7 +330,7 @@ def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, pa
     assert node.locator('[data-doc="docs/old.md"]').inner_text().startswith("docs/old.md expired")
     assert node.locator('[data-doc="docs/auth.md"]').get_attribute("data-doc-status") == "active"
     assert "expire reference: docs/old.md" in node.locator(".node-log").inner_text()
-    assert f"after {form.id}" in page.locator('[data-node="n3"]').inner_text()
+    assert f"after {form_id}" in page.locator('[data-node="n3"]').inner_text()
     assert page.locator("[data-rule]").inner_text() == "Keep every change small"
     assert page.locator('.docs [data-doc="docs/auth.md"]').count() == 1
 

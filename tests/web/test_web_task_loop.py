@@ -27,7 +27,7 @@ import pytest
 from mindloop.store import Store
 from tests.dialogs.procs import Procs, read_store
 from tests.scenario_util import ml, write_script, write_team
-from tests.web.webproc import connected, open_page, start_web
+from tests.web.webproc import connected, open_page, plan_login, start_web
 
 TIMEOUT_MS = 90_000  # a whole loop under load
 TASK = "tasks/example.tsk"
@@ -263,59 +263,24 @@ def test_the_composer_refuses_an_empty_message_and_a_done_task_takes_new_scope(
 
 def test_a_nodes_page_shows_its_work_and_follows_it_live(procs: Procs, page: Any) -> None:
     from mindloop.workspace.api import WorkspaceApi
-    from mindloop.workspace.commands import CriterionInput, DocInput
-    from mindloop.workspace.models import NodeKind, RefAction
+    from mindloop.workspace.commands import CriterionInput
+    from mindloop.workspace.models import RefAction
     from mindloop.workspace.transitions import Authority
 
     (procs.rtws / "docs").mkdir()
     (procs.rtws / "docs" / "auth.md").write_text("# Auth\nSessions in cookies.\n", "utf-8")
     (procs.rtws / "docs" / "old.md").write_text("# Old\n", "utf-8")
-    planner = Authority.chat()
-    with WorkspaceApi(procs.rtws, TASK) as api:
-        api.add_rule("Keep every change small")
-        api.command(
-            lambda s: s.create_node(
-                parent_id="root",
-                kind=NodeKind.PLANNING,
-                title="Log-in",
-                requirement="Users can log in.",
-            ),
-            authority=planner,
-        )
-        form = api.command(
-            lambda s: s.create_node(
-                parent_id="n1",
-                kind=NodeKind.EXECUTION,
-                title="Write the form",
-                requirement="A form with e-mail and password.",
-                acceptance_criteria=[CriterionInput("the form is sent", "the user is in", "true")],
-                docs=[DocInput("docs/auth.md", "the design"), DocInput("docs/old.md")],
-                assignee="MEMBER:dev",
-            ),
-            authority=planner,
-        )
-        api.command(
-            lambda s: s.create_node(
-                parent_id="n1",
-                kind=NodeKind.EXECUTION,
-                title="Test it",
-                requirement="An end-to-end test.",
-                deps=[form.id],
-            ),
-            authority=planner,
-        )
-        api.command(
-            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.EXPIRE),
-            authority=planner,
-        )
+    form_id = plan_login(
+        procs.rtws, TASK, [CriterionInput("the form is sent", "the user is in", "true")]
+    )
     web = start_web(procs)
     open_page(page, web, f"/task/{TASK}")
-    page.locator(f'[data-node="{form.id}"] [data-node-link]').click()  # from the node tree
-    page.wait_for_url(f"{web.base}/task/{TASK}/node/{form.id}")
+    page.locator(f'[data-node="{form_id}"] [data-node-link]').click()  # from the node tree
+    page.wait_for_url(f"{web.base}/task/{TASK}/node/{form_id}")
     connected(page)
     _keep(page)
 
-    assert page.locator("h1").inner_text() == f"Node {form.id} Write the form"
+    assert page.locator("h1").inner_text() == f"Node {form_id} Write the form"
     assert (
         page.locator("[data-node-requirement]").inner_text() == "A form with e-mail and password."
     )
@@ -338,8 +303,8 @@ def test_a_nodes_page_shows_its_work_and_follows_it_live(procs: Procs, page: Any
     # Its parent's page lists it among its children.
     page.get_by_role("link", name="n1 Log-in").click()
     page.wait_for_url(f"{web.base}/task/{TASK}/node/n1")
-    assert page.get_by_role("link", name=f"{form.id} Write the form").count() == 1
-    page.goto(f"{web.base}/task/{TASK}/node/{form.id}")
+    assert page.get_by_role("link", name=f"{form_id} Write the form").count() == 1
+    page.goto(f"{web.base}/task/{TASK}/node/{form_id}")
     connected(page)
     _keep(page)
     page.get_by_text("What @dev reads of it").click()
@@ -347,8 +312,8 @@ def test_a_nodes_page_shows_its_work_and_follows_it_live(procs: Procs, page: Any
     # Another process changes the node: the page follows, without a reload.
     with WorkspaceApi(procs.rtws, TASK) as api:
         api.command(
-            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.ACTIVATE),
-            authority=planner,
+            lambda s: s.reference(node_id=form_id, target="docs/old.md", action=RefAction.ACTIVATE),
+            authority=Authority.chat(),
         )
     page.locator('[data-node-docs] [data-doc="docs/old.md"][data-doc-status="active"]').wait_for()
     assert old.locator("del").count() == 0
@@ -366,6 +331,6 @@ def test_a_nodes_page_shows_its_work_and_follows_it_live(procs: Procs, page: Any
 
     status, _, body = web.request("GET", f"/task/{TASK}/node/n9", headers={"Accept": "text/html"})
     assert status == 404 and b"no node &#39;n9&#39;" in body
-    shown = web.call("GET", f"/api/task/{TASK}/node/{form.id}")
+    shown = web.call("GET", f"/api/task/{TASK}/node/{form_id}")
     assert shown["view"]["node"]["title"] == "Write the form"
     assert [e["kind"] for e in shown["view"]["log"]][:2] == ["create", "transition"]

@@ -13,7 +13,9 @@ import http.client
 import json
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -171,3 +173,53 @@ def open_page(page: Any, web: Web, path: str = "/") -> None:
 def connected(page: Any) -> None:
     """The page's event stream is open (the page says `live`)."""
     page.locator('[data-connection-state][data-state="open"]').wait_for()
+
+
+def plan_login(rtws: Path, task: str, criteria: Sequence[Any] = ()) -> str:
+    """Plan a small workspace in `task` as another process would (the work loop's planner):
+    a rule, a planning node, "Write the form" (docs/auth.md active, docs/old.md expired,
+    assigned to @dev, with `criteria`) and "Test it" after it. The form node's id."""
+    from mindloop.workspace.api import WorkspaceApi
+    from mindloop.workspace.commands import DocInput
+    from mindloop.workspace.models import NodeKind, RefAction
+    from mindloop.workspace.transitions import Authority
+
+    planner = Authority.chat()
+    with WorkspaceApi(rtws, task) as api:
+        api.add_rule("Keep every change small")
+        api.command(
+            lambda s: s.create_node(
+                parent_id="root",
+                kind=NodeKind.PLANNING,
+                title="Log-in",
+                requirement="Users can log in.",
+            ),
+            authority=planner,
+        )
+        form = api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Write the form",
+                requirement="A form with e-mail and password.",
+                acceptance_criteria=list(criteria),
+                docs=[DocInput("docs/auth.md", "the design"), DocInput("docs/old.md")],
+                assignee="MEMBER:dev",
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.create_node(
+                parent_id="n1",
+                kind=NodeKind.EXECUTION,
+                title="Test it",
+                requirement="An end-to-end test.",
+                deps=[form.id],
+            ),
+            authority=planner,
+        )
+        api.command(
+            lambda s: s.reference(node_id=form.id, target="docs/old.md", action=RefAction.EXPIRE),
+            authority=planner,
+        )
+    return str(form.id)
