@@ -455,10 +455,13 @@ def start_chat(
     task: str | None = None,
     member: str | None = None,
     title: str | None = None,
+    drive_here: bool = False,
 ) -> Posted:
     """A new root dialog on `task` (default: the rtws's only package, or a new one named
     after the message) with `message` as its first message. Everything is checked before
-    anything is written; the dialog and its message commit together."""
+    anything is written; the dialog and its message commit together. `drive_here`: the
+    caller drives the dialog next (`run(root_id=…)`); no other process takes that drive
+    (its claim is reserved with the message)."""
     _check_text(message, "the message is empty: say something (nothing was created)")
     if task is not None:
         if not task.strip():
@@ -474,13 +477,16 @@ def start_chat(
     created = None
     if task is None:
         task, created = _default_task(project.rtws, message)
-    rec, msg = project.runtime.start_root_dialog(task, message, member_id, title)
+    rec, msg = project.runtime.start_root_dialog(
+        task, message, member_id, title, reserve=drive_here
+    )
     log.info("started dialog %s (@%s on %s)", rec.id, rec.member, rec.task_path)
     return Posted(dialog=rec, message=msg, tree=[rec], created_task=created)
 
 
-def post(project: Project, dialog: str, message: str) -> Posted:
-    """Post `message` to the root dialog `dialog` (an id or an unambiguous prefix)."""
+def post(project: Project, dialog: str, message: str, *, drive_here: bool = False) -> Posted:
+    """Post `message` to the root dialog `dialog` (an id or an unambiguous prefix);
+    `drive_here` as for `start_chat`."""
     _check_text(message, "the message is empty: say something (nothing was created)")
     if not project.has_state():
         raise _no_dialog(dialog)
@@ -489,7 +495,7 @@ def post(project: Project, dialog: str, message: str) -> Posted:
     if rec.kind != "root":
         raise MindloopError(f"dialog {rec.id} is a side dialog; chat with its root {rec.root_id}")
     project.check_member(rec.member)
-    msg = project.runtime.post_user_message(rec.id, message)
+    msg = project.runtime.post_user_message(rec.id, message, reserve=drive_here)
     log.info("posted to dialog %s", rec.id)
     return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
 

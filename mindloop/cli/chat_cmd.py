@@ -118,9 +118,9 @@ async def _chat(
         project.subscribe(renderer.handle)
     try:
         if dialog:
-            posted = service.post(project, dialog, message)
+            posted = service.post(project, dialog, message, drive_here=True)
         else:
-            posted = service.start_chat(project, message, task=task, member=member)
+            posted = service.start_chat(project, message, task=task, member=member, drive_here=True)
         start_logging(project, opts.verbose)
         rec = posted.dialog
         log.info(

@@ -11,6 +11,10 @@ is renewed there, and a drive that lost its claim (its process stalled past the 
 and another took over) cannot commit: its transaction rolls back. The claim is released with the
 dialog's final status when the drive settles.
 
+A process that posts a message and drives it itself (`chat`) reserves the claim in the
+transaction that posts (`reserve`): no other process starts that drive in between, and a
+reservation whose process died or that expired is anybody's again.
+
 Recovery (`recover`) resumes only dialogs whose claim expired, or whose owner is a
 process of this host that no longer exists (the owner id names host, pid and the
 process's start time, so a reused pid is not mistaken for the owner). A claim of a live
@@ -125,6 +129,13 @@ class Claims:
             self._renewed[dialog_id] = time.monotonic()
         return taken
 
+    def reserve(self, dialog_id: str) -> bool:
+        """Inside the caller's transaction (the one posting the message this process is
+        about to drive): hold the dialog's claim ahead of the drive, so a `run --watch`
+        beside this process does not take the drive over between the post and its start.
+        Whether it was taken (not while another live process drives the dialog)."""
+        return self.store.reserve_dialog(dialog_id, self.owner, self.ttl)
+
     def renew(self, dialog_id: str) -> None:
         """Inside the caller's transaction (a commit of the drive): make sure the claim
         holds, or raise `ClaimLost` (which rolls the transaction back). A claim renewed
@@ -168,7 +179,7 @@ class Claims:
         now = time.time() if now is None else now
         store = self.store
         host = socket.gethostname()
-        for did, owner in store.running_claims():
+        for did, owner in store.held_claims():
             if owner and owner != self.owner and owner_is_dead(owner, host):
                 store.expire_claim(did, owner)
         with store.tx():  # under the write lock: nobody claims one of them meanwhile

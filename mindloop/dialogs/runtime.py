@@ -218,21 +218,27 @@ class DialogRuntime:
         text: str,
         member: str | None = None,
         title: str | None = None,
+        *,
+        reserve: bool = False,
     ) -> tuple[DialogRecord, MessageRecord]:
         """Open a root dialog and post its first message in one transaction: a crash
-        leaves both or neither (never a root without its message)."""
+        leaves both or neither (never a root without its message). `reserve`: as for
+        `post_user_message`."""
         if not text.strip():
             raise MindloopError("the message is empty")
         with self.store.tx():
             rec = self.create_root_dialog(task_path, member, title)
-            message = self.post_user_message(rec.id, text)
+            message = self.post_user_message(rec.id, text, reserve=reserve)
         return rec, message
 
-    def post_user_message(self, dialog_id: str, text: str) -> MessageRecord:
+    def post_user_message(
+        self, dialog_id: str, text: str, *, reserve: bool = False
+    ) -> MessageRecord:
         """Append a user message and mark the dialog to be driven (one transaction). While
         a drive holds the dialog (here or in another process) the message waits in its
         inbox for the drive's next step boundary (`DialogTree.queue_post`; returned with
-        id 0 until then)."""
+        id 0 until then). `reserve`: this process drives the dialog next; its claim is
+        taken in the same transaction (`Claims.reserve`), so no other process does."""
         if not text.strip():
             raise MindloopError("the message is empty")
         live = self.live.get(dialog_id)
@@ -245,6 +251,8 @@ class DialogRuntime:
                     dialog_id, "user", {"text": text}, course=rec.course
                 )
             self.store.update_dialog(dialog_id, needs_drive=True)
+            if reserve and rec.status is not DialogStatus.RUNNING:
+                self.claims.reserve(dialog_id)
         if live is not None and stored.id:
             live.history.add(stored)
         self.wake.set()

@@ -79,6 +79,13 @@ CLAIM_DIALOG = (
     # it here saves a statement at every drive's start.
     .returning(*t.dialogs.c)
 )
+# A claim taken ahead of the drive by the process that posted the message and drives it
+# next (`chat`): others leave the dialog alone; its status and mark to drive stay.
+RESERVE_DIALOG = (
+    sa.update(t.dialogs)
+    .where(_by(_d.id, "_id"), _claimable)
+    .values(claim_owner=sa.bindparam("_owner"), claim_expires=sa.bindparam("_expires"))
+)
 RENEW_CLAIM = (
     sa.update(t.dialogs)
     .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
@@ -107,7 +114,8 @@ EXPIRE_CLAIM = (
     .where(_by(_d.id, "_id"), _by(_d.claim_owner, "_owner"))
     .values(claim_expires=0.0)
 )
-RUNNING_CLAIMS = sa.select(_d.id, _d.claim_owner).where(_d.status == "running")
+# Every claim held: of the dialogs running, and those reserved ahead of their drive.
+HELD_CLAIMS = sa.select(_d.id, _d.claim_owner).where(_d.claim_owner.is_not(None))
 
 # Deleting a dialog tree (`Store.delete_tree`): every row that names one of its dialogs.
 # The tree's dialogs held by a live claim (some process drives them) stop the deletion.
@@ -243,11 +251,20 @@ DRIVABLE = (
     .where(_d.needs_drive.is_(True), _claimable, ~_blocked)
     .order_by(_d.updated_at, _d.id)
 )
-# Marked to drive but waiting on others: they are parked until what they wait on resolves.
+# Marked to drive but waiting on others: they are parked until what they wait on resolves
+# (a claim reserved for their drive is dropped: whoever resolves the wait may drive them;
+# the claim of a drive under way stays with it).
+_reserved = _d.status != "running"
 PARK_WAITING = (
     sa.update(t.dialogs)
     .where(_d.needs_drive.is_(True), _claimable, _blocked)
-    .values(needs_drive=False, status="waiting", updated_at=sa.bindparam("_now"))
+    .values(
+        needs_drive=False,
+        status="waiting",
+        claim_owner=sa.case((_reserved, None), else_=_d.claim_owner),
+        claim_expires=sa.case((_reserved, None), else_=_d.claim_expires),
+        updated_at=sa.bindparam("_now"),
+    )
 )
 
 # Wait records.

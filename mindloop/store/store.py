@@ -389,6 +389,19 @@ class Store(TaskRows, RouterLog):
             self._changed = True
             return DialogRecord.model_validate(dict(zip(keys, rows[0], strict=True)))
 
+    def reserve_dialog(
+        self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
+    ) -> bool:
+        """Take the dialog's claim for `owner` until `now + ttl` ahead of its drive,
+        leaving its status and its mark to drive as they are: other processes leave it
+        to `owner`, whose drive takes the claim as its own (`claim_dialog`). Whether it
+        was taken (not if another owner holds an unexpired claim). Joins the caller's
+        transaction: the message the drive is for and the reservation commit together."""
+        start = time.time() if now is None else now
+        params = {"_id": dialog_id, "_owner": owner, "_now": start, "_expires": start + ttl}
+        with self.tx(durable=False):
+            return self._write(q.RESERVE_DIALOG, params) == 1
+
     def renew_claim(
         self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None
     ) -> bool:
@@ -424,9 +437,10 @@ class Store(TaskRows, RouterLog):
         with self.tx(durable=False):
             return self._write(q.EXPIRE_CLAIM, {"_id": dialog_id, "_owner": owner}) == 1
 
-    def running_claims(self) -> list[tuple[str, str | None]]:
-        """(dialog id, claim owner) of every dialog marked running."""
-        return [(r[0], r[1]) for r in self._rows(q.RUNNING_CLAIMS)]
+    def held_claims(self) -> list[tuple[str, str | None]]:
+        """(dialog id, claim owner) of every claim held: of the dialogs running, and of
+        those reserved ahead of their drive (`reserve_dialog`)."""
+        return [(r[0], r[1]) for r in self._rows(q.HELD_CLAIMS)]
 
     def expired_running_dialogs(self, now: float | None = None) -> list[str]:
         """Dialogs left `running` by a process that is gone: no claim, or an expired one

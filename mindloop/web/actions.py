@@ -62,6 +62,7 @@ async def start_chat(request: Request) -> Response:
         form.get("message", ""),
         task=form.get("task") or None,
         member=form.get("member") or None,
+        drive_here=state.driver.enabled,
     )
     state.driver.kick(posted.dialog.root_id)
     return done(request, f"/dialogs/{posted.dialog.id}", dialog=posted.dialog)
@@ -98,7 +99,12 @@ async def message_loop(request: Request) -> Response:
 async def post_message(request: Request) -> Response:
     state = web(request)
     form = await fields(request)
-    posted = service.post(state.project, request.path_params["id"], form.get("message", ""))
+    posted = service.post(
+        state.project,
+        request.path_params["id"],
+        form.get("message", ""),
+        drive_here=state.driver.enabled,
+    )
     state.driver.kick(posted.dialog.root_id)
     return done(request, f"/dialogs/{posted.dialog.id}", dialog=posted.dialog)
 

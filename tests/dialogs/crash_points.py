@@ -64,7 +64,7 @@ class CrashingStore(Store):
 
 def process_died(rt: DialogRuntime) -> None:
     """End the claims a simulated dead process left (a real death is told by its pid)."""
-    for did, owner in rt.store.running_claims():
+    for did, owner in rt.store.held_claims():
         if owner:
             rt.store.expire_claim(did, owner)
 

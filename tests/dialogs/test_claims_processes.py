@@ -378,9 +378,7 @@ class Stress:
     def held_by(self, proc: Proc) -> int:
         """How many dialogs `proc` holds the claim of right now."""
         owner = f"/{proc.pid}/"
-        return read_store(
-            self.rtws, lambda s: sum(owner in (o or "") for _, o in s.running_claims())
-        )
+        return read_store(self.rtws, lambda s: sum(owner in (o or "") for _, o in s.held_claims()))
 
     def kill(self, proc: Proc, what: str) -> None:
         """SIGKILL `proc`; count where the kill landed; the store must be consistent."""

@@ -66,7 +66,7 @@ def _process_died(rt: DialogRuntime) -> None:
     """These crashes are simulated in this process, so the dead runtime's claims cannot
     be told dead by their pid: end them as the death of a process would (its claims
     expire; `test_claims_processes.py` kills real processes)."""
-    for did, owner in rt.store.running_claims():
+    for did, owner in rt.store.held_claims():
         if owner:
             rt.store.expire_claim(did, owner)
 

@@ -114,7 +114,7 @@ async def test_a_detached_reply_reaches_its_sink_exactly_once_across_a_kill(
     await rt.aclose()
 
     rt = DialogRuntime(rtws, sinks={"s": _sink})
-    for did, owner in rt.store.running_claims():  # the killed process's claims expire
+    for did, owner in rt.store.held_claims():  # the killed process's claims expire
         if owner:
             rt.store.expire_claim(did, owner)
     await Scheduler(rt).run()

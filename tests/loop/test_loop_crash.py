@@ -248,7 +248,7 @@ def test_a_kill_at_any_point_then_run_again_ends_as_if_uninterrupted(
             posted = state is not None and any(
                 m.kind == "user" and "loop" not in m.data for m in store.load_history(state.root_id)
             )
-            for did, owner in store.running_claims():  # the dead process's claims end
+            for did, owner in store.held_claims():  # the dead process's claims end
                 if owner:
                     store.expire_claim(did, owner)
         finally:

@@ -39,3 +39,29 @@ async def test_following_a_tree_leaves_other_trees_alone(rtws: Path) -> None:
         assert len(done.generations) == 1 and done.interrupted == []
     finally:
         await project.aclose()
+
+
+async def test_a_chat_drives_the_message_it_posted_not_a_process_beside_it(rtws: Path) -> None:
+    """`chat` posts and then drives; a `run` of another process in between (a watcher's
+    poll) leaves that drive to the chat, which streams it, for a new dialog and for a
+    message to an existing one. A message posted without `drive_here` is anybody's."""
+    write_team(rtws, {"dev": {}})
+    write_script(rtws, [{"default": True, "response": "answered"}])
+    chat, watcher = service.open_project(rtws), service.open_project(rtws)
+    try:
+        mine = service.start_chat(chat, "first", drive_here=True).dialog
+        assert (await service.run(watcher)).drives == []  # the watcher's poll: nothing
+        report = await service.run(chat, root_id=mine.id)
+        assert [r.dialog_id for r in report.drives] == [mine.id]
+
+        service.post(chat, mine.id, "second", drive_here=True)
+        assert (await service.run(watcher)).drives == []
+        report = await service.run(chat, root_id=mine.id)
+        assert [r.dialog_id for r in report.drives] == [mine.id]
+        assert service.show_dialog(chat, mine.id).dialog.claim_owner is None  # released
+
+        service.post(chat, mine.id, "third")  # e.g. the web UI without driving
+        assert [r.dialog_id for r in (await service.run(watcher)).drives] == [mine.id]
+    finally:
+        await chat.aclose()
+        await watcher.aclose()

@@ -128,6 +128,58 @@ def test_drivable_leaves_out_and_alone_what_another_live_process_holds(store: St
     assert (rec.status, rec.needs_drive) == ("waiting", False)
 
 
+def test_a_reservation_keeps_others_off_a_dialog_until_its_owner_drives_or_it_expires(
+    store: Store,
+) -> None:
+    """The process that posts a message and drives it next reserves the claim with the
+    post: the dialog stays marked to drive (and not running), others leave it alone, its
+    owner's drive takes the claim; a reservation of someone else's live drive fails."""
+    with store.tx():
+        store.update_dialog("a", needs_drive=True)
+        assert store.reserve_dialog("a", "p1", TTL, now=T0)
+    rec = store.get_dialog("a")
+    assert (rec.status, rec.needs_drive) == ("idle", True)
+    assert (rec.claim_owner, rec.claim_expires) == ("p1", T0 + TTL)
+    assert store.drivable_dialogs("p2", now=T0 + 1) == []
+    assert not store.claim_dialog("a", "p2", TTL, now=T0 + 1)
+    assert store.drivable_dialogs("p1", now=T0 + 1) == ["a"]
+    assert store.drivable_dialogs("p2", now=T0 + TTL + 1) == ["a"]  # p1 never came: expired
+    assert store.held_claims() == [("a", "p1")]  # recovery sees it (a dead owner's ends)
+    assert store.claim_dialog("a", "p1", TTL, now=T0 + 2)
+    assert not store.reserve_dialog("a", "p2", TTL, now=T0 + 3)  # p1 drives it
+    assert store.get_dialog("a").claim_owner == "p1"
+
+
+def test_parking_drops_a_reservation_but_not_the_claim_of_a_drive(store: Store) -> None:
+    """A reserved dialog found waiting on others is parked without its reservation: the
+    process that resolves the wait may drive it. A running drive keeps its claim."""
+    for did in ("a", "b"):
+        store.update_dialog(did, needs_drive=True)
+        store.add_question(
+            QuestionRecord(
+                id=f"q4h-{did}",
+                dialog_id=did,
+                root_id=did,
+                headline="h",
+                body="b",
+                call_id="c",
+                course=1,
+            )
+        )
+    assert store.reserve_dialog("a", "p1", TTL, now=T0)
+    assert store.claim_dialog("b", "p1", TTL, now=T0)
+    store.update_dialog("b", needs_drive=True)
+    assert store.drivable_dialogs("p1", now=T0 + 1) == []
+    a, b = store.get_dialog("a"), store.get_dialog("b")
+    assert (a.status, a.needs_drive, a.claim_owner, a.claim_expires) == (
+        "waiting",
+        False,
+        None,
+        None,
+    )
+    assert (b.status, b.claim_owner) == ("waiting", "p1")
+
+
 def test_recovery_takes_running_dialogs_without_a_live_claim_only(store: Store) -> None:
     s = store
     for did in ("unclaimed", "held", "expired", "idle"):
