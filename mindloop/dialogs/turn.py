@@ -30,6 +30,7 @@ from mindloop.dialogs.tree import DialogTree, Dispatch
 from mindloop.providers.base import ToolCall
 from mindloop.providers.pricing import PriceTable
 from mindloop.store import GenerationRecord, MessageRecord, Store
+from mindloop.tools.registry import ToolRegistry
 
 
 @dataclass
@@ -114,7 +115,7 @@ def decide_turn(
         tellasks=tellasks,
         routes=routes,
         final=final,
-        durable=has_outside_effect(rec.kind == "root", calls, final, routes),
+        durable=has_outside_effect(rec.kind == "root", calls, final, routes, parts.tools),
         generation=gen,
         messages=msgs,
         events=events,
@@ -162,14 +163,23 @@ def generation_record(
 
 
 def has_outside_effect(
-    is_root: bool, calls: list[ToolCall], final: bool, routes: list[Route]
+    is_root: bool,
+    calls: list[ToolCall],
+    final: bool,
+    routes: list[Route],
+    tools: ToolRegistry,
 ) -> bool:
     """Whether a generation's commit precedes an effect outside the store: tools about to
-    run, a question put to the human, or a root's final answer reported to the user. Only
-    those commits fsync; every other commit is lazy and becomes durable with the next
-    fsync (the WAL is replayed as an ordered prefix). A power failure can so only lose a
-    suffix that nothing outside saw: generations that recovery runs again, as if they had
-    been in flight."""
-    if calls or (final and is_root):
+    run that act outside it (not `Tool.store_only`: their store effects commit with their
+    results, durably), a question put to the human, or a root's final answer reported to
+    the user. Only those commits fsync; every other commit is lazy and becomes durable with
+    the next fsync (the WAL is replayed as an ordered prefix). A power failure can so only
+    lose a suffix that nothing outside saw: generations that recovery runs again, as if
+    they had been in flight. (A call naming no tool runs nothing.)"""
+    if final and is_root:
         return True
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is not None and not tool.store_only:
+            return True
     return any(r.kind is RouteKind.HUMAN for r in routes)

@@ -155,7 +155,7 @@ class RetryTool:
         text = DESCRIPTION.format(
             repairs=self.config.do_repairs, cycles=self.config.adjust_per_node
         )
-        return [Tool(RETRY_TOOL, text, RetryProposeArgs, self.run, RETRY_TOOLSET)]
+        return [Tool(RETRY_TOOL, text, RetryProposeArgs, self.run, RETRY_TOOLSET, store_only=True)]
 
 
 async def _propose(

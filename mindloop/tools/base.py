@@ -290,6 +290,10 @@ class Tool(Generic[ArgsT]):
     args_model: type[ArgsT]
     run: Callable[[ArgsT, ToolContext], Awaitable[ToolOutput]]
     toolset: str = ""
+    # Running it changes nothing outside the store: it reads, or returns store effects
+    # that commit with its result. A generation that calls only such tools is not
+    # flushed to disk before they run: the durable commit of their results covers it.
+    store_only: bool = False
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""

@@ -86,4 +86,4 @@ def phase_end_tools(summary_tokens: int = SUMMARY_TOKENS) -> list[Tool[Any]]:
         return await _phase_end(args, ctx, summary_tokens)
 
     text = DESCRIPTION.format(cap=summary_tokens)
-    return [Tool("phase_end", text, PhaseEndArgs, run, TOOLSET)]
+    return [Tool("phase_end", text, PhaseEndArgs, run, TOOLSET, store_only=True)]

@@ -252,6 +252,7 @@ def kb_request_tool(config: KbConfig) -> Tool[KbRequestArgs]:
         ),
         args_model=KbRequestArgs,
         run=run,
+        store_only=True,  # an outbox row, committed with the result
     )
 
 

@@ -106,7 +106,7 @@ def wait_tools(config: WaitsConfig | None = None) -> list[Tool[Any]]:
         text = f"Waiting until {_iso(fire_at)} (in {format_duration(fire_at - now)})."
         return ToolOutput(text, effects=(wait,))
 
-    return [Tool[WaitForArgs]("wait_for", DESCRIPTION, WaitForArgs, wait_for)]
+    return [Tool[WaitForArgs]("wait_for", DESCRIPTION, WaitForArgs, wait_for, store_only=True)]
 
 
 def add_wait_toolset(registry: ToolRegistry, config: WaitsConfig | None = None) -> None:

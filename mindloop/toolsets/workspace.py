@@ -669,6 +669,13 @@ def workspace_tools(
         ("rule_add", RuleAddArgs, tools.rule_add),
     ]
     return [
-        Tool(name=name, description=_DESCRIPTIONS[name], args_model=model, run=run, toolset=TOOLSET)
+        Tool(
+            name=name,
+            description=_DESCRIPTIONS[name],
+            args_model=model,
+            run=run,
+            toolset=TOOLSET,
+            store_only=True,  # reads, and node changes that commit with the result
+        )
         for name, model, run in specs
     ]

@@ -70,6 +70,50 @@ async def test_every_tool_runs_after_its_generation_is_fsynced(rtws: Path) -> No
     await rt.aclose()
 
 
+async def test_store_only_tools_ride_on_the_fsync_of_their_results(rtws: Path) -> None:
+    """A generation that calls only tools acting inside the store (`Tool.store_only`: the
+    workspace's, `phase_end`, …) is not flushed before they run: their effects and
+    results commit durably together, and that flush covers the generation. A call to a
+    tool acting outside (here the probe) is preceded by its generation's own flush."""
+    write_team(rtws, {"dev": {"toolsets": ["probe", "workspace"]}})
+    node = {"parent_id": "root", "kind": "EXECUTION", "title": "A", "requirement": "do A"}
+    write_script(
+        rtws,
+        [
+            {
+                "member": "dev",
+                "match": "go",
+                "tool_calls": [{"name": "node_create", "arguments": node}],
+            },
+            {
+                "member": "dev",
+                "role": "tool",
+                "contains": "n1",
+                "tool_calls": [{"name": "probe", "arguments": {"n": 1}}],
+            },
+            {"member": "dev", "role": "tool", "match": "probed 1", "response": "done"},
+        ],
+    )
+    seen: list[tuple[int, int]] = []
+    holder: list[Store] = []
+    tools = _probe_registry(seen, holder)
+    from mindloop.toolsets.workspace import workspace_tools
+
+    tools.add_toolset("workspace", workspace_tools())
+    rt = DialogRuntime(rtws, tools=tools)
+    holder.append(rt.store)
+    rec = rt.create_root_dialog("tasks/example.tsk", "dev")
+    rt.post_user_message(rec.id, "go")
+    before = rt.store.stats.durable_commits
+    (result,) = await Scheduler(rt).run()
+    assert result.final_text == "done"
+    # node_create: its results' commit (1); the probe: its generation (2) before it runs,
+    # then its results ride on the final answer's flush (3)
+    assert [durable - before for _, durable in seen] == [2]
+    assert rt.store.stats.durable_commits - before == 3
+    await rt.aclose()
+
+
 async def _fan_out(rtws: Path, width: int) -> int:
     """Durable commits of a root that tellasks `width` workers and then answers."""
     write_team(rtws, {"dev": {"toolsets": []}, "worker": {"toolsets": []}})
