@@ -198,6 +198,11 @@ class TaskLoop:
         self._changed = asyncio.Event()
         self._unsubscribe = rt.bus.subscribe(self._hear)
         self._notes: list[str] = []  # the runtime's notes for the next phase's input
+        # The loop state as this coroutine last committed it (and the closed entry's
+        # messages): the next look takes it instead of reading it back.
+        self._next: tuple[ls.LoopState, list[MessageRecord] | None] | None = None
+        self._fresh_entry = 0  # the entry this run just posted (nothing replied to it yet)
+        self._root_member: str | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -243,17 +248,20 @@ class TaskLoop:
 
     async def _control(self, report: LoopReport) -> None:
         while True:
-            state = self._check_stale(self._load())
+            known, self._next = self._next, None
+            state, messages = known if known is not None else (self._load(), None)
+            state = self._check_stale(state)
             report.phase = state.phase
             if state.in_phase:
                 if await self._drive_phase(state, report):
                     return
                 continue
             if state.ended is not None and not state.closed:
-                state = phase_ops.close(self.rt, state, None)
+                state, messages = phase_ops.close(self.rt, state, None)
                 self._publish_end(state)
             await self.policies.run_summaries(self.rt, self._member())
-            messages = phase_ops.phase_messages(self.rt, state)
+            if messages is None:
+                messages = phase_ops.phase_messages(self.rt, state)
             if state.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
                 is_user_input(m) for m in messages
             ):
@@ -338,6 +346,7 @@ class TaskLoop:
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
         self._notes.clear()  # said in this input
+        self._next, self._fresh_entry = (state, None), state.entry
         self.policies.set(self.root, phase)
         report.entries += 1
         self.rt.bus.publish(
@@ -347,7 +356,7 @@ class TaskLoop:
                 phase=phase.value,
                 entry=state.entry,
                 node=state.node_id,
-                member=self.rt.store.get_dialog(self.root).member,
+                member=self._member(),
             )
         )
         return False
@@ -361,7 +370,8 @@ class TaskLoop:
         self.policies.set(self.root, phase)
         wait = rt.tree.wait_state(self.root)
         if (
-            not wait.waiting
+            state.entry != self._fresh_entry  # posted just now: nothing replied to it yet
+            and not wait.waiting
             and not rt.store.undelivered_responses(self.root)
             and _replied(phase_ops.phase_messages(rt, state))
         ):
@@ -375,12 +385,18 @@ class TaskLoop:
         cap = step_cap(self.rt.config.team.loop.phases, phase)
         left = cap - state.entry_steps
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(state, cap))
+            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(phase, state.entry_steps, cap))
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
+        self._fresh_entry = 0
         result = await rt.drive(self.root, max_steps=left)
         report.drives.append(result)
+        reason = result.reason
+        end = self._end_of(state, reason, cap)
+        if end is not None:  # ended, by phase_end or as the drive's end says: closed now
+            self._close(state, end, result.steps)
+            return False
         if result.steps:
             state = phase_ops.save(
                 rt,
@@ -388,7 +404,6 @@ class TaskLoop:
                 entry_steps=state.entry_steps + result.steps,
                 drive_steps=state.drive_steps + result.steps,
             )
-        reason = result.reason
         if reason is DriveEnd.CAP_REACHED:
             report.outcome, report.reason = LoopOutcome.CAP, result.cap or "a cap was reached"
             return True
@@ -399,19 +414,28 @@ class TaskLoop:
             await self._settle(POLL)
             return False
         fresh = self._load()
-        if fresh.ended is not None:  # phase_end recorded it
+        if fresh.ended is not None:  # phase_end recorded it (the drive then waited)
             return False
-        if reason in (DriveEnd.DONE, DriveEnd.IDLE):
-            self._end(fresh, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
-        elif reason is DriveEnd.STEP_LIMIT:
-            self._end(fresh, ls.EndedBy.STEP_CAP, self._cap_reason(fresh, cap))
-        elif reason is DriveEnd.STOPPED:
-            stuck = self.policies.table[phase].take_stuck(self.root)
-            why = stuck.reason() if stuck is not None else "the turn policy stopped the drive"
-            self._end(fresh, ls.EndedBy.RUNTIME, why)
-        elif reason is DriveEnd.WAITING:
+        if reason is DriveEnd.WAITING:
             return await self._wait_in_phase(fresh, report)
         return False
+
+    def _end_of(self, state: ls.LoopState, reason: DriveEnd, cap: int) -> ls.PhaseEnd | None:
+        """How the phase ended with a drive that ended for `reason`: `phase_end` records
+        its own (the returned end is then only a fallback `close` ignores); a reply, the
+        step cap and the turn policy end it as the runtime says; None: it goes on."""
+        by = _ENDED_BY.get(reason)
+        if by is None:
+            return None
+        if by is ls.EndedBy.REPLY:
+            why = "a reply without tool calls or tellasks"
+        elif by is ls.EndedBy.STEP_CAP:
+            why = self._cap_reason(state.phase, cap, cap)
+        else:
+            assert state.phase is not None
+            stuck = self.policies.table[state.phase].take_stuck(self.root)
+            why = stuck.reason() if stuck is not None else "the turn policy stopped the drive"
+        return ls.PhaseEnd(by=by, reason=why, at=time.time())
 
     async def _wait_in_phase(self, state: ls.LoopState, report: LoopReport) -> bool:
         """The root waits mid-phase (a question, an approval, a tellask it made)."""
@@ -453,8 +477,14 @@ class TaskLoop:
         return True
 
     def _end(self, state: ls.LoopState, by: ls.EndedBy, reason: str) -> None:
-        end = ls.PhaseEnd(by=by, reason=reason, at=time.time())
-        self._publish_end(phase_ops.close(self.rt, state, end))
+        self._close(state, ls.PhaseEnd(by=by, reason=reason, at=time.time()))
+
+    def _close(self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0) -> None:
+        """Close the current phase (`phase_ops.close`, with the drive's `steps`); the
+        next look routes from the closed state."""
+        closed, messages = phase_ops.close(self.rt, state, end, steps=steps)
+        self._publish_end(closed)
+        self._next = (closed, messages)
 
     def _ask_to_continue(self, state: ls.LoopState) -> None:
         """The task took `loop.retries.drive_steps` model steps since the human last spoke:
@@ -532,17 +562,20 @@ class TaskLoop:
         return None
 
     @staticmethod
-    def _cap_reason(state: ls.LoopState, cap: int) -> str:
+    def _cap_reason(phase: Phase | None, steps: int, cap: int) -> str:
         """Why an entry ended at its step cap: for DO, the stuck detector's step budget
         (agent-loop §8.1: `steps_used >= step_budget` is STUCK)."""
-        if state.phase is Phase.DO:
-            stuck = detect_stuck([], steps_used=max(state.entry_steps, cap), step_budget=cap)
+        if phase is Phase.DO:
+            stuck = detect_stuck([], steps_used=max(steps, cap), step_budget=cap)
             assert stuck is not None
             return stuck.reason()
         return f"the phase's step cap ({cap})"
 
     def _member(self) -> str:
-        return self.rt.store.get_dialog(self.root).member
+        """The loop root's member (a dialog's member is set for life)."""
+        if self._root_member is None:
+            self._root_member = self.rt.store.get_dialog(self.root).member
+        return self._root_member
 
     def _load(self) -> ls.LoopState:
         found = ls.get(self.rt.store, self.task)
@@ -589,6 +622,15 @@ class TaskLoop:
                 total=len(exec_nodes),
             )
         )
+
+
+# How a drive's end ends the phase (when `phase_end` did not): other ends leave it open.
+_ENDED_BY = {
+    DriveEnd.DONE: ls.EndedBy.REPLY,
+    DriveEnd.IDLE: ls.EndedBy.REPLY,
+    DriveEnd.STEP_LIMIT: ls.EndedBy.STEP_CAP,
+    DriveEnd.STOPPED: ls.EndedBy.RUNTIME,
+}
 
 
 def _replied(messages: list[MessageRecord]) -> bool:

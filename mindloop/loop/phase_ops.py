@@ -219,11 +219,14 @@ def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord
     return rt.store.messages_after(state.root_id, rec.course, state.entry_message_id)
 
 
-def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls.LoopState:
-    """Record the end of the current phase (one transaction): `end` unless `phase_end`
-    recorded one already; the refusals of the entry counted; a DO entry out of steps
-    leaves its node CHECK_FAILED; a CHECK entry records the refs its nodes passed at (one
-    lazy transaction)."""
+def close(
+    rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None, *, steps: int = 0
+) -> tuple[ls.LoopState, list[MessageRecord]]:
+    """Record the end of the current phase (one lazy transaction): `end` unless
+    `phase_end` recorded one already; the model `steps` of its last drive and the
+    refusals of the entry counted; a DO entry out of steps leaves its node CHECK_FAILED;
+    a CHECK entry records the refs its nodes passed at. The closed state, and the
+    entry's messages (read for the count)."""
     store = rt.store
     task = state.task_path
     with store.tx(durable=False):
@@ -256,19 +259,21 @@ def close(rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None) -> ls
             # the batch is done: its self_md_patch and kb_request calls have returned
             # (both dedupe, so a crash before this commit re-processes it harmlessly)
             si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
-        refusals = count_refusals(phase_messages(rt, state))
+        messages = phase_messages(rt, state)
         state = ls.save(
             store,
             state.model_copy(
                 update={
                     "last_summary": state.ended.summary,
                     "checked": checked,
-                    "refusals": state.refusals + refusals,
+                    "refusals": state.refusals + count_refusals(messages),
+                    "entry_steps": state.entry_steps + steps,
+                    "drive_steps": state.drive_steps + steps,
                     "closed": True,
                 }
             ),
         )
-    return state
+    return state, messages
 
 
 def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:

@@ -21,6 +21,7 @@ each write joining the caller's transaction.
 
 from __future__ import annotations
 
+import weakref
 from enum import StrEnum
 from typing import Any
 
@@ -79,7 +80,10 @@ class PhaseEnd(BaseModel):
 
 class LoopState(BaseModel):
     """Where a task's loop stands: its `tasks` row (id, package, root, phase, status,
-    re-plans, version) and the loop's cursor (the rest)."""
+    re-plans, version) and the loop's cursor (the rest). A value: changed by
+    `model_copy(update=…)` and `save`, never in place (reads share it)."""
+
+    model_config = ConfigDict(frozen=True)
 
     task_id: str
     task_path: str
@@ -124,6 +128,7 @@ class LoopState(BaseModel):
 
 _ROW = frozenset({"phase", "status", "status_reason", "plan_reentries", "version"})
 _BINDING = frozenset({"task_id", "task_path", "root_id", "created_at", "updated_at"})
+_NOT_IN_CURSOR = set(_ROW | _BINDING)
 
 
 class StaleLoopState(Exception):
@@ -148,11 +153,25 @@ def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
     )
 
 
+# The last state read or written of each task, per store: the task's row identifies it
+# (its cursor changes only with a version bump, in the same transaction), so a read whose
+# row matches costs that one row, not the cursor's read and a validation of the whole.
+_held: weakref.WeakKeyDictionary[Store, dict[str, LoopState]] = weakref.WeakKeyDictionary()
+
+
+def _hold(store: Store, state: LoopState) -> LoopState:
+    _held.setdefault(store, {})[state.task_path] = state
+    return state
+
+
 def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     if task is None:
         return None
+    held = _held.get(store, {}).get(task.task_path)
+    if held is not None and held.version == task.version and held.updated_at == task.updated_at:
+        return held
     found = Cursors(store).get(task.root_id, CURSOR)
-    return _compose(task, found.value if found is not None else None)
+    return _hold(store, _compose(task, found.value if found is not None else None))
 
 
 def get(store: Store, task_path: str) -> LoopState | None:
@@ -185,9 +204,19 @@ def save(store: Store, state: LoopState) -> LoopState:
             raise StaleLoopState(
                 f"the loop state of {state.task_path} is no longer at version {state.version}"
             )
-        cursor = state.model_dump(mode="json", exclude=set(_ROW | _BINDING))
+        cursor = state.model_dump(mode="json", exclude=_NOT_IN_CURSOR)
         Cursors(store).set(task.root_id, CURSOR, cursor)
-        return _compose(task, cursor)
+    # `state` with the row's new fields: what a read would compose (validated already)
+    return _hold(
+        store,
+        state.model_copy(
+            update={
+                "version": task.version,
+                "updated_at": task.updated_at,
+                "status_reason": task.status_reason or "",
+            }
+        ),
+    )
 
 
 def end_phase(store: Store, root_id: str, end: PhaseEnd) -> LoopState | None:

@@ -220,6 +220,18 @@ class Store(TaskRows, RouterLog):
         validate = model.model_validate
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
+    def _write_returning(
+        self, model: type[_R], stmt: sa.Executable, params: dict[str, Any]
+    ) -> list[_R]:
+        """Run a write with a RETURNING clause inside the current transaction: the rows it
+        changed, as they now stand (saves reading them again)."""
+        self.stats.statements += 1
+        keys, rows = self._dialect.read(stmt, params)
+        if rows:
+            self._changed = True
+        validate = model.model_validate
+        return [validate(dict(zip(keys, row, strict=True))) for row in rows]
+
     def _write(self, stmt: sa.Executable, params: Any = None) -> int:
         """Run one write, joining the current transaction or committing by itself.
         Returns the number of rows it changed."""
@@ -382,12 +394,8 @@ class Store(TaskRows, RouterLog):
         start = time.time() if now is None else now
         params = {"_id": dialog_id, "_owner": owner, "_now": start, "_expires": start + ttl}
         with self.tx(durable=False):
-            self.stats.statements += 1
-            keys, rows = self._dialect.read(q.CLAIM_DIALOG, params)
-            if not rows:
-                return None
-            self._changed = True
-            return DialogRecord.model_validate(dict(zip(keys, rows[0], strict=True)))
+            taken = self._write_returning(DialogRecord, q.CLAIM_DIALOG, params)
+            return taken[0] if taken else None
 
     def reserve_dialog(
         self, dialog_id: str, owner: str, ttl: float, *, now: float | None = None

@@ -79,7 +79,12 @@ TASK_BY_PATH = sa.select(t.tasks).where(_c.task_path == sa.bindparam("task_path"
 TASK_BY_ROOT = sa.select(t.tasks).where(_c.root_id == sa.bindparam("root_id"))
 RECENT_TASKS = sa.select(t.tasks).order_by(_c.updated_at.desc(), _c.id).limit(sa.bindparam("limit"))
 # A loop write: the SET clause comes from the parameter keys (besides `_id`, `_version`).
-UPDATE_TASK = sa.update(t.tasks).where(_c.id == sa.bindparam("_id")).values(version=_c.version + 1)
+UPDATE_TASK = (
+    sa.update(t.tasks)
+    .where(_c.id == sa.bindparam("_id"))
+    .values(version=_c.version + 1)
+    .returning(*t.tasks.c)  # the record as it now stands: no read after each loop write
+)
 UPDATE_TASK_AT = UPDATE_TASK.where(_c.version == sa.bindparam("_version"))
 TOUCH_TASK = (
     sa.update(t.tasks).where(_c.id == sa.bindparam("_id")).values(updated_at=sa.bindparam("_now"))
@@ -97,6 +102,9 @@ class TaskRows:
         def _write(self, stmt: sa.Executable, params: Any = None) -> int: ...
         def _records(
             self, model: type[_R], stmt: sa.Executable, params: dict[str, Any] | None = None
+        ) -> list[_R]: ...
+        def _write_returning(
+            self, model: type[_R], stmt: sa.Executable, params: dict[str, Any]
         ) -> list[_R]: ...
 
     def insert_task(self, rec: TaskRecord) -> TaskRecord:
@@ -157,11 +165,12 @@ class TaskRows:
         if expected_version is not None:
             stmt, params["_version"] = UPDATE_TASK_AT, expected_version
         with self.tx():
-            if self._write(stmt, params) != 1:
-                if expected_version is None:
-                    raise NotFoundError(f"no task with id {task_id!r}")
-                return None
-            return self.get_task(task_id)
+            changed = self._write_returning(TaskRecord, stmt, params)
+        if not changed:
+            if expected_version is None:
+                raise NotFoundError(f"no task with id {task_id!r}")
+            return None
+        return changed[0]
 
 
 prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection
