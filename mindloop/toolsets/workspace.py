@@ -182,6 +182,8 @@ class Tools:
         text = describe(result, change) + _first_use(change)
 
         def apply(store: Any) -> EffectResult | None:
+            if api.commit_checked(store, rtws, change):  # nothing moved since the check
+                return None
             try:
                 again, applied = api.execute(
                     store, rtws, task, authority, command, lang=lang, acl=ctx.acl

@@ -57,6 +57,21 @@ def execute(
     return result, change
 
 
+def commit_checked(store: Store, rtws: Path, change: Change) -> bool:
+    """Commit `change`, a command's result computed on the workspace as it was read (a
+    tool's check before its result commits), if the workspace is still at that stamp:
+    the command would compute the same change again. False (nothing written) when it
+    moved since, or did not exist yet: run the command again (`execute`)."""
+    before = change.before
+    if not before.exists or not before.stamp:
+        return False
+    with store.tx():
+        if rows.stamp(store, before.task) != before.stamp:
+            return False
+        repo.commit(store, change, rtws=rtws, project=project)
+    return True
+
+
 def prepare(
     store: Store,
     rtws: Path,

@@ -189,3 +189,30 @@ def test_an_older_database_gains_the_stamp(tmp_path: Path) -> None:
     stamp = repo.load(s, TASK).stamp
     assert stamp != "" and repo.load(s, TASK, cached=False).stamp == stamp
     s.close()
+
+
+def test_a_change_checked_on_a_workspace_commits_as_is_only_while_nothing_moved(
+    rtws: Path, store: Store
+) -> None:
+    """A tool checks its command on the workspace as read, and commits that change with
+    its result (`api.commit_checked`) unless the workspace moved in between: then nothing
+    is written and the command must run again. A new workspace always runs again."""
+    from mindloop.workspace.api import commit_checked, session_for
+
+    def check(title: str):  # type: ignore[no-untyped-def]
+        s = session_for(repo.load(store, TASK), rtws, CHAT)
+        s.create_node(parent_id="root", kind=NodeKind.EXECUTION, title=title, requirement="r")
+        return s.finish()
+
+    assert not commit_checked(store, rtws, check("first"))  # not initialised: run it again
+    assert not repo.load(store, TASK).exists
+    _tree(store, rtws)
+    checked = check("API tests")
+    assert commit_checked(store, rtws, checked)
+    titles = [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
+    assert titles.count("API tests") == 1
+
+    stale = check("Docs")
+    execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("no new deps", {}))
+    assert not commit_checked(store, rtws, stale)
+    assert "Docs" not in [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
