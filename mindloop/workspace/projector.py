@@ -3,11 +3,13 @@
 A commit stages what it touched (`stage`, inside its transaction: `projection.Dirty`);
 once it commits, the staged files are written at once, unless a `coalescing(store)` scope
 is open on that store (a work loop's run: a node takes several commits in a few
-milliseconds). Then the files of a task are written at most every `INTERVAL` seconds (the
-first commit after a quiet spell at once, later ones by a timer on the running event loop)
-and always when the scope ends; whatever is still pending when the process exits is
-written then. A crash loses at most the last interval's writes, which `mindloop run`
-rewrites from the store at its start (the files are derived views, see `projection.py`).
+milliseconds, and a file costs about 0.1 ms to replace atomically). Then a task's files
+are written by a timer on the running event loop `INTERVAL` seconds after the first
+commit that staged them (so they lag the store by at most that: every commit of the
+interval is in one write), and always when the scope ends; whatever is still pending
+when the process exits is written then. A crash loses at most the last interval's
+writes, which `mindloop run` rewrites from the store at its start (the files are derived
+views, see `projection.py`).
 
 Staged but not committed (a transaction rolled back) stays staged and is written with the
 task's next commit: more files rendered than needed, never fewer. A timer that fires
@@ -21,7 +23,6 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from mindloop.workspace.projection import Dirty, write_changed
 
 log = logging.getLogger(__name__)
 
-INTERVAL = 0.2  # seconds between two writes of one task's files while coalescing
+INTERVAL = 1.0  # seconds a task's files may lag the store while coalescing
 
 
 @dataclass
@@ -43,7 +44,6 @@ class _Task:
     rtws: Path
     staged: Dirty = field(default_factory=Dirty)
     pending: Dirty = field(default_factory=Dirty)
-    last: float = float("-inf")  # monotonic time of the last write
     timer: asyncio.TimerHandle | None = None
 
 
@@ -72,13 +72,12 @@ def _committed(store: Store, rtws: Path, task: str) -> None:
         return
     slot.pending.merge(slot.staged)
     slot.staged = Dirty()
-    wait = slot.last + INTERVAL - time.monotonic()
-    if not entry.depth or wait <= 0:
+    if not entry.depth:
         _write(store, task, slot)
     elif slot.timer is None:
         with contextlib.suppress(RuntimeError):  # no running loop: the scope's end writes
             loop = asyncio.get_running_loop()
-            slot.timer = loop.call_later(wait, _due, weakref.ref(store), task, slot)
+            slot.timer = loop.call_later(INTERVAL, _due, weakref.ref(store), task, slot)
 
 
 def _due(ref: weakref.ref[Store], task: str, slot: _Task) -> None:
@@ -93,7 +92,6 @@ def _write(store: Store, task: str, slot: _Task) -> None:
         slot.timer.cancel()
         slot.timer = None
     dirty, slot.pending = slot.pending, Dirty()
-    slot.last = time.monotonic()
     if dirty:
         try:
             write_changed(store, slot.rtws, task, dirty)
