@@ -182,16 +182,20 @@ def planning_status(children: Iterable[NodeStatus], *, started: bool = False) ->
     terminal and one FAILED; IN_PROGRESS if any child started; else NEW (also with no
     children at all). A node that was split while in progress (`started`) stays
     IN_PROGRESS until its children end: its work goes on in them."""
-    statuses = list(children)
+    statuses = set(children)  # which statuses occur is all that decides (one pass)
     if not statuses:
         return NodeStatus.IN_PROGRESS if started else NodeStatus.NEW
-    if all(s in (NodeStatus.DONE, NodeStatus.CANCELLED) for s in statuses):
+    if statuses <= _ENDED_WELL:
         return NodeStatus.DONE
-    if all(s in TERMINAL for s in statuses) and NodeStatus.FAILED in statuses:
+    if statuses <= TERMINAL and NodeStatus.FAILED in statuses:
         return NodeStatus.FAILED
-    if started or any(s is not NodeStatus.NEW for s in statuses):
+    if started or statuses != _ONLY_NEW:
         return NodeStatus.IN_PROGRESS
     return NodeStatus.NEW
+
+
+_ENDED_WELL = frozenset({NodeStatus.DONE, NodeStatus.CANCELLED})
+_ONLY_NEW = frozenset({NodeStatus.NEW})
 
 
 def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None) -> None:
@@ -217,9 +221,10 @@ def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None
         node = state.peek(nid)
         if node is None or node.kind is not NodeKind.PLANNING:
             continue
-        children = (state.peek(c) for c in node.children)
+        peek = state.peek
         status = planning_status(
-            (c.status for c in children if c is not None), started=node.started
+            {c.status for cid in node.children if (c := peek(cid)) is not None},
+            started=node.started,
         )
         if status is not node.status:
             state.nodes[nid].status = status
