@@ -12,10 +12,12 @@ phase gets `LoopPolicy(phase)`:
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
   phase), the messages compiled within the memory budget (`dialogs.budgeted`);
-- **goes on** until a `phase_end` call succeeds, or, in DO, until the stuck detector
-  (`loop.stuck`: identical action/observation pairs, identical failing actions) fires on
-  the latest steps; the driver then ends the entry with CHECK_FAILED(STUCK)
-  (`take_stuck`). Only loop roots run this check, over their last few turns.
+- **goes on** until a `phase_end` call succeeds, until more than `format_requeries`
+  steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
+  in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
+  identical failing actions) fires on the latest steps; the driver then ends the entry
+  (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
+  these checks, over their last few turns.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`): they
 are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what is stored
@@ -35,7 +37,7 @@ from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import system_section
 from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
-from mindloop.loop.stuck import Stuck, stuck_in
+from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
 from mindloop.store import MessageRecord
 from mindloop.tools.base import Tool
@@ -66,7 +68,9 @@ class LoopPolicy(DefaultPolicy):
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
-        self._stuck: dict[str, Stuck] = {}  # dialog id -> why goes_on stopped its drive
+        self._stuck: dict[
+            str, Stuck | FormatExhausted
+        ] = {}  # dialog id -> why goes_on stopped its drive
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -155,15 +159,18 @@ class LoopPolicy(DefaultPolicy):
         messages = live.history.messages
         if phase_end_called(messages):
             return False
-        if self.phase is Phase.DO:
-            stuck = stuck_in(messages, config=parts.config.team.loop.retries)
-            if stuck is not None:
-                self._stuck[live.id] = stuck
-                return False
+        retries = parts.config.team.loop.retries
+        stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
+        if stop is None and self.phase is Phase.DO:
+            stop = stuck_in(messages, config=retries)
+        if stop is not None:
+            self._stuck[live.id] = stop
+            return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | None:
-        """Why `goes_on` stopped `dialog_id`'s drive as stuck (once), if it did."""
+    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | None:
+        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, or L0 used
+        up."""
         return self._stuck.pop(dialog_id, None)
 
 

@@ -9,8 +9,11 @@ path does not make two identical failures look different). The detector fires on
 - `stuck_identical_errors` (3) identical actions in a row that each errored,
 - `steps_used >= step_budget`,
 
-and the DO entry then ends with CHECK_FAILED(STUCK). Both read only the last few steps:
-`recent_steps(messages, n)` walks back from the end, to the latest input at most.
+and the DO entry then ends with CHECK_FAILED(STUCK). More than `format_requeries` (2)
+steps in a row failing on format (L0: each failing result is the model's repair prompt)
+end any phase with FORMAT_EXHAUSTED (`format_exhausted`; in DO the node is CHECK_FAILED).
+Both read only the last few steps: `recent_steps(messages, n)` walks back from the end,
+to the latest input at most.
 
 In the running loop the DO phase's turn policy (`loop.policy.LoopPolicy.goes_on`) asks
 after every step of the loop root (no other dialog pays for it): the first two rules stop
@@ -26,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.dialogs.repeats import canonical_args, normalized_digest
-from mindloop.loop.ladder import FailureClass
+from mindloop.loop.ladder import FailureClass, Outcome
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
 
 # Tool results that are FORMAT failures (agent-loop §8.1), by how the engine words them.
@@ -204,6 +207,28 @@ def format_failures(
         if count > limit:
             break
     return count
+
+
+class FormatExhausted(BaseModel):
+    """L0 of the ladder used up: `format_requeries` repair prompts (the failing results
+    the model read) did not fix its output; the phase ends (in DO: node CHECK_FAILED)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    failures: int  # FORMAT failures in a row, the last included
+
+    def reason(self) -> str:
+        return (
+            f"{Outcome.FORMAT_EXHAUSTED}: {self.failures} steps in a row failed on format "
+            f"(invalid arguments, unknown tools, calls not allowed in the phase); "
+            f"{self.failures - 1} repair prompts did not help"
+        )
+
+
+def format_exhausted(messages: Sequence[ChatMessage], limit: int) -> FormatExhausted | None:
+    """Whether the latest steps used up L0: more than `limit` FORMAT failures in a row."""
+    count = format_failures(messages, limit)
+    return FormatExhausted(failures=count) if count > limit else None
 
 
 def _name(step: Step) -> str:

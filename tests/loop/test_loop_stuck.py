@@ -168,3 +168,42 @@ async def test_a_member_repeating_one_call_ends_its_do_entry_as_stuck(
     adjust = next(t for t in inputs if t.startswith("[work loop] Phase ADJUST"))
     assert f"STUCK ({rule})" in adjust
     await rt.aclose()
+
+
+async def test_steps_failing_on_format_end_the_phase_after_two_repair_prompts(
+    rtws: Path,
+) -> None:
+    """L0 of the ladder in the running loop: a DO step whose calls fail on format (an
+    unknown tool, invalid arguments, a tool the phase does not allow) gets its error as
+    a repair prompt; the third such step in a row ends the entry with FORMAT_EXHAUSTED
+    (not at the step cap, and not as stuck: the calls differ), the node CHECK_FAILED."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("loop"), end("DO")),
+            turn(call("shel", command="ls")),  # unknown tool
+            turn(call("read_file")),  # invalid arguments: no path
+            turn(call("rule_add", text="x")),  # not a DO tool
+            turn(
+                call(
+                    "node_transition",
+                    node_id="n1",
+                    to="FAILED",
+                    reason="cannot be done",
+                    conclusion="gave up: the calls kept failing",
+                ),
+                end("END"),
+            ),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "try")
+    assert report.outcome is LoopOutcome.FAILED and model.remaining == 0
+    assert phases(model) == ["PLAN", "DO", "DO", "DO", "ADJUST", "SELF_IMPROVE"]
+    [failed] = [
+        e.data["reason"]
+        for e in repo.log(rt.store, TASK)
+        if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
+    ]
+    assert failed.startswith("FORMAT_EXHAUSTED: 3 steps in a row"), failed
+    await rt.aclose()
