@@ -16,6 +16,7 @@ they commit in that same transaction, which is then durable.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,10 +102,9 @@ class ToolStep:
                 refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:
                 out = ToolOutput(refusal.text(), is_error=True)
-            elif (
-                tool is not None
-                and live.member.approval_required
-                and approvals.needs_approval(live.member, tool)
+            elif tool is not None and (
+                (live.member.approval_required and approvals.needs_approval(live.member, tool))
+                or (tool.asks_approval is not None and tool.asks_approval(call.arguments))
             ):  # not run: it waits for the human's decision
                 out = approvals.request(live.member.id, call, tool, ctx.call_key)
             else:  # an unknown name is answered by the registry, listing what is offered
@@ -240,7 +240,9 @@ class ToolStep:
             if approvals.args_digest(d["tool"], d["arguments"]) != allowed:
                 ran.append((d, None))
                 continue
-            ctx = self.context_for(live, d["call_key"])
+            ctx = dataclasses.replace(
+                self.context_for(live, d["call_key"]), approval_id=d["wait_id"]
+            )
             self.bus.publish(
                 ToolCalled(
                     dialog_id=did, call_id=d["call_id"], name=d["tool"], arguments=d["arguments"]

@@ -226,8 +226,9 @@ def check_retry(
     if relaxes and (new.approval_id is None or not approved(new.approval_id)):
         return Rejected(
             rule=RetryRule.RELAXED_WITHOUT_APPROVAL,
-            message="relaxing an acceptance criterion needs the user's approval: ask "
-            "for it (WAIT_USER_APPROVAL) and retry with its approval id",
+            message="relaxing an acceptance criterion needs the user's approval, and "
+            f"{new.approval_id or 'none'} is not one they gave: propose it without "
+            "approval_id and the runtime asks them (WAIT_USER_APPROVAL)",
         )
     return None
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,14 @@ class RetryProposeArgs(ToolArgs):
         "DO: leave it out (an attempt is told apart by the workspace's changes).",
     )
     relaxes_acceptance: bool = Field(
-        default=False, description="ACCEPTANCE: the change weakens a criterion."
+        default=False,
+        description="ACCEPTANCE: the change weakens a criterion. The call then waits for "
+        "the human's approval (it runs once they approve; a rejection comes as a note).",
     )
     approval_id: str | None = Field(
-        default=None, description="The user's approval that allows relaxing a criterion."
+        default=None,
+        description="An approval the user gave for relaxing a criterion (leave it out: "
+        "the runtime asks for one).",
     )
 
 
@@ -117,6 +122,22 @@ DESCRIPTION = (
     "refuses a retry that repeats an earlier one (same workspace changes, same plan) or "
     "breaks a rule, and says which; then propose a different one."
 )
+
+
+def asks_approval(arguments: str) -> bool:
+    """Rule (e): a retry that relaxes an acceptance criterion runs only once the human
+    approved it (the call waits for their decision, WAIT_USER_APPROVAL); the approved
+    call then carries its approval (`ToolContext.approval_id`)."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return False  # the call fails validation anyway
+    return (
+        isinstance(args, dict)
+        and args.get("change_kind") == ChangeKind.ACCEPTANCE.value
+        and args.get("relaxes_acceptance") is True
+        and not args.get("approval_id")
+    )
 
 
 def approved(store: Store, approval_id: str) -> bool:
@@ -155,7 +176,17 @@ class RetryTool:
         text = DESCRIPTION.format(
             repairs=self.config.do_repairs, cycles=self.config.adjust_per_node
         )
-        return [Tool(RETRY_TOOL, text, RetryProposeArgs, self.run, RETRY_TOOLSET, store_only=True)]
+        return [
+            Tool(
+                RETRY_TOOL,
+                text,
+                RetryProposeArgs,
+                self.run,
+                RETRY_TOOLSET,
+                store_only=True,
+                asks_approval=asks_approval,
+            )
+        ]
 
 
 async def _propose(
@@ -189,6 +220,8 @@ async def _propose(
         fingerprint = plan_fingerprint(args.plan or "")
     digest = evidence_digest(args.evidence)
     root = ctx.dialog_id
+    if args.approval_id is None and ctx.approval_id is not None:  # the human approved it
+        args = args.model_copy(update={"approval_id": ctx.approval_id})
 
     def decide(at: Store, *, write: bool) -> EffectResult:
         return _decide(at, root, phase, level, args, digest, fingerprint, config, write=write)

@@ -171,6 +171,8 @@ class ToolContext:
     # The work-loop phase the calling dialog is in (PLAN, DO, CHECK, ADJUST,
     # SELF_IMPROVE), None outside the loop: who a workspace tool acts as.
     phase: str | None = None
+    # The human's approval this call runs under (a call they approved), else None.
+    approval_id: str | None = None
 
     def __post_init__(self) -> None:
         if not _CALL_KEY.fullmatch(self.call_key):
@@ -294,6 +296,10 @@ class Tool(Generic[ArgsT]):
     # that commit with its result. A generation that calls only such tools is not
     # flushed to disk before they run: the durable commit of their results covers it.
     store_only: bool = False
+    # Whether a call (its JSON arguments) needs the human's approval whatever the
+    # member's `approval_required`, as the tool's own rule says (e.g. `retry_propose`
+    # relaxing an acceptance criterion): None, never.
+    asks_approval: Callable[[str], bool] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""

@@ -188,3 +188,61 @@ async def test_adjust_needs_an_accepted_cycle_and_the_fourth_fails_the_node(rtws
     assert "retries 3" in text
     assert "n1 L3 #3 DECOMPOSE: split parsing into a lexer and a parser" in text
     await rt.aclose()
+
+
+async def test_relaxing_a_criterion_waits_for_the_humans_approval_and_then_counts(
+    rtws: Path,
+) -> None:
+    """Rule (e): an ADJUST cycle that relaxes an acceptance criterion does not run until
+    the human approves it: the call waits (WAIT_USER_APPROVAL), the task stops waiting on
+    the human (exit 4); approved, the very call runs under that approval and its record
+    names it, and the node goes back to work."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    relax = call(
+        "retry_propose",
+        failure_class="CHECK_FAIL",
+        evidence="check report: AC1 wants 1 s, the API answers in 1.4 s",
+        reflection="the criterion is stricter than the user needs",
+        change_kind="ACCEPTANCE",
+        change_summary="accept answers within 2 s",
+        plan="relax AC1 to 2 s",
+        relaxes_acceptance=True,
+    )
+    model = ScriptedModel(
+        [
+            turn(create("api"), end("DO")),  # PLAN
+            turn(complete("n1"), end("CHECK")),  # DO
+            turn(verdict("n1", ok=False), end("ADJUST")),  # CHECK fails it
+            turn(relax),  # ADJUST: waits for the human
+            turn(retry("n1"), end("DO")),  # after the approval: back to work
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),  # SELF_IMPROVE
+        ]
+    )
+    report, rt = await run_task(rtws, model, "build the api")
+    assert report.outcome is LoopOutcome.WAITING and "approval" in report.reason
+    [pending] = rt.pending_approvals()
+    assert pending.tool == "retry_propose"
+    assert RetryRows(rt.store).of_node(TASK, "n1") == []  # not run before the approval
+    rt.approve(pending.id)
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0, report.reason
+    [record] = RetryRows(rt.store).of_node(TASK, "n1")
+    assert (record.level, record.change_kind, record.approval_id) == (
+        "L3",
+        "ACCEPTANCE",
+        pending.id,
+    )
+    assert phases(model) == [
+        "PLAN",
+        "DO",
+        "CHECK",
+        "ADJUST",
+        "ADJUST",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
+    await rt.aclose()
