@@ -31,7 +31,7 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mindloop.workspace.commands import Session
@@ -209,17 +209,21 @@ def unchanged_since_checks(
 
 
 def ready_benches(
-    state: WorkspaceState, rtws: Path, checked: Mapping[str, tuple[float, str]]
+    state: WorkspaceState,
+    rtws: Path,
+    checked: Callable[[], Mapping[str, tuple[float, str]]],
 ) -> tuple[frozenset[str], dict[str, str]]:
     """The BENCH nodes for which all four conditions hold, and why the others that pass
-    1, 2 and 4 do not (condition 3)."""
+    1, 2 and 4 do not (condition 3). `checked()` gives the passing CHECKs recorded (read
+    only when a BENCH node is a candidate)."""
     candidates = bench_candidates(state)
     if not candidates:
         return frozenset(), {}
+    marks = checked()
     ref = workspace_ref(rtws)
     ready, why = set(), {}
     for node in candidates:
-        problem = unchanged_since_checks(state, node, checked, ref)
+        problem = unchanged_since_checks(state, node, marks, ref)
         if problem is None:
             ready.add(node.id)
         else:

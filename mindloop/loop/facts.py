@@ -51,7 +51,7 @@ def gather(
     if ws is None:
         ws = repo.load(store, state.task_path)
     pending, _, questions, blocking = store.wait_state(state.root_id)
-    benches, why = ready_benches(ws, rt.rtws, state.checked)
+    benches, why = ready_benches(ws, rt.rtws, lambda: ls.checks(store, state.root_id))
     ended = state.ended
     wait_registered = False
     if ended is not None and state.phase is not None:

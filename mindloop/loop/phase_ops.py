@@ -246,7 +246,6 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
-        checked = dict(state.checked)
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
@@ -254,7 +253,7 @@ def close(
             if done:
                 ref = workspace_ref(rt.rtws)
                 at = time.time()
-                checked.update({n: (at, ref) for n in done})
+                ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
             # the batch is done: its self_md_patch and kb_request calls have returned
             # (both dedupe, so a crash before this commit re-processes it harmlessly)
@@ -265,7 +264,6 @@ def close(
             state.model_copy(
                 update={
                     "last_summary": state.ended.summary,
-                    "checked": checked,
                     "refusals": state.refusals + count_refusals(messages),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,

@@ -29,6 +29,9 @@ _UPDATE = (
     .where(_c.scope == sa.bindparam("_scope"), _c.name == sa.bindparam("_name"))
     .values(value=sa.bindparam("_value"), updated_at=sa.bindparam("_now"))
 )
+_NAMED_LIKE = sa.select(t.cursors).where(
+    _c.scope == sa.bindparam("scope"), _c.name.like(sa.bindparam("pattern"))
+)
 _DELETE = sa.delete(t.cursors).where(
     _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
 )
@@ -73,6 +76,14 @@ class Cursors:
                     _INSERT, {"scope": scope, "name": name, "value": value, "updated_at": now}
                 )
         return CursorRecord(scope=scope, name=name, value=value, updated_at=now)
+
+    def with_prefix(self, scope: str, prefix: str) -> list[CursorRecord]:
+        """The cursors of `scope` whose names start with `prefix` (no `%` or `_` in it)."""
+        if "%" in prefix or "_" in prefix:
+            raise ValueError(f"cursor prefix {prefix!r}: no LIKE wildcards")
+        return self.store._records(
+            CursorRecord, _NAMED_LIKE, {"scope": scope, "pattern": prefix + "%"}
+        )
 
     def delete(self, scope: str, name: str) -> bool:
         return self.store._write(_DELETE, {"scope": scope, "name": name}) == 1

@@ -22,6 +22,7 @@ each write joining the caller's transaction.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -101,8 +102,6 @@ class LoopState(BaseModel):
     ended: PhaseEnd | None = None  # None while the current phase runs
     closed: bool = False  # the ended phase's bookkeeping is done (`loop.phase_ops.close`)
     last_summary: Summary | None = None  # of the phase that ended last
-    # node -> (when, workspace ref) of its passing CHECK: the BENCH rule's condition 3
-    checked: dict[str, tuple[float, str]] = Field(default_factory=dict)
     plan_reentries: int = 0  # ADJUST → PLAN so far (once per task)
     new_scope: bool = False  # a message brought new scope: PLAN (R6)
     planned: bool = False  # PLAN ran for the current scope (R6 then needs new scope)
@@ -171,7 +170,34 @@ def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     if held is not None and held.version == task.version and held.updated_at == task.updated_at:
         return held
     found = Cursors(store).get(task.root_id, CURSOR)
-    return _hold(store, _compose(task, found.value if found is not None else None))
+    value = found.value if found is not None else None
+    if value and value.get("checked"):  # written before the marks had rows of their own
+        record_checks(
+            store, task.root_id, {n: (at, ref) for n, (at, ref) in value["checked"].items()}
+        )
+    return _hold(store, _compose(task, value))
+
+
+# A node's passing CHECK (when, workspace ref), the BENCH rule's condition 3: a cursor of
+# its own per node (scope the loop root), so the loop state written at every phase does
+# not carry a map that grows with the tree.
+CHECKED = "checked:"
+
+
+def record_checks(store: Store, root_id: str, marks: Mapping[str, tuple[float, str]]) -> None:
+    """Record passing CHECKs (joins the caller's transaction)."""
+    cursors = Cursors(store)
+    with store.tx():
+        for node, (at, ref) in marks.items():
+            cursors.set(root_id, CHECKED + node, {"at": at, "ref": ref})
+
+
+def checks(store: Store, root_id: str) -> dict[str, tuple[float, str]]:
+    """node -> (when, workspace ref) of its latest passing CHECK."""
+    return {
+        c.name.removeprefix(CHECKED): (float(c.value["at"]), str(c.value["ref"]))
+        for c in Cursors(store).with_prefix(root_id, CHECKED)
+    }
 
 
 def get(store: Store, task_path: str) -> LoopState | None:

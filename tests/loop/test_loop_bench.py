@@ -87,7 +87,7 @@ def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bo
         )
     state = _tree()
     # 1. scope not done: the dep is only NEW
-    assert ready_benches(state, root, {}) == (frozenset(), {})
+    assert ready_benches(state, root, lambda: {}) == (frozenset(), {})
     complete = _move(
         _move(state, Actor.RT, NodeStatus.IN_PROGRESS),
         Actor.DO,
@@ -95,13 +95,13 @@ def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bo
         self_check=[SelfCheck(criterion="AC1", passed=True)],
         no_artifacts_reason="none",
     )
-    assert ready_benches(complete, root, {}) == (frozenset(), {})  # COMPLETE is not enough
+    assert ready_benches(complete, root, lambda: {}) == (frozenset(), {})  # COMPLETE is not enough
     done = _done(state)
     ref = workspace_ref(root)
     # 3. no check recorded, then a check at this very ref: ready
-    ready, why = ready_benches(done, root, {})
+    ready, why = ready_benches(done, root, lambda: {})
     assert not ready and "no check" in why["z"]
-    ready, why = ready_benches(done, root, {"a": (1.0, ref)})
+    ready, why = ready_benches(done, root, lambda: {"a": (1.0, ref)})
     assert ready == {"z"} and not why
     # the rtws's own state and caches are not deliverables
     (root / "tasks" / "t.tsk" / "workspace").mkdir(parents=True)
@@ -115,7 +115,7 @@ def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bo
     (root / "src" / "app.py").write_text("x = 2\n")
     changed = workspace_ref(root)
     assert changed != ref
-    ready, why = ready_benches(done, root, {"a": (1.0, ref)})
+    ready, why = ready_benches(done, root, lambda: {"a": (1.0, ref)})
     assert not ready and "changed since the checks" in why["z"]
     # 2. not quiescent: a node at work elsewhere blocks it even when checked at this ref
     s = Session(done, Authority.phase(Actor.PLAN, "plan"))
@@ -126,7 +126,7 @@ def test_a_bench_runs_only_when_all_four_conditions_hold(tmp_path: Path, git: bo
     s = Session(busy, Authority.runtime())
     s.transition(node_id="c", to=NodeStatus.IN_PROGRESS, reason="r")
     busy = s.finish().after
-    assert ready_benches(busy, root, {"a": (1.0, changed)}) == (frozenset(), {})
+    assert ready_benches(busy, root, lambda: {"a": (1.0, changed)}) == (frozenset(), {})
     if git:  # committed: the ref is HEAD again, clean
         _git(root, "add", "src")
         _git(root, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x")

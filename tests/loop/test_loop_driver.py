@@ -78,7 +78,7 @@ async def test_a_task_runs_plan_do_check_to_done(rtws: Path) -> None:
     }
     state = ls.get(rt.store, TASK)
     assert state is not None and state.status is ls.LoopStatus.DONE and state.self_improved
-    assert state.entry == 6 and set(state.checked) == {"n1", "n2"}
+    assert state.entry == 6 and set(ls.checks(rt.store, report.root_id)) == {"n1", "n2"}
     # each phase's input is one user message of the loop root, marked as the loop's
     inputs = [m for m in rt.store.load_history(report.root_id) if "loop" in m.data]
     assert [m.data["loop"]["phase"] for m in inputs] == [
