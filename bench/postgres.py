@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from bench.common import TOOL_NAME, peak_rss_bytes
-from bench.model_server import LLM_YAML, MODEL, ChainModel
+from bench.model_server import MODEL, ChainModel
 from mindloop.store.location import DATABASE_URL_ENV
 
 PG_URL_ENV = "MINDLOOP_BENCH_PG_URL"  # the bench's server (its `postgres` database)
@@ -98,7 +98,7 @@ def per_step(history: int, runs: int, *, on_postgres: bool) -> dict[str, Any]:
 # ---------------------------------------------------------------------- workers
 
 
-def worker_rtws(root: Path, model_url: str) -> Path:
+def worker_rtws(root: Path, llm_yaml: str) -> Path:
     """An rtws whose one member calls the tool chain on the loopback model."""
     from mindloop.rtws import init_rtws
 
@@ -110,7 +110,7 @@ def worker_rtws(root: Path, model_url: str) -> Path:
         "members": {"dev": {"name": "Dev", "toolsets": ["benchtools"]}},
     }
     (root / ".minds" / "team.yaml").write_text(yaml.safe_dump(team, sort_keys=False), "utf-8")
-    (root / ".minds" / "llm.yaml").write_text(LLM_YAML.format(url=model_url), "utf-8")
+    (root / ".minds" / "llm.yaml").write_text(llm_yaml, "utf-8")
     (root / "benchtools.py").write_text(TOOLS_PY, "utf-8")
     return root
 
@@ -237,7 +237,7 @@ def on_workers(
     database = new_database()
     os.environ[DATABASE_URL_ENV] = database  # this process's store (it starts the roots)
     with tempfile.TemporaryDirectory(prefix="mindloop-bench-pg-") as tmp, ChainModel(latency) as m:
-        rtws = worker_rtws(Path(tmp) / "proj", m.url)
+        rtws = worker_rtws(Path(tmp) / "proj", m.llm_yaml())
         samples = []
         with Fleet(rtws, database, workers, concurrency) as fleet:
             done = 0
@@ -246,7 +246,7 @@ def on_workers(
                 done += dialogs * steps
                 if i:
                     samples.append(sample)
-        served = m.generations
+        served = m.requests
     if served != done:
         raise RuntimeError(f"the model served {served} generations for {done} steps")
     return {

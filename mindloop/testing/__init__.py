@@ -4,9 +4,12 @@
 
 See `mindloop.testing.model` for the turn format; pass a model to
 `mindloop.service.open_project(rtws, providers={"<llm.yaml provider name>": model})` or
-`mindloop.DialogRuntime(rtws, providers={...})`.
+`mindloop.DialogRuntime(rtws, providers={...})`. For mindloop running in other
+processes, `ChatServer` serves a model function over the real OpenAI wire protocol on
+127.0.0.1 (`mindloop.testing.chat_server`).
 """
 
+from mindloop.testing.chat_server import ChatServer, Reply
 from mindloop.testing.model import (
     Call,
     Failure,
@@ -20,8 +23,10 @@ from mindloop.testing.model import (
 
 __all__ = [
     "Call",
+    "ChatServer",
     "Failure",
     "FunctionModel",
+    "Reply",
     "Respond",
     "ScriptedModel",
     "Turn",

@@ -21,22 +21,14 @@ import hashlib
 import json
 import re
 import threading
-import time
 from collections import Counter
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-LLM_YAML = """\
-providers:
-  local:
-    kind: openai-compatible
-    base_url: {url}
-    api_key_env: LOCAL_MODEL_KEY
-    models:
-      counting:
-        context_length: 32000
-"""
+from mindloop.testing.chat_server import ChatServer, Reply
+
+MODEL = "counting"
 
 
 def reply_for(last: str) -> str:
@@ -63,72 +55,30 @@ class Call:
     completed: bool = False
 
 
-@dataclass
-class ModelServer:
-    delay: float = 0.0  # seconds before the answer streams (a model's latency)
-    calls: list[Call] = field(default_factory=list)
+class ModelServer(ChatServer):
+    """The counting model (a context manager); `calls` in the order they came."""
 
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        server = self
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls: list[Call] = []
+        self._calls_lock = threading.Lock()
+        super().__init__(self._answer, model=MODEL, delay=delay)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _answer(self, body: dict[str, Any], headers: Mapping[str, str]) -> Reply:
+        msgs = [m for m in body["messages"] if m.get("role") != "system"]
+        key = hashlib.sha256(json.dumps(msgs, sort_keys=True).encode()).hexdigest()
+        last = str(msgs[-1].get("content") or "") if msgs else ""
+        worker = headers.get("authorization", "").removeprefix("Bearer ")
+        call = Call(key, worker, last)
+        with self._calls_lock:
+            self.calls.append(call)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        def delivered() -> None:
+            call.completed = True
 
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                msgs = [m for m in body["messages"] if m.get("role") != "system"]
-                key = hashlib.sha256(json.dumps(msgs, sort_keys=True).encode()).hexdigest()
-                last = str(msgs[-1].get("content") or "") if msgs else ""
-                worker = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                call = Call(key, worker, last)
-                with server._lock:
-                    server.calls.append(call)
-                time.sleep(server.delay)
-                text = reply_for(last)
-                chunks = [
-                    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
-                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                    {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
-                ]
-                payload = b"".join(
-                    b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk",
-                                             "created": 0, "model": "counting", **c}).encode()
-                    + b"\n\n"
-                    for c in chunks
-                ) + b"data: [DONE]\n\n"  # fmt: skip
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    self.wfile.flush()
-                    call.completed = True
-                except OSError:
-                    pass  # the worker was killed while waiting
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ModelServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return Reply(text=reply_for(last), delivered=delivered)
 
     def snapshot(self) -> list[Call]:
-        with self._lock:
+        with self._calls_lock:
             return list(self.calls)
 
     def repeated(self, allowed_from: set[str] = frozenset()) -> dict[str, int]:  # type: ignore[assignment]

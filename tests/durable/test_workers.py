@@ -34,7 +34,7 @@ from tests.durable.fleet import (
     start_worker,
     workers_json,
 )
-from tests.durable.model_server import LLM_YAML, ModelServer
+from tests.durable.model_server import ModelServer
 from tests.scenario_util import ml, write_team
 
 
@@ -45,7 +45,7 @@ def database() -> str:
 
 def _project(rtws: Path, server: ModelServer) -> None:
     write_team(rtws, {"dev": {}, "qa": {}}, provider="local", model="counting")
-    (rtws / ".minds" / "llm.yaml").write_text(LLM_YAML.format(url=server.url), "utf-8")
+    (rtws / ".minds" / "llm.yaml").write_text(server.llm_yaml(), "utf-8")
 
 
 def _store(database: str, monkeypatch: pytest.MonkeyPatch, rtws: Path) -> Store:
