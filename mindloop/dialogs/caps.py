@@ -11,6 +11,8 @@ The task's usage is read (one aggregate query) only when a task cap is set.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from mindloop.config import CapLimits, CapsConfig
@@ -41,6 +43,21 @@ _WHO = {
 }
 
 
+class CapScope(StrEnum):
+    """Where a cap is set: `caps.drive` (one drive) or `caps.task` (the whole task)."""
+
+    DRIVE = "drive"
+    TASK = "task"
+
+
+@dataclass(frozen=True)
+class CapHit:
+    """A cap reached: which scope's, and the note that says it."""
+
+    scope: CapScope
+    note: str
+
+
 class CapGuard:
     """The caps of one runtime (its config is fixed for its life)."""
 
@@ -49,19 +66,20 @@ class CapGuard:
         self.caps = caps
         self.lang: Lang = lang if lang in ("en", "zh") else "en"
 
-    def reached(self, live: LiveDialog, drive: UsageTotals) -> str | None:
-        """The note to stop with, or None while every cap leaves room."""
+    def reached(self, live: LiveDialog, drive: UsageTotals) -> CapHit | None:
+        """The cap reached and the note to stop with, or None while every cap leaves
+        room."""
         hit = _over(self.caps.drive, drive)
-        scope = "drive"
+        scope = CapScope.DRIVE
         if hit is None and self.caps.task.any:
             hit = _over(self.caps.task, self.store.usage(task_path=live.record.task_path))
-            scope = "task"
+            scope = CapScope.TASK
         if hit is None:
             return None
         key, used, cap = hit
         who = _WHO[(self.lang, scope)].format(task=live.record.task_path)
         what = _SPENT[(self.lang, key)].format(who=who, used=used, cap=cap)
-        return CAP_NOTE[self.lang].format(what=what, scope=scope, key=key)
+        return CapHit(scope, CAP_NOTE[self.lang].format(what=what, scope=scope, key=key))
 
 
 def _over(limits: CapLimits, used: UsageTotals) -> tuple[str, str, str] | None:

@@ -172,8 +172,8 @@ class Driver:
                         return DriveEnd.WAITING
             cap = self.caps.reached(live, result.usage)
             if cap is not None:
-                result.cap = cap
-                self._note(live, cap)
+                result.cap, result.cap_scope = cap.note, cap.scope
+                self._note(live, cap.note)
                 return DriveEnd.CAP_REACHED
             result.steps = step
             if step > 1 and (state.pending or state.inbox):  # replies, or a wait's news

@@ -34,6 +34,7 @@ class DriveResult:
     error: str | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)  # this drive's generations
     cap: str | None = None  # with CAP_REACHED: which cap, as a sentence
+    cap_scope: str | None = None  # with CAP_REACHED: "drive" or "task" (`caps.CapScope`)
 
 
 @dataclass(frozen=True)

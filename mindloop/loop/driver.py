@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mindloop.dialogs.budgeted import BudgetedRequests
+from mindloop.dialogs.caps import CapScope
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
@@ -50,6 +51,7 @@ from mindloop.loop import phase_ops, stale
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
+from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
@@ -304,16 +306,18 @@ class TaskLoop:
         if target is Target.PARK:
             return await self._park(state, report)
         if target is Target.END:
-            if not state.self_improved and state.drive_steps >= self.limits.drive_steps:
-                self._ask_to_continue(state)
+            cap = None if state.self_improved else self._drive_cap(state)
+            if cap is not None:
+                self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
                 return False
             if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
                 return self._enter(state, Phase.SELF_IMPROVE, decision, notes, gathered, report)
             return self._finish(state, report)
         phase = target.phase
         assert phase is not None
-        if state.drive_steps >= self.limits.drive_steps:  # before more work: ask to go on
-            self._ask_to_continue(state)
+        cap = self._drive_cap(state)
+        if cap is not None:  # before more work: ask to go on
+            self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
             return False
         if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
             failed = phase_ops.fail_exhausted_adjust(rt, state)
@@ -395,7 +399,7 @@ class TaskLoop:
         reason = result.reason
         end = self._end_of(state, reason, cap)
         if end is not None:  # ended, by phase_end or as the drive's end says: closed now
-            self._close(state, end, result.steps)
+            self._close(state, end, result.steps, result.usage.cost_usd)
             return False
         if result.steps:
             state = phase_ops.save(
@@ -403,8 +407,17 @@ class TaskLoop:
                 state,
                 entry_steps=state.entry_steps + result.steps,
                 drive_steps=state.drive_steps + result.steps,
+                drive_cost=state.drive_cost + result.usage.cost_usd,
             )
         if reason is DriveEnd.CAP_REACHED:
+            if result.cap_scope == CapScope.DRIVE:  # a drive's cap: ask whether to go on
+                why = result.cap or "a cap of caps.drive was reached"
+                self._ask_to_continue(
+                    f"{why.removeprefix('[mindloop] ')} Continue?",
+                    "Answer to let the work go on (`mindloop answer`), or stop here.",
+                )
+                return False
+            # a task's cap is its budget: raised in team.yaml, not by an answer
             report.outcome, report.reason = LoopOutcome.CAP, result.cap or "a cap was reached"
             return True
         if reason is DriveEnd.ERROR:
@@ -479,17 +492,33 @@ class TaskLoop:
     def _end(self, state: ls.LoopState, by: ls.EndedBy, reason: str) -> None:
         self._close(state, ls.PhaseEnd(by=by, reason=reason, at=time.time()))
 
-    def _close(self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0) -> None:
-        """Close the current phase (`phase_ops.close`, with the drive's `steps`); the
-        next look routes from the closed state."""
-        closed, messages = phase_ops.close(self.rt, state, end, steps=steps)
+    def _close(
+        self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0, cost: float = 0.0
+    ) -> None:
+        """Close the current phase (`phase_ops.close`, with the drive's `steps` and
+        `cost`); the next look routes from the closed state."""
+        closed, messages = phase_ops.close(self.rt, state, end, steps=steps, cost=cost)
         self._publish_end(closed)
         self._next = (closed, messages)
 
-    def _ask_to_continue(self, state: ls.LoopState) -> None:
-        """The task took `loop.retries.drive_steps` model steps since the human last spoke:
-        ask whether to go on (agent-loop §8.2); the question parks the task (R1) until it
-        is answered."""
+    def _drive_cap(self, state: ls.LoopState) -> DriveCap | None:
+        """The drive cap the loop reached since the human last spoke (agent-loop §8.2):
+        `loop.retries.drive_steps` model steps, or `caps.drive.max_cost` spent."""
+        max_cost = self.rt.config.team.caps.drive.max_cost
+        return drive_cap(state.drive_steps, state.drive_cost, self.limits, max_cost)
+
+    def _continue_body(self, cap: DriveCap) -> str:
+        if cap.kind is CapKind.STEPS:
+            return (
+                f"Answer to let it go on for another {self.limits.drive_steps} steps "
+                "(`mindloop answer`), or stop here."
+            )
+        return "Answer to let it go on (`mindloop answer`), or stop here."
+
+    def _ask_to_continue(self, headline: str, body: str) -> None:
+        """A drive cap was reached: ask the human whether to go on (agent-loop §8.2); the
+        question parks the task (R1) until it is answered, and the loop's count since
+        their last word starts again."""
         store = self.rt.store
         with store.tx():
             rec = store.get_dialog(self.root)
@@ -498,17 +527,15 @@ class TaskLoop:
                     id=new_id("q4h-"),
                     dialog_id=self.root,
                     root_id=self.root,
-                    headline=f"The work loop took {state.drive_steps} model steps since your "
-                    "last input. Continue?",
-                    body="Answer to let it go on for another "
-                    f"{self.limits.drive_steps} steps (`mindloop answer`), or stop here.",
+                    headline=headline,
+                    body=body,
                     call_id=new_id("loop-"),
                     course=rec.course,
                 )
             )
             fresh = ls.get(store, self.task)
             assert fresh is not None
-            ls.save(store, fresh.model_copy(update={"drive_steps": 0}))
+            ls.save(store, fresh.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
         self.rt.bus.publish(
             QuestionAsked(dialog_id=self.root, question_id=q.id, headline=q.headline, body=q.body)
         )

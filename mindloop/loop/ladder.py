@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from mindloop.config.caps import format_usd
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.i18n import Lang
 
@@ -145,11 +146,11 @@ class CapKind(StrEnum):
 _CAP_QUESTION: dict[tuple[Lang, CapKind], str] = {
     ("en", CapKind.STEPS): "The work loop has taken {used} model steps since your last input "
     "(the cap is {cap}, loop.retries.drive_steps). Continue?",
-    ("en", CapKind.COST): "The work loop has spent ${used:.2f} since your last input (the cap "
-    "is ${cap:.2f}, caps.drive.max_cost). Continue?",
+    ("en", CapKind.COST): "The work loop has spent {used} since your last input (the cap "
+    "is {cap}, caps.drive.max_cost). Continue?",
     ("zh", CapKind.STEPS): "自你上次输入以来，工作循环已执行 {used} 个模型步骤（上限为 {cap}，"
     "loop.retries.drive_steps）。是否继续？",
-    ("zh", CapKind.COST): "自你上次输入以来，工作循环已花费 ${used:.2f}（上限为 ${cap:.2f}，"
+    ("zh", CapKind.COST): "自你上次输入以来，工作循环已花费 {used}（上限为 {cap}，"
     "caps.drive.max_cost）。是否继续？",
 }
 
@@ -165,7 +166,9 @@ class DriveCap(BaseModel):
 
     def question(self, lang: Lang = "en") -> str:
         text = _CAP_QUESTION.get((lang, self.kind), _CAP_QUESTION[("en", self.kind)])
-        return text.format(used=self.used, cap=self.cap)
+        if self.kind is CapKind.COST:  # dollars as people read them ($0.0144, $12.34)
+            return text.format(used=format_usd(self.used), cap=format_usd(self.cap))
+        return text.format(used=int(self.used), cap=int(self.cap))
 
 
 def drive_cap(

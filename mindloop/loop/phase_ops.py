@@ -220,10 +220,15 @@ def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord
 
 
 def close(
-    rt: DialogRuntime, state: ls.LoopState, end: ls.PhaseEnd | None, *, steps: int = 0
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    end: ls.PhaseEnd | None,
+    *,
+    steps: int = 0,
+    cost: float = 0.0,
 ) -> tuple[ls.LoopState, list[MessageRecord]]:
     """Record the end of the current phase (one lazy transaction): `end` unless
-    `phase_end` recorded one already; the model `steps` of its last drive and the
+    `phase_end` recorded one already; the model `steps` (and `cost`) of its last drive and the
     refusals of the entry counted; a DO entry out of steps leaves its node CHECK_FAILED;
     a CHECK entry records the refs its nodes passed at. The closed state, and the
     entry's messages (read for the count)."""
@@ -267,6 +272,7 @@ def close(
                     "refusals": state.refusals + count_refusals(messages),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,
+                    "drive_cost": state.drive_cost + cost,
                     "closed": True,
                 }
             ),

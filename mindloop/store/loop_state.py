@@ -97,6 +97,7 @@ class LoopState(BaseModel):
     entered_at: float = 0.0  # when the current entry started
     entry_steps: int = 0  # model steps the current entry took so far
     drive_steps: int = 0  # model steps since the human last said something (the cap)
+    drive_cost: float = 0.0  # US dollars spent since then (`caps.drive.max_cost`)
     node_id: str | None = None  # the node the current entry works (DO, ADJUST)
     targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
     ended: PhaseEnd | None = None  # None while the current phase runs

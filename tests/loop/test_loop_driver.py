@@ -300,6 +300,78 @@ async def test_a_spending_cap_ends_the_run_with_cap_reached(rtws: Path) -> None:
     await rt.aclose()
 
 
+def _caps(rtws: Path, caps: dict[str, object], price: float | None = None) -> None:
+    """`caps:` in team.yaml; with `price`, the mock model costs that many dollars per
+    million input tokens."""
+    import yaml
+
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["caps"] = caps
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    if price is not None:
+        llm = rtws / ".minds" / "llm.yaml"
+        conf = yaml.safe_load(llm.read_text("utf-8"))
+        conf["providers"]["mock"]["models"]["mock-model"]["price"] = {
+            "input_per_mtok": price,
+            "output_per_mtok": 0,
+        }
+        llm.write_text(yaml.safe_dump(conf), "utf-8")
+
+
+async def test_a_drive_cap_reached_mid_phase_asks_whether_to_go_on(rtws: Path) -> None:
+    """`caps.drive` in the loop (agent-loop §8.2): the drive stops at the cap, and the
+    task waits on a question instead of ending; answered, the phase goes on."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    _caps(rtws, {"drive": {"max_tokens": 1000}})
+    big = Turn(tool_calls=[call("list_dir", path=".")], input_tokens=900, output_tokens=200)
+    model = ScriptedModel(
+        [
+            big,  # PLAN: over the drive's cap after this step
+            turn(create("a"), end("DO")),
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    [q] = rt.store.open_questions()
+    assert "caps.drive.max_tokens" in q.headline and q.headline.endswith("Continue?")
+    rt.answer_question(q.id, "yes, go on")
+    await rt.aclose()
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0, report.reason
+    assert phases(model) == ["PLAN", "PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    await rt.aclose()
+
+
+async def test_the_loops_spending_since_the_humans_last_word_is_capped_by_a_question(
+    rtws: Path,
+) -> None:
+    """`caps.drive.max_cost` counts what the loop spent since the human last spoke,
+    across phases: once reached, the human is asked before more work (in their
+    currency format); the count starts again after the question."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    _caps(rtws, {"drive": {"max_cost": 0.25}}, price=1000)  # $0.001 a token
+    step = {"input_tokens": 100, "output_tokens": 0}  # $0.10 a step
+    model = ScriptedModel(
+        [
+            Turn(tool_calls=[create("a"), end("DO")], **step),  # PLAN
+            Turn(tool_calls=[complete("n1"), end("CHECK")], **step),  # DO
+            Turn(tool_calls=[verdict("n1", ok=False), end("ADJUST")], **step),  # CHECK: $0.30
+        ]
+    )
+    report, rt = await run_task(rtws, model, "go")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    [q] = rt.store.open_questions()
+    assert "$0.30" in q.headline and "caps.drive.max_cost" in q.headline
+    assert phases(model) == ["PLAN", "DO", "CHECK"]  # asked before ADJUST was entered
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.drive_cost == 0.0
+    await rt.aclose()
+
+
 async def test_after_the_drive_step_cap_the_human_is_asked_whether_to_go_on(
     rtws: Path,
 ) -> None:
