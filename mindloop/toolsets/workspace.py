@@ -218,6 +218,7 @@ class Tools:
                 skills=a.skills or [],
                 assignee=a.assignee,
                 can_start_immediately=a.can_start_immediately,
+                supersedes=a.supersedes,
             )
 
         return self._write(ctx, command, lambda n, ch: f"created {_line(ch.after, n)}")
@@ -599,6 +600,7 @@ def _details(state: WorkspaceState, n: Node, log: list[Any]) -> str:
         ("blockers", "; ".join(n.blockers)),
         ("notes", n.notes),
         ("conclusion", n.conclusion),
+        ("supersedes", n.supersedes or ""),
     ):
         if value:
             lines.append(f"{label}: {value}")

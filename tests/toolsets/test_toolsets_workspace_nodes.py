@@ -346,3 +346,37 @@ async def test_every_declared_parameter_reaches_its_handler(env: Env) -> None:
     out = await env.call("node_update", node_id="n2", notes="n", artifacts=["a"], conclusion="c")
     n2 = env.state().nodes["n2"]
     assert (n2.notes, n2.artifacts, n2.conclusion) == ("n", ["a"], "c")
+
+
+async def test_node_create_supersedes_a_terminal_node(env: Env) -> None:
+    """Reopening is a new node with `supersedes` (the refusals say so): the tool takes it."""
+    await _tree(env)
+    await env.call("node_transition", node_id="n3", to="IN_PROGRESS", reason="go")
+    await env.call(
+        "node_transition", node_id="n3", to="COMPLETE", reason="x", no_artifacts_reason="none"
+    )
+    out = await env.call("node_transition", node_id="n3", to="DONE", reason="ok", conclusion="c")
+    assert not out.is_error, out.text
+    before = env.snapshot()
+    out = await env.call(
+        "node_create",
+        parent_id="n1",
+        kind="EXECUTION",
+        title="Schema again",
+        requirement="s",
+        supersedes="n2",
+    )
+    assert out.is_error and out.text.startswith("INVALID_SUPERSEDES: supersedes: n2 is NEW")
+    assert env.snapshot() == before
+    out = await env.call(
+        "node_create",
+        parent_id="n1",
+        kind="EXECUTION",
+        title="Schema again",
+        requirement="s",
+        supersedes="n3",
+    )
+    assert not out.is_error, out.text
+    assert env.state().nodes["n5"].supersedes == "n3"
+    out = await env.call("node_get", node_id="n5")
+    assert "supersedes: n3" in out.text
