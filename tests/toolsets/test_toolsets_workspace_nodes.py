@@ -380,3 +380,28 @@ async def test_node_create_supersedes_a_terminal_node(env: Env) -> None:
     assert env.state().nodes["n5"].supersedes == "n3"
     out = await env.call("node_get", node_id="n5")
     assert "supersedes: n3" in out.text
+
+
+async def test_node_list_shows_the_start_scans_offer_when_the_cli_initialised(env: Env) -> None:
+    """The offer is appended to the first tool result only; a workspace first touched from
+    the CLI (a `rules add`) never showed it to an agent. node_list and node_get root show
+    the docs offered and not given to any node yet."""
+    from mindloop.workspace.api import WorkspaceApi
+
+    WorkspaceApi(env.rtws, TASK, store=env.store).add_rule("Use type hints everywhere")
+    out = await env.call("node_list")
+    assert not out.is_error and "start scan found these docs" not in out.text  # not first use
+    assert "offered" in out.text and "README.md" in out.text and "docs/auth.md" in out.text
+    out = await env.call("node_get", node_id="root")
+    assert "offered" in out.text and "README.md" in out.text
+    await env.call(
+        "node_create",
+        parent_id="root",
+        kind="EXECUTION",
+        title="x",
+        requirement="r",
+        docs=[{"path": "README.md"}],
+    )
+    out = await env.call("node_list")
+    offered = next(line for line in out.text.splitlines() if "offered" in line)
+    assert "README.md" not in offered and "docs/auth.md" in offered  # given: no longer offered
