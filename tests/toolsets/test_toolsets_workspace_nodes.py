@@ -405,3 +405,18 @@ async def test_node_list_shows_the_start_scans_offer_when_the_cli_initialised(en
     out = await env.call("node_list")
     offered = next(line for line in out.text.splitlines() if "offered" in line)
     assert "README.md" not in offered and "docs/auth.md" in offered  # given: no longer offered
+
+
+async def test_statement_54_node_get_shows_the_last_20_log_rows(env: Env) -> None:
+    """54 as kept: a node's 27 log rows (created, – → NEW, 25 updates) → node_get shows
+    the newest 20, oldest first (no `maxLogEntries`: the log files keep every row)."""
+    await env.call("node_create", parent_id="root", kind="EXECUTION", title="E", requirement="e")
+    for i in range(25):
+        out = await env.call("node_update", node_id="n1", notes=f"step {i}")
+        assert not out.is_error, out.text
+    out = await env.call("node_get", node_id="n1")
+    shown = out.text.split("\nlog:\n", 1)[1].splitlines()
+    assert len(shown) == 20 and all(line.endswith("updated notes") for line in shown)
+    assert "created" not in out.text.split("\nlog:\n", 1)[1]
+    log = (env.rtws / TASK / "workspace" / "nodes" / "E_n1" / "Log.md").read_text()
+    assert log.count("updated notes") == 25 and "created" in log
