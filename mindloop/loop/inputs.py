@@ -4,7 +4,8 @@ It fills the phase's input template (`phase_texts.INPUT_SECTIONS`, in the work l
 the runtime's notes (a dropped hint, why a BENCH waits), the current node (DO, ADJUST) or
 the nodes to check (CHECK) as the workspace's node-context function renders them, the
 waits resolved since the last phase, a compact tree of the workspace, and the last step
-summary (the ended phase's `phase_end.summary`). Everything is read from the store by the
+summary (the ended phase's `phase_end.summary`); PLAN's also names the docs the task's
+start scan offered that no node has yet. Everything is read from the store by the
 caller; this module only writes text.
 """
 
@@ -30,6 +31,14 @@ from mindloop.workspace.models import Node, NodeKind
 from mindloop.workspace.state import WorkspaceState, is_ready
 
 TREE_LINES = 60  # nodes listed at most (the rest are counted)
+
+# PLAN's input names the start scan's docs no node has yet (however the workspace was
+# first touched: a tool's first result names them, a CLI command shows no agent).
+OFFERED: dict[Lang, str] = {
+    "en": "## Docs found at the task's start (offered, not dispatched: give a node the ones "
+    "it needs with `docs` or node_reference)",
+    "zh": "## 任务启动时发现的文档（已提供，未分派：用 `docs` 或 node_reference 交给需要它们的节点）",
+}
 
 
 @dataclass
@@ -133,6 +142,10 @@ def render(inp: PhaseInput) -> str:
     out = [INPUT_HEADER[lang].format(phase=inp.phase.value, entry=inp.entry)]
     if inp.notes:
         out += ["", h["notes"], *(f"- {n}" for n in inp.notes)]
+    if inp.phase is Phase.PLAN:
+        offered = inp.workspace.pending_offers()
+        if offered:
+            out += ["", OFFERED[lang], ", ".join(d.path for d in offered)]
     if inp.phase in (Phase.DO, Phase.ADJUST):
         out += ["", h["node"]]
         if inp.node is not None and inp.node in inp.workspace.nodes:

@@ -59,6 +59,7 @@ from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.fields import LIMITS
 from mindloop.workspace.models import (
     MAIN,
+    ROOT_ID,
     DocRef,
     DocStatus,
     Node,
@@ -218,6 +219,7 @@ class Tools:
                 skills=a.skills or [],
                 assignee=a.assignee,
                 can_start_immediately=a.can_start_immediately,
+                supersedes=a.supersedes,
             )
 
         return self._write(ctx, command, lambda n, ch: f"created {_line(ch.after, n)}")
@@ -337,7 +339,8 @@ class Tools:
                 is_error=True,
             )
         log = [e for e in ctx.workspace.log(task) if e.node_id == node.id][-20:]
-        return ToolOutput(_details(state, node, log))
+        offers = _offers(state) if node.id == ROOT_ID else []
+        return ToolOutput("\n".join([_details(state, node, log), *offers]))
 
     async def node_list(self, a: NodeListArgs, ctx: ToolContext) -> ToolOutput:
         task = _task(ctx)
@@ -346,15 +349,16 @@ class Tools:
         assert ctx.workspace is not None
         state: WorkspaceState = ctx.workspace.load(task)
 
-        def listing(st: WorkspaceState) -> str:
+        def listing(st: WorkspaceState, offers: bool = True) -> str:
             if a.root_id not in st.nodes:
                 raise WorkspaceError("UNKNOWN_NODE", f"no node {a.root_id!r}", arg="root_id")
             lines = [f"workspace of {st.task} (focus: {st.focus})"]
             lines += ["  " * d + _line(st, n) for n, d in st.walk(a.root_id, a.depth)]
-            return "\n".join(lines)
+            offers = offers and a.root_id == ROOT_ID  # the whole workspace's listing
+            return "\n".join([*lines, *(_offers(st) if offers else [])])
 
-        if not state.exists:
-            return self._write(ctx, lambda s: None, lambda _r, ch: listing(ch.after))
+        if not state.exists:  # the first use: its note names the offer (`_first_use`)
+            return self._write(ctx, lambda s: None, lambda _r, ch: listing(ch.after, False))
         try:
             return ToolOutput(listing(state))
         except WorkspaceError as exc:
@@ -558,6 +562,18 @@ def _dry_session(ctx: ToolContext, task: str, authority: Authority) -> Session:
     )
 
 
+def _offers(state: WorkspaceState) -> list[str]:
+    """The start scan's docs no node has yet (however the workspace was first touched:
+    the first tool result names them only when a tool initialised it)."""
+    pending = state.pending_offers()
+    if not pending:
+        return []
+    return [
+        "docs the start scan found, offered (not dispatched; give them to nodes with "
+        "`docs` or node_reference): " + ", ".join(d.path for d in pending)
+    ]
+
+
 def _line(state: WorkspaceState, n: Node) -> str:
     parts = [f"{n.id} [{n.status}] {n.kind.value}"]
     if n.kind is NodeKind.EXECUTION and n.type is NodeType.BENCH:
@@ -599,6 +615,7 @@ def _details(state: WorkspaceState, n: Node, log: list[Any]) -> str:
         ("blockers", "; ".join(n.blockers)),
         ("notes", n.notes),
         ("conclusion", n.conclusion),
+        ("supersedes", n.supersedes or ""),
     ):
         if value:
             lines.append(f"{label}: {value}")

@@ -66,6 +66,11 @@ class NodeCreateArgs(ToolArgs):
     can_start_immediately: bool = Field(
         default=False, description="Independent of earlier siblings: may start at once."
     )
+    supersedes: str | None = Field(
+        default=None,
+        description="A terminal node (DONE, FAILED, CANCELLED) this one reopens; terminal "
+        "nodes are final, so new work on them is a new node pointing back.",
+    )
 
 
 class NodeSplitArgs(ToolArgs):

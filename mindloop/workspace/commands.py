@@ -183,7 +183,6 @@ class Session(Moves):
         node_id: str | None = None,
         isolate: bool = False,
         supersedes: str | None = None,
-        _row_check: bool = True,
     ) -> Node:
         self._require_init()
         kind = enum_value("kind", NodeKind, kind)
@@ -245,7 +244,7 @@ class Session(Moves):
         if kind is NodeKind.EXECUTION:
             status = NodeStatus.WAIT if type is NodeType.BENCH else NodeStatus.NEW
             rows = find_rows(None, status, type)
-            by = self._authorise(rows, None, status, type) if _row_check else Actor.RT
+            by = self._authorise(rows, None, status, type)
         node = Node(
             id=nid,
             parent_id=parent.id,
@@ -314,6 +313,10 @@ class Session(Moves):
             )
         if parent.kind is NodeKind.EXECUTION and parent.type is NodeType.BENCH:
             raise WorkspaceError("INVALID_NODE_TYPE", "a BENCH node is not split", arg="parent_id")
+        # a split creates TASK nodes: the creation row's actors only (PLAN, ADJUST), as
+        # `create_node` checks it below; checked here too, before the parent changes
+        new, task = NodeStatus.NEW, NodeType.TASK
+        self._authorise(find_rows(None, new, task), None, new, task)
         # validate the new child's fields before changing the parent
         fields.title("title", title)
         fields.text("requirement", requirement, "requirement")
@@ -330,7 +333,6 @@ class Session(Moves):
             docs=docs,
             node_id=node_id,
             isolate=not inherit_context,
-            _row_check=False,
         )
         self._log(
             parent.id,
@@ -349,7 +351,6 @@ class Session(Moves):
                 skills=parent.skills,
                 deps=[child.id],
                 node_id=rest_id,
-                _row_check=False,
             )
             rest.acceptance_criteria = parent.acceptance_criteria
             rest.artifacts = parent.artifacts

@@ -165,6 +165,15 @@ class WorkspaceState:
                 out.append(node)
         return out
 
+    def pending_offers(self) -> list[DocRef]:
+        """The start scan's docs (`offered`) that no node references yet: offered to the
+        planner, not dispatched. Shown by `node_list`, `node_get root` and PLAN's input,
+        so an agent learns them however the workspace was first touched."""
+        if not self.offered:
+            return []
+        given = {d.path for n in self.view().values() for d in n.docs}
+        return [d for d in self.offered if d.path not in given]
+
     def prompt_docs(self, node: Node) -> list[DocRef]:
         """The docs that may enter the node's prompt: its own active references whose
         index entry is not expired (an index expiry retires a doc everywhere). Nothing

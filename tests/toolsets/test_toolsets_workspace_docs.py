@@ -11,7 +11,7 @@ import pytest
 from mindloop.store import Store
 from mindloop.workspace import markdown
 from mindloop.workspace.api import execute
-from mindloop.workspace.models import DocStatus
+from mindloop.workspace.models import DocRef, DocStatus
 from mindloop.workspace.transitions import Authority
 from tests.toolsets.ws_env import TASK, Env, build
 
@@ -225,3 +225,17 @@ async def test_lookup_index_hits_are_referenced_only_when_few_and_active(env: En
         )
     out = await env.call("doc_lookup", query="extra", node_id="n3")
     assert "narrow the query" in out.text and env.state().nodes["n3"].docs == []
+
+
+async def test_statement_43_a_reference_added_without_description_stays_empty(env: Env) -> None:
+    """43 as kept (flaw 5): no description is made up (upstream wrote `节点引用: <id>` or
+    the path); the empty description is stored, projected and read back as empty."""
+    await _node(env)
+    out = await env.call("node_reference", node_id="n1", target="docs/notes.md", action="add")
+    assert not out.is_error, out.text
+    ref = env.state().nodes["n1"].doc("docs/notes.md")
+    assert ref is not None and ref.description == ""
+    index = env.state().index_doc("docs/notes.md")
+    assert index is not None and index.description == ""
+    info = markdown.parse_info_md((env.rtws / TASK / "workspace/nodes/API_n1/Info.md").read_text())
+    assert DocRef(path="docs/notes.md", description="") in info["docs"]

@@ -346,3 +346,77 @@ async def test_every_declared_parameter_reaches_its_handler(env: Env) -> None:
     out = await env.call("node_update", node_id="n2", notes="n", artifacts=["a"], conclusion="c")
     n2 = env.state().nodes["n2"]
     assert (n2.notes, n2.artifacts, n2.conclusion) == ("n", ["a"], "c")
+
+
+async def test_node_create_supersedes_a_terminal_node(env: Env) -> None:
+    """Reopening is a new node with `supersedes` (the refusals say so): the tool takes it."""
+    await _tree(env)
+    await env.call("node_transition", node_id="n3", to="IN_PROGRESS", reason="go")
+    await env.call(
+        "node_transition", node_id="n3", to="COMPLETE", reason="x", no_artifacts_reason="none"
+    )
+    out = await env.call("node_transition", node_id="n3", to="DONE", reason="ok", conclusion="c")
+    assert not out.is_error, out.text
+    before = env.snapshot()
+    out = await env.call(
+        "node_create",
+        parent_id="n1",
+        kind="EXECUTION",
+        title="Schema again",
+        requirement="s",
+        supersedes="n2",
+    )
+    assert out.is_error and out.text.startswith("INVALID_SUPERSEDES: supersedes: n2 is NEW")
+    assert env.snapshot() == before
+    out = await env.call(
+        "node_create",
+        parent_id="n1",
+        kind="EXECUTION",
+        title="Schema again",
+        requirement="s",
+        supersedes="n3",
+    )
+    assert not out.is_error, out.text
+    assert env.state().nodes["n5"].supersedes == "n3"
+    out = await env.call("node_get", node_id="n5")
+    assert "supersedes: n3" in out.text
+
+
+async def test_node_list_shows_the_start_scans_offer_when_the_cli_initialised(env: Env) -> None:
+    """The offer is appended to the first tool result only; a workspace first touched from
+    the CLI (a `rules add`) never showed it to an agent. node_list and node_get root show
+    the docs offered and not given to any node yet."""
+    from mindloop.workspace.api import WorkspaceApi
+
+    WorkspaceApi(env.rtws, TASK, store=env.store).add_rule("Use type hints everywhere")
+    out = await env.call("node_list")
+    assert not out.is_error and "start scan found these docs" not in out.text  # not first use
+    assert "offered" in out.text and "README.md" in out.text and "docs/auth.md" in out.text
+    out = await env.call("node_get", node_id="root")
+    assert "offered" in out.text and "README.md" in out.text
+    await env.call(
+        "node_create",
+        parent_id="root",
+        kind="EXECUTION",
+        title="x",
+        requirement="r",
+        docs=[{"path": "README.md"}],
+    )
+    out = await env.call("node_list")
+    offered = next(line for line in out.text.splitlines() if "offered" in line)
+    assert "README.md" not in offered and "docs/auth.md" in offered  # given: no longer offered
+
+
+async def test_statement_54_node_get_shows_the_last_20_log_rows(env: Env) -> None:
+    """54 as kept: a node's 27 log rows (created, – → NEW, 25 updates) → node_get shows
+    the newest 20, oldest first (no `maxLogEntries`: the log files keep every row)."""
+    await env.call("node_create", parent_id="root", kind="EXECUTION", title="E", requirement="e")
+    for i in range(25):
+        out = await env.call("node_update", node_id="n1", notes=f"step {i}")
+        assert not out.is_error, out.text
+    out = await env.call("node_get", node_id="n1")
+    shown = out.text.split("\nlog:\n", 1)[1].splitlines()
+    assert len(shown) == 20 and all(line.endswith("updated notes") for line in shown)
+    assert "created" not in out.text.split("\nlog:\n", 1)[1]
+    log = (env.rtws / TASK / "workspace" / "nodes" / "E_n1" / "Log.md").read_text()
+    assert log.count("updated notes") == 25 and "created" in log

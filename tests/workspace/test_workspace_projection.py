@@ -198,3 +198,53 @@ def test_headings_follow_the_work_language(rtws: Path) -> None:
     assert "## Rules" not in text
     assert "## 日志" in (_ws(rtws) / "Log.md").read_text()
     api.close()
+
+
+def test_statements_19_30_derived_planning_statuses_reach_graph_and_info(rtws: Path) -> None:
+    """19, 30 as our decisions keep them: a planning node's status is derived from its
+    children (no `monitoring`): NEW while no child started, IN_PROGRESS up the chain
+    once one starts, and the root takes new scope after it ended; graph.json and Info.md
+    show the derived status after each commit."""
+    store = _store(rtws)
+    _tree(store, rtws)  # root ─ n1 Backend (planning) ─ n2 API: its first child
+
+    def shown(nid: str, folder: str) -> tuple[str, str]:
+        graph = json.loads((_ws(rtws) / "graph.json").read_text())
+        info = markdown.parse_info_md((_ws(rtws) / "nodes" / folder / "Info.md").read_text())
+        return graph["nodes"][nid]["status"], str(info["status"])
+
+    assert shown("n1", "Backend_n1") == ("NEW", "NEW") and shown("root", "root") == ("NEW", "NEW")
+    execute(
+        store,
+        rtws,
+        TASK,
+        CHAT,
+        lambda s: s.transition(node_id="n2", to=NodeStatus.IN_PROGRESS, reason="go"),
+    )
+    assert shown("n1", "Backend_n1") == ("IN_PROGRESS", "IN_PROGRESS")
+    assert shown("root", "root") == ("IN_PROGRESS", "IN_PROGRESS")
+
+    def finish(s):  # type: ignore[no-untyped-def]
+        s.transition(
+            node_id="n2",
+            to=NodeStatus.COMPLETE,
+            reason="built",
+            self_check=[],
+            no_artifacts_reason="none",
+        )
+        s.transition(node_id="n2", to=NodeStatus.DONE, reason="checked", conclusion="ok")
+
+    execute(store, rtws, TASK, CHAT, finish)
+    assert shown("n1", "Backend_n1") == ("DONE", "DONE") and shown("root", "root")[0] == "DONE"
+    execute(  # reopening: the root takes new scope; a new child makes it open again
+        store,
+        rtws,
+        TASK,
+        CHAT,
+        lambda s: s.create_node(
+            parent_id="root", kind=NodeKind.EXECUTION, title="More", requirement="m"
+        ),
+    )
+    assert shown("root", "root") == ("IN_PROGRESS", "IN_PROGRESS")
+    assert shown("n1", "Backend_n1") == ("DONE", "DONE")  # terminal is final
+    store.close()

@@ -1,23 +1,28 @@
-"""Rules in every dialog of the task, read from the store only when they changed: a task
-without a workspace costs no query at all, an unchanged one none either."""
+"""Rules in every dialog of the task, from the store (never from `Workspace.md`, a
+projection that may be missing or lag), cheaply: a call costs one indexed read of the
+workspace's stamp, and the rules are read again only when the workspace changed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from mindloop.store import Store
+from mindloop.workspace import repo
 from mindloop.workspace.api import WorkspaceApi
+from mindloop.workspace.commands import Session
+from mindloop.workspace.projection import WORKSPACE_DIR
 from mindloop.workspace.rules import RulesText
+from mindloop.workspace.transitions import Authority
 
 TASK = "tasks/example.tsk"
 
 
-def test_rules_are_read_once_per_change_and_not_at_all_without_a_workspace(rtws: Path) -> None:
+def test_rules_are_read_once_per_change_and_one_stamp_read_per_call(rtws: Path) -> None:
     store = Store.for_rtws(rtws, durable=False)
     rules = RulesText(store, rtws)
     before = store.stats.statements
     assert rules(TASK) == "" and rules("tasks/other.tsk") == ""
-    assert store.stats.statements == before  # no workspace: no query
+    assert store.stats.statements == before + 2  # no workspace: the stamp read, no more
     api = WorkspaceApi(rtws, TASK, store=store)
     api.add_rule("Use type hints everywhere")
     text = rules(TASK)
@@ -28,10 +33,51 @@ def test_rules_are_read_once_per_change_and_not_at_all_without_a_workspace(rtws:
     reads = store.stats.statements
     for _ in range(5):
         assert rules(TASK) == text
-    assert store.stats.statements == reads  # unchanged: cached on Workspace.md's stat
+    assert store.stats.statements == reads + 5  # unchanged: one stamp read per call
     api.add_rule("No third-party auth")
     assert rules(TASK).endswith("- No third-party auth")
     api.remove_rule("Use type hints everywhere")
     api.remove_rule("No third-party auth")
     assert rules(TASK) == ""
+    store.close()
+
+
+def _add_rule_without_files(rtws: Path, text: str) -> None:
+    """Another process adds a rule: its own Store object, a committed store write, and no
+    projection written (yet: a running loop writes the files a second later)."""
+    other = Store.for_rtws(rtws, durable=False)
+    try:
+        with other.tx():
+            s = Session(repo.load(other, TASK, cached=False), Authority.user("other"))
+            s.add_rule(text, {"by": "user"})
+            repo.write(other, s.finish())
+    finally:
+        other.close()
+
+
+def test_rules_come_from_the_store_when_workspace_md_is_missing(rtws: Path) -> None:
+    store = Store.for_rtws(rtws, durable=False)
+    rules = RulesText(store, rtws)
+    WorkspaceApi(rtws, TASK, store=store).add_rule("Use type hints everywhere")
+    assert rules(TASK).endswith("- Use type hints everywhere")
+    (rtws / TASK / WORKSPACE_DIR / "Workspace.md").unlink()
+    assert rules(TASK).endswith("- Use type hints everywhere")
+    fresh = RulesText(store, rtws)  # nothing cached: the file was never seen
+    assert fresh(TASK).endswith("- Use type hints everywhere")
+    store.close()
+
+
+def test_a_rule_added_by_another_store_shows_without_any_file_write(rtws: Path) -> None:
+    store = Store.for_rtws(rtws, durable=False)
+    rules = RulesText(store, rtws)
+    WorkspaceApi(rtws, TASK, store=store).add_rule("Use type hints everywhere")
+    assert rules(TASK).endswith("- Use type hints everywhere")
+    md = rtws / TASK / WORKSPACE_DIR / "Workspace.md"
+    before = md.stat()
+    _add_rule_without_files(rtws, "No third-party auth")
+    assert md.stat().st_mtime_ns == before.st_mtime_ns  # no file was written
+    assert rules(TASK).splitlines()[1:] == [
+        "- Use type hints everywhere",
+        "- No third-party auth",
+    ]
     store.close()

@@ -18,7 +18,7 @@ from mindloop.workspace.transitions import (
     find_rows,
     table_markdown,
 )
-from tests.workspace.ws_util import CHAT, RT, apply, complete, done, tree
+from tests.workspace.ws_util import CHAT, RT, apply, change, complete, done, tree
 
 S = NodeStatus
 
@@ -358,3 +358,32 @@ def test_deps_are_added_by_plan_or_adjust_to_a_node_that_has_not_started() -> No
         apply(started, lambda s: s.add_deps(node_id="n3", deps=["n2"]))
     assert err.value.code == "NODE_STARTED"
     assert problems(state) == []
+
+
+@pytest.mark.parametrize("parent", ["n3", "root"])  # an execution parent, a planning one
+def test_split_creates_its_nodes_by_the_creation_row_only(parent: str) -> None:
+    """`– → NEW` is PLAN's and ADJUST's: a split creates nodes, so CHECK, DO, the runtime
+    and the user are refused as `create_node` refuses them, and nothing changes."""
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    assert state.nodes[parent].status is S.IN_PROGRESS
+
+    def split(s: Session) -> None:
+        s.split_node(parent_id=parent, title="Index", requirement="add an index")
+
+    for authority in (
+        Authority.phase(Actor.CHECK, "@c"),
+        Authority.phase(Actor.DO, "@d"),
+        RT,
+        Authority.user(),
+    ):
+        session = Session(state, authority, now=2.0)
+        with pytest.raises(IllegalTransition) as err:
+            split(session)
+        assert "{from: –, to: NEW" in str(err.value) and "only ADJUST, PLAN" in str(err.value)
+        assert session.log == [] and session.state.nodes.view() == state.nodes
+        assert session.state.focus == state.focus
+    for actor in (Actor.PLAN, Actor.ADJUST):
+        ch = change(state, split, Authority.phase(actor, "@p"))
+        created = [e for e in ch.log if e.kind == "transition"]
+        assert created and all(e.data["by"] == actor.value for e in created)
+        assert ch.after.focus not in state.nodes
