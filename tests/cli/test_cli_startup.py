@@ -1,5 +1,6 @@
 """The CLI as a shell tool: `--help` answers at once (the engine, the store, pydantic and
-the provider SDKs are not even imported for it), `--version`, shell completion, and the
+the provider SDKs are not even imported for it; for a subcommand's help, all but pydantic,
+which Typer imports), `--version`, shell completion, and the
 global options (`-C`, `--debug`, `--verbose`) in the help of every subcommand."""
 
 from __future__ import annotations
