@@ -59,7 +59,9 @@ def test_help_imports_neither_the_engine_nor_the_store() -> None:
     assert _heavy_imports(["--help"]) == []
 
 
-@pytest.mark.parametrize("args", [["chat", "--help"], ["run", "--help"], ["-C", ".", "run", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["chat", "--help"], ["run", "--help"], ["-C", ".", "run", "--help"]]
+)
 def test_subcommand_help_imports_neither_the_engine_nor_the_store(args: list[str]) -> None:
     heavy = _heavy_imports(args)
     assert [m for m in heavy if not m.startswith(TYPER_IMPORTS)] == []
