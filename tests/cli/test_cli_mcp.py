@@ -35,6 +35,9 @@ def shout(text: str) -> str:
 """
 
 
+TIME = {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
 def project(tmp_path: Path, toolsets: list[str], servers: dict[str, Any] | None = None) -> Path:
     rtws = tmp_path / "proj"
     assert ml("init", str(rtws)).returncode == 0
@@ -48,7 +51,7 @@ def project(tmp_path: Path, toolsets: list[str], servers: dict[str, Any] | None 
     (rtws / "teamtools.py").write_text(TEAM_TOOLS)
     if servers is None:
         servers = {
-            "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+            "time": TIME,
             "git": {
                 "command": PY,
                 "args": ["-m", "mcp_server_git", "--repository", "."],
@@ -121,6 +124,52 @@ def test_a_member_calls_tools_of_two_real_mcp_servers_and_a_python_tool(tmp_path
         "execute_tool shout",
         "invoke_agent dev",
     ]
+
+
+def test_an_mcp_tool_under_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
+    """`approval_required: ['mcp:time']`: the real server's tool is not called until the
+    human approves; `approve` then runs exactly that call and the model gets its result."""
+    rtws = project(tmp_path, ["mcp:time"], servers={"time": TIME})
+    team_file = rtws / ".minds" / "team.yaml"
+    team = yaml.safe_load(team_file.read_text())
+    team["members"]["dev"]["approval_required"] = ["mcp:time"]
+    team_file.write_text(yaml.safe_dump(team, sort_keys=False))
+    paris = {"name": "get_current_time", "arguments": {"timezone": "Europe/Paris"}}
+    write_script(
+        rtws,
+        [
+            {
+                "match": "what is the time in Paris",
+                "response": "Asking the clock.",
+                "tool_calls": [paris],
+            },
+            {"contains": "day_of_week", "response": "Paris time noted."},
+        ],
+    )
+    c = ("-C", str(rtws))
+    asked = ml("chat", *c, "--task", "tasks/example.tsk", "what is the time in Paris")
+    assert asked.returncode == 4, asked.stdout + asked.stderr
+    assert "approve with: mindloop approve" in asked.stdout
+    [item] = json.loads(ml("questions", *c, "--json").stdout)
+    assert (item["kind"], item["tool"], item["toolset"]) == (
+        "approval",
+        "get_current_time",
+        "mcp:time",
+    )
+    assert json.loads(item["arguments"]) == {"timezone": "Europe/Paris"}
+
+    def dialog_text() -> str:
+        (listed,) = json.loads(ml("dialogs", "list", *c, "--json").stdout)
+        shown = json.loads(ml("dialogs", "show", *c, listed["id"], "--json").stdout)
+        return json.dumps(shown["messages"])
+
+    assert "day_of_week" not in dialog_text()  # the server was not called
+    approved = ml("approve", *c, item["id"], "--json")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert json.loads(approved.stdout)["answer"] == "Paris time noted."
+    text = dialog_text()
+    assert "The human approved get_current_time" in text and "day_of_week" in text
+    assert json.loads(ml("questions", *c, "--json").stdout) == []
 
 
 def test_check_knows_mcp_toolsets_without_starting_them_and_probe_lists_tools(
