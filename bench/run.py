@@ -318,7 +318,7 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
         us = rows[mid]["step_us"]["median"]
         target(f"s1 @{mid} msgs: µs/step", us, 800, us <= 800, "µs")
         help_ms = report["scenarios"]["1"]["help_ms"]["median"]
-        target("mindloop --help (a new process): ms", help_ms, 250, help_ms <= 250, "ms")
+        target("mindloop --help (a new process): ms", help_ms, 200, help_ms <= 200, "ms")
         commits = rows[mid]["max_commits_in_a_step"]["max"]
         target(f"s1 @{mid} msgs: durable commits in any step", commits, 2, commits <= 2, "")
         ratio = rows[large]["step_us"]["median"] / rows[small]["step_us"]["median"]

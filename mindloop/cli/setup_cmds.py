@@ -136,10 +136,13 @@ def check(
 def schema(
     name: Annotated[
         str | None,
-        typer.Argument(help="team | llm (default: both, keyed by file).", show_default=False),
+        typer.Argument(
+            help="team | llm | mcp (default: all three, keyed by file).", show_default=False
+        ),
     ] = None,
 ) -> None:
-    """Print the JSON Schema of .minds/team.yaml or .minds/llm.yaml, for editors."""
+    """Print the JSON Schema of .minds/team.yaml, .minds/llm.yaml or .minds/mcp.yaml, for
+    editors."""
     from mindloop.config.schema import SCHEMA_FILES, json_schema
 
     if name is None:

@@ -101,7 +101,16 @@ def test_run_task_drives_the_loop_to_done_with_live_lines_and_status(tmp_path: P
     assert data["status"] == "DONE" and data["phase"] == "SELF_IMPROVE" and data["entry"] == 4
     assert [(n["id"], n["status"]) for n in data["nodes"]] == [("root", "DONE"), ("n1", "DONE")]
     assert data["done"] == data["total"] == 1 and data["usage"]["generations"] >= 5
+    # the run's usage (its only drives so far) and the task's, in the one CLI format
+    u = data["usage"]
+    assert u["input_tokens"] > 0 and u["output_tokens"] > 0 and u["unpriced"] == 0
+    usage = (
+        f"usage: {u['generations']} generations · {u['input_tokens']:,} tokens in / "
+        f"{u['output_tokens']:,} out · $0.00"
+    )
+    assert f"{usage} (this run)" in out.stdout.splitlines(), out.stdout[-3000:]
     human = ml("status", TASK, "-C", str(proj), cwd=tmp_path)
+    assert usage in human.stdout.splitlines(), human.stdout
     assert "✓ n1 DONE TASK greeting" in human.stdout and "1/1 nodes" in human.stdout
     # again: nothing to do, still done
     again = ml("run", TASK, "--json", "-C", str(proj), cwd=tmp_path)

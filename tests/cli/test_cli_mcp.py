@@ -1,6 +1,7 @@
 """MCP servers and Python tools from the command line: `mindloop chat` on the mock provider
 where a member calls tools of two real MCP servers (`mcp-server-time`, `mcp-server-git`)
-and of a Python tool module; `check` and `check --probe`; failures that name their line."""
+and of a Python tool module, its spans exported over OTLP to a collector on 127.0.0.1 (the
+"Done means" of issue 13); `check` and `check --probe`; failures that name their line."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from tests.events.otlp_collector import attribute, otlp_collector, received_spans
 from tests.scenario_util import ml, write_script
 
 PY = sys.executable
@@ -33,6 +35,9 @@ def shout(text: str) -> str:
 """
 
 
+TIME = {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
 def project(tmp_path: Path, toolsets: list[str], servers: dict[str, Any] | None = None) -> Path:
     rtws = tmp_path / "proj"
     assert ml("init", str(rtws)).returncode == 0
@@ -46,7 +51,7 @@ def project(tmp_path: Path, toolsets: list[str], servers: dict[str, Any] | None 
     (rtws / "teamtools.py").write_text(TEAM_TOOLS)
     if servers is None:
         servers = {
-            "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+            "time": TIME,
             "git": {
                 "command": PY,
                 "args": ["-m", "mcp_server_git", "--repository", "."],
@@ -63,6 +68,9 @@ def project(tmp_path: Path, toolsets: list[str], servers: dict[str, Any] | None 
 
 
 def test_a_member_calls_tools_of_two_real_mcp_servers_and_a_python_tool(tmp_path: Path) -> None:
+    """One `mindloop chat`, traced: the member's three tool calls (two MCP servers, one
+    Python tool) run, and the collector receives one trace in which each is an
+    `execute_tool` span under the drive's `invoke_agent` span."""
     rtws = project(tmp_path, ["fs", "mcp:time", "mcp:git", "teamtools"])
     write_script(
         rtws,
@@ -79,8 +87,11 @@ def test_a_member_calls_tools_of_two_real_mcp_servers_and_a_python_tool(tmp_path
             {"role": "tool", "contains": "DONE!", "response": "Paris time noted; one commit."},
         ],
     )
-    out = ml("chat", "-C", str(rtws), "--task", "tasks/example.tsk", ASK)
-    assert out.returncode == 0, out.stdout + out.stderr
+    with otlp_collector() as (endpoint, received):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "done-means"}
+        out = ml("chat", "-C", str(rtws), "--task", "tasks/example.tsk", ASK, env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        spans = [span for span, _ in received_spans(received)]  # flushed before chat exits
     assert "Paris time noted; one commit." in out.stdout
     (listed,) = json.loads(ml("dialogs", "list", "-C", str(rtws), "--json").stdout)
     shown = json.loads(ml("dialogs", "show", "-C", str(rtws), listed["id"], "--json").stdout)
@@ -92,6 +103,73 @@ def test_a_member_calls_tools_of_two_real_mcp_servers_and_a_python_tool(tmp_path
     assert "add the readme" in results["repo_git_log"]["content"]
     assert results["shout"]["content"] == "DONE!"
     assert not any(r.get("is_error") for r in results.values())
+
+    (drive,) = [span for span in spans if span.name == "invoke_agent dev"]
+    assert {span.trace_id for span in spans} == {drive.trace_id}  # the chat is one trace
+    tools = {
+        attribute(span, "gen_ai.tool.name"): span
+        for span in spans
+        if span.name.startswith("execute_tool ")
+    }
+    assert set(tools) == {"get_current_time", "repo_git_log", "shout"}
+    for name, span in tools.items():
+        assert span.name == f"execute_tool {name}"
+        assert span.parent_span_id == drive.span_id, name
+        assert attribute(span, "mindloop.dialog.id") == listed["id"], name
+    assert sorted(span.name for span in spans) == [
+        "chat mock-model",
+        "chat mock-model",
+        "execute_tool get_current_time",
+        "execute_tool repo_git_log",
+        "execute_tool shout",
+        "invoke_agent dev",
+    ]
+
+
+def test_an_mcp_tool_under_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
+    """`approval_required: ['mcp:time']`: the real server's tool is not called until the
+    human approves; `approve` then runs exactly that call and the model gets its result."""
+    rtws = project(tmp_path, ["mcp:time"], servers={"time": TIME})
+    team_file = rtws / ".minds" / "team.yaml"
+    team = yaml.safe_load(team_file.read_text())
+    team["members"]["dev"]["approval_required"] = ["mcp:time"]
+    team_file.write_text(yaml.safe_dump(team, sort_keys=False))
+    paris = {"name": "get_current_time", "arguments": {"timezone": "Europe/Paris"}}
+    write_script(
+        rtws,
+        [
+            {
+                "match": "what is the time in Paris",
+                "response": "Asking the clock.",
+                "tool_calls": [paris],
+            },
+            {"contains": "day_of_week", "response": "Paris time noted."},
+        ],
+    )
+    c = ("-C", str(rtws))
+    asked = ml("chat", *c, "--task", "tasks/example.tsk", "what is the time in Paris")
+    assert asked.returncode == 4, asked.stdout + asked.stderr
+    assert "approve with: mindloop approve" in asked.stdout
+    [item] = json.loads(ml("questions", *c, "--json").stdout)
+    assert (item["kind"], item["tool"], item["toolset"]) == (
+        "approval",
+        "get_current_time",
+        "mcp:time",
+    )
+    assert json.loads(item["arguments"]) == {"timezone": "Europe/Paris"}
+
+    def dialog_text() -> str:
+        (listed,) = json.loads(ml("dialogs", "list", *c, "--json").stdout)
+        shown = json.loads(ml("dialogs", "show", *c, listed["id"], "--json").stdout)
+        return json.dumps(shown["messages"])
+
+    assert "day_of_week" not in dialog_text()  # the server was not called
+    approved = ml("approve", *c, item["id"], "--json")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert json.loads(approved.stdout)["answer"] == "Paris time noted."
+    text = dialog_text()
+    assert "The human approved get_current_time" in text and "day_of_week" in text
+    assert json.loads(ml("questions", *c, "--json").stdout) == []
 
 
 def test_check_knows_mcp_toolsets_without_starting_them_and_probe_lists_tools(

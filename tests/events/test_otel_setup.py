@@ -5,20 +5,18 @@ to a collector on 127.0.0.1."""
 
 from __future__ import annotations
 
-import http.server
 import logging
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 
 from mindloop.events.otel_setup import exporters_wanted, tracing_from_env
+from tests.events.otlp_collector import Received, otlp_collector, received_spans
 from tests.scenario_util import ml, write_script, write_team
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
@@ -111,39 +109,14 @@ def test_an_application_s_global_provider_is_used_and_only_flushed(
 # ---------------------------------------------------------------- OTLP end to end
 
 
-class _Collector(http.server.BaseHTTPRequestHandler):
-    received: list[ExportTraceServiceRequest]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        self.received.append(request)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        return None
-
-
 @pytest.fixture
-def collector() -> Iterator[tuple[str, list[ExportTraceServiceRequest]]]:
-    received: list[ExportTraceServiceRequest] = []
-    handler = type("Handler", (_Collector,), {"received": received})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
+def collector() -> Iterator[tuple[str, Received]]:
+    with otlp_collector() as found:
+        yield found
 
 
 def test_mindloop_chat_exports_its_spans_over_otlp(
-    rtws: Path, collector: tuple[str, list[ExportTraceServiceRequest]]
+    rtws: Path, collector: tuple[str, Received]
 ) -> None:
     url, received = collector
     write_team(rtws, {"lead": {"toolsets": ["fs"]}})
@@ -157,13 +130,7 @@ def test_mindloop_chat_exports_its_spans_over_otlp(
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_SERVICE_NAME": "otel-e2e"}
     proc = ml("chat", "-C", str(rtws), "--task", "tasks/example.tsk", "list the files", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    spans = [
-        (span, rs.resource)
-        for req in received
-        for rs in req.resource_spans
-        for ss in rs.scope_spans
-        for span in ss.spans
-    ]
+    spans = received_spans(received)
     names = sorted(span.name for span, _ in spans)
     assert names == [
         "chat mock-model",

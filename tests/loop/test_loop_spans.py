@@ -1,5 +1,6 @@
-"""Each loop phase is a span (`loop_phase {phase}`), and the loop root's drives during the
-phase are its children (issue 12, part 5)."""
+"""Each loop phase is a span (`loop_phase {phase}`) carrying the task and the loop root's
+dialog id like every other span, and the loop root's drives during the phase are its
+children (issue 12, part 5; issue 13, part 3)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,11 @@ async def test_phases_are_spans_with_their_drives_as_children(rtws: Path) -> Non
     for phase, drive in zip(phases, drives, strict=True):
         assert drive.parent is not None and phase.context is not None
         assert drive.parent.span_id == phase.context.span_id
+    # the ids every span carries (issue 13): the task, and the loop root's dialog
+    (root,) = {d.attributes["mindloop.dialog.id"] for d in drives if d.attributes is not None}
+    assert root
+    for entry, phase in enumerate(phases, 1):
+        assert phase.attributes is not None
+        assert phase.attributes["mindloop.task"] == TASK, phase.name
+        assert phase.attributes["mindloop.dialog.id"] == root, phase.name
+        assert phase.attributes["mindloop.loop.entry"] == entry, phase.name

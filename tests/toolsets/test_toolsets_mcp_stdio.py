@@ -5,6 +5,7 @@ registry like a user's configuration would), plus a few scripts that fail on pur
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,52 @@ def test_an_unset_variable_is_named_when_the_server_starts(tmp_path: Path) -> No
     (problem,) = problems_of(rtws)
     assert "servers.time: could not be started: the environment variable " in problem
     assert "MINDLOOP_TEST_SURELY_UNSET is not set" in problem
+
+
+# A stdio server that reports the environment and working directory it was started with.
+ENV_REPORTER = """
+import json, os
+from mcp.server import MCPServer
+
+server = MCPServer("env-reporter")
+
+
+@server.tool()
+def report() -> str:
+    \"\"\"The server's working directory and environment.\"\"\"
+    return json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)})
+
+
+server.run("stdio")
+"""
+
+
+async def test_a_stdio_server_gets_its_env_and_cwd_and_no_other_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configured `env` (with `${NAME}` read from mindloop's environment) and `cwd` (from
+    the rtws) reach the process; mindloop's own variables — a provider key, the variable a
+    `${NAME}` named — do not: only the SDK's minimal set (PATH, HOME, …) is inherited."""
+    script = tmp_path / "env_reporter.py"
+    script.write_text(ENV_REPORTER)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-servers")
+    monkeypatch.setenv("MINDLOOP_TEST_GREETING", "hello from the shell")
+    server = {
+        "command": PY,
+        "args": [str(script)],
+        "env": {"GREETING": "${MINDLOOP_TEST_GREETING}", "PLAIN": "as written"},
+        "cwd": "sub/dir",
+    }
+    rtws = new_project(tmp_path, {"reporter": server}, ["mcp:reporter"])
+    (rtws / "sub" / "dir").mkdir(parents=True)
+    out = await call(config_registry(config_of(rtws)), rtws, "report")
+    assert not out.is_error, out.text
+    seen = json.loads(out.text.splitlines()[0])  # the text block (then its structured copy)
+    assert Path(seen["cwd"]) == (rtws / "sub" / "dir").resolve()
+    env = seen["env"]
+    assert env["GREETING"] == "hello from the shell" and env["PLAIN"] == "as written"
+    assert "OPENAI_API_KEY" not in env and "MINDLOOP_TEST_GREETING" not in env
+    assert env["PATH"] == os.environ["PATH"]
 
 
 def test_filters_and_names_are_checked_against_the_listing(tmp_path: Path) -> None:
