@@ -596,6 +596,41 @@ def answer(
     return Answered(question_id=question_id, dialog_id=did, root_id=root)
 
 
+class NodeCancelled(BaseModel):
+    """A node the user cancelled (`mindloop node cancel`) and the side dialogs stopped
+    with it (those still at work on it: a reply they give is dropped)."""
+
+    task: str
+    node_id: str
+    stopped: list[str]
+
+
+def cancel_node(project: Project, task: str, node_id: str, reason: str) -> NodeCancelled:
+    """Cancel a node of `task`'s workspace as the user (agent-loop §5.4: any non-terminal
+    status → CANCELLED, with `reason` as its conclusion), then stop the side dialogs still
+    working on it (`DialogTree.cancel_node_dispatches`): they are not driven again, their
+    questions are withdrawn, and whoever dispatched them gets a note."""
+    from mindloop.workspace.api import WorkspaceApi
+    from mindloop.workspace.models import NodeStatus
+
+    _check_text(reason, "the reason is empty: say why the node is cancelled")
+    rt = project.runtime
+    with WorkspaceApi(project.rtws, task, store=rt.store, lang=rt.lang) as api:
+        api.run(
+            lambda s: s.transition(
+                node_id=node_id,
+                to=NodeStatus.CANCELLED,
+                reason="cancelled by the user",
+                conclusion=reason.strip(),
+            )
+        )
+        task_path = api.task
+    why = f"node {node_id} was cancelled by the user: {reason.strip()}"
+    stopped = rt.tree.cancel_node_dispatches(task_path, node_id, why)
+    log.info("cancelled node %s of %s (side dialogs stopped: %s)", node_id, task_path, stopped)
+    return NodeCancelled(task=task_path, node_id=node_id, stopped=stopped)
+
+
 def approve(
     project: Project,
     approval_id: str,

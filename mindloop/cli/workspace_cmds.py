@@ -151,6 +151,38 @@ def node_show(
             console.print(f"[dim]{at}[/] {escape(e.actor)}: {escape(e.text)}")
 
 
+@node_app.command("cancel")
+def node_cancel(
+    ctx: typer.Context,
+    task: TaskArg,
+    node_id: Annotated[str, typer.Argument(help="The node id (n1, …).")],
+    reason: Annotated[
+        str, typer.Option("--reason", "-r", help="Why: the node's conclusion.", show_default=False)
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a node (any status but DONE, FAILED, CANCELLED): its work is no longer
+    wanted. A teammate's side dialog still working on it is stopped (its questions
+    withdrawn; a reply it gives is dropped); the task's loop routes on without it."""
+    from mindloop import service
+    from mindloop.cli.common import run_async
+
+    rtws = get_rtws(ctx)
+
+    async def cancel() -> int:
+        async with service.open_project(rtws) as project:
+            done = service.cancel_node(project, task, node_id, reason)
+        if as_json:
+            print_json(done.model_dump(mode="json"))
+            return 0
+        console.print(f"cancelled {escape(done.node_id)} of {escape(done.task)}")
+        for side in done.stopped:
+            console.print(f"stopped its side dialog {escape(side)}")
+        return 0
+
+    raise typer.Exit(run_async(cancel(), rtws))
+
+
 # ---------------------------------------------------------------------- rules
 
 

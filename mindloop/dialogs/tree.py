@@ -28,6 +28,7 @@ from mindloop.dialogs.wait_kinds import (
     TellaskReply,
     UserInputPayload,
     WaitKind,
+    WaitOutcome,
 )
 from mindloop.dialogs.waits import NOTE, Waits
 from mindloop.errors import MindloopError
@@ -375,13 +376,45 @@ class DialogTree:
             done = self._deliver_detached(side, binding, text, "failed", timeout=res)
             if done is None:
                 return None
-            self.store.discard_questions(side.id)
-            wait_rows.cancel_waits_of(
-                self.store, side.id, WaitKind.USER_INPUT, res.model_dump(mode="json")
-            )
-            self.store.update_dialog(side.id, needs_drive=False, status=DialogStatus.ERROR)
-            self.store.append_message(side.id, "note", {"text": text}, course=side.course)
+            self._stop_side(side, res, text)
         return done
+
+    def cancel_detached(self, rec: WaitRecord, why: str) -> WaitRecord | None:
+        """A node's side dialog whose work is no longer wanted (its node was cancelled or
+        failed meanwhile): its wait closes as cancelled, with a note to the dialog that
+        dispatched it, and the side dialog stops — not driven again, its questions
+        withdrawn; an answer it still gives is dropped. The node is not moved (it moved
+        already). None if the wait was closed meanwhile."""
+        side = self.store.get_dialog(rec.key)
+        res = Resolution(outcome=WaitOutcome.CANCELLED, event={"why": why}, by="runtime")
+        note = (
+            f"[mindloop] the side dialog {side.id} (@{side.member}) of node {rec.node} was "
+            f"cancelled: {why}; a reply it still gives is dropped"
+        )
+        with self.store.tx():
+            done = self.waits.resolve(rec.id, res, status=WaitStatus.CANCELLED, note=note)
+            if done is None:
+                return None
+            self._stop_side(side, res, f"[mindloop] cancelled: {why}")
+        return done
+
+    def cancel_node_dispatches(self, task_path: str, node_id: str, why: str) -> list[str]:
+        """`cancel_detached` for every open dispatch of one node; the side dialogs stopped."""
+        stopped = []
+        for rec in wait_rows.open_waits_of_node(self.store, WaitKind.DETACHED, task_path, node_id):
+            if self.cancel_detached(rec, why) is not None:
+                stopped.append(rec.key)
+        return stopped
+
+    def _stop_side(self, side: DialogRecord, res: Resolution, text: str) -> None:
+        """Inside the caller's transaction: the side dialog is driven no more (its
+        questions and their waits withdrawn), and says why."""
+        self.store.discard_questions(side.id)
+        wait_rows.cancel_waits_of(
+            self.store, side.id, WaitKind.USER_INPUT, res.model_dump(mode="json")
+        )
+        self.store.update_dialog(side.id, needs_drive=False, status=DialogStatus.ERROR)
+        self.store.append_message(side.id, "note", {"text": text}, course=side.course)
 
     def _assume_default(self, rec: WaitRecord, res: Resolution) -> WaitRecord | None:
         """A question unanswered past its timeout, with a stated default: the default is

@@ -281,6 +281,7 @@ class TaskLoop:
         """Route after a phase or a wake; True when the run ends here."""
         rt = self.rt
         ws = repo.load(rt.store, self.task)
+        phase_ops.cancel_abandoned(rt, state, ws)  # a note to the root says which
         dispatched = phase_ops.dispatch_ready(rt, state, ws)
         # one load serves both, unless a dispatch moved nodes
         gathered = gather(rt, state, messages, None if dispatched else ws)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
@@ -333,6 +334,24 @@ def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
         append_note(rt, state.root_id, note)
     rt.bus.publish(NoteAdded(dialog_id=state.root_id, text=note))
     return note
+
+
+def cancel_abandoned(rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState) -> list[str]:
+    """The side dialogs the loop root dispatched that still work on a node that ended
+    meanwhile (cancelled or failed: by a phase, ADJUST's cap, or the user from another
+    process): stopped (`DialogTree.cancel_detached`), so they spend nothing more and their
+    questions leave the human's list. The nodes whose dispatch was stopped."""
+    out = []
+    for rec in rt.store.open_waits(state.root_id):
+        if rec.kind != WaitKind.DETACHED.value or rec.node is None:
+            continue
+        node = ws.nodes.get(rec.node)
+        if node is not None and not node.terminal:
+            continue
+        status = node.status.value if node is not None else "gone"
+        if rt.tree.cancel_detached(rec, f"node {rec.node} is {status}") is not None:
+            out.append(rec.node)
+    return out
 
 
 def dispatch_ready(

@@ -59,6 +59,18 @@ _OPEN_BY_KEY = (
     .where(_w.kind == sa.bindparam("kind"), _w.key == sa.bindparam("key"), _w.status == "open")
     .order_by(_w.created_at, _w.id)
 )
+# The open waits of one node of one task (by the task of the dialog that waits).
+_OPEN_OF_NODE = (
+    sa.select(t.waits)
+    .join(t.dialogs, _d.id == _w.dialog_id)
+    .where(
+        _w.kind == sa.bindparam("kind"),
+        _w.node == sa.bindparam("node"),
+        _d.task_path == sa.bindparam("task_path"),
+        _w.status == "open",
+    )
+    .order_by(_w.created_at, _w.id)
+)
 _REMIND = (
     sa.update(t.waits)
     .where(_w.id == sa.bindparam("_id"), _w.status == "open")
@@ -129,6 +141,12 @@ def consume_event(store: Store, event_id: int, wait_id: str) -> bool:
 
 def open_waits_by_key(store: Store, kind: str, key: str) -> list[WaitRecord]:
     return store._records(WaitRecord, _OPEN_BY_KEY, {"kind": kind, "key": key})
+
+
+def open_waits_of_node(store: Store, kind: str, task_path: str, node: str) -> list[WaitRecord]:
+    """The open waits of `kind` on node `node` of the task `task_path`."""
+    params = {"kind": kind, "node": node, "task_path": task_path}
+    return store._records(WaitRecord, _OPEN_OF_NODE, params)
 
 
 def remind(store: Store, wait_id: str, due_at: float, *, reminded: bool = True) -> bool:

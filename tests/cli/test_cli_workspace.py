@@ -153,3 +153,29 @@ def test_check_reports_a_hand_edited_projection_with_its_path(tmp_path: Path) ->
     assert f"{TASK}/workspace/{kept[0].name}: a hand edit kept" in bad.stderr
     kept[0].unlink()
     assert ml("check", "-C", str(proj)).returncode == 0
+
+
+def test_node_cancel_moves_the_node_with_its_reason_and_refuses_a_terminal_one(
+    tmp_path: Path,
+) -> None:
+    """`mindloop node cancel TASK NODE --reason …`: the node is CANCELLED as the user,
+    the reason its conclusion; a node already ended, or no reason, is refused (exit 1,
+    nothing changed). (Stopping a teammate's side dialog with it: tests/loop.)"""
+    proj = _project(tmp_path)
+    api = WorkspaceApi(proj, TASK)
+    api.command(
+        lambda s: s.create_node(
+            parent_id="root", kind=NodeKind.EXECUTION, title="Docs", requirement="d"
+        ),
+        authority=Authority.chat("@dev"),
+    )
+    out = ml("node", "cancel", "-C", str(proj), TASK, "n1", "--reason", "not needed", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"task": TASK, "node_id": "n1", "stopped": []}
+    node = api.state().nodes["n1"]
+    assert node.status is NodeStatus.CANCELLED and node.conclusion == "not needed"
+    again = ml("node", "cancel", "-C", str(proj), TASK, "n1", "--reason", "twice")
+    assert again.returncode == 1 and "ILLEGAL_TRANSITION" in again.stderr
+    empty = ml("node", "cancel", "-C", str(proj), TASK, "n1", "--reason", " ")
+    assert empty.returncode == 1 and "the reason is empty" in empty.stderr
+    api.close()

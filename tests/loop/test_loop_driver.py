@@ -487,3 +487,68 @@ async def test_an_approval_approved_runs_the_call_and_one_rejected_fails_the_nod
     assert ("IN_PROGRESS", "CHECK_FAILED", "WAIT_USER_APPROVAL_REJECTED: not there") in moves
     assert phases(model)[-2:] == ["ADJUST", "SELF_IMPROVE"]
     await rt.aclose()
+
+
+def _dispatch_waiting_on_the_human(rtws: Path) -> ScriptedModel:
+    """PLAN gives n1 to qa; qa's side dialog asks the human and waits; the loop parks."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}, "qa": {"toolsets": ["fs"]}})
+    return ScriptedModel(
+        {
+            "dev": [
+                turn(create("docs", assignee="MEMBER:qa")),
+                turn(call("node_dispatch", node_id="n1"), end("DO")),
+                turn(end("END")),  # SELF_IMPROVE, once n1 is cancelled
+            ],
+            "qa": ["!?@human Which format do the docs use?\n"],
+        }
+    )
+
+
+async def test_cancelling_a_dispatched_node_stops_its_side_dialog(rtws: Path) -> None:
+    """The user cancels a node a teammate works on (`mindloop node cancel`): the side
+    dialog is stopped with it (its question leaves the human's list, it is not driven
+    again), the dispatcher gets a note, and the loop ends without the node."""
+    from mindloop import service
+
+    model = _dispatch_waiting_on_the_human(rtws)
+    report, rt = await run_task(rtws, model, "write the docs")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    [q] = rt.store.open_questions()
+    side = rt.store.get_dialog(q.dialog_id)
+    assert side.kind == "side" and side.member == "qa"
+    await rt.aclose()
+    async with service.open_project(rtws, providers={"mock": model}) as project:
+        done = service.cancel_node(project, TASK, "n1", "the docs are not needed")
+    assert done.stopped == [side.id]
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0, report.reason
+    assert rt.store.open_questions() == [] and rt.store.get_dialog(side.id).status == "error"
+    assert ws_of(rt).nodes["n1"].status is NodeStatus.CANCELLED
+    notes = [m.data["text"] for m in rt.store.load_history(report.root_id) if m.kind == "note"]
+    assert any(f"side dialog {side.id} (@qa) of node n1 was cancelled" in n for n in notes)
+    await rt.aclose()
+
+
+async def test_a_node_ended_elsewhere_has_its_side_dialog_stopped_when_the_loop_routes(
+    rtws: Path,
+) -> None:
+    """A node cancelled by a writer that stops nothing (the workspace API of another
+    process): the loop's next routing stops the side dialog still working on it."""
+    from mindloop.workspace.api import WorkspaceApi
+
+    model = _dispatch_waiting_on_the_human(rtws)
+    report, rt = await run_task(rtws, model, "write the docs")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    [q] = rt.store.open_questions()
+    await rt.aclose()
+    with WorkspaceApi(rtws, TASK) as api:
+        api.run(
+            lambda s: s.transition(
+                node_id="n1", to=NodeStatus.CANCELLED, reason="dropped", conclusion="not needed"
+            )
+        )
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0, report.reason
+    assert rt.store.open_questions() == []
+    assert rt.store.get_dialog(q.dialog_id).status == "error"
+    await rt.aclose()
