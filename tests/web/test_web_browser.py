@@ -417,6 +417,38 @@ def test_the_ui_works_while_a_separate_run_watch_drives(procs: Procs, page: Any)
     assert len(gens) == 2  # the question, then the reply: each driven once
 
 
+def test_what_is_typed_while_a_message_is_being_sent_is_kept(procs: Procs, page: Any) -> None:
+    """The composer is cleared once its message was accepted, but not of the next one
+    typed meanwhile: the answer may stream in before the post's own response, and a quick
+    user (or test) already writes on."""
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "msg 0", "task": TASK})
+    dialog_id = started["dialog"]["id"]
+    _open(page, web, f"/dialogs/{dialog_id}")
+    page.locator(".entry.k-assistant").first.wait_for()
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the post waits until the test lets it go
+        held.append(route)
+
+    page.route(f"**/dialogs/{dialog_id}/messages", hold)
+    composer = page.get_by_label("Message to @dev")
+    composer.fill("msg 1")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_function("() => document.querySelector('form.composer[aria-busy]')")
+    composer.fill("msg 2")  # typed while msg 1 is being sent
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute(f"**/dialogs/{dialog_id}/messages", hold)
+    page.wait_for_function("() => !document.querySelector('form.composer[aria-busy]')")
+    assert composer.input_value() == "msg 2"
+    page.locator(".entry.k-assistant").nth(1).wait_for()  # msg 1 went through
+    page.get_by_role("button", name="Send").click()
+    page.locator(".entry.k-assistant").nth(2).wait_for()
+    page.wait_for_function("() => !document.querySelector('form.composer[aria-busy]')")
+    assert composer.input_value() == ""  # sent, nothing typed meanwhile: cleared
+
+
 def test_with_both_driving_each_message_gets_one_generation(procs: Procs, page: Any) -> None:
     """The server and a `run --watch` both drive: the claim gives each drive to one of
     them, never both; each message is answered once and shown once."""

@@ -191,6 +191,23 @@
     );
   }
 
+  function clearSent(form, sent) {
+    // After a form was sent, its fields go back to their defaults, except what was typed
+    // or chosen while the request was under way (the next message is not lost).
+    for (const el of form.elements) {
+      if (!el.name || el.type === "hidden" || el.type === "submit") continue;
+      if (el.type === "checkbox" || el.type === "radio") {
+        if (el.checked === sent.getAll(el.name).includes(el.value)) el.checked = el.defaultChecked;
+      } else if (el instanceof HTMLSelectElement) {
+        if (el.value === sent.get(el.name)) {
+          for (const o of el.options) o.selected = o.defaultSelected;
+        }
+      } else if (el.value === sent.get(el.name)) {
+        el.value = el.defaultValue;
+      }
+    }
+  }
+
   document.addEventListener("submit", async (ev) => {
     const form = ev.target;
     if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-async")) return;
@@ -200,10 +217,11 @@
     const button = form.querySelector("button[type=submit]");
     if (button) button.disabled = true;
     form.setAttribute("aria-busy", "true");
+    const sent = new FormData(form);
     try {
       const res = await fetch(form.action, {
         method: "POST",
-        body: new URLSearchParams(new FormData(form)),
+        body: new URLSearchParams(sent),
         headers: { Accept: "application/json" },
       });
       const data = await res.json().catch(() => ({ error: `the server answered ${res.status}` }));
@@ -221,7 +239,7 @@
         location.assign(next.href);
         return;
       }
-      form.reset();
+      clearSent(form, sent);
       const details = form.closest("details");
       if (details) details.open = false;
       const region = form.closest("[data-fragment]");
