@@ -213,11 +213,18 @@ def main(argv: list[str] | None = None) -> None:
         cause = _database_error(exc)
         if cause is None or debug:
             raise
+        from mindloop.store.location import database_url
         from mindloop.store.store import STATE_DIR, STATE_FILE
 
+        url = database_url()
+        if url is not None:
+            from mindloop.store.postgres import redact
+
+            where = redact(url)
+        else:
+            where = f"{STATE_DIR}/{STATE_FILE}"
         err_console.print(
-            f"error: the runtime state {STATE_DIR}/{STATE_FILE} cannot be used: {cause} "
-            "(--debug shows the details)",
+            f"error: the runtime state {where} cannot be used: {cause} (--debug shows the details)",
             markup=False,
         )
         sys.exit(1)

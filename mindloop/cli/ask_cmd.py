@@ -89,13 +89,15 @@ async def _ask(
         if renderer is not None:
             renderer.close()
         await project.aclose()
+    from mindloop.store.location import state_location
+
     if as_json:
         code = OUTCOME_EXIT_CODES[report.outcome]
         print_json(
             summary(
                 report,
                 code,
-                project.state_file,
+                state_location(project.rtws),
                 created_task=asked.created_task,
                 task=asked.task.model_dump(mode="json"),
                 routing=asked.routing.model_dump(mode="json"),
@@ -106,4 +108,4 @@ async def _ask(
     from mindloop.cli.loop_cmds import print_loop
 
     print_loop(report, project.rtws)
-    return report_tree(report, project.rtws, project.state_file)
+    return report_tree(report, project.rtws, state_location(project.rtws))

@@ -111,6 +111,7 @@ async def _chat(
     opts: _Options,
 ) -> int:
     from mindloop import service
+    from mindloop.store.location import state_location
 
     project = service.open_project(rtws, max_steps=opts.max_steps)
     renderer = make_renderer(opts.as_json, show_thinking=opts.thinking)
@@ -139,16 +140,17 @@ async def _chat(
         await project.aclose()
     if opts.as_json:
         code = OUTCOME_EXIT_CODES[report.outcome]
-        print_json(summary(report, code, project.state_file, created_task=posted.created_task))
+        print_json(
+            summary(report, code, state_location(project.rtws), created_task=posted.created_task)
+        )
         return code
-    return report_tree(report, project.rtws, project.state_file)
+    return report_tree(report, project.rtws, state_location(project.rtws))
 
 
-def summary(
-    report: service.DriveReport, code: int, state_file: Path, **extra: Any
-) -> dict[str, Any]:
+def summary(report: service.DriveReport, code: int, state: str, **extra: Any) -> dict[str, Any]:
     """The `--json` summary of a run: its outcome and exit code, the root's answer (for a
-    chat), failures, questions, and the whole report."""
+    chat), failures, questions, where the state is (`state_location`), and the whole
+    report."""
     last = report.last
     answer = last.final_text if last is not None and last.final_text else report.answer
     return {
@@ -161,7 +163,7 @@ def summary(
             for r in report.failed
         ],
         "step_limited": [r.dialog_id for r in report.step_limited],
-        "state_file": str(state_file),
+        "state_file": state,
         **extra,
         "report": report.model_dump(mode="json"),
     }
@@ -208,6 +210,7 @@ async def settle_and_drive(
     has `root_id`) and the line to print — then drive its tree on (unless `no_drive`) and
     report as `run` does, the record under `key` in the JSON summary."""
     from mindloop import service
+    from mindloop.store.location import state_location
 
     project = service.open_project(rtws)
     renderer = make_renderer(as_json)
@@ -235,9 +238,11 @@ async def settle_and_drive(
         await project.aclose()
     if as_json:
         code = OUTCOME_EXIT_CODES[report.outcome]
-        print_json(summary(report, code, project.state_file, **{key: record.model_dump()}))
+        print_json(
+            summary(report, code, state_location(project.rtws), **{key: record.model_dump()})
+        )
         return code
-    return report_tree(report, project.rtws, project.state_file)
+    return report_tree(report, project.rtws, state_location(project.rtws))
 
 
 def _fleet(rtws: Path) -> str | None:
@@ -253,7 +258,7 @@ def _fleet(rtws: Path) -> str | None:
     return url if live_workers(rtws) else None
 
 
-def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> int:
+def report_tree(report: service.DriveReport, rtws: Path, state: str) -> int:
     """Print what a drive of one tree came to; return the command's exit code."""
     from mindloop.cli.usage import usage_line
 
@@ -274,16 +279,12 @@ def report_tree(report: service.DriveReport, rtws: Path, state_file: Path) -> in
             f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
         )
     print_approvals(report, rtws)
-    for r in report.step_limited:
-        console.print(
-            f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
-            f"({report.max_steps}); continue with --dialog {root_id}[/]"
-        )
+    print_step_limited(report, f"continue with --dialog {root_id}")
     print_capped(report)
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
     if report.tree_usage is not None and report.tree_usage != report.usage:
         console.print(f"[dim]       {usage_line(report.tree_usage)} (the whole dialog tree)[/]")
-    console.print(f"[dim]state in {state_file} · continue with --dialog {root_id}[/]")
+    console.print(f"[dim]state in {escape(state)} · continue with --dialog {root_id}[/]")
     return OUTCOME_EXIT_CODES[report.outcome]
 
 
@@ -295,6 +296,19 @@ def print_approvals(report: service.DriveReport, rtws: Path) -> None:
             f"to run {escape(a.summary)}\n"
             f"  approve with: mindloop approve -C {rtws} {a.id}\n"
             f'  reject with:  mindloop reject -C {rtws} {a.id} --reason "…"'
+        )
+
+
+# How a task's run says a dialog of its tree can go on after the step limit stopped it.
+TASK_STEP_HINT = "drive it on with: mindloop run --retry-errors -C {rtws}"
+
+
+def print_step_limited(report: service.DriveReport, hint: str) -> None:
+    """One line per drive the per-drive step limit stopped, and how to go on."""
+    for r in report.step_limited:
+        console.print(
+            f"[yellow]{_who(report, r.dialog_id)} stopped at the step limit "
+            f"({report.max_steps}); {escape(hint)}[/]"
         )
 
 
@@ -357,7 +371,9 @@ def run(
         if on_workers is not None:  # the loop runs on the workers (Scale-out)
             from mindloop.cli.run_workers import run_on_workers
 
-            raise typer.Exit(run_on_workers(rtws, on_workers, task, message, as_json))
+            raise typer.Exit(
+                run_on_workers(rtws, on_workers, task, message, as_json, max_steps=max_steps)
+            )
         from mindloop.cli.loop_cmds import run_task
 
         verbose = bool(global_option(ctx, "verbose"))
@@ -397,6 +413,7 @@ async def _run(
 
     from mindloop import service
     from mindloop.cli.usage import usage_line
+    from mindloop.store.location import state_location
 
     project = service.open_project(rtws, max_steps=max_steps)
     renderer = make_renderer(as_json, tag_lines=watch)
@@ -432,10 +449,10 @@ async def _run(
         await project.aclose()
     code = OUTCOME_EXIT_CODES[report.outcome]
     if as_json:
-        print_json(summary(report, code, project.state_file))
+        print_json(summary(report, code, state_location(project.rtws)))
         return code
     if root_id is not None:
-        return report_tree(report, project.rtws, project.state_file)
+        return report_tree(report, project.rtws, state_location(project.rtws))
     for q in report.questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
     print_approvals(report, rtws)

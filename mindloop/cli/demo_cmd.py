@@ -23,7 +23,7 @@ class DemoReport:
     rtws: Path
     dialog_id: str  # the task's loop root
     result: DriveResult  # the loop root's last drive
-    state_file: Path
+    state: str  # where the state is (`store.location.state_location`)
     dialogs: int
     questions_answered: int
     outcome: str = ""
@@ -36,6 +36,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     from mindloop.cli.loop_render import LoopRenderer
     from mindloop.demo import DEMO_PROMPT, DEMO_TASK, HUMAN_ANSWER, prepare_demo_rtws
     from mindloop.dialogs.outcomes import DriveEnd, DriveResult
+    from mindloop.store.location import state_location
 
     directory = prepare_demo_rtws(directory)
     console.rule("mindloop demo")
@@ -79,7 +80,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
     result = mine[-1] if mine else DriveResult(root, DriveEnd.ERROR, error="root never ran")
     console.rule("where things are")
     console.print(f"task:       {DEMO_TASK}: {loop.outcome if loop else '?'}")
-    console.print(f"state:      {project.state_file}")
+    console.print(f"state:      {escape(state_location(directory))}")
     console.print(f"files:      {directory / 'CHANGELOG.md'}, CONTRIBUTING.md, RELEASE_NOTES.md")
     console.print(f"self.md:    {directory / '.minds/team/dev/self.md'} (mindloop self history)")
     console.print(f"KB:         {directory / 'kb'} (from the KB request)")
@@ -92,7 +93,7 @@ async def run_demo(directory: Path | None, console: Console) -> DemoReport:
         directory,
         root,
         result,
-        project.state_file,
+        state_location(directory),
         len(report.tree),
         answered,
         loop.outcome.value if loop else "",

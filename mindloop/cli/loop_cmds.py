@@ -54,8 +54,15 @@ async def run_task(
     thinking: bool = False,
 ) -> int:
     from mindloop import service
-    from mindloop.cli.chat_cmd import print_capped, print_failures, start_logging
+    from mindloop.cli.chat_cmd import (
+        TASK_STEP_HINT,
+        print_capped,
+        print_failures,
+        print_step_limited,
+        start_logging,
+    )
     from mindloop.cli.loop_render import LoopRenderer
+    from mindloop.store.location import state_location
 
     project = service.open_project(rtws, max_steps=max_steps)
     renderer = None if as_json else LoopRenderer(console, show_thinking=thinking)
@@ -75,10 +82,11 @@ async def run_task(
     if as_json:
         from mindloop.cli.chat_cmd import summary
 
-        print_json(summary(report, code, project.state_file))
+        print_json(summary(report, code, state_location(project.rtws)))
         return code
     print_failures(report)
     print_capped(report)
+    print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
     for q in report.questions:
         console.print(
             f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
@@ -88,7 +96,9 @@ async def run_task(
     from mindloop.cli.usage import usage_line
 
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
-    console.print(f"[dim]state in {project.state_file} · `mindloop status {task}` shows it[/]")
+    console.print(
+        f"[dim]state in {escape(state_location(rtws))} · `mindloop status {task}` shows it[/]"
+    )
     return code
 
 

@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from mindloop.cli.common import INTERRUPTED_EXIT, OUTCOME_EXIT_CODES, console, print_json
 from mindloop.cli.loop_cmds import GLYPH, progress_bar
+from mindloop.store import DialogRecord, DialogStatus
 
 if TYPE_CHECKING:
     from mindloop import service
@@ -42,9 +43,11 @@ def live_workers(rtws: Path) -> int:
         store.close()
 
 
-def run_on_workers(rtws: Path, url: str, task: str, message: str | None, as_json: bool) -> int:
+def run_on_workers(
+    rtws: Path, url: str, task: str, message: str | None, as_json: bool, *, max_steps: int
+) -> int:
     try:
-        return asyncio.run(_enqueue_and_follow(rtws, url, task, message, as_json))
+        return asyncio.run(_enqueue_and_follow(rtws, url, task, message, as_json, max_steps))
     except KeyboardInterrupt:
         console.print(
             f"[dim]stopped following; the loop goes on on the workers (`mindloop run {task}` "
@@ -54,7 +57,7 @@ def run_on_workers(rtws: Path, url: str, task: str, message: str | None, as_json
 
 
 async def _enqueue_and_follow(
-    rtws: Path, url: str, task: str, message: str | None, as_json: bool
+    rtws: Path, url: str, task: str, message: str | None, as_json: bool, max_steps: int
 ) -> int:
     from mindloop import service
     from mindloop.durable.client import FleetClient
@@ -71,22 +74,32 @@ async def _enqueue_and_follow(
         state = submit(rt, rel, message, member=project.config.team.default_responder)
         client = await asyncio.to_thread(FleetClient, url)
         try:
-            wid = await asyncio.to_thread(client.enqueue_loop, state.root_id, rel)
+            wid = await asyncio.to_thread(client.enqueue_loop, state.root_id, rel, max_steps)
+            # a loop already queued or running was joined: its tree's drives keep its limit
+            limit = await asyncio.to_thread(client.max_steps, wid)
             if not as_json:
                 console.print(
                     f"[dim]{escape(rel)}: its loop is queued for the workers ({wid}); "
                     "following it[/]"
                 )
+                if limit != max_steps:
+                    console.print(
+                        f"[yellow]its loop was already under way with "
+                        f"{'the default step limit' if limit is None else f'--max-steps {limit}'}"
+                        f": --max-steps {max_steps} applies from its next run[/]"
+                    )
             view = _Progress(project, rel, state.root_id, quiet=as_json)
             while True:
                 wf = await asyncio.to_thread(client.state, wid)
                 view.show()
-                if wf.ended:
+                # As a local run, which lets the drives of its tree under way when its
+                # loop stops end first: their ends (an error, the step limit) are its.
+                if wf.ended and not view.tree_busy():
                     break
                 await asyncio.sleep(POLL)
         finally:
             await asyncio.to_thread(client.close)
-        return _report(project, rel, wf, view, as_json)
+        return _report(project, rel, wf, view, as_json, limit or max_steps)
     finally:
         await project.aclose()
 
@@ -104,7 +117,9 @@ class _Progress:
         self.quiet = quiet
         self.done: tuple[int, int] = (-1, -1)
         self.seen: set[str] = set()
-        self.errors: list[str] = []  # dialogs of the tree that errored while followed
+        # dialogs of the tree that stopped on an error / at the step limit while followed
+        self.failed: list[str] = []
+        self.stopped: list[str] = []
         from mindloop.store import loop_state as ls
 
         state = ls.get(self.store, task)
@@ -112,20 +127,28 @@ class _Progress:
         self.after = 0
         if state is not None and state.entry_message_id:
             self.after = state.entry_message_id - (1 if state.in_phase else 0)
-        self.seen.update(self._errored())
+        self.seen.update(self._stopped_short())
 
     def status(self) -> TaskStatus:
         from mindloop import service
 
         return service.task_status(self.project, self.task)
 
-    def _errored(self) -> dict[str, str]:
-        from mindloop.store import DialogStatus
-
-        return {
-            f"error:{d.id}": f"@{d.member} ({d.id}) stopped on an error"
+    def tree_busy(self) -> bool:
+        """Whether a dialog of the tree but its loop root is being driven or is marked to
+        be (its drive queued on the workers)."""
+        return any(
+            d.id != self.root_id and (d.needs_drive or d.status is DialogStatus.RUNNING)
             for d in self.store.list_dialogs(root_id=self.root_id)
-            if d.status is DialogStatus.ERROR
+        )
+
+    def _stopped_short(self) -> dict[str, DialogRecord]:
+        """The tree's dialogs whose last drive stopped on an error or at the step limit,
+        by a key of their status (a dialog retried and stopped again is new)."""
+        return {
+            f"{d.status}:{d.id}": d
+            for d in self.store.list_dialogs(root_id=self.root_id)
+            if d.status.retriable
         }
 
     def show(self) -> None:
@@ -139,11 +162,17 @@ class _Progress:
                 self._print(
                     f"[bold]▶ {entered.get('phase')}[/] (entry {entered.get('entry')}){escape(node)}"
                 )
-        for key, text in self._errored().items():
+        for key, d in self._stopped_short().items():
             if key not in self.seen:
                 self.seen.add(key)
-                self.errors.append(text)
-                self._print(f"[red]✗ {escape(text)}[/]")
+                if d.status is DialogStatus.ERROR:
+                    self.failed.append(d.id)
+                    self._print(f"[red]✗ @{escape(d.member)} ({d.id}) stopped on an error[/]")
+                else:
+                    self.stopped.append(d.id)
+                    self._print(
+                        f"[yellow]■ @{escape(d.member)} ({d.id}) stopped at the step limit[/]"
+                    )
         if (st.done, st.total) != self.done:
             self.done = (st.done, st.total)
             if st.total:
@@ -162,8 +191,15 @@ class _Progress:
             console.print(line)
 
 
-def _report(project: service.Project, task: str, wf: Any, view: _Progress, as_json: bool) -> int:
+def _drive_report(
+    project: service.Project, task: str, wf: Any, view: _Progress, max_steps: int
+) -> service.DriveReport:
+    """What the run came to, as a local `run TASK` reports it (`service.DriveReport`):
+    the loop's outcome from its workflow's output, the tree's dialogs that stopped on an
+    error or at the step limit while followed as their drives' ends, and the tree, its
+    questions, approvals and usage from the store."""
     from mindloop import service
+    from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 
     out = wf.output or {}
     if wf.status == "SUCCESS":
@@ -171,28 +207,80 @@ def _report(project: service.Project, task: str, wf: Any, view: _Progress, as_js
     else:
         outcome = "error"
         reason = f"the loop's workflow ended {wf.status}" + (f": {wf.error}" if wf.error else "")
-    if view.errors and outcome != "error":  # as a local run: a failed drive is an error
-        outcome, reason = "error", "; ".join(view.errors)
-    code = OUTCOME_EXIT_CODES.get(outcome, 1)
+    rtws = project.rtws
+    drives = [
+        DriveResult(
+            did,
+            DriveEnd.ERROR,
+            error=f"on a worker (mindloop dialogs show -C {rtws} {did})",
+        )
+        for did in view.failed
+    ] + [DriveResult(did, DriveEnd.STEP_LIMIT) for did in view.stopped]
+    rt = project.runtime
+    root = view.root_id
+    tree = rt.store.list_dialogs(root_id=root)
+    loop = service.LoopSummary(
+        task=task,
+        root_id=root,
+        outcome=service.Outcome(outcome)
+        if outcome in {o.value for o in service.Outcome}
+        else service.Outcome.ERROR,
+        reason=reason,
+        phase=out.get("phase") if isinstance(out.get("phase"), str) else None,
+        entries=int(out.get("entries") or 0),
+    )
+    return service.DriveReport(
+        root_id=root,
+        max_steps=max_steps,
+        drives=drives,
+        tree=tree,
+        members={d.id: d.member for d in tree},
+        questions=rt.store.open_questions(root_ids=[root]),
+        approvals=rt.pending_approvals([root]),
+        tree_usage=rt.store.usage(root_id=root),
+        loops=[loop],
+    )
+
+
+def _report(
+    project: service.Project, task: str, wf: Any, view: _Progress, as_json: bool, max_steps: int
+) -> int:
+    from mindloop.cli.chat_cmd import (
+        TASK_STEP_HINT,
+        print_capped,
+        print_failures,
+        print_step_limited,
+        summary,
+    )
+    from mindloop.store.location import state_location
+
+    report = _drive_report(project, task, wf, view, max_steps)
+    code = OUTCOME_EXIT_CODES[report.outcome]
+    loop = report.loop
+    assert loop is not None
+    outcome, reason = str(report.outcome), loop.reason
     st = view.status()
-    approvals = service.list_approvals(project, task=task)
     rtws = project.rtws
     if as_json:
+        # the local run's summary (`chat_cmd.summary`), and what only the workers know
         print_json(
-            {
-                "task": task,
-                "root_id": st.root_id,
-                "workflow_id": wf.workflow_id,
-                "executor_id": wf.executor_id,
-                "outcome": outcome,
-                "reason": reason,
-                "exit_code": code,
-                "status": st.model_dump(mode="json"),
-                "approvals": [a.model_dump(mode="json") for a in approvals],
-                "at": time.time(),
-            }
+            summary(
+                report,
+                code,
+                state_location(rtws),
+                task=task,
+                reason=reason,
+                workflow_id=wf.workflow_id,
+                executor_id=wf.executor_id,
+                status=st.model_dump(mode="json"),
+                approvals=[a.model_dump(mode="json") for a in report.approvals],
+                at=time.time(),
+            )
         )
         return code
+    print_failures(report)
+    print_capped(report)
+    print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
     for n in st.nodes:
         console.print(
             f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {escape(n.title)}"
@@ -202,7 +290,7 @@ def _report(project: service.Project, task: str, wf: Any, view: _Progress, as_js
             f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
             f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
         )
-    for a in approvals:
+    for a in report.approvals:
         console.print(
             f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} asks "
             f"to run {escape(a.summary)}\n"
@@ -211,7 +299,11 @@ def _report(project: service.Project, task: str, wf: Any, view: _Progress, as_js
         )
     color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(outcome, "yellow")
     console.print(
-        f"[{color}]task {escape(task)}: {outcome}[/]" + (f" — {escape(reason)}" if reason else "")
+        f"[{color}]task {escape(task)}: {loop.outcome}[/]"
+        + (f" — {escape(reason)}" if reason else "")
     )
-    console.print(f"[dim]on the workers (`mindloop workers`); `mindloop status {task}` shows it[/]")
+    console.print(
+        f"[dim]on the workers (`mindloop workers`); state in {escape(state_location(rtws))} · "
+        f"`mindloop status {task}` shows it[/]"
+    )
     return code

@@ -143,7 +143,7 @@ def workers(
     from rich.markup import escape
 
     if not data:
-        console.print("no live workers" + ("" if all_ else " (--all shows stopped ones)"))
+        console.print("no workers" if all_ else "no live workers (--all shows stopped ones)")
         return
     for d in data:
         drives = ", ".join(d["driving"]) or "-"

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mindloop.durable.steps import JsonObject
-from mindloop.durable.worker import dbos_config, loop_enqueue_options
+from mindloop.durable.worker import dbos_config, input_max_steps, loop_enqueue_options
 
 ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
@@ -42,11 +42,17 @@ class FleetClient:
             application_name=config["name"],
         )
 
-    def enqueue_loop(self, root_id: str, task_path: str) -> str:
-        """Enqueue the task's loop; the id of the loop workflow queued or running for it
-        (one already there is joined, not doubled)."""
-        handle: Any = self._client.enqueue(loop_enqueue_options(root_id), task_path)
+    def enqueue_loop(self, root_id: str, task_path: str, max_steps: int | None = None) -> str:
+        """Enqueue the task's loop, its tree's drives limited to `max_steps` steps each
+        (None: the workers' default); the id of the loop workflow queued or running for
+        it (one already there is joined, not doubled: it keeps its own limit)."""
+        handle: Any = self._client.enqueue(loop_enqueue_options(root_id), task_path, max_steps)
         return str(handle.get_workflow_id())
+
+    def max_steps(self, workflow_id: str) -> int | None:
+        """The step limit a workflow was enqueued with (None: the default)."""
+        found: list[Any] = self._client.list_workflows(workflow_ids=[workflow_id], load_input=True)
+        return input_max_steps(found[0].input) if found else None
 
     def state(self, workflow_id: str) -> WorkflowState:
         found: list[Any] = self._client.list_workflows(workflow_ids=[workflow_id], load_input=False)

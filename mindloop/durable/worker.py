@@ -86,10 +86,12 @@ class WorkerError(MindloopError):
 
 class Due(BaseModel):
     """What a worker found to do: dialogs to drive, and task loops to run (loop root ->
-    task package)."""
+    task package); `trees` names the loop root of each drive that is in a task's tree
+    (its drive takes the step limit of that task's running loop)."""
 
     drives: list[str] = []
     loops: dict[str, str] = {}
+    trees: dict[str, str] = {}
 
 
 class Engine(Protocol):
@@ -101,13 +103,15 @@ class Engine(Protocol):
     @property
     def wake(self) -> asyncio.Event: ...
 
-    async def drive(self, dialog_id: str) -> JsonObject:
-        """Drive the dialog once (inside its workflow); how the drive ended, as JSON."""
+    async def drive(self, dialog_id: str, max_steps: int | None = None) -> JsonObject:
+        """Drive the dialog once (inside its workflow), at most `max_steps` steps (None:
+        the engine's default); how the drive ended, as JSON."""
         ...
 
-    async def run_loop(self, task_path: str) -> JsonObject:
+    async def run_loop(self, task_path: str, max_steps: int | None = None) -> JsonObject:
         """Run the task's work loop (inside its workflow) until it ends as a local run
-        would; how it ended, as JSON (`outcome`, `reason` …)."""
+        would, `max_steps` the per-drive step limit of the run (None: the default); how
+        it ended, as JSON (`outcome`, `reason` …)."""
         ...
 
     def due(self) -> Due:
@@ -182,6 +186,18 @@ def _dialog_of(workflow_id: str) -> str:
     return workflow_id.partition("-")[2].rpartition("-")[0]
 
 
+def input_max_steps(inputs: Any) -> int | None:
+    """The per-drive step limit a `mindloop.drive` or `mindloop.loop` workflow was
+    enqueued with (its second argument), None when it has none (an input queued before
+    workflows carried it runs with the default)."""
+    if not isinstance(inputs, dict):
+        return None
+    args: Any = inputs.get("args") or []
+    kwargs: Any = inputs.get("kwargs") or {}
+    found = args[1] if len(args) > 1 else kwargs.get("max_steps")
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
 def _options(queue: str, workflow: str, prefix: str, dialog_id: str) -> Any:
     from dbos import EnqueueOptions, WorkflowSerializationFormat
 
@@ -223,12 +239,18 @@ def _register_workflow() -> None:
     portable = WorkflowSerializationFormat.PORTABLE
 
     @DBOS.workflow(name=DRIVE_WORKFLOW, serialization_type=portable)
-    async def drive_workflow(dialog_id: str) -> JsonObject:
-        return await _in_worker(f"drive {dialog_id}", lambda w: w.engine.drive(dialog_id))
+    # The step limit is an optional second argument: inputs queued before it existed
+    # (one argument) still run, with the engine's default.
+    async def drive_workflow(dialog_id: str, max_steps: int | None = None) -> JsonObject:
+        return await _in_worker(
+            f"drive {dialog_id}", lambda w: w.engine.drive(dialog_id, max_steps)
+        )
 
     @DBOS.workflow(name=LOOP_WORKFLOW, serialization_type=portable)
-    async def loop_workflow(task_path: str) -> JsonObject:
-        return await _in_worker(f"run {task_path}", lambda w: w.engine.run_loop(task_path))
+    async def loop_workflow(task_path: str, max_steps: int | None = None) -> JsonObject:
+        return await _in_worker(
+            f"run {task_path}", lambda w: w.engine.run_loop(task_path, max_steps)
+        )
 
     _registered = True
 
@@ -374,18 +396,22 @@ class Worker:
                 next_beat = time.monotonic() + self.ttl / 4
             self.engine.tick()
             due = self.engine.due()
+            # loop root -> the step limit of its loop queued or running now
+            loops = await self._loops() if due.loops or due.trees else {}
             if due.drives:
                 queued = await self._queued(QUEUE, DRIVE_WORKFLOW)
                 for did in due.drives:
                     if did not in queued:
-                        await self.enqueue(did)
+                        # a drive of a task's tree takes its running loop's step limit
+                        # (`run TASK --max-steps N`), as a local run's drives do
+                        root = due.trees.get(did)
+                        await self.enqueue(did, loops.get(root) if root else None)
             if due.loops:
                 # A loop queued or running now sees what made it due: it looks at the
                 # store until it stops, and stops only where nothing but the human (or
                 # nothing at all) can move the task.
-                queued = await self._queued(LOOP_QUEUE, LOOP_WORKFLOW)
                 for root, task in due.loops.items():
-                    if root not in queued:
+                    if root not in loops:
                         await self.enqueue_loop(root, task)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(wake, stop), self.poll)
@@ -405,18 +431,41 @@ class Worker:
 
         return {_dialog_of(w.workflow_id) for w in await _outside_workflow(read)}
 
-    async def enqueue(self, dialog_id: str) -> None:
+    async def _loops(self) -> dict[str, int | None]:
+        """The loops queued or running now: loop root -> the step limit each was
+        enqueued with (one query, inputs included)."""
+        from dbos import DBOS
+
+        def read() -> list[Any]:
+            return list(
+                DBOS.list_queued_workflows(
+                    queue_name=LOOP_QUEUE, name=LOOP_WORKFLOW, load_input=True, load_output=False
+                )
+            )
+
+        return {
+            _dialog_of(w.workflow_id): input_max_steps(w.input)
+            for w in await _outside_workflow(read)
+        }
+
+    async def enqueue(self, dialog_id: str, max_steps: int | None = None) -> None:
         from dbos import DBOS
 
         options = enqueue_options(dialog_id)
-        await _outside_workflow(lambda: DBOS.enqueue_workflow_with_options(options, dialog_id))
+        await _outside_workflow(
+            lambda: DBOS.enqueue_workflow_with_options(options, dialog_id, max_steps)
+        )
         self.enqueued += 1
 
-    async def enqueue_loop(self, root_id: str, task_path: str) -> None:
+    async def enqueue_loop(
+        self, root_id: str, task_path: str, max_steps: int | None = None
+    ) -> None:
         from dbos import DBOS
 
         options = loop_enqueue_options(root_id)
-        await _outside_workflow(lambda: DBOS.enqueue_workflow_with_options(options, task_path))
+        await _outside_workflow(
+            lambda: DBOS.enqueue_workflow_with_options(options, task_path, max_steps)
+        )
         self.enqueued += 1
 
     async def _take_over_gone(self) -> None:

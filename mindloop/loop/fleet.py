@@ -61,8 +61,8 @@ class FleetEngine:
     def wake(self) -> asyncio.Event:
         return self.rt.wake
 
-    async def drive(self, dialog_id: str) -> JsonObject:
-        result = await self.rt.drive(dialog_id)
+    async def drive(self, dialog_id: str, max_steps: int | None = None) -> JsonObject:
+        result = await self.rt.drive(dialog_id, max_steps=max_steps)
         root = self._roots.root(dialog_id)
         if root != dialog_id and self._roots.task(root) is not None:
             self._nudged.add(root)
@@ -74,7 +74,10 @@ class FleetEngine:
             "error": result.error,
         }
 
-    async def run_loop(self, task_path: str) -> JsonObject:
+    async def run_loop(self, task_path: str, max_steps: int | None = None) -> JsonObject:
+        # The loop drives its root within each phase's step cap, as a local run does;
+        # `max_steps` (`run TASK --max-steps N`) limits the drives of its tree, which
+        # the workers enqueue with the limit of the loop running for it (`Due.trees`).
         loop = TaskLoop(self.rt, self.policies, task_path, drive_tree=False)
         report = await loop.run()
         self.rt.wake.set()
@@ -85,15 +88,20 @@ class FleetEngine:
             "reason": report.reason,
             "phase": report.phase.value if report.phase is not None else None,
             "entries": report.entries,
+            "max_steps": max_steps,
         }
 
     def due(self) -> Due:
         drives: list[str] = []
         loops: dict[str, str] = {}
+        trees: dict[str, str] = {}
         for did in self.rt.store.drivable_dialogs(self.rt.claims.owner):
             task = self._roots.task(did)
             if task is None:
                 drives.append(did)
+                root = self._roots.root(did)
+                if root != did and self._roots.task(root) is not None:
+                    trees[did] = root
             else:
                 loops[did] = task
         nudged, self._nudged = self._nudged, set()
@@ -101,7 +109,7 @@ class FleetEngine:
             state = ls.by_root(self.rt.store, root)
             if state is not None and state.status not in _SETTLED:
                 loops[root] = state.task_path
-        return Due(drives=drives, loops=loops)
+        return Due(drives=drives, loops=loops, trees=trees)
 
     def recover(self) -> list[str]:
         return self.rt.recover()

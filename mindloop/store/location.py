@@ -5,6 +5,7 @@ shares it). Read when a store is opened, never per statement."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from mindloop.store.dialect import StoreDialect
 
@@ -24,3 +25,17 @@ def env_dialect(*, durable: bool) -> StoreDialect | None:
     from mindloop.store.postgres import PostgresDialect
 
     return PostgresDialect(url, durable=durable)
+
+
+def state_location(rtws: Path) -> str:
+    """Where the rtws's state is, as outputs name it: the database `MINDLOOP_DATABASE_URL`
+    names (its password hidden), else the SQLite file under `.mindloop/` (the rule
+    `Store.for_rtws` opens by)."""
+    url = database_url()
+    if url is None:
+        from mindloop.store.store import STATE_DIR, STATE_FILE
+
+        return str(Path(rtws) / STATE_DIR / STATE_FILE)
+    from mindloop.store.postgres import redact
+
+    return redact(url)
