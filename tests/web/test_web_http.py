@@ -257,9 +257,12 @@ def test_an_approval_is_listed_and_approve_runs_exactly_the_approved_call(
     [row] = [r for r in web.call("GET", "/api/tasks") if r["path"] == "tasks/example.tsk"]
     assert (row["status"], row["questions"]) == ("waiting for you", 1)
 
-    # Free text never decides an approval, and a digest not shown decides nothing.
+    # Free text never decides an approval (the refusal names the page's buttons, not the
+    # CLI's commands), and a digest not shown decides nothing.
     status, _, body = web.request("POST", f"/questions/{a['id']}/answer", {"answer": "yes"})
-    assert status == 400 and f"mindloop approve {a['id']}" in json.loads(body)["error"]
+    error = json.loads(body)["error"]
+    assert status == 400 and f"{a['id']} is an approval, not a question" in error
+    assert "its Approve or Reject button" in error and "mindloop" not in error
     status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {"digest": "0" * 64})
     assert status == 400 and "nothing was decided" in json.loads(body)["error"]
     status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {})
