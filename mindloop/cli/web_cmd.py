@@ -80,7 +80,7 @@ async def _web(
 ) -> int:
     from mindloop import service
     from mindloop.cli.chat_cmd import start_logging
-    from mindloop.web.server import is_loopback, listen, refuse_remote, serve
+    from mindloop.web.server import listen, refuse_remote, remote_warning, serve
 
     # Everything that can be refused is, before anything is written (state, logs).
     refuse_remote(host, allow_remote)
@@ -90,12 +90,9 @@ async def _web(
     except BaseException:
         await project.aclose()
         raise
-    if not is_loopback(host):
-        err_console.print(
-            f"warning: serving on {host}, not only on this machine: anyone who can reach it "
-            "and learns the token can read and steer your agents",
-            markup=False,
-        )
+    warning = remote_warning(host)
+    if warning is not None:
+        err_console.print(warning, markup=False, soft_wrap=True)
 
     def announce(serving: Serving) -> None:
         console.print(f"mindloop web: {rtws}", markup=False)

@@ -4,11 +4,13 @@ answer a question, approve or reject a call waiting for approval, replace one Ta
 section, retry a stopped tree.
 
 An approval is decided only by its two buttons, never by free text (`answer` refuses an
-approval id): the form posts back the digest of the call it showed, so a call changed
-since the page was drawn is refused with nothing decided; the human is the actor.
+approval id, naming the buttons): the form posts back the digest of the call it showed, so
+a call changed since the page was drawn is refused with nothing decided; the human is the
+actor.
 
 Each is the use case the CLI runs (`mindloop.service`, `taskdoc.human`), so a refusal is
-the same `MindloopError` with the same words and nothing is written. A change that makes
+the same `MindloopError` with the same words (except where they name a CLI command the
+page has a button for) and nothing is written. A change that makes
 a tree drivable hands it to the driver, which answers it in this process. Forms get a
 redirect (303); scripts asking for JSON get `{"ok": true, "location": …}` or an error.
 """
@@ -26,7 +28,7 @@ from mindloop.errors import MindloopError
 from mindloop.taskdoc import TaskPackage
 from mindloop.taskdoc.human import HUMAN_ACTOR, edit_section
 from mindloop.taskdoc.mind import record_created
-from mindloop.web.state import done, fields, web
+from mindloop.web.state import WebState, done, fields, web
 
 
 def _task_url(path: str) -> str:
@@ -112,6 +114,7 @@ async def post_message(request: Request) -> Response:
 async def answer(request: Request) -> Response:
     state = web(request)
     form = await fields(request)
+    _not_an_approval(state, request.path_params["id"])
     answered = service.answer(
         state.project,
         request.path_params["id"],
@@ -121,6 +124,19 @@ async def answer(request: Request) -> Response:
     state.driver.kick(answered.root_id)
     location = _back(form, f"/dialogs/{answered.dialog_id}")
     return done(request, location, answered=answered)
+
+
+def _not_an_approval(state: WebState, wait_id: str) -> None:
+    """Refuse free text for an approval in the web's words: the runtime decides what is an
+    approval (`not_an_approval`), but its refusal names the CLI's commands, and here the
+    decision is the page's two buttons."""
+    try:
+        state.project.runtime.not_an_approval(wait_id)
+    except MindloopError:
+        raise MindloopError(
+            f"{wait_id} is an approval, not a question: it is decided only with its Approve or "
+            "Reject button (in the inbox or on its dialog's page), never by an answer"
+        ) from None
 
 
 async def approve(request: Request) -> Response:

@@ -58,6 +58,17 @@ def refuse_remote(host: str, allow_remote: bool) -> None:
         )
 
 
+def remote_warning(host: str) -> str | None:
+    """What a user serving on a non-loopback address (allowed by `refuse_remote`) is told
+    before the server starts; None on loopback."""
+    if is_loopback(host):
+        return None
+    return (
+        f"warning: serving on {host}, not only on this machine: anyone who can reach it "
+        "and learns the token can read and steer your agents"
+    )
+
+
 @dataclass(frozen=True)
 class Serving:
     url: str  # with the token

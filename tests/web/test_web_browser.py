@@ -11,7 +11,12 @@ mock provider: what a person sees and does.
   a section; an edit started from a stale text is refused and the draft kept;
 - an event stream cut off while the team works resumes from `Last-Event-ID`: what was
   committed meanwhile appears once;
-- the UI works while a separate `mindloop run --watch` drives the dialogs.
+- the UI works while a separate `mindloop run --watch` drives the dialogs;
+- a browser without the token gets the page telling what to open; the printed address
+  lets it in (cookie set, token gone from the address bar);
+- a teammate's reply, a tool call and its result show in the transcript, and the task
+  list, the inbox and a dialog fit a phone's width; the Taskdoc's views are tabs that
+  follow the arrow keys.
 
 A task's work loop in the browser (the demo played there, the task page's composer, a
 node's page) is in `test_web_task_loop.py`.
@@ -33,8 +38,8 @@ from tests.dialogs.procs import Procs, read_store, wait_until
 from tests.loop.router_util import route
 from tests.scenario_util import write_script, write_team
 from tests.web.webproc import connected as _connected
+from tests.web.webproc import fits, plan_login, start_web
 from tests.web.webproc import open_page as _open
-from tests.web.webproc import plan_login, start_web
 
 TIMEOUT = 60.0
 TASK = "tasks/example.tsk"
@@ -98,6 +103,38 @@ def _store(procs: Procs) -> Any:
 
 def _assistant_texts(store: Store, dialog_id: str) -> list[str]:
     return [m.data["text"] for m in store.load_history(dialog_id) if m.kind == "assistant"]
+
+
+# ---------------------------------------------------------------------------- the token
+
+
+def test_a_browser_without_the_token_is_refused_until_it_opens_the_printed_address(
+    procs: Procs, page: Any
+) -> None:
+    """A fresh browser (no cookie) gets the 401 page telling what to open; the printed
+    address lets it in: the cookie is set (HttpOnly, SameSite=Strict) and the token leaves
+    the address bar, and the cookie alone opens the other pages."""
+    web = start_web(procs)
+    for path in ("/", "/inbox", f"/task/{TASK}"):
+        refused = page.goto(web.base + path)
+        assert refused is not None and refused.status == 401, path
+        assert page.locator("h1").inner_text() == "This page needs the server's token"
+        assert "?token=" in page.locator("main").inner_text()
+    assert page.context.cookies() == []
+
+    shown = page.goto(web.url)
+    assert shown is not None and shown.status == 200
+    assert page.url == web.base + "/"  # the token is gone from the address bar
+    assert web.token not in page.url
+    [cookie] = page.context.cookies()
+    assert (cookie["name"], cookie["value"]) == ("mindloop_token", web.token)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert page.locator(f'tr[data-task="{TASK}"]').count() == 1  # the task list
+    assert page.evaluate("document.cookie") == ""  # out of scripts' reach
+    _connected(page)  # the event stream rides the cookie too
+    inbox = page.goto(web.base + "/inbox")
+    assert inbox is not None and inbox.status == 200
+    assert page.locator("h1").inner_text() == "Inbox"
 
 
 # ---------------------------------------------------------------------------- chat
@@ -333,6 +370,101 @@ def test_the_node_tree_updates_live_while_another_process_plans(procs: Procs, pa
     assert f"after {form_id}" in page.locator('[data-node="n3"]').inner_text()
     assert page.locator("[data-rule]").inner_text() == "Keep every change small"
     assert page.locator('.docs [data-doc="docs/auth.md"]').count() == 1
+
+
+# ---------------------------------------------------------------------------- phone, keyboard
+
+PROGRESS = {"name": "change_mind", "arguments": {"selector": "progress", "content": "- Counting."}}
+TEAMMATE_SCRIPT: list[dict[str, Any]] = [
+    {"member": "helper", "contains": "Count the files", "response": "Three files, all small."},
+    {
+        "member": "dev",
+        "contains": "Three files",
+        "response": "The helper counted three files.\n!?@human Which database should we use?\n",
+    },
+    {
+        "member": "dev",
+        "role": "tool",
+        "contains": "replaced",
+        "response": "Asking the helper.\n!?@helper Count the files.\n",
+    },
+    {"member": "dev", "contains": "count with the helper", "tool_calls": [PROGRESS]},
+]
+
+
+def test_a_teammates_reply_shows_and_the_main_pages_fit_a_phone(procs: Procs, page: Any) -> None:
+    """A dialog with a tool call, its result and a teammate's reply (linked to the side
+    dialog that wrote it), then a question: the task list, the inbox and the dialog page
+    fit a 390 px wide screen."""
+    write_team(procs.rtws, {"dev": {"toolsets": ["*"]}, "helper": {}})
+    write_script(procs.rtws, TEAMMATE_SCRIPT)
+    web = start_web(procs)
+    started = web.call("POST", "/chat", {"message": "count with the helper", "task": TASK})
+    root = started["dialog"]["id"]
+    wait_until(lambda: web.call("GET", "/api/questions"), TIMEOUT, "the question")
+    [side] = [
+        d.id for d in read_store(procs.rtws, lambda s: s.list_dialogs(root_id=root)) if d.id != root
+    ]
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    _open(page, web, f"/dialogs/{root}")
+    page.locator(".entry.k-assistant", has_text="The helper counted three files.").wait_for()
+    call = page.locator('.entry[data-kind="tool_call"]')
+    assert call.locator(".who code").inner_text() == "change_mind"
+    assert '"selector": "progress"' in call.locator("pre.args").inner_text()
+    result = page.locator('.entry[data-kind="tool_result"]')
+    assert result.locator(".who code").inner_text() == "change_mind"
+    assert "replaced" in result.locator("pre.result").inner_text()
+    reply = page.locator('.entry[data-kind="tellask_result"]')
+    assert reply.locator(".label").inner_text() == "reply"
+    assert "Three files, all small." in reply.locator(".text").inner_text()
+    assert reply.locator(f'.who a[href="/dialogs/{side}"]').inner_text() == side
+    assert "@helper" in page.locator(".tellask", has_text="Count the files.").inner_text()
+    assert fits(page)
+    for path, heading in (("/inbox", "Inbox"), ("/", "Tasks")):
+        page.goto(web.base + path)
+        _connected(page)
+        assert page.locator("h1").inner_text() == heading
+        assert fits(page), path
+    page.goto(web.base + "/inbox")
+    assert "Which database should we use?" in page.locator("[data-question]").inner_text()
+    assert page.get_by_label("Your answer to @dev").is_visible()
+
+
+def test_the_taskdoc_views_are_tabs_that_follow_the_arrow_keys(procs: Procs, page: Any) -> None:
+    web = start_web(procs)
+    _open(page, web, f"/task/{TASK}")
+    sections = page.get_by_role("tab", name="Sections")
+    combined = page.get_by_role("tab", name="Combined (effective)")
+    sections_view, combined_view = page.locator("#view-sections"), page.locator("#view-combined")
+
+    def shown(tab: Any, view: Any, other: Any, hidden: Any) -> None:
+        assert tab.get_attribute("aria-selected") == "true"
+        assert other.get_attribute("aria-selected") == "false"
+        assert tab.evaluate("el => el === document.activeElement")
+        assert (tab.get_attribute("tabindex"), other.get_attribute("tabindex")) == ("0", "-1")
+        assert view.is_visible() and hidden.is_hidden()
+
+    assert sections.get_attribute("aria-selected") == "true" and combined_view.is_hidden()
+    sections.focus()
+    for key, on in (
+        ("ArrowRight", "combined"),
+        ("ArrowRight", "sections"),  # wraps around
+        ("ArrowLeft", "combined"),  # wraps around
+        ("ArrowLeft", "sections"),
+        ("End", "combined"),
+        ("Home", "sections"),
+    ):
+        page.keyboard.press(key)
+        if on == "combined":
+            shown(combined, combined_view, sections, sections_view)
+        else:
+            shown(sections, sections_view, combined, combined_view)
+    page.keyboard.press("End")
+    assert "## Goals" in combined_view.locator("[data-effective]").inner_text()
+    # Tab leaves the tab list for the shown panel (only the selected tab is a stop).
+    page.keyboard.press("Tab")
+    assert combined_view.evaluate("el => el === document.activeElement")
 
 
 # ---------------------------------------------------------------------------- resume

@@ -8,20 +8,27 @@ mock provider, and stops it as a user does (Ctrl-C).
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from mindloop.store import STATE_DIR, STATE_FILE
-from mindloop.web.server import is_loopback
-from tests.dialogs.procs import Procs, read_store, wait_until
+from mindloop.web.server import is_loopback, remote_warning
+from tests.dialogs.procs import Procs, child_env, read_store, wait_until
 from tests.scenario_util import ml, write_script, write_team
 from tests.web.webproc import Web, start_web, stop_web
 
 TIMEOUT = 60.0
+CLI = [sys.executable, "-m", "mindloop.cli.app"]
 
 
 @pytest.fixture
@@ -120,6 +127,111 @@ def test_what_cannot_be_served_is_refused_before_anything_is_written(rtws: Path)
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10")
 
 
+def _addresses_of_this_machine() -> list[str]:
+    """The IPv4 addresses of this machine's interfaces other than loopback (Linux:
+    SIOCGIFADDR per interface); none on a machine with only `lo`."""
+    import fcntl
+    import struct
+
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
+            except OSError:  # an interface without an IPv4 address
+                continue
+            addr = socket.inet_ntoa(packed[20:24])
+            if not is_loopback(addr):
+                found.append(addr)
+    return found
+
+
+def test_another_interface_is_served_only_when_allowed_and_with_a_warning(
+    procs: Procs, rtws: Path, tmp_path: Path
+) -> None:
+    """`--host <an address of this machine> --allow-remote` serves there, and says on
+    stderr, before the address, that anyone who can reach it may steer the agents."""
+    assert remote_warning("127.0.0.1") is None and remote_warning("::1") is None
+    assert remote_warning("localhost") is None
+    said = remote_warning("0.0.0.0")
+    assert said is not None and "warning: serving on 0.0.0.0" in said
+    assert "read and steer your agents" in said
+    addresses = _addresses_of_this_machine()
+    if not addresses:  # only loopback here: the decision above is what can be checked
+        return
+    host = addresses[0]
+    out, err = tmp_path / "web.out", tmp_path / "web.err"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [*CLI, "-C", str(rtws), "web", "--port", "0", "--host", host, "--allow-remote"],
+            cwd=rtws,
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e,
+            env=child_env(rtws, {}),
+        )
+    try:
+        printed = re.compile(rf"http://{re.escape(host)}:(\d+)/\?token=(\S+)")
+        found = wait_until(
+            lambda: printed.search(out.read_text()) or (proc.poll() is not None and "ended"),
+            60.0,
+            "`mindloop web` to print its address",
+        )
+        assert isinstance(found, re.Match), out.read_text() + err.read_text()
+        warning = err.read_text()
+        assert f"warning: serving on {host}, not only on this machine" in warning
+        assert "read and steer your agents" in warning
+        assert found.group(0) not in warning  # the address goes to stdout
+        conn = http.client.HTTPConnection(host, int(found.group(1)), timeout=30)
+        try:
+            conn.request(
+                "GET",
+                "/api/tasks",
+                headers={"Authorization": f"Bearer {found.group(2)}", "Accept": "application/json"},
+            )
+            resp = conn.getresponse()
+            assert resp.status == 200 and b"tasks/example.tsk" in resp.read()
+        finally:
+            conn.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_open_hands_the_token_address_to_the_browser(procs: Procs, tmp_path: Path) -> None:
+    """`--open` opens the printed address (with its token) in the default browser: here a
+    `BROWSER` that writes down what it was given."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(
+        f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {opened}.part\nmv {opened}.part {opened}\n"
+    )
+    browser.chmod(0o755)
+    procs.env["BROWSER"] = str(browser)
+    web = start_web(procs, "--open")
+    wait_until(opened.exists, 60.0, "the browser to be opened")
+    assert opened.read_text().splitlines() == [web.url]
+    status, headers, _ = web.request(
+        "GET", urlsplit(web.url).path + "?" + urlsplit(web.url).query, bearer=False
+    )
+    assert status == 303 and "mindloop_token=" in headers["set-cookie"]  # the address works
+
+
+def test_without_open_no_browser_is_started(procs: Procs, tmp_path: Path) -> None:
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f"#!/bin/sh\ntouch {opened}\n")
+    browser.chmod(0o755)
+    procs.env["BROWSER"] = str(browser)
+    web = start_web(procs)
+    assert web.call("GET", "/api/tasks")  # it serves (the browser would have opened by now)
+    assert stop_web(procs, web) == 130
+    assert not opened.exists()
+
+
 def test_ctrl_c_stops_the_server_and_says_state_is_saved(procs: Procs, web: Web) -> None:
     assert stop_web(procs, web) == 130
     assert "state is saved" in web.proc.output()
@@ -145,6 +257,47 @@ def test_a_bad_input_is_refused_with_the_use_cases_words_and_nothing_changes(web
     assert status == 400 and "nothing to retry" in json.loads(body)["error"]
     status, headers, _ = web.request("GET", f"//elsewhere.example?token={web.token}", bearer=False)
     assert status == 303 and headers["location"] == "/"  # only a path of this server
+
+
+def test_a_task_created_from_its_form_is_the_humans_and_a_bad_name_creates_nothing(
+    web: Web, rtws: Path
+) -> None:
+    made = web.call(
+        "POST",
+        "/tasks",
+        {"slug": "login", "goal": "Users can log in.", "constraints": "Keep it small\n\n Tested "},
+    )
+    assert made["task"] == "tasks/login.tsk" and made["location"] == "/task/tasks/login.tsk"
+    pkg = rtws / "tasks" / "login.tsk"
+    assert (pkg / "goals.md").read_text("utf-8") == "Users can log in.\n"
+    assert (pkg / "constraints.md").read_text("utf-8") == "- Keep it small\n- Tested\n"
+    for section in ("goals.md", "constraints.md", "progress.md"):
+        [created] = read_store(
+            rtws, lambda s, sec=section: s.taskdoc_history("tasks/login.tsk", sec)
+        )
+        assert (created.actor_member, created.actor_dialog) == ("human", None), section
+        assert created.content_before is None
+    shown = web.call("GET", "/api/taskdoc/tasks/login.tsk")
+    assert {(s["actor"], s["changed_outside"]) for s in shown["sections"]} == {("human", False)}
+    assert "tasks/login.tsk" in [r["path"] for r in web.call("GET", "/api/tasks")]
+
+    # The same name again: refused, the package as it was, no second history entry.
+    status, _, body = web.request("POST", "/tasks", {"slug": "login", "goal": "Something else."})
+    assert status == 400 and "tasks/login.tsk already exists" in json.loads(body)["error"]
+    assert (pkg / "goals.md").read_text("utf-8") == "Users can log in.\n"
+    assert len(read_store(rtws, lambda s: s.taskdoc_history("tasks/login.tsk", "goals.md"))) == 1
+
+    # A name that leaves tasks/: refused, nothing written anywhere.
+    before = sorted(p.name for p in (rtws / "tasks").iterdir())
+    for slug in ("../escape", "../../escape", "a/../../escape", "/tmp/escape"):
+        status, _, body = web.request("POST", "/tasks", {"slug": slug, "goal": "out"})
+        assert status == 400 and "Invalid task slug" in json.loads(body)["error"], slug
+    assert sorted(p.name for p in (rtws / "tasks").iterdir()) == before
+    assert not list(rtws.parent.glob("**/escape*"))
+    status, _, body = web.request("POST", "/tasks", {"slug": "  "})
+    assert status == 400 and "the task needs a name" in json.loads(body)["error"]
+    tasks = [r["path"] for r in web.call("GET", "/api/tasks")]
+    assert sorted(tasks) == ["tasks/example.tsk", "tasks/login.tsk"]
 
 
 # ---------------------------------------------------------------------------- the stream
@@ -257,9 +410,12 @@ def test_an_approval_is_listed_and_approve_runs_exactly_the_approved_call(
     [row] = [r for r in web.call("GET", "/api/tasks") if r["path"] == "tasks/example.tsk"]
     assert (row["status"], row["questions"]) == ("waiting for you", 1)
 
-    # Free text never decides an approval, and a digest not shown decides nothing.
+    # Free text never decides an approval (the refusal names the page's buttons, not the
+    # CLI's commands), and a digest not shown decides nothing.
     status, _, body = web.request("POST", f"/questions/{a['id']}/answer", {"answer": "yes"})
-    assert status == 400 and f"mindloop approve {a['id']}" in json.loads(body)["error"]
+    error = json.loads(body)["error"]
+    assert status == 400 and f"{a['id']} is an approval, not a question" in error
+    assert "its Approve or Reject button" in error and "mindloop" not in error
     status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {"digest": "0" * 64})
     assert status == 400 and "nothing was decided" in json.loads(body)["error"]
     status, _, body = web.request("POST", f"/approvals/{a['id']}/approve", {})

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from mindloop.config.caps import format_usd
 from mindloop.store import Store
 from tests.dialogs.procs import Procs, read_store
 from tests.scenario_util import ml, write_script, write_team
-from tests.web.webproc import connected, open_page, plan_login, start_web
+from tests.web.webproc import connected, fits, open_page, plan_login, start_web
 
 TIMEOUT_MS = 90_000  # a whole loop under load
 TASK = "tasks/example.tsk"
@@ -75,11 +77,6 @@ def _loop_is(page: Any, status: str, phase: str | None = None) -> None:
         assert loop.locator("[data-loop-phase]").inner_text() == phase
 
 
-def _fits(page: Any) -> bool:
-    """Nothing sticks out sideways (the page works at this width)."""
-    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
-
-
 def _user_texts(store: Store, task: str) -> list[str]:
     found = store.task_by_path(task)
     assert found is not None
@@ -103,6 +100,7 @@ def test_the_demo_is_started_watched_answered_and_approved_in_the_browser_until_
     rtws = tmp_path / "demo"
     made = ml("demo", "--init", "--dir", str(rtws))
     assert made.returncode == 0, made.stdout + made.stderr
+    _price(rtws)
     procs = Procs(rtws, tmp_path / "logs")
     try:
         web = start_web(procs)
@@ -151,6 +149,11 @@ def test_the_demo_is_started_watched_answered_and_approved_in_the_browser_until_
         # The task page, never reloaded, follows the loop to DONE.
         _loop_is(page, "DONE")
         assert _kept(page)
+        # The node tree is its own fragment: it may follow the loop's status a moment later.
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-node] [data-node-status]')]"
+            ".every(e => e.textContent.trim() === 'DONE')"
+        )
         nodes = page.locator("[data-node] [data-node-status]").all_inner_texts()
         assert nodes == ["DONE"] * 5
         progress = page.locator('[data-section="progress"]')
@@ -181,13 +184,60 @@ def test_the_demo_is_started_watched_answered_and_approved_in_the_browser_until_
         assert tree.locator("text=FBR").count() == 3
         assert tree.locator("text=@reviewer").count() == 1
 
-        assert [p.args[0] for p in procs.started] == ["web"]  # no other command ran
+        # The loop root's transcript: its tool calls and their results, the reviewer's
+        # reply (a dispatched node's side dialog reports back in a note), the FBR samples.
         done = read_store(rtws, lambda s: s.task_by_path(DEMO_TASK))
         assert done is not None and done.status == "DONE"
+        page.goto(f"{web.base}/dialogs/{done.root_id}")
+        connected(page)
+        calls = page.locator('.entry[data-kind="tool_call"]')
+        move = calls.filter(has=page.locator("code", has_text=re.compile("^move$")))
+        assert move.count() == 1 and "RELEASE_NOTES.md" in move.locator("pre.args").inner_text()
+        assert calls.filter(has=page.locator("code", has_text="node_create")).count() == 4
+        results = page.locator('.entry[data-kind="tool_result"]')
+        assert results.count() == calls.count()
+        held = results.filter(has=page.locator("code", has_text=re.compile("^move$")))
+        assert "needs the human's approval before it runs" in held.inner_text()
+        approved = page.locator('.entry[data-kind="note"]', has_text="The human approved move")
+        assert "moved `drafts/RELEASE_NOTES.md` to `RELEASE_NOTES.md`" in approved.inner_text()
+        written = results.filter(has_text="created `CHANGELOG.md`")
+        assert written.count() == 1 and "write_file" in written.locator(".who").inner_text()
+        reply = page.locator('.entry[data-kind="note"]', has_text="[detached] @reviewer")
+        assert "Written CONTRIBUTING.md." in reply.inner_text()
+        samples = page.locator('.entry[data-kind="tellask_result"]')
+        assert samples.count() == 3
+        assert samples.locator(".label").all_inner_texts() == ["FBR sample"] * 3
+        fbr = read_store(rtws, lambda s: [d.id for d in s.list_dialogs(root_id=done.root_id)])
+        linked = samples.locator(".who a").evaluate_all("els => els.map(a => a.textContent)")
+        assert len(set(linked)) == 3 and set(linked) <= set(fbr)
+        assert "Conclusion: add a '## [0.1.0] - <date>' heading." in samples.first.inner_text()
+        # Its cost (the mock model is priced in llm.yaml): the root's, and the task's.
+        shown = web.call("GET", f"/api/dialogs/{done.root_id}")
+        assert shown["usage"]["cost_usd"] > 0 and shown["usage"]["unpriced"] == 0
+        dialog_cost = page.locator("[data-dialog-cost]").inner_text()
+        assert dialog_cost == format_usd(shown["usage"]["cost_usd"])
+        page.goto(web.base + "/")
+        [row] = [r for r in web.call("GET", "/api/tasks") if r["path"] == DEMO_TASK]
+        task_cost = page.locator(f'tr[data-task="{DEMO_TASK}"] [data-task-cost]').inner_text()
+        assert task_cost == format_usd(row["usage"]["cost_usd"])
+        assert float(task_cost.removeprefix("$")) > float(dialog_cost.removeprefix("$")) > 0
+
+        assert [p.args[0] for p in procs.started] == ["web"]  # no other command ran
         assert (rtws / "RELEASE_NOTES.md").is_file()  # the approved move ran
         assert _user_texts_of(rtws, DEMO_TASK)[0] == DEMO_PROMPT
     finally:
         procs.close()
+
+
+def _price(rtws: Path) -> None:
+    """Price the mock model in llm.yaml (it has no price of its own), so cost is shown."""
+    path = rtws / ".minds" / "llm.yaml"
+    llm = yaml.safe_load(path.read_text("utf-8"))
+    llm["providers"]["mock"]["models"]["mock-model"]["price"] = {
+        "input_per_mtok": 3,
+        "output_per_mtok": 15,
+    }
+    path.write_text(yaml.safe_dump(llm, sort_keys=False), "utf-8")
 
 
 def _user_texts_of(rtws: Path, task: str) -> list[str]:
@@ -323,10 +373,10 @@ def test_a_nodes_page_shows_its_work_and_follows_it_live(procs: Procs, page: Any
 
     # At phone width it fits, as does the task page with its composer.
     page.set_viewport_size({"width": 390, "height": 844})
-    assert _fits(page)
+    assert fits(page)
     page.goto(f"{web.base}/task/{TASK}")
     connected(page)
-    assert _fits(page)
+    assert fits(page)
     assert page.get_by_label("Message to the work loop").is_visible()
 
     status, _, body = web.request("GET", f"/task/{TASK}/node/n9", headers={"Accept": "text/html"})

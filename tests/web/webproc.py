@@ -175,6 +175,11 @@ def connected(page: Any) -> None:
     page.locator('[data-connection-state][data-state="open"]').wait_for()
 
 
+def fits(page: Any) -> bool:
+    """Nothing sticks out sideways (the page works at this width)."""
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
 def plan_login(rtws: Path, task: str, criteria: Sequence[Any] = ()) -> str:
     """Plan a small workspace in `task` as another process would (the work loop's planner):
     a rule, a planning node, "Write the form" (docs/auth.md active, docs/old.md expired,
