@@ -94,6 +94,13 @@ def verdict(node: str, ok: bool = True) -> Call:
     )
 
 
+def give_up(node: str, why: str) -> Call:
+    """ADJUST judges the node infeasible: FAILED, with `why` as its conclusion."""
+    return call(
+        "node_transition", node_id=node, to="FAILED", reason="cannot be done", conclusion=why
+    )
+
+
 def retry(node: str) -> Call:
     """ADJUST sends the node back to work (on an accepted cycle: `cycle` first)."""
     return call("node_transition", node_id=node, to="IN_PROGRESS", reason="a new approach")

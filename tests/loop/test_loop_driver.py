@@ -19,6 +19,7 @@ from tests.loop.loop_util import (
     create,
     cycle,
     end,
+    give_up,
     phases,
     retry,
     run_task,
@@ -253,13 +254,7 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
             turn(create("loop forever"), end("DO")),
             *busy,
             turn(
-                call(
-                    "node_transition",
-                    node_id="n1",
-                    to="FAILED",
-                    reason="cannot be done",
-                    conclusion="gave up: no progress in 12 steps",
-                ),
+                give_up("n1", "gave up: no progress in 12 steps"),
                 end("END"),
             ),
             turn(end("END")),

@@ -26,7 +26,7 @@ from mindloop.providers.base import (
 )
 from mindloop.testing import ScriptedModel, call
 from mindloop.workspace import repo
-from tests.loop.loop_util import TASK, create, end, phases, run_task, turn
+from tests.loop.loop_util import TASK, create, end, give_up, phases, run_task, turn
 from tests.scenario_util import write_team
 
 CFG = RetriesConfig()
@@ -143,13 +143,7 @@ async def test_a_member_repeating_one_call_ends_its_do_entry_as_stuck(
             turn(create("loop"), end("DO")),
             *[turn(call(name, **args)) for _ in range(times)],
             turn(
-                call(
-                    "node_transition",
-                    node_id="n1",
-                    to="FAILED",
-                    reason="cannot be done",
-                    conclusion="gave up: it went round in circles",
-                ),
+                give_up("n1", "gave up: it went round in circles"),
                 end("END"),
             ),
             turn(end("END")),
@@ -185,13 +179,7 @@ async def test_steps_failing_on_format_end_the_phase_after_two_repair_prompts(
             turn(call("read_file")),  # invalid arguments: no path
             turn(call("rule_add", text="x")),  # not a DO tool
             turn(
-                call(
-                    "node_transition",
-                    node_id="n1",
-                    to="FAILED",
-                    reason="cannot be done",
-                    conclusion="gave up: the calls kept failing",
-                ),
+                give_up("n1", "gave up: the calls kept failing"),
                 end("END"),
             ),
             turn(end("END")),
