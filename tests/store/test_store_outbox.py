@@ -1,11 +1,12 @@
 """The outbox, the received-keys registry and cursors (schema v5): conditional moves so
-two dispatchers never both deliver a row, one row per call key, upserted cursors, and
-SQL that PostgreSQL accepts too."""
+two dispatchers never both deliver a row, one row per call key, upserted cursors (and
+those of one name prefix), on every dialect of the conformance suite (`stores.KINDS`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
@@ -14,6 +15,7 @@ from mindloop.store import cursors as cursors_module
 from mindloop.store import outbox as outbox_module
 from mindloop.store.cursors import Cursors
 from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus, ReceivedKeys
+from tests.store.stores import KINDS, open_store
 
 
 def _row(n: int) -> OutboxRecord:
@@ -28,8 +30,14 @@ def _row(n: int) -> OutboxRecord:
     )
 
 
-def test_rows_move_out_of_pending_once(tmp_path: Path) -> None:
-    s = Store(tmp_path / "s.sqlite")
+@pytest.fixture(params=KINDS)
+def s(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    store = open_store(tmp_path / ".mindloop" / "state.sqlite", request.param)
+    yield store
+    store.close()
+
+
+def test_rows_move_out_of_pending_once(s: Store) -> None:
     box = Outbox(s)
     assert box.work() == (None, 0)
     assert box.enqueue(_row(1)) and not box.enqueue(_row(1))  # one row per call key
@@ -45,11 +53,9 @@ def test_rows_move_out_of_pending_once(tmp_path: Path) -> None:
     assert box.work() == (None, 1)
     assert box.mark_acked("m1") and not box.mark_acked("m2")
     assert not box.mark_failed("m1", "late", None)  # only a pending row can fail
-    s.close()
 
 
-def test_received_keys_and_cursors(tmp_path: Path) -> None:
-    s = Store(tmp_path / "s.sqlite")
+def test_received_keys_and_cursors(s: Store) -> None:
     keys = ReceivedKeys(s)
     assert keys.get("kb", "k") is None
     keys.add("kb", "k", "m1", "kbd")
@@ -64,7 +70,13 @@ def test_received_keys_and_cursors(tmp_path: Path) -> None:
     got = cur.get("root", "self_improve")
     assert got is not None and got.value == {"course": 2, "message_id": 0}
     assert cur.delete("root", "self_improve") and cur.get("root", "self_improve") is None
-    s.close()
+    cur.set("root", "checked:n1", {"at": 1})
+    cur.set("root", "checked:n2", {"at": 2})
+    cur.set("root", "checkedx", {"at": 3})  # not of the prefix "checked:"
+    cur.set("other", "checked:n3", {"at": 4})
+    assert [c.name for c in cur.with_prefix("root", "checked:")] == ["checked:n1", "checked:n2"]
+    with pytest.raises(ValueError, match="wildcards"):
+        cur.with_prefix("root", "a_b")
 
 
 def test_the_statements_compile_for_postgresql() -> None:
