@@ -24,6 +24,7 @@ from mindloop.loop.retries import (
     reflections_for_prompt,
 )
 from mindloop.store import Store
+from tests.store.stores import KINDS, open_store
 
 TASK = "tasks/login.tsk"
 FAIL = "FAILED tests/test_login.py::test_ok - AssertionError at 2024-05-01T10:00:03 in /tmp/pytest-81/x"
@@ -53,9 +54,10 @@ def proposal(
     )
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> RetryLedger:
-    return RetryLedger(Store(tmp_path / "state.sqlite"), RetriesConfig())
+@pytest.fixture(params=KINDS)
+def ledger(tmp_path: Path, request: pytest.FixtureRequest) -> RetryLedger:
+    """The ledger on every dialect of the store conformance suite."""
+    return RetryLedger(open_store(tmp_path / "state.sqlite", request.param), RetriesConfig())
 
 
 def test_an_accepted_retry_is_recorded(ledger: RetryLedger) -> None:

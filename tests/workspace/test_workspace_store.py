@@ -1,5 +1,6 @@
 """The workspace's store tables: a value written and read back whole, versions, a stale
-write refused with nothing written, after-commit steps, and the migration."""
+write refused with nothing written, after-commit steps (on every dialect of the store
+conformance suite), and the migration."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from mindloop.workspace import repo
 from mindloop.workspace.commands import Session
 from mindloop.workspace.errors import StaleVersion, WriteConflict
 from mindloop.workspace.models import NodeStatus
+from tests.store.stores import KINDS, open_store
 from tests.workspace.ws_util import CHAT, TASK, apply, tree
 
 
-def _store(tmp_path: Path) -> Store:
-    return Store(tmp_path / ".mindloop" / "state.sqlite", durable=False)
+@pytest.fixture(params=KINDS)
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    opened = open_store(tmp_path / ".mindloop" / "state.sqlite", request.param, durable=False)
+    yield opened
+    opened.close()
 
 
 def _save(store: Store, state_fn) -> None:  # type: ignore[no-untyped-def]
@@ -29,8 +34,7 @@ def _save(store: Store, state_fn) -> None:  # type: ignore[no-untyped-def]
         repo.write(store, s.finish())
 
 
-def test_a_workspace_round_trips_through_the_store(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def test_a_workspace_round_trips_through_the_store(store: Store) -> None:
     assert repo.load(store, TASK).exists is False
     built = tree()
     built = apply(built, lambda s: s.add_rule("Use type hints everywhere", {"by": "human"}))
@@ -47,8 +51,7 @@ def test_a_workspace_round_trips_through_the_store(tmp_path: Path) -> None:
     assert rows.rule_texts(store, TASK) == ["Use type hints everywhere"]
 
 
-def test_versions_bump_on_change_and_a_stale_write_changes_nothing(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def test_versions_bump_on_change_and_a_stale_write_changes_nothing(store: Store) -> None:
     _save(store, lambda s: s.init())
     _save(
         store,
@@ -81,8 +84,7 @@ def test_versions_bump_on_change_and_a_stale_write_changes_nothing(tmp_path: Pat
     assert len(rows.log(store, TASK)) == len(before_log) + 1
 
 
-def test_after_commit_runs_once_after_the_commit_and_never_after_a_rollback(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def test_after_commit_runs_once_after_the_commit_and_never_after_a_rollback(store: Store) -> None:
     ran: list[str] = []
     with store.tx():
         store.after_commit("k", lambda: ran.append("first"))
