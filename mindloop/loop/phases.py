@@ -125,6 +125,8 @@ class PhaseSpec:
     q4h: bool  # `!?@human`
     hints: tuple[Hint, ...]  # legal `next_behavior` hints when it ends (§4)
     actor: str | None  # who the phase is in the transition table (workspace `Actor`)
+    # Asked to distill progress.md (change_mind) when the Taskdoc passed its budget (§7.1).
+    distills_taskdoc: bool = False
 
     def allows(self, tool: str) -> bool:
         return tool_class(tool) in self.tools
@@ -141,6 +143,7 @@ PHASES: dict[Phase, PhaseSpec] = {
         q4h=True,
         hints=(Hint.DO, Hint.WAIT, Hint.END),
         actor="PLAN",
+        distills_taskdoc=True,
     ),
     Phase.DO: PhaseSpec(
         Phase.DO,
@@ -175,6 +178,7 @@ PHASES: dict[Phase, PhaseSpec] = {
         q4h=False,
         hints=(Hint.END,),
         actor=None,
+        distills_taskdoc=True,
     ),
 }
 

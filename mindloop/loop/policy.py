@@ -68,9 +68,8 @@ class LoopPolicy(DefaultPolicy):
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
-        self._stuck: dict[
-            str, Stuck | FormatExhausted
-        ] = {}  # dialog id -> why goes_on stopped its drive
+        # dialog id -> why goes_on stopped its drive
+        self._stuck: dict[str, Stuck | FormatExhausted] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -106,6 +105,11 @@ class LoopPolicy(DefaultPolicy):
             out = memory.compile_request(
                 live, parts, tools, phase=self.spec.phase.value, system=system
             )
+            over = out.compiled.taskdoc_over
+            if over is not None and self.spec.distills_taskdoc:  # sent whole, but say so
+                return out.request.model_copy(
+                    update={"system": f"{out.request.system}\n\n{over.ask(self.lang)}"}
+                )
             return out.request
         return GenerationRequest.model_construct(
             model=parts.model_name(member),

@@ -66,3 +66,41 @@ async def test_a_long_do_entry_keeps_its_requests_within_b(rtws: Path) -> None:
     assert sizes[READS] <= 1.2 * sizes[10]  # flat: the history does not grow the request
     assert all("## Process rules" in r.system for r in do)
     await rt.aclose()
+
+
+async def test_a_taskdoc_over_its_budget_is_sent_whole_and_plan_and_self_improve_asked_to_distill(
+    rtws: Path,
+) -> None:
+    """DESIGN §8.4: past its budget (loop.memory taskdoc, 2,000 tokens) the Taskdoc stays
+    whole in the system prompt, and PLAN and SELF_IMPROVE are asked to distill
+    progress.md through change_mind; the other phases are not."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    progress = "- did a thing that took many words to say, again and again\n" * 160
+    (rtws / "tasks" / "example.tsk" / "progress.md").write_text(progress, "utf-8")
+    asked: dict[str, bool] = {}
+
+    def respond(req: GenerationRequest) -> Turn:
+        phase = next(
+            line.removeprefix("# Work loop phase: ")
+            for line in req.system.splitlines()
+            if line.startswith("# Work loop phase: ")
+        )
+        asked[phase] = "Distill progress.md through change_mind" in req.system
+        assert progress.splitlines()[-1] in req.system  # whole, never trimmed
+        if phase == "PLAN":
+            return Turn(tool_calls=[create("a"), end("DO")])
+        if phase == "DO":
+            return Turn(tool_calls=[complete("n1"), end("CHECK")])
+        if phase == "CHECK":
+            return Turn(
+                tool_calls=[
+                    call("node_transition", node_id="n1", to="DONE", reason="r", conclusion="c"),
+                    end("END"),
+                ]
+            )
+        return Turn(tool_calls=[end("END")])
+
+    report, rt = await run_task(rtws, FunctionModel(respond), "go")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert asked == {"PLAN": True, "DO": False, "CHECK": False, "SELF_IMPROVE": True}
+    await rt.aclose()
