@@ -41,6 +41,14 @@ OFFERED: dict[Lang, str] = {
 }
 
 
+# SELF_IMPROVE's input lists the KB requests the dispatcher gave up on (agent-loop §9.2).
+DEAD_KB: dict[Lang, str] = {
+    "en": "## KB requests never delivered (the dispatcher gave up: send one again with "
+    "kb_request if it is still needed)",
+    "zh": "## 未送达的知识库请求（分发器已放弃：如仍需要，请用 kb_request 重新发送）",
+}
+
+
 @dataclass
 class PhaseInput:
     phase: Phase
@@ -55,6 +63,7 @@ class PhaseInput:
     last_summary: Summary | None = None
     workspace_ref: str | None = None
     batch: Sequence[MessageRecord] = ()  # SELF_IMPROVE: the root's messages to review
+    dead_kb: Sequence[str] = ()  # SELF_IMPROVE: KB requests never delivered, one line each
     reflections: Sequence[str] = ()  # the node's last retry reflections (agent-loop §8.3)
 
 
@@ -163,6 +172,8 @@ def render(inp: PhaseInput) -> str:
     if inp.phase is Phase.SELF_IMPROVE:
         out += ["", h["batch"]]
         out += [batch_line(m) for m in inp.batch] or [NO_BATCH[lang]]
+        if inp.dead_kb:
+            out += ["", DEAD_KB[lang], *(f"- {line}" for line in inp.dead_kb)]
     if inp.resolved:
         out += ["", h["resolved_waits"], *(f"- {r}" for r in inp.resolved)]
     out += ["", h["tree"], tree_text(inp.workspace, lang)]

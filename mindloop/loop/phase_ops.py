@@ -142,11 +142,14 @@ def enter_phase(
             targets = check_targets(ws, ready_benches)
         batch: list[MessageRecord] = []
         batch_end: dict[str, int] | None = None
+        dead_kb: list[str] = []
         if phase is Phase.SELF_IMPROVE:  # the next batch of the root's history (§9.3)
             limit = rt.config.team.loop.self_improve.batch_messages
             cursor = si.load_cursor(store, state.root_id)
             batch, after = si.next_batch(store, state.root_id, cursor, limit)
             batch_end = after.model_dump()
+            member = store.get_dialog(state.root_id).member
+            dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
         reflections: list[str] = []
         if node is not None:  # the node's last reflections (agent-loop §8.3)
             config = rt.config.team.loop.retries
@@ -167,6 +170,7 @@ def enter_phase(
                 last_summary=state.last_summary,
                 workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
                 batch=batch,
+                dead_kb=dead_kb,
                 reflections=reflections,
             )
         )

@@ -82,6 +82,13 @@ def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
     return cursor.model_copy(update={"errors": cursor.errors + 1})
 
 
+def dead_line(r: OutboxRecord) -> str:
+    """A dead KB request as SELF_IMPROVE's input lists it."""
+    topic = str(r.payload.get("topic", "")) or "(no topic)"
+    why = f"; last error: {r.last_error}" if r.last_error else ""
+    return f"{r.id} ({r.payload.get('kind', '?')}) {topic!r}: attempts {r.attempts}{why}"
+
+
 def dead_kb_requests(store: Store, member: str | None = None) -> list[OutboxRecord]:
     """KB requests that were never delivered (shown in the next SELF_IMPROVE input)."""
     return [

@@ -89,3 +89,39 @@ async def test_an_empty_outbox_costs_one_read(rt: DialogRuntime) -> None:
     assert dispatcher.next_due() is None
     assert rt.store.stats.statements - before == 1
     await rt.aclose()
+
+
+async def test_the_next_self_improve_is_shown_the_requests_that_died(rtws: Path) -> None:
+    """A KB request the dispatcher gave up on is listed in the next SELF_IMPROVE input of
+    its member's loop (agent-loop §9.2), so it can be sent again if still needed; another
+    member's are not."""
+    from mindloop.store import Store
+    from mindloop.testing import Turn
+    from tests.loop.loop_util import complete, create, end, run_task, verdict
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    store = Store.for_rtws(rtws)
+    box = Outbox(store)
+    box.enqueue(_row(7, created_at=time.time()))
+    box.mark_failed("kb-7", "OSError: disk full", None)
+    other = _row(8, created_at=time.time(), key="k8").model_copy(update={"source_member": "qa"})
+    box.enqueue(other)
+    box.mark_failed("kb-8", "OSError: disk full", None)
+    store.close()
+    model = ScriptedModel(
+        [
+            Turn(tool_calls=[create("a"), end("DO")]),
+            Turn(tool_calls=[complete("n1"), end("CHECK")]),
+            Turn(tool_calls=[verdict("n1"), end("END")]),
+            Turn(tool_calls=[end("END")]),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "go")
+    inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    improve = inputs[-1]
+    assert improve.startswith("[work loop] Phase SELF_IMPROVE")
+    assert "KB requests never delivered" in improve
+    assert "- kb-7 (GAP) 't': attempts 1; last error: OSError: disk full" in improve
+    assert "kb-8" not in improve
+    assert all("kb-7" not in t for t in inputs[:-1])  # SELF_IMPROVE's alone
+    await rt.aclose()
