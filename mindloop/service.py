@@ -136,9 +136,10 @@ class Posted(BaseModel):
     """A message posted to a root dialog (new or continued)."""
 
     dialog: DialogRecord
-    message: MessageRecord
+    message: MessageRecord | None  # None: it answered a question (`answered`) instead
     tree: list[DialogRecord]  # the root's dialog tree as it was when the message went in
     created_task: str | None = None  # the package made for a chat started without a task
+    answered: str | None = None  # the task's only open question, which the message answered
 
 
 class Answered(BaseModel):
@@ -861,10 +862,23 @@ def message_task(project: Project, task: str, message: str, *, member: str | Non
     driven, root, binding and message in one transaction. Nothing is driven here:
     `run_task` (or `run` on the loop root, as the web UI's driver does) runs the loop,
     which takes the message as new scope (PLAN) when its phase ends — also after the
-    task ended DONE. Everything is checked before anything is written."""
+    task ended DONE. When exactly one question of the task's tree is open, the message is
+    its answer instead (agent-loop §6.2; `answered` says which). Everything is checked
+    before anything is written."""
     _check_text(message, "the message is empty: say something (nothing was posted)")
     rel = check_task(project, task, member)
     rt = project.runtime
+    state = loop_state.get(rt.store, rel) if project.has_state() else None
+    if state is not None:
+        # agent-loop §6.2: a plain message answers the task's question when exactly one
+        # is open (no guessing between several: then it is a message to the loop)
+        open_qs = rt.store.open_questions(root_ids=[state.root_id])
+        if len(open_qs) == 1:
+            rt.answer_question(open_qs[0].id, message)
+            root = rt.store.get_dialog(state.root_id)
+            log.info("message to %s answered its open question %s", rel, open_qs[0].id)
+            tree = rt.store.list_dialogs(root_id=root.id)
+            return Posted(dialog=root, message=None, tree=tree, answered=open_qs[0].id)
     bound, msg = post_to_task(
         rt, rel, message, member=member or project.config.team.default_responder
     )

@@ -53,7 +53,7 @@ async def test_the_message_goes_to_the_loop_root_and_run_runs_the_loop_also_afte
         task = store.task_by_path(TASK)
         assert task is not None and task.root_id == root.id  # the loop root, made now
         assert store.get_dialog(root.id).needs_drive  # nothing driven yet
-        assert posted.message.data["text"] == "first scope"
+        assert posted.message is not None and posted.message.data["text"] == "first scope"
 
         report = await service.run(project, root_id=root.id)  # the web's driver's call
         assert report.outcome is service.Outcome.DONE
@@ -76,3 +76,35 @@ async def test_the_message_goes_to_the_loop_root_and_run_runs_the_loop_also_afte
         "[work loop] Phase PLAN (entry 3).",  # new scope after DONE: planned again
         "[work loop] Phase SELF_IMPROVE (entry 4).",
     ]
+
+
+async def test_a_message_answers_the_tasks_only_open_question_and_goes_to_the_loop_otherwise(
+    rtws: Path,
+) -> None:
+    """agent-loop §6.2: with exactly one question of the task's tree open, a plain message
+    (`run TASK -m …`, the web's task composer) is its answer; with two, it guesses
+    neither and goes to the loop as a message."""
+    from mindloop.testing import Turn
+    from tests.loop.loop_util import create, end
+
+    model = ScriptedModel(
+        [
+            Turn(text="!?@human Which changelog format?\n"),  # PLAN asks
+            Turn(tool_calls=[create("a"), end("DO")]),
+            Turn(text="done"),
+        ]
+    )
+    async with service.open_project(rtws, providers={"mock": model}) as project:
+        report = await service.run_task(project, TASK, message="start")
+        assert report.outcome is service.Outcome.WAITING
+        [q] = project.runtime.store.open_questions()
+        posted = service.message_task(project, TASK, "Keep a Changelog")
+        assert posted.answered == q.id and posted.message is None
+        answered = project.runtime.store.get_question(q.id)
+        assert answered.status == "answered" and answered.answer == "Keep a Changelog"
+        store = project.runtime.store
+        for headline in ("one?", "two?"):  # two open: the message answers neither
+            store.add_question(q.model_copy(update={"id": f"q4h-{headline}", "status": "open"}))
+        posted = service.message_task(project, TASK, "a message")
+        assert posted.answered is None and posted.message is not None
+        assert len(store.open_questions()) == 2
