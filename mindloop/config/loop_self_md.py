@@ -7,6 +7,8 @@ member's `.minds/team/<member>/self.md` through `self_md_patch` (agent-loop §9.
         git_commit: false                    # commit self.md + its history on each change
         max_tokens: 1500                     # the whole file
         max_net_tokens_per_call: 200         # growth of one call
+        max_calls_per_run: 3                 # accepted calls per SELF_IMPROVE run
+        require_approval: false              # each call waits for `mindloop approve`
 
 A section is protected when its title is listed here or when its heading ends with
 `(protected)` (`## Safety (protected)`); see `toolsets.self_md`.
@@ -34,6 +36,12 @@ class SelfMdConfig(BaseModel):
     git_commit: bool = False
     max_tokens: int = Field(default=1500, gt=0)  # the whole file, characters / 4
     max_net_tokens_per_call: int = Field(default=200, gt=0)
+    # Accepted (applied) calls per SELF_IMPROVE run — the loop root dialog's pass — counted
+    # from the history file, so a resumed run counts what it already did.
+    max_calls_per_run: int = Field(default=3, gt=0)
+    # Each call is PROPOSED and waits for the human's approval (`mindloop approve`); the
+    # approved call is applied exactly as approved. Off by default (agent-loop §9.1).
+    require_approval: bool = False
 
     @field_validator("protected_sections")
     @classmethod

@@ -300,6 +300,10 @@ class Tool(Generic[ArgsT]):
     # member's `approval_required`, as the tool's own rule says (e.g. `retry_propose`
     # relaxing an acceptance criterion): None, never.
     asks_approval: Callable[[str], bool] | None = None
+    # The result a call waiting for approval answers, from the approval id and the
+    # engine's wording (`dialogs.approvals.request`), when the tool has its own status
+    # for it (`self_md_patch`: PROPOSED): None, the engine's wording.
+    approval_text: Callable[[str, str], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""

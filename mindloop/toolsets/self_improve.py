@@ -163,18 +163,32 @@ def self_md_patch_tool(config: SelfMdConfig) -> Tool[SelfMdPatchArgs]:
         result = await asyncio.to_thread(patch_self_md, ctx.rtws, ctx.member, req, config)
         return ToolOutput(result.model_dump_json(exclude_none=True), is_error=not result.ok)
 
+    def proposed(approval_id: str, text: str) -> str:
+        return PatchResult(result=PatchStatus.PROPOSED, message=text).model_dump_json(
+            exclude_none=True
+        )
+
     return Tool(
         name=SELF_MD_PATCH,
         description=(
             "Change one section of your own self.md (how you work: habits, pitfalls, "
             "procedures), shown in your system prompt. One section per call, at most "
-            f"{config.max_net_tokens_per_call} tokens added per call; protected sections "
-            "are for humans. Answers APPLIED, ALREADY_APPLIED, CONFLICT (re-read and retry) "
-            "or REJECTED with a reason."
+            f"{config.max_net_tokens_per_call} tokens added per call, at most "
+            f"{config.max_calls_per_run} changes per run; protected sections are for humans. "
+            "Answers APPLIED, ALREADY_APPLIED, CONFLICT (re-read and retry), REJECTED with a "
+            f"reason{', or PROPOSED (waits for the human)' if config.require_approval else ''}."
         ),
         args_model=SelfMdPatchArgs,
         run=run,
+        # With `require_approval`, every call waits for the human (`mindloop approve`); the
+        # approved call runs through `run` with exactly the approved arguments.
+        asks_approval=_always if config.require_approval else None,
+        approval_text=proposed,
     )
+
+
+def _always(arguments: str) -> bool:
+    return True
 
 
 # ---------------------------------------------------------------------- kb_request

@@ -140,6 +140,7 @@ class PatchStatus(StrEnum):
     ALREADY_APPLIED = "ALREADY_APPLIED"
     CONFLICT = "CONFLICT"
     REJECTED = "REJECTED"
+    PROPOSED = "PROPOSED"  # waits for the human's approval (`loop.self_md.require_approval`)
 
 
 class RejectReason(StrEnum):
@@ -150,6 +151,7 @@ class RejectReason(StrEnum):
     FORMAT = "FORMAT"  # a heading inside the content, a bad base hash, content on delete
     NOT_FOUND = "NOT_FOUND"  # delete of a section that does not exist
     NO_CHANGE = "NO_CHANGE"  # the section already says this
+    LIMIT = "LIMIT"  # the run already made `loop.self_md.max_calls_per_run` changes
 
 
 class PatchResult(BaseModel):
@@ -318,6 +320,18 @@ class SelfMdFile:
         os.replace(tmp, self.path)
         fsync_dir(self.dir)
 
+    def run_changes(self, history: list[HistoryEntry], req: PatchRequest) -> list[HistoryEntry]:
+        """The changes this member's calls already made in `req`'s run: its SELF_IMPROVE
+        pass, i.e. the calling dialog (the task's loop root) on the same task."""
+        return [
+            e
+            for e in history
+            if e.by == self.member
+            and e.op != "revert"
+            and e.dialog_id == req.dialog_id
+            and e.task_path == req.task_path
+        ]
+
     def patch_locked(
         self, req: PatchRequest, config: SelfMdConfig
     ) -> tuple[PatchResult, HistoryEntry | None]:
@@ -335,6 +349,16 @@ class SelfMdFile:
         if last is not None and last.content_key == ckey and last.new_sha256 == cur_hash:
             # The same change again (a call re-issued after an interrupted result).
             return _result(PatchStatus.ALREADY_APPLIED, cur_hash, seq=last.seq), None
+        done = self.run_changes(history, req)
+        if len(done) >= config.max_calls_per_run:  # counted from the file: a resume agrees
+            return _rejected(
+                RejectReason.LIMIT,
+                f"this run already changed self.md {len(done)} times (#"
+                f"{', #'.join(str(e.seq) for e in done)}); at most "
+                f"{config.max_calls_per_run} per run (loop.self_md.max_calls_per_run): "
+                "nothing written, keep the rest for a later run",
+                cur_hash,
+            ), None
         matches = base_matches(req.base_sha256, cur_hash)  # 2. concurrent edits
         if matches is None:
             return _rejected(

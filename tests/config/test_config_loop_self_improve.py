@@ -53,3 +53,23 @@ def test_bad_loop_keys_are_reported_at_their_line(tmp_path: Path) -> None:
         p.startswith(f"{TEAM}:19: loop.kb.member: ") and "not self, human" in p for p in lines
     )
     assert any(p.startswith(f"{TEAM}:20: loop.kb.task_slug: ") for p in lines), lines
+
+
+def test_the_per_run_limit_and_approval_are_configured_strictly(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    defaults = load_config(tmp_path).team.loop.self_md
+    assert (defaults.max_calls_per_run, defaults.require_approval) == (3, False)
+    team = SAMPLE_TEAM + "loop:\n  self_md: {max_calls_per_run: 1, require_approval: true}\n"
+    write_config(tmp_path, team=team)
+    set_ = load_config(tmp_path).team.loop.self_md
+    assert (set_.max_calls_per_run, set_.require_approval) == (1, True)
+    team = SAMPLE_TEAM + (
+        "loop:\n"  # line 13
+        "  self_md:\n"
+        "    max_calls_per_run: 0\n"  # 15
+        "    require_approval: 'yes'\n"  # 16
+    )
+    write_config(tmp_path, team=team)
+    lines = problem_lines(tmp_path)
+    assert any(p.startswith(f"{TEAM}:15: loop.self_md.max_calls_per_run: ") for p in lines), lines
+    assert any(p.startswith(f"{TEAM}:16: loop.self_md.require_approval: ") for p in lines), lines
