@@ -176,3 +176,59 @@ def test_ask_exits_5_when_the_task_failed(tmp_path: Path) -> None:
     assert "task tasks/example.tsk: failed" in out.stdout
     data = json.loads(ml("status", TASK, "--json", "-C", str(proj), cwd=tmp_path).stdout)
     assert data["status"] == "FAILED"
+
+
+def test_a_task_cap_ends_run_task_with_exit_3_naming_the_cap(tmp_path: Path) -> None:
+    """`caps.task` is the task's budget: reached, `run TASK` stops with exit 3 and says
+    which cap and where to raise it (a drive cap would ask instead: tests/loop)."""
+    import yaml
+
+    proj = _project(tmp_path)
+    team = proj / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["caps"] = {"task": {"max_tokens": 50}}  # the first request is larger
+    team.write_text(yaml.safe_dump(data, sort_keys=False), "utf-8")
+    out = ml("run", TASK, "-m", "greet the user", "-C", str(proj), cwd=tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "caps.task.max_tokens" in out.stdout + out.stderr
+
+
+def test_ctrl_c_during_run_task_exits_130_and_run_task_goes_on(tmp_path: Path) -> None:
+    """Ctrl-C while a phase's generation streams: exit 130, the state saved; the next
+    `run TASK` resumes the interrupted phase and carries the task to DONE."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.scenario_util import state_env
+
+    proj = _project(tmp_path)
+    slow = {
+        "contains": "Phase PLAN (entry",
+        "response": "thinking it over",
+        "chunk_delay_ms": 60000,
+    }
+    write_script(proj, [slow, *SCRIPT])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mindloop.cli.app", "run", TASK, "-m", "greet", "-C", str(proj)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
+    )
+    assert proc.stdout is not None
+    seen = ""
+    while "thinking" not in seen:  # the first word is out, the rest a minute away
+        char = proc.stdout.read(1)
+        assert char, proc.communicate(timeout=5)
+        seen += char
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; state is saved" in err and "Traceback" not in err
+    write_script(proj, SCRIPT)  # the model answers at once now
+    again = ml("run", TASK, "-C", str(proj), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    st = json.loads(ml("status", TASK, "--json", "-C", str(proj), cwd=tmp_path).stdout)
+    assert st["status"] == "DONE"
