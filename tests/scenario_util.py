@@ -43,18 +43,35 @@ def state_env() -> dict[str, str]:
     return {k: os.environ[k] for k in (DATABASE_URL_ENV,) if os.environ.get(k)}
 
 
+def _cli_env(cwd: Path | None, env: dict[str, str] | None) -> dict[str, str]:
+    """A user's environment for the CLI: no API keys, this test's state, `env` on top."""
+    home = str(cwd or Path.cwd())
+    return {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": home, **state_env(), **(env or {})}
+
+
 def ml(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the `mindloop` CLI in a child process, as a user would (no API keys in its env);
     as another user if `user` is given (see `as_user`)."""
-    home = str(cwd or Path.cwd())
-    shared = state_env()
     return subprocess.run(
         [*as_user(user), sys.executable, "-m", "mindloop.cli.app", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": home, **shared, **(env or {})},
+        env=_cli_env(cwd, env),
+    )
+
+
+def ml_started(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ml` started and left running (its stdout and stderr piped): for a test that
+    watches its output and signals it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mindloop.cli.app", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=_cli_env(cwd, env),
     )

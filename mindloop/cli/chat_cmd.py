@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -272,13 +272,8 @@ def report_tree(report: service.DriveReport, rtws: Path, state: str) -> int:
     last = report.last
     if (last is not None and last.reason == "error") or report.crashed:
         console.print(RETRY_HINT.format(rtws=rtws))
-    for q in report.questions:
-        console.print(
-            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
-            f"  {escape(q.body)}\n"
-            f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
-        )
-    print_approvals(report, rtws)
+    print_questions(report.questions, rtws, with_body=True)
+    print_approvals(report.approvals, rtws)
     print_step_limited(report, f"continue with --dialog {root_id}")
     print_capped(report)
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
@@ -288,9 +283,20 @@ def report_tree(report: service.DriveReport, rtws: Path, state: str) -> int:
     return OUTCOME_EXIT_CODES[report.outcome]
 
 
-def print_approvals(report: service.DriveReport, rtws: Path) -> None:
+def print_questions(questions: Iterable[Any], rtws: Path, *, with_body: bool = False) -> None:
+    """One entry per open question (`id`, `dialog_id`, `headline`, and `body` with
+    `with_body`), with the command that answers it."""
+    for q in questions:
+        body = f"  {escape(q.body)}\n" if with_body else ""
+        console.print(
+            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
+            f'{body}  answer with: mindloop answer -C {rtws} {q.id} "…"'
+        )
+
+
+def print_approvals(approvals: Iterable[Any], rtws: Path) -> None:
     """One entry per call waiting for the human's approval, with the commands that decide."""
-    for a in report.approvals:
+    for a in approvals:
         console.print(
             f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} asks "
             f"to run {escape(a.summary)}\n"
@@ -455,7 +461,7 @@ async def _run(
         return report_tree(report, project.rtws, state_location(project.rtws))
     for q in report.questions:
         console.print(f"[cyan]open question {q.id}[/] ({q.dialog_id}): {escape(q.headline)}")
-    print_approvals(report, rtws)
+    print_approvals(report.approvals, rtws)
     waiting = f"{len(report.questions)} open question(s)"
     if report.approvals:
         waiting += f" · {len(report.approvals)} approval(s)"

@@ -58,6 +58,7 @@ async def run_task(
         TASK_STEP_HINT,
         print_capped,
         print_failures,
+        print_questions,
         print_step_limited,
         start_logging,
     )
@@ -87,11 +88,7 @@ async def run_task(
     print_failures(report)
     print_capped(report)
     print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
-    for q in report.questions:
-        console.print(
-            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
-            f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
-        )
+    print_questions(report.questions, rtws)
     print_loop(report, rtws)
     from mindloop.cli.usage import usage_line
 

@@ -247,8 +247,10 @@ def _report(
 ) -> int:
     from mindloop.cli.chat_cmd import (
         TASK_STEP_HINT,
+        print_approvals,
         print_capped,
         print_failures,
+        print_questions,
         print_step_limited,
         summary,
     )
@@ -285,18 +287,8 @@ def _report(
         console.print(
             f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {escape(n.title)}"
         )
-    for q in st.questions:
-        console.print(
-            f"[cyan]question {q.id}[/] from dialog {q.dialog_id}: {escape(q.headline)}\n"
-            f'  answer with: mindloop answer -C {rtws} {q.id} "…"'
-        )
-    for a in report.approvals:
-        console.print(
-            f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} asks "
-            f"to run {escape(a.summary)}\n"
-            f"  approve with: mindloop approve -C {rtws} {a.id}\n"
-            f'  reject with:  mindloop reject -C {rtws} {a.id} --reason "…"'
-        )
+    print_questions(st.questions, rtws)
+    print_approvals(report.approvals, rtws)
     color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(outcome, "yellow")
     console.print(
         f"[{color}]task {escape(task)}: {loop.outcome}[/]"

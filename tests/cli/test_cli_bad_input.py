@@ -4,13 +4,11 @@ exit, and nothing changed on disk."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.scenario_util import ml, state_env, write_script
+from tests.scenario_util import ml, ml_started, write_script
 
 EXAMPLE = "list the files and summarise README.md"
 
@@ -184,24 +182,7 @@ def test_ctrl_c_stops_cleanly_and_run_resumes_the_dialog(tmp_path: Path) -> None
     proj = _init(tmp_path)
     # The first word streams at once, the next only after a minute: Ctrl-C lands mid-answer.
     write_script(proj, [{"match": "go", "response": "partial words here", "chunk_delay_ms": 60000}])
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mindloop.cli.app",
-            "chat",
-            "-C",
-            str(proj),
-            "-t",
-            "tasks/example.tsk",
-            "go",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
-    )
+    proc = ml_started("chat", "-C", str(proj), "-t", "tasks/example.tsk", "go", cwd=tmp_path)
     assert proc.stdout is not None
     seen = ""
     while "@dev: partial" not in seen:

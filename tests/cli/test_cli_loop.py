@@ -197,10 +197,8 @@ def test_ctrl_c_during_run_task_exits_130_and_run_task_goes_on(tmp_path: Path) -
     """Ctrl-C while a phase's generation streams: exit 130, the state saved; the next
     `run TASK` resumes the interrupted phase and carries the task to DONE."""
     import signal
-    import subprocess
-    import sys
 
-    from tests.scenario_util import state_env
+    from tests.scenario_util import ml_started
 
     proj = _project(tmp_path)
     slow = {
@@ -209,14 +207,7 @@ def test_ctrl_c_during_run_task_exits_130_and_run_task_goes_on(tmp_path: Path) -
         "chunk_delay_ms": 60000,
     }
     write_script(proj, [slow, *SCRIPT])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mindloop.cli.app", "run", TASK, "-m", "greet", "-C", str(proj)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path), **state_env()},
-    )
+    proc = ml_started("run", TASK, "-m", "greet", "-C", str(proj), cwd=tmp_path)
     assert proc.stdout is not None
     seen = ""
     while "thinking" not in seen:  # the first word is out, the rest a minute away

@@ -123,15 +123,20 @@ def turn(*calls: Call, text: str = "") -> Turn:
     return Turn(text=text, tool_calls=list(calls))
 
 
+PHASE_LINE = "# Work loop phase: "
+
+
+def phase_of(req: Any) -> str | None:
+    """The work-loop phase a request is in (its system prompt says), None outside one."""
+    for line in req.system.splitlines():
+        if line.startswith(PHASE_LINE):
+            return str(line.removeprefix(PHASE_LINE))
+    return None
+
+
 def phases(model: Any) -> list[str]:
     """The phase of each root request the model saw, in order."""
-    out = []
-    for req in model.requests:
-        for line in req.system.splitlines():
-            if line.startswith("# Work loop phase: "):
-                out.append(line.removeprefix("# Work loop phase: "))
-                break
-    return out
+    return [p for req in model.requests if (p := phase_of(req)) is not None]
 
 
 def per_member(**turns: list[Any]) -> Mapping[str, list[Any]]:

@@ -35,7 +35,7 @@ from mindloop.store import loop_state as ls
 from mindloop.testing import FunctionModel, Turn
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
-from tests.loop.loop_util import TASK, complete, create, end, verdict
+from tests.loop.loop_util import TASK, complete, create, end, phase_of, verdict
 from tests.scenario_util import write_team
 
 SAMPLE = os.environ.get("MINDLOOP_CRASH_POINTS", "sample")
@@ -88,11 +88,7 @@ def _agent(rtws: Path, crash: Crash | None) -> tuple[FunctionModel, Store]:
         return turn
 
     def decide(req: GenerationRequest) -> Turn:
-        phase = next(
-            line.removeprefix("# Work loop phase: ")
-            for line in req.system.splitlines()
-            if line.startswith("# Work loop phase: ")
-        )
+        phase = phase_of(req)
         if crash is not None:
             crash.phase = phase
         ws = repo.load(reader, TASK)

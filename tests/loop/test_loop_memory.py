@@ -12,7 +12,7 @@ from mindloop.loop.driver import LoopOutcome
 from mindloop.memory.tokens import CharCounter, messages_tokens
 from mindloop.providers.base import GenerationRequest
 from mindloop.testing import FunctionModel, Turn, call
-from tests.loop.loop_util import complete, create, end, run_task
+from tests.loop.loop_util import complete, create, end, phase_of, run_task, verdict
 from tests.scenario_util import write_team
 
 READS = 40
@@ -23,11 +23,7 @@ def _model() -> FunctionModel:
 
     def respond(req: GenerationRequest) -> Turn:
         nonlocal reads
-        phase = next(
-            line.removeprefix("# Work loop phase: ")
-            for line in req.system.splitlines()
-            if line.startswith("# Work loop phase: ")
-        )
+        phase = phase_of(req)
         if phase == "PLAN":
             return Turn(tool_calls=[create("read"), end("DO")])
         if phase == "DO":
@@ -36,12 +32,7 @@ def _model() -> FunctionModel:
                 return Turn(tool_calls=[call("read_file", path=f"big{reads % 2}.txt")])
             return Turn(tool_calls=[complete("n1"), end("CHECK")])
         if phase == "CHECK":
-            return Turn(
-                tool_calls=[
-                    call("node_transition", node_id="n1", to="DONE", reason="r", conclusion="c"),
-                    end("END"),
-                ]
-            )
+            return Turn(tool_calls=[verdict("n1"), end("END")])
         return Turn(tool_calls=[end("END")])
 
     return FunctionModel(respond)
@@ -80,11 +71,7 @@ async def test_a_taskdoc_over_its_budget_is_sent_whole_and_plan_and_self_improve
     asked: dict[str, bool] = {}
 
     def respond(req: GenerationRequest) -> Turn:
-        phase = next(
-            line.removeprefix("# Work loop phase: ")
-            for line in req.system.splitlines()
-            if line.startswith("# Work loop phase: ")
-        )
+        phase = phase_of(req)
         asked[phase] = "Distill progress.md through change_mind" in req.system
         assert progress.splitlines()[-1] in req.system  # whole, never trimmed
         if phase == "PLAN":
@@ -92,12 +79,7 @@ async def test_a_taskdoc_over_its_budget_is_sent_whole_and_plan_and_self_improve
         if phase == "DO":
             return Turn(tool_calls=[complete("n1"), end("CHECK")])
         if phase == "CHECK":
-            return Turn(
-                tool_calls=[
-                    call("node_transition", node_id="n1", to="DONE", reason="r", conclusion="c"),
-                    end("END"),
-                ]
-            )
+            return Turn(tool_calls=[verdict("n1"), end("END")])
         return Turn(tool_calls=[end("END")])
 
     report, rt = await run_task(rtws, FunctionModel(respond), "go")
