@@ -281,10 +281,11 @@ class TaskLoop:
         """Route after a phase or a wake; True when the run ends here."""
         rt = self.rt
         ws = repo.load(rt.store, self.task)
-        phase_ops.cancel_abandoned(rt, state, ws)  # a note to the root says which
+        # a note to the root says which side dialogs were stopped
+        waits = phase_ops.cancel_abandoned(rt, ws, rt.store.open_waits(self.root))
         dispatched = phase_ops.dispatch_ready(rt, state, ws)
-        # one load serves both, unless a dispatch moved nodes
-        gathered = gather(rt, state, messages, None if dispatched else ws)
+        # one load (and one read of the waits) serves both, unless a dispatch moved nodes
+        gathered = gather(rt, state, messages, *((None, None) if dispatched else (ws, waits)))
         decision = route(gathered.facts)
         notes = list(self._notes)
         ended = state.ended

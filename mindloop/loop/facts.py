@@ -10,6 +10,7 @@ the tree (the run waits for it), or nothing that will move by itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -17,7 +18,7 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.waits import WaitKind
 from mindloop.loop.bench import ready_benches
 from mindloop.loop.routing import RouteFacts
-from mindloop.store import DialogStatus, MessageRecord
+from mindloop.store import DialogStatus, MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind, NodeStatus
@@ -44,9 +45,11 @@ def gather(
     state: ls.LoopState,
     messages: list[MessageRecord],
     ws: WorkspaceState | None = None,
+    open_waits: Sequence[WaitRecord] | None = None,
 ) -> Gathered:
     """`messages`: the root's messages since the current entry's input; `ws`: the
-    workspace as just loaded, if the caller has it."""
+    workspace as just loaded, and `open_waits` the root's open waits as just read, if the
+    caller has them."""
     store = rt.store
     if ws is None:
         ws = repo.load(store, state.task_path)
@@ -58,7 +61,10 @@ def gather(
         since = state.entered_at
         wait_registered = any(
             q.asked_at >= since for q in store.open_questions(dialog_id=state.root_id)
-        ) or any(w.created_at >= since for w in store.open_waits(state.root_id))
+        ) or any(
+            w.created_at >= since
+            for w in (store.open_waits(state.root_id) if open_waits is None else open_waits)
+        )
     facts = RouteFacts(
         workspace=ws,
         new_message=any(is_user_input(m) for m in messages),

@@ -33,7 +33,7 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
-from mindloop.store import MessageRecord
+from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
 from mindloop.workspace import api, repo
@@ -340,22 +340,23 @@ def fail_exhausted_adjust(rt: DialogRuntime, state: ls.LoopState) -> str | None:
     return note
 
 
-def cancel_abandoned(rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState) -> list[str]:
-    """The side dialogs the loop root dispatched that still work on a node that ended
-    meanwhile (cancelled or failed: by a phase, ADJUST's cap, or the user from another
-    process): stopped (`DialogTree.cancel_detached`), so they spend nothing more and their
-    questions leave the human's list. The nodes whose dispatch was stopped."""
-    out = []
-    for rec in rt.store.open_waits(state.root_id):
-        if rec.kind != WaitKind.DETACHED.value or rec.node is None:
-            continue
-        node = ws.nodes.get(rec.node)
-        if node is not None and not node.terminal:
-            continue
-        status = node.status.value if node is not None else "gone"
-        if rt.tree.cancel_detached(rec, f"node {rec.node} is {status}") is not None:
-            out.append(rec.node)
-    return out
+def cancel_abandoned(
+    rt: DialogRuntime, ws: WorkspaceState, open_waits: Sequence[WaitRecord]
+) -> list[WaitRecord]:
+    """Among the loop root's `open_waits`: the side dialogs it dispatched that still work
+    on a node that ended meanwhile (cancelled or failed: by a phase, ADJUST's cap, or the
+    user from another process) are stopped (`DialogTree.cancel_detached`), so they spend
+    nothing more and their questions leave the human's list. The waits still open."""
+    still = []
+    for rec in open_waits:
+        node = ws.nodes.get(rec.node) if rec.node is not None else None
+        ended = node is None or node.terminal
+        if rec.kind == WaitKind.DETACHED.value and rec.node is not None and ended:
+            status = node.status.value if node is not None else "gone"
+            if rt.tree.cancel_detached(rec, f"node {rec.node} is {status}") is not None:
+                continue
+        still.append(rec)
+    return still
 
 
 def dispatch_ready(
