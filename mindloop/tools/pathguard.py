@@ -121,7 +121,10 @@ def _deny_encapsulated(raw: str, hit: tuple[_EncapsulationRule, str]) -> AccessD
 
 @lru_cache(maxsize=256)
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
-    """Compile ACL globs; `dir` and `dir/**` both cover the directory itself and below."""
+    """Compile ACL globs; `dir` and `dir/**` both cover the directory itself and below.
+    The directory line added for `dir/**` keeps the pattern's anchoring: `new/**` is
+    anchored at the rtws (gitignore: a slash before the end), and so is its `new` (alone,
+    gitignore would match a `new` at any depth)."""
     lines: list[str] = []
     for pattern in patterns:
         p = pattern.strip().replace("\\", "/")
@@ -130,7 +133,8 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
         lines.append(p)
         base = p.removesuffix("/**").rstrip("/")
         if base and base != p:
-            lines.append(base)
+            anchored = "/" in p.rstrip("/")
+            lines.append(f"/{base}" if anchored and "/" not in base else base)
     return pathspec.PathSpec.from_lines("gitignore", lines)
 
 

@@ -275,3 +275,29 @@ def test_acl_is_checked_after_encapsulation(acl_rtws: Path) -> None:
     (acl_rtws / "t.tsk").mkdir()
     with pytest.raises(AccessDenied, match="recall_taskdoc"):
         resolve_agent_path(acl_rtws, "t.tsk", Acl(read_dirs=("**",)), "list")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "rel", "inside"),
+    [
+        (("new/**",), "new", True),
+        (("new/**",), "new/x", True),
+        (("new/**",), "other/new", False),  # a directory's own name elsewhere is not it
+        (("new/**",), "other/new/x", False),
+        (("notes/**",), "a/notes/b", False),
+        (("src/app/**",), "src/app", True),
+        (("src/app/**",), "x/src/app", False),
+        (("**/build/**",), "a/build/x", True),  # a pattern that says "anywhere" still does
+        (("*.key",), "work/id.key", True),
+    ],
+)
+def test_a_directory_scope_covers_that_directory_only(
+    patterns: tuple[str, ...], rel: str, inside: bool
+) -> None:
+    """`dir/**` covers the rtws's `dir` itself and what is below it, not a same-named
+    directory elsewhere (found by the fs property test: `write_dirs: [new/**]` let a member
+    write `private/new`)."""
+    from mindloop.tools.pathguard import acl_allows
+
+    assert acl_allows(rel, Acl(write_dirs=patterns), "write") is inside
+    assert acl_allows(rel, Acl(no_write_dirs=patterns), "write") is not inside

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mindloop.tools import Acl, ToolContext, ToolOutput
@@ -431,6 +431,22 @@ def acl_chains(draw: st.DrawFn) -> tuple[Scenario, list[tuple[str, dict[str, Any
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(chain=acl_chains())
+@example(  # found in CI: `new/**` also covered a `new` at any depth (`private/new`)
+    chain=(
+        Scenario(
+            Acl(
+                write_dirs=("notes/**", "moved/**", "new/**"),
+                no_write_dirs=("notes/private",),
+                no_read_dirs=("**/*.key", "notes/private/**"),
+            ),
+            secret_hidden=True,
+        ),
+        [
+            ("delete", {"path": ("", "."), "recursive": True}),
+            ("write_file", {"path": ("", "private/new"), "content": "", "mode": "overwrite"}),
+        ],
+    )
+)
 def test_acting_on_an_ancestor_never_reaches_what_is_denied(
     tmp_path_factory: pytest.TempPathFactory,
     rtws_builder: Callable[[Path], Path],
