@@ -210,6 +210,9 @@ def test_a_worker_killed_while_it_drives_a_phase_is_taken_over_once(
         pending = {wid for wid, _, e in _workflows(database, pending=True) if e == gone_id}
         assert any(wid.startswith("loop-") for wid in pending), pending
         _, answered, approved = _run_to_done(procs, demo, database, follow)
+        # the KB request is delivered and its drive enqueued after the task is DONE: only
+        # once the KB note is written is there nothing more to enqueue
+        wait_until(lambda: (demo / KB_FILE).is_file(), TIMEOUT, "the KB note", interval=0.1)
         wait_until(lambda: not _running(database), TIMEOUT, "the workflows' ends", interval=0.1)
         live = [w for w in workers if w is not killed]
         for w in live:
