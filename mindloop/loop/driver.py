@@ -52,6 +52,7 @@ from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
+from mindloop.loop.phase_calls import store_entries
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
@@ -60,7 +61,7 @@ from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
-from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
+from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, Store, new_id
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
 from mindloop.workspace import projector, repo
@@ -83,12 +84,15 @@ class LoopPolicies:
     every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
 
     def __init__(self, lang: Lang) -> None:
-        self.table = PolicyTable(lang, lambda: self.memory)
+        self.table = PolicyTable(lang, lambda: self.memory, store_entries(self._store))
         self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
         self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
+
+    def _store(self) -> Store | None:
+        return self.rt.store if self.rt is not None else None
 
     def bind(self, rt: DialogRuntime) -> None:
         """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the

@@ -33,6 +33,7 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
+from mindloop.loop.routing import HINT_ILLEGAL
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -275,6 +276,7 @@ def close(
                 update={
                     "last_summary": state.ended.summary,
                     "refusals": state.refusals + count_refusals(messages),
+                    "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,
                     "drive_cost": state.drive_cost + cost,

@@ -153,12 +153,12 @@ async def test_plan_writes_structure_only(rtws: Path) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     model = ScriptedModel(
         [
+            turn(create("a")),
             turn(
-                create("a"),
                 call("node_update", node_id="n1", artifacts=["a.txt"]),
                 call("node_update", node_id="n1", notes="plan: write a.txt"),
+                end("DO"),
             ),
-            turn(end("DO")),
             turn(complete("n1"), end("CHECK")),
             turn(verdict("n1"), end("END")),
             turn(end("END")),
