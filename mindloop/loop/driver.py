@@ -47,7 +47,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale
+from mindloop.loop import phase_ops, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -393,9 +393,12 @@ class TaskLoop:
             self._end(state, ls.EndedBy.RUNTIME, rejected)
             return False
         cap = step_cap(self.rt.config.team.loop.phases, phase)
-        left = cap - state.entry_steps
+        # the step cap left, or in DO the node's step budget left when less (§5.1, §8.1)
+        left, why_cap = step_budget.entry_limit(
+            rt, state, cap - state.entry_steps, self._cap_reason(phase, state.entry_steps, cap)
+        )
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(phase, state.entry_steps, cap))
+            self._end(state, ls.EndedBy.STEP_CAP, why_cap)
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
@@ -403,7 +406,7 @@ class TaskLoop:
         result = await rt.drive(self.root, max_steps=left)
         report.drives.append(result)
         reason = result.reason
-        end = self._end_of(state, reason, cap)
+        end = self._end_of(state, reason, why_cap)
         if end is not None:  # ended, by phase_end or as the drive's end says: closed now
             self._close(state, end, result.steps, result.usage.cost_usd)
             return False
@@ -439,7 +442,7 @@ class TaskLoop:
             return await self._wait_in_phase(fresh, report)
         return False
 
-    def _end_of(self, state: ls.LoopState, reason: DriveEnd, cap: int) -> ls.PhaseEnd | None:
+    def _end_of(self, state: ls.LoopState, reason: DriveEnd, why_cap: str) -> ls.PhaseEnd | None:
         """How the phase ended with a drive that ended for `reason`: `phase_end` records
         its own (the returned end is then only a fallback `close` ignores); a reply, the
         step cap and the turn policy end it as the runtime says; None: it goes on."""
@@ -449,7 +452,7 @@ class TaskLoop:
         if by is ls.EndedBy.REPLY:
             why = "a reply without tool calls or tellasks"
         elif by is ls.EndedBy.STEP_CAP:
-            why = self._cap_reason(state.phase, cap, cap)
+            why = why_cap
         else:
             assert state.phase is not None
             stuck = self.policies.table[state.phase].take_stuck(self.root)

@@ -27,6 +27,7 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
+from mindloop.loop import step_budget
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
@@ -257,6 +258,7 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE

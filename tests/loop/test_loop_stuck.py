@@ -280,7 +280,7 @@ async def test_a_node_that_used_its_step_budget_ends_its_do_entry_as_stuck(rtws:
         for e in repo.log(rt.store, TASK)
         if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
     ]
-    assert failed.startswith("STUCK (step_budget): node n1 used 12 of its 12 steps"), failed
+    assert failed.startswith("STUCK (step_budget): node n1 used 12 steps of its budget of 12"), failed
     node = workspace(rt).nodes["n1"]
     assert (node.attempt, node.steps_used, node.step_budget) == (1, 1, 12)
     await rt.aclose()
