@@ -139,7 +139,12 @@ class DialogRuntime:
         )
         self.approvals = Approvals(self.store, self.bus, self.waits)
         self.max_steps = max_steps
-        self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
+        nodes = self.config.team.loop.nodes
+        self._workspace = StoreWorkspaceAccess(
+            self.store,
+            frozenset(self.config.team.members),
+            (nodes.step_budget, nodes.max_step_budget),
+        )
         self.context = ContextBuilder(
             self.rtws, self.config, self.lang, rules=RulesText(self.store, self.rtws, self.lang)
         )

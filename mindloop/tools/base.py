@@ -138,6 +138,10 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def step_budgets(self) -> tuple[int, int]:
+        """A new node's DO step budget, and the most a node may be given (`loop.nodes`)."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:

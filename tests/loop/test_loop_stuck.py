@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.loop.driver import LoopOutcome
@@ -280,7 +281,37 @@ async def test_a_node_that_used_its_step_budget_ends_its_do_entry_as_stuck(rtws:
         for e in repo.log(rt.store, TASK)
         if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
     ]
-    assert failed.startswith("STUCK (step_budget): node n1 used 12 steps of its budget of 12"), failed
+    assert failed.startswith("STUCK (step_budget): node n1 used 12 steps of its budget of 12"), (
+        failed
+    )
     node = workspace(rt).nodes["n1"]
     assert (node.attempt, node.steps_used, node.step_budget) == (1, 1, 12)
+    await rt.aclose()
+
+
+async def test_step_budgets_come_from_loop_nodes_and_plan_may_raise_one(rtws: Path) -> None:
+    """A new node's budget is `loop.nodes.step_budget`; PLAN may give a node more, up to
+    `loop.nodes.max_step_budget` (agent-loop §5.1)."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {"nodes": {"step_budget": 5, "max_step_budget": 20}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    model = ScriptedModel(
+        [
+            turn(create("small"), create("big", step_budget=20), create("huge", step_budget=21)),
+            "Is this plan right?\n!?@human Three nodes: small, big, huge. Right?\n",
+        ]
+    )
+    report, rt = await run_task(rtws, model, "plan")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    ws = workspace(rt)
+    assert (ws.nodes["n1"].step_budget, ws.nodes["n2"].step_budget) == (5, 20)
+    assert "n3" not in ws.nodes
+    [refused] = [
+        m.data["content"]
+        for m in rt.store.load_history(report.root_id)
+        if m.kind == "tool_result" and m.data["is_error"]
+    ]
+    assert "step_budget" in refused and "loop.nodes.max_step_budget (20)" in refused
     await rt.aclose()
