@@ -242,6 +242,9 @@ PHASES: dict[Phase, PhaseSpec] = {
 }
 
 
+_NODE_TOOLS = frozenset({ToolClass.NODE_STRUCTURE, ToolClass.NODE_UPDATE, ToolClass.DISPATCH})
+
+
 def matrix_markdown() -> str:
     """The tool matrix as the docs print it (checked against the table by a test)."""
     order = list(Phase)
@@ -255,6 +258,13 @@ def matrix_markdown() -> str:
     for label, attr in (("tellask `!?@member`, `!?@self`", "tellask"), ("Q4H `!?@human`", "q4h")):
         cells = ["✓" if getattr(PHASES[p], attr) else "–" for p in order]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    # the cells that depend on the arguments (`phase_calls`)
+    cells = [PHASES[p].node_scope.value if PHASES[p].tools & _NODE_TOOLS else "–" for p in order]
+    lines.append("| node tools act on | " + " | ".join(cells) + " |")
+    cells = [", ".join(sorted(PHASES[p].node_fields)) for p in order]
+    lines.append("| `node_update` sets | " + " | ".join(cells) + " |")
+    cells = [PHASES[p].shell.value if ToolClass.SHELL in PHASES[p].tools else "–" for p in order]
+    lines.append("| shell runs | " + " | ".join(cells) + " |")
     caps = PhaseSteps()  # the defaults of `loop.phases` in team.yaml
     lines.append(
         "| steps per entry (default) | " + " | ".join(str(step_cap(caps, p)) for p in order) + " |"
