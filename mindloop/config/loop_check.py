@@ -29,20 +29,14 @@ OPERATOR_CHARS = frozenset(";&|<>()`")
 DEFAULT_TEST_RUNNERS: tuple[str, ...] = (
     # Python
     "pytest",
-    "py.test",
     "python -m pytest",
     "python3 -m pytest",
     "python -m unittest",
-    "python3 -m unittest",
-    "uv run pytest",
-    "poetry run pytest",
     "tox",
     "nox",
     "ruff check",
     "ruff format --check",
-    "python -m ruff check",
     "mypy",
-    "python -m mypy",
     "pyright",
     "lint-imports",
     # JavaScript / TypeScript
@@ -51,15 +45,11 @@ DEFAULT_TEST_RUNNERS: tuple[str, ...] = (
     "npm run lint",
     "yarn test",
     "pnpm test",
-    "jest",
     "npx jest",
-    "vitest",
     "npx vitest",
-    "eslint",
     "npx eslint",
-    "tsc --noEmit",
     "npx tsc --noEmit",
-    # Go, Rust, JVM, .NET, Ruby, C
+    # Go, Rust, JVM, .NET, Ruby, C and make
     "go test",
     "go vet",
     "cargo test",
@@ -69,11 +59,10 @@ DEFAULT_TEST_RUNNERS: tuple[str, ...] = (
     "gradle test",
     "./gradlew test",
     "dotnet test",
-    "rspec",
     "bundle exec rspec",
+    "ctest",
     "make test",
     "make check",
-    "ctest",
 )
 DEFAULT_PIPE_FILTERS: tuple[str, ...] = (
     "head",
