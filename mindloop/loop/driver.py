@@ -503,10 +503,8 @@ class TaskLoop:
         end = self._end_of(state, reason, step_cap(self.rt.config.team.loop.phases, state.phase))
         if end is None:
             return None
-        self._close(state, end, result.segment_steps, result.segment_cost)
-        self._seg_stop = False  # closed: from here the control loop routes, unless …
-        assert self._next is not None
-        (closed, messages), self._next = self._next, None
+        closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
+        self._seg_stop, self._next = False, None  # closed: the control loop routes, unless …
         await self.policies.run_summaries(self.rt, self._member())
         if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
             is_user_input(m) for m in messages
@@ -588,12 +586,14 @@ class TaskLoop:
 
     def _close(
         self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0, cost: float = 0.0
-    ) -> None:
+    ) -> tuple[ls.LoopState, list[MessageRecord]]:
         """Close the current phase (`phase_ops.close`, with the drive's `steps` and
-        `cost`); the next look routes from the closed state."""
+        `cost`); the next look routes from the closed state (returned, with the entry's
+        messages)."""
         closed, messages = phase_ops.close(self.rt, state, end, steps=steps, cost=cost)
         self._publish_end(closed)
         self._next = (closed, messages)
+        return closed, messages
 
     def _drive_cap(self, state: ls.LoopState) -> DriveCap | None:
         """The drive cap the loop reached since the human last spoke (agent-loop §8.2):
