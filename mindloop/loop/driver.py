@@ -338,9 +338,16 @@ class TaskLoop:
         self._publish_route(decision, target, gathered.facts.workspace)
         return _Plan(state, target, decision, notes, gathered)
 
-    async def _act(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
-        """Carry out a routing decision; True when the run ends here. `held`: this
-        process's drive holds the root's claim and carries on in the phase entered."""
+    async def _act(self, plan: _Plan, report: LoopReport) -> bool:
+        """Carry out a routing decision; True when the run ends here."""
+        if plan.target is Target.PARK:
+            return await self._park(plan.state, report)
+        return self._proceed(plan, report)
+
+    def _proceed(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
+        """Carry out a decision other than parking (never suspends: it may run inside a
+        transaction); True when the run ends here. `held`: this process's drive holds the
+        root's claim and carries on in the phase entered."""
         state, target, decision, notes, gathered = (
             plan.state,
             plan.target,
@@ -349,8 +356,6 @@ class TaskLoop:
             plan.gathered,
         )
         rt = self.rt
-        if target is Target.PARK:
-            return await self._park(state, report)
         if target is Target.END:
             cap = None if state.self_improved else self._drive_cap(state)
             if cap is not None:
@@ -503,21 +508,24 @@ class TaskLoop:
         end = self._end_of(state, reason, step_cap(self.rt.config.team.loop.phases, state.phase))
         if end is None:
             return None
-        closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
-        self._seg_stop, self._next = False, None  # closed: the control loop routes, unless …
         await self.policies.run_summaries(self.rt, self._member())
-        if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
-            is_user_input(m) for m in messages
-        ):
-            self._next = (closed, messages)
-            return None
-        plan = self._decide(closed, messages)
-        if plan.target is Target.PARK:
-            self._plan = plan
-            return None
-        if await self._act(plan, self._report, held=True):
-            self._seg_stop = True
-            return None
+        # closed, routed and entered in one transaction (one commit between two phases);
+        # nothing in it suspends, so no other coroutine's statement lands inside it
+        with self.rt.store.tx(durable=False):
+            closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
+            self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
+            if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
+                is_user_input(m) for m in messages
+            ):
+                self._next = (closed, messages)
+                return None
+            plan = self._decide(closed, messages)
+            if plan.target is Target.PARK:
+                self._plan = plan
+                return None
+            if self._proceed(plan, self._report, held=True):
+                self._seg_stop = True
+                return None
         entered = self._next[0] if self._next is not None else None
         if entered is None or not entered.in_phase or entered.entry <= closed.entry:
             return None  # no phase entered (a question asked, a node failed): route again
