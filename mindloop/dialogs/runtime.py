@@ -146,6 +146,7 @@ class DialogRuntime:
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
         self._secret_env_names = llm_secret_env_names(self.config.llm)
+        self._transient_backoff = tuple(self.config.team.loop.retries.transient_backoff)
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
         self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
@@ -515,5 +516,6 @@ class DialogRuntime:
             ),
             workspace=self._workspace,
             phase=live.policy.phase,
+            transient_backoff=self._transient_backoff,
         )
         return live.tool_context
