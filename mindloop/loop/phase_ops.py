@@ -124,8 +124,10 @@ def enter_phase(
     resolved: Sequence[str] = (),
     ready_benches: frozenset[str] = frozenset(),
     replan: bool = False,
+    held: bool = False,
 ) -> tuple[ls.LoopState, str]:
-    """Enter `phase` (one lazy transaction); the new state and the input posted."""
+    """Enter `phase` (one lazy transaction); the new state and the input posted. `held`:
+    the caller's drive holds the root and answers the input itself (not marked to drive)."""
     task = state.task_path
     store = rt.store
     with store.tx(durable=False):
@@ -176,7 +178,7 @@ def enter_phase(
                 reflections=reflections,
             )
         )
-        msg = _post(rt, state.root_id, text, phase, entry)
+        msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
         state = ls.save(
             store,
             state.model_copy(
@@ -206,8 +208,11 @@ def enter_phase(
     return state, text
 
 
-def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) -> MessageRecord:
-    """The phase input as a user message of the loop root, marked as the loop's."""
+def _post(
+    rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int, *, mark: bool = True
+) -> MessageRecord:
+    """The phase input as a user message of the loop root, marked as the loop's (and the
+    root marked to drive, unless `mark` is off: the poster drives it)."""
     store = rt.store
     rec = store.get_dialog(root_id)
     msg = store.append_message(
@@ -216,7 +221,8 @@ def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) 
         {"text": text, "loop": {"phase": phase.value, "entry": entry}},
         course=rec.course,
     )
-    store.update_dialog(root_id, needs_drive=True)
+    if mark:
+        store.update_dialog(root_id, needs_drive=True)
     return msg
 
 
