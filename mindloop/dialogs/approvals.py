@@ -4,12 +4,13 @@ Which calls need one is configured per member (`approval_required:` tool or tool
 in team.yaml). Such a call is not run: its result says it waits, and an approval wait
 record (`WaitKind.APPROVAL`, agent-loop's WAIT_USER_APPROVAL) is registered in the
 step's transaction with the exact arguments the model wrote and their digest; the
-dialog parks. Only a structured decision answers it (`Approvals.decide`, behind
+dialog parks (unless the call is a workspace node's: then the node waits, `Waits.open`). Only a structured decision answers it (`Approvals.decide`, behind
 `mindloop approve|reject`, the Python API and the web UI) — never free text:
 
 - approve: the digest is checked against the stored arguments, the wait resolved, and the
   call queued in the dialog's inbox (`APPROVED`), in one transaction. The dialog's next
-  drive runs exactly that call, with the call's own key (tools are at-least-once and key
+  drive runs exactly that call (a call of a workspace node's: the next drive, or work
+  loop segment, that works that node — `LiveDialog.node`), with the call's own key (tools are at-least-once and key
   their effects by it), and the result reaches the model as a note, committed with the
   inbox item marked done: a crash before that commit runs it again, never twice after.
 - edit: as approve, with the human's arguments instead (their digest is recorded);
@@ -224,6 +225,7 @@ class Approvals:
                     "call_id": p.call_id,
                     "call_key": p.call_key,
                     "summary": call_summary(p.tool, arguments),
+                    "node": rec.node,  # a node's call runs when its dialog works that node
                 }
                 done = self.waits.resolve(rec.id, res, item=item)
             if done is None:  # closed by someone else since it was read (same lock: never)

@@ -151,8 +151,12 @@ class Driver:
                     live.history.extend(
                         self.store.messages_after(did, live.record.course, live.history.last_id)
                     )
+                    approved = []
+                    if live.node is not None:  # a node taken up: its news, its approved calls
+                        with self.store.tx(durable=False):
+                            approved = self._take_inbox(live)
                     self._started(live)
-                    end = await self._steps(live, state, more, result, [])
+                    end = await self._steps(live, state, more, result, approved)
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
             # turn in hand was rolled back; nothing more is written here.
@@ -389,7 +393,8 @@ class Driver:
     def _take_inbox(self, live: LiveDialog) -> list[ResponseRecord]:
         """Inside a tx: queued replies into history; dangling tool calls (a crash between
         a generation and its tool results) get an explicit 'interrupted' result. Returns
-        the approved calls waiting to run (they stay queued until they ran)."""
+        the approved calls to run now (they stay queued until they ran; a node's wait
+        until the dialog works that node)."""
         dangling = _unanswered_calls(live.history.messages)
         if dangling:
             recs = [
@@ -410,7 +415,8 @@ class Driver:
             live.history.extend(self.store.append_messages(recs))
         held: list[ResponseRecord] = []
         live.history.extend(self.tree.take_responses(live.record, held))
-        return held
+        # an approved call of a workspace node runs when the dialog works that node
+        return [r for r in held if r.data.get("node") in (None, live.node)]
 
     def _recorded_result(
         self, live: LiveDialog, index: int, call: ToolCall

@@ -9,6 +9,12 @@ root at each phase, a chat's next message — catches up with what was appended 
 the dialog. The LRU is bounded, so a `run --watch` process that drove 10,000 dialogs holds
 no more than one that drove 100. A reused view gets its turn policy afresh (a loop root's
 phase changes between drives) and rebuilds its tool context.
+
+A view is governed by its turn policy (`LiveCache.govern`: at each drive's start and
+each segue): the policy, and the workspace node it says the dialog works on (`node`,
+the work loop's DO node; None otherwise). A wait a call opens for that node is the
+node's, not the dialog's (`Waits.open`); the view notes it (`node_waited`) so the policy
+can end the drive on it.
 """
 
 from __future__ import annotations
@@ -42,9 +48,11 @@ class LiveDialog:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     course: CourseSwitch = field(default_factory=CourseSwitch)  # clear_mind's request
     reminders: list[Reminder] = field(default_factory=list)  # loaded at each drive start
-    # The workspace node the dialog works on now (set by the work loop's policy): waits its
-    # calls open belong to that node and do not park the dialog (`Waits.open`).
+    # The workspace node the dialog works on now (its policy's `work_node`, set by
+    # `LiveCache.govern`): waits its calls open belong to that node and do not park the
+    # dialog (`Waits.open`); the id of one opened since (the loop ends the DO entry on it).
     node: str | None = None
+    node_waited: str | None = None
     users: int = 0  # drives holding (or waiting for) this view
     repeats: RepeatGuard = field(default_factory=RepeatGuard)  # identical failing calls
     # What its tool calls see, built at the first call (each call gets a copy with its
@@ -96,19 +104,28 @@ class LiveCache:
             return live
         live = self._idle.pop(dialog_id, None)
         if live is not None:  # the drive's claim brings its record and history up to date
-            live.policy = self._policy_for(live.record)
-            live.tool_context = None
+            self.govern(live)
             self._live[dialog_id] = live
             return live
         rec = self._store.get_dialog(dialog_id)
         root_member = rec.member if rec.kind == "root" else self._root_member(rec.root_id)
+        policy = self._policy_for(rec)
         live = self._live[dialog_id] = LiveDialog(
             record=rec,
             member=self._config.member(rec.member),
-            policy=self._policy_for(rec),
+            policy=policy,
             root_member=root_member,
         )
+        live.node = policy.work_node(live)
         return live
+
+    def govern(self, live: LiveDialog) -> None:
+        """Give the view its turn policy as it is now (a loop root's phase changes between
+        drives and segments), the node the policy works on, and a fresh tool context."""
+        live.policy = self._policy_for(live.record)
+        live.node = live.policy.work_node(live)
+        live.node_waited = None
+        live.tool_context = None
 
     def _root_member(self, root_id: str) -> str:
         member = self._roots.get(root_id)

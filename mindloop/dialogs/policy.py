@@ -11,7 +11,9 @@ decides, per request and per call:
 - whether the generation's output is acceptable at all (`check_output`: a refusal's
   message replaces the output and nothing in it runs) and which of its tellask routes
   may be carried out (`check_routes`; refuse one with `routing.refuse_route`),
-- whether the drive goes on after a step (`goes_on`).
+- whether the drive goes on after a step (`goes_on`),
+- which workspace node the dialog works on under it (`work_node`, asked when the policy
+  is given to a drive, never per step): waits its calls open belong to that node.
 
 A policy also names the work-loop phase it stands for (`phase`, None outside the loop):
 tools see it in their context (`ToolContext.phase`), so a workspace tool acts with the
@@ -96,6 +98,8 @@ class TurnPolicy(Protocol):
 
     def goes_on(self, live: LiveDialog, parts: RequestBuilder, step: StepOutcome) -> bool: ...
 
+    def work_node(self, live: LiveDialog) -> str | None: ...
+
 
 PolicyResolver = Callable[[DialogRecord], "TurnPolicy | None"]
 
@@ -161,3 +165,6 @@ class DefaultPolicy:
 
     def goes_on(self, live: LiveDialog, parts: RequestBuilder, step: StepOutcome) -> bool:
         return True
+
+    def work_node(self, live: LiveDialog) -> str | None:
+        return None

@@ -467,8 +467,7 @@ class DialogRuntime:
             async def carry(end: DriveEnd, result: DriveResult) -> int | None:
                 more = await segue(end, result)
                 if more is not None:  # e.g. the work loop's next phase: its policy
-                    live.policy = self.policy_for(live.record)
-                    live.tool_context = None
+                    self.live.govern(live)
                 return more
 
         try:

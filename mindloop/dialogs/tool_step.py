@@ -31,7 +31,7 @@ from mindloop.durable.steps import Codec, JsonObject, Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ApprovalRequested, ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
-from mindloop.store import MessageRecord, ResponseRecord, Store, crash_points
+from mindloop.store import MessageRecord, ResponseRecord, Store, WaitStatus, crash_points
 from mindloop.tools.base import (
     Effect,
     EffectResult,
@@ -207,6 +207,8 @@ class ToolStep:
                     mode=WaitMode(mode),
                     task_path=live.record.task_path,
                 )
+                if rec.node is not None and rec.status is WaitStatus.OPEN:
+                    live.node_waited = rec.id  # the node waits now (its policy may stop)
                 if rec.kind == WaitKind.APPROVAL:
                     p = ApprovalPayload.model_validate(rec.payload)
                     self.bus.publish(

@@ -16,8 +16,10 @@ A wait is registered inside the transaction of the step that asks for it (a tool
 effect, `OpenWait`); an event that came before it (kept by `ingest`) is matched there. It
 is resolved exactly once (a conditional update), and its resolution is queued in the
 dialog's inbox as a note in the same transaction, which also marks the dialog to drive.
-A wait of a workspace node (`node`) does not park the dialog; `mode=any` waits of one
-node are alternatives (the first resolved cancels the others). Due times fall due in the
+A wait of a workspace node (`node`) does not park the dialog: the node waits instead —
+what that means is the work loop's (`node_opened`, called in the registering transaction:
+the loop moves the node to WAIT; its routing moves it on once the node's waits closed);
+`mode=any` waits of one node are alternatives (the first resolved cancels the others). Due times fall due in the
 scheduler (`fire_due`), which sleeps until the next one instead of polling: a timer
 fires, others fail, assume their default or remind the human, as their kind says.
 """
@@ -65,6 +67,7 @@ __all__ = [
     "WAIT_KINDS",
     "ExpireHook",
     "Ingested",
+    "NodeHook",
     "WaitKind",
     "WaitMode",
     "Waits",
@@ -83,6 +86,9 @@ RETRY_BROKEN = 60.0
 # side dialog's sink, answer a question with its default). Returns the closed record, or
 # None if it was not open.
 ExpireHook = Callable[[WaitRecord, Resolution], WaitRecord | None]
+# What opening a node's wait does beyond the record (the work loop: the node moves to
+# WAIT), in the registering transaction; with the wait still open and its task's path.
+NodeHook = Callable[[WaitRecord, str | None], None]
 
 
 class Ingested(BaseModel):
@@ -151,6 +157,7 @@ class Waits:
         self.rtws = rtws  # snapshots (staleness) need it; without it none are taken
         self.workspace_ref = workspace_ref
         self.expire_hooks: dict[WaitKind, ExpireHook] = {}
+        self.node_opened: NodeHook | None = None
         self.changed = False  # a wait was opened here since the scheduler last looked
 
     # ------------------------------------------------------------------ opening
@@ -213,6 +220,8 @@ class Waits:
                 WaitOpened(dialog_id=dialog_id, wait_id=rec.id, kind=kind, key=rec.key)
             )
             early = self._match_kept(rec) if spec.keeps_early else None
+            if early is None and node is not None and self.node_opened is not None:
+                self.node_opened(rec, task_path)
         return early or rec
 
     def _match_kept(self, rec: WaitRecord) -> WaitRecord | None:

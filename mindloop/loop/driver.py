@@ -8,9 +8,11 @@ phase's step cap; when the phase ends (`phase_end`, a reply without tool calls, 
 the runtime records it and routes (`routing.route` over `facts.gather`). Meanwhile a
 scheduler restricted to the task's tree drives every other dialog of it: members working
 dispatched nodes, side dialogs the root asked, FBR samples. A waiting node blocks
-nothing; the task parks only on a wait of its own or when every open node waits, and
-then the driver either waits for the work under way or stops, when only the human can
-move it (a question, an approval, or nothing at all at work).
+nothing — a dispatched one, or DO's own when a call of DO's opened a wait for it
+(`node_waits`: the DO entry ends, the node is taken up again when its waits close, or
+fails to ADJUST when one ends badly); the task parks only on a wait of its own or when
+every open node waits, and then the driver either waits for the work under way or stops,
+when only the human can move it (a question, an approval, or nothing at all at work).
 
 Durable by construction: where the loop stands is a row of the store (`loop_state`),
 changed in the transactions that change what it describes, so a `mindloop run` killed
@@ -33,7 +35,6 @@ from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.staleness import StaleAction
-from mindloop.dialogs.waits import WaitKind
 from mindloop.events.types import (
     DriveEnded,
     Event,
@@ -47,7 +48,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale, step_budget
+from mindloop.loop import node_waits, phase_ops, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -63,7 +64,6 @@ from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
 from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, Store, new_id
 from mindloop.store import loop_state as ls
-from mindloop.store.waits import resolved_since
 from mindloop.workspace import projector, repo
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
@@ -108,6 +108,8 @@ class LoopPolicies:
             self.retry_tool.store = rt.store
         if rt.waits.workspace_ref is None:  # waits of loop tasks photograph the workspace
             rt.waits.workspace_ref = stale.loop_workspace_ref(rt)
+        if rt.waits.node_opened is None:  # a wait opened for DO's node: the node waits
+            rt.waits.node_opened = node_waits.on_open(rt)
         compiler = MemoryCompiler(rt.config.team.loop.memory, lang=self.table.lang)
         self.memory = BudgetedRequests(
             compiler, rt.store, rt.bus, verdict_of=verdicts_by_tool(VERDICT_TOOLS)
@@ -215,6 +217,7 @@ class TaskLoop:
         self._changed = asyncio.Event()
         self._unsubscribe = rt.bus.subscribe(self._hear)
         self._notes: list[str] = []  # the runtime's notes for the next phase's input
+        self._resolved: list[str] = []  # waits of nodes taken up again, for that input
         # The loop state as this coroutine last committed it (and the closed entry's
         # messages): the next look takes it instead of reading it back.
         self._next: tuple[ls.LoopState, list[MessageRecord] | None] | None = None
@@ -318,9 +321,15 @@ class TaskLoop:
         ws = repo.load(rt.store, self.task)
         # a note to the root says which side dialogs were stopped
         waits = phase_ops.cancel_abandoned(rt, ws, rt.store.open_waits(self.root))
+        settled = node_waits.settle(rt, state, ws, waits)  # nodes whose waits closed move on
+        if settled.moved:
+            ws = repo.load(rt.store, self.task)
+            self._notes += settled.notes
+            self._resolved += settled.resolved
         dispatched = phase_ops.dispatch_ready(rt, state, ws)
-        # one load (and one read of the waits) serves both, unless a dispatch moved nodes
-        gathered = gather(rt, state, messages, *((None, None) if dispatched else (ws, waits)))
+        # one load (and one read of the waits) serves both, unless nodes moved since
+        fresh = dispatched or settled.moved
+        gathered = gather(rt, state, messages, *((None, None) if fresh else (ws, waits)))
         decision = route(gathered.facts)
         notes = list(self._notes)
         ended = state.ended
@@ -404,6 +413,7 @@ class TaskLoop:
                 state,
                 phase,
                 notes=notes,
+                resolved=self._resolved,
                 ready_benches=gathered.facts.bench_ready,
                 replan=replan,
                 held=held,
@@ -411,6 +421,7 @@ class TaskLoop:
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
         self._notes.clear()  # said in this input
+        self._resolved.clear()
         self._next, self._fresh_entry = (state, None), state.entry
         self.policies.set(self.root, phase)
         report.entries += 1
@@ -443,9 +454,8 @@ class TaskLoop:
             # the phase's reply is in but its end was not recorded (a kill between them)
             self._end(state, ls.EndedBy.REPLY, "a reply without tool calls or tellasks")
             return False
-        rejected = self._rejected(state)
-        if rejected is not None:  # a negative wait ends the DO entry: its node failed (§5.4)
-            self._end(state, ls.EndedBy.RUNTIME, rejected)
+        if phase is Phase.DO and node_waits.waits_now(rt, state):  # killed before its end
+            self._end(state, ls.EndedBy.RUNTIME, f"node {state.node_id} waits")
             return False
         cap = step_cap(self.rt.config.team.loop.phases, phase)
         # the step cap left, or in DO the node's step budget left when less (§5.1, §8.1)
@@ -686,18 +696,6 @@ class TaskLoop:
         if noted:
             rt.bus.publish(NoteAdded(dialog_id=self.root, text=text))
         return self._load()
-
-    def _rejected(self, state: ls.LoopState) -> str | None:
-        """`WAIT_USER_APPROVAL_REJECTED: <reason>` when the human rejected a call of the
-        current DO entry (its node then fails its check and ADJUST looks at why)."""
-        if state.phase is not Phase.DO or state.node_id is None:
-            return None
-        for w in resolved_since(self.rt.store, self.root, state.entered_at):
-            resolution = w.resolution or {}
-            if w.kind == WaitKind.APPROVAL.value and resolution.get("outcome") == "rejected":
-                why = str((resolution.get("event") or {}).get("reason") or "no reason given")
-                return f"WAIT_USER_APPROVAL_REJECTED: {why}"
-        return None
 
     @staticmethod
     def _cap_reason(phase: Phase | None, steps: int, cap: int) -> str:

@@ -20,7 +20,12 @@ phase gets `LoopPolicy(phase)`:
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
   identical failing actions) fires on the latest steps; the driver then ends the entry
   (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
-  these checks, over their last few turns.
+  these checks, over their last few turns. In DO the drive also stops when a call opened
+  a wait for the node (a timer, a system event, an approval): the node waits, the root
+  does not — the entry ends there and routing takes up other work (`NodeWaits`);
+- **the node worked** (`work_node`): DO's node, read from the loop state when the policy
+  is given to a drive (its start, a segue), never per step; waits the root's calls open
+  then belong to that node (`LiveDialog.node`, `loop.node_waits`).
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`, by
 code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
@@ -30,6 +35,7 @@ is stored costs nothing per step and survives a crash.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mindloop.dialogs.budgeted import BudgetedRequests
@@ -62,7 +68,13 @@ if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog
     from mindloop.dialogs.request import RequestBuilder
 
-__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "count_refusals"]
+__all__ = [
+    "TOOL_NOT_ALLOWED_IN_PHASE",
+    "LoopPolicy",
+    "NodeWaits",
+    "PolicyTable",
+    "count_refusals",
+]
 
 
 def _none() -> BudgetedRequests | None:
@@ -70,6 +82,21 @@ def _none() -> BudgetedRequests | None:
 
 
 _MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
+
+
+@dataclass(frozen=True)
+class NodeWaits:
+    """Why `goes_on` ended a DO drive: a call opened a wait for the node worked, which
+    now waits (IN_PROGRESS → WAIT, `loop.node_waits`); the root goes on with other work."""
+
+    node: str
+    wait_id: str
+
+    def reason(self) -> str:
+        return (
+            f"node {self.node} waits ({self.wait_id}); the entry ends here and DO takes "
+            "the node up again when its wait resolves"
+        )
 
 
 class LoopPolicy(DefaultPolicy):
@@ -92,7 +119,7 @@ class LoopPolicy(DefaultPolicy):
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted] = {}
+        self._stuck: dict[str, Stuck | FormatExhausted | NodeWaits] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -192,9 +219,20 @@ class LoopPolicy(DefaultPolicy):
                 )
         return out
 
+    def work_node(self, live: LiveDialog) -> str | None:
+        """DO's node, as the loop state has it (one indexed read per drive or segment)."""
+        if self.phase is not Phase.DO or self._entry_of is None:
+            return None
+        entry = self._entry_of(live.id)
+        return entry.node_id if entry is not None else None
+
     def goes_on(self, live: LiveDialog, parts: RequestBuilder, step: StepOutcome) -> bool:
         messages = live.history.messages
         if phase_end_called(messages):
+            return False
+        if live.node_waited is not None and live.node is not None:  # the node waits now
+            self._stuck[live.id] = NodeWaits(live.node, live.node_waited)
+            live.node_waited = None
             return False
         retries = parts.config.team.loop.retries
         stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
@@ -205,9 +243,9 @@ class LoopPolicy(DefaultPolicy):
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | None:
-        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, or L0 used
-        up."""
+    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | NodeWaits | None:
+        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
+        up, or the node waits."""
         return self._stuck.pop(dialog_id, None)
 
 

@@ -470,8 +470,8 @@ async def test_an_approval_approved_runs_the_call_and_one_rejected_fails_the_nod
     model = ScriptedModel(
         [
             turn(create("publish"), end("DO")),
-            turn(move),  # waits for approval: the loop stops (exit 4)
-            turn(complete("n1"), end("CHECK")),  # after the approval: the move ran
+            turn(move),  # waits for approval: the node waits, the loop stops (R7, exit 4)
+            turn(complete("n1"), end("CHECK")),  # DO n1 again, after the approved move ran
             turn(verdict("n1"), end("END")),
             turn(end("END")),  # SELF_IMPROVE
             turn(create("publish again")),  # the second scope: PLAN, DO
@@ -513,7 +513,11 @@ async def test_an_approval_approved_runs_the_call_and_one_rejected_fails_the_nod
         for e in ws_log(rt)
         if e.node_id == "n2" and e.kind == "transition"
     ]
-    assert ("IN_PROGRESS", "CHECK_FAILED", "WAIT_USER_APPROVAL_REJECTED: not there") in moves
+    # the approval was the node's: it waited, and the rejection failed it (agent-loop §5.4)
+    assert ("IN_PROGRESS", "WAIT", "WAIT_USER_APPROVAL apv-") in [
+        (a, b, r[: len("WAIT_USER_APPROVAL apv-")]) for a, b, r in moves
+    ]
+    assert ("WAIT", "CHECK_FAILED", "WAIT_USER_APPROVAL_REJECTED: not there") in moves
     assert phases(model)[-2:] == ["ADJUST", "SELF_IMPROVE"]
     await rt.aclose()
 
