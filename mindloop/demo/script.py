@@ -8,8 +8,9 @@ and a BENCH node, the release check, run last. DO writes the changelog; CHECK fi
 has no dated release heading (a check failure); ADJUST asks itself for three fresh-boots
 opinions (FBR), records its cycle (`retry_propose`: the runtime checks it differs from any
 earlier one) and sends the node back to DO, which writes a dated one; CHECK passes it.
-DO drafts the release notes and publishes them (a move the human approves first) while
-the reviewer writes the guide; CHECK passes both; the
+DO drafts the release notes and publishes them (a move the human approves first: the
+node waits for the approval, and DO takes it up again once it is given) while the
+reviewer writes the guide; CHECK passes both; the
 release check runs once nothing has changed since those checks; SELF_IMPROVE adds a habit to dev's self.md and asks the KB teammate to keep a note on
 the changelog format, which `mindloop run TASK` delivers (once) before it returns and a
 later `mindloop run` lets the KB process.
@@ -240,7 +241,16 @@ _DEV: list[dict[str, Any]] = [
             _end("CHECK", "CHANGELOG.md written", "ready for its check"),
         ],
     },
-    # ---- DO: the release notes, drafted, then published (the move needs an approval)
+    # ---- DO: the release notes, drafted, then published (the move needs an approval: n3
+    # waits, the entry ends; approved, DO takes n3 up again and the move runs first, its
+    # note right after DO's input)
+    {
+        "contains": "The human approved move",
+        "tool_calls": [
+            _complete("n3"),
+            _end("CHECK", "RELEASE_NOTES.md published", "ready for its check"),
+        ],
+    },
     {
         "contains": ["[work loop] Phase DO", "# Node n3: Release notes"],
         "response": "Drafting the release notes.",
@@ -254,14 +264,6 @@ _DEV: list[dict[str, Any]] = [
         "contains": "updated n3",
         "response": "Publishing them.",
         "tool_calls": [_call("move", src=NOTES_DRAFT, dst="RELEASE_NOTES.md")],
-    },
-    {
-        # the approved move ran; its note (with any other that came meanwhile) is last
-        "contains": "The human approved move",
-        "tool_calls": [
-            _complete("n3"),
-            _end("CHECK", "RELEASE_NOTES.md published", "ready for its check"),
-        ],
     },
     {
         "role": "tool",

@@ -49,7 +49,8 @@ from mindloop.workspace.transitions import Authority
 
 RUNTIME = "runtime (work loop)"
 # DO entries the runtime ends leave their node CHECK_FAILED with the end's reason: STUCK
-# (the step budget, or the stuck detector), WAIT_USER_APPROVAL_REJECTED, DO_EXHAUSTED.
+# (the step budget, or the stuck detector), DO_EXHAUSTED (a node that waits is left
+# WAIT: `node_waits`).
 RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
 
 

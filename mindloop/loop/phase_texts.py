@@ -77,7 +77,10 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "of change and what changed) before running the self-check again. At most 2 attempts "
         "per entry; an attempt that changes nothing since an earlier one is refused; after "
         "the last one the entry ends and ADJUST takes the node.\n"
-        "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.",
+        "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.\n"
+        "- `wait_for` and a call that needs the human's approval make the node wait: the entry "
+        "ends there, other work goes on, and DO takes the node up again when its wait "
+        "resolves (the outcome in its input); a rejection or failure sends it to ADJUST.",
         "zh": "- 只处理输入中给出的当前节点；每一步都基于上一步的结果决定。只修改该节点：它的备注和产物"
         "（`node_update`）以及它的状态；其他节点由 PLAN 和 ADJUST 处理。\n"
         "- 以自检结束：lint、测试、逐条对照验收标准。通过后记录产物（`node_update`），并把节点移到 "
@@ -85,7 +88,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- 自检失败就修复：先做出修改，再用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
         "修改类型以及改了什么），然后重新自检。每次进入最多 2 次尝试；与之前某次相比没有任何改变的尝试会被拒绝；"
         "用完后本次进入结束，由 ADJUST 接手该节点。\n"
-        "- 如果节点需要队友的回复，就发起诉请（`!?@<成员>`）并等待。",
+        "- 如果节点需要队友的回复，就发起诉请（`!?@<成员>`）并等待。\n"
+        "- `wait_for` 以及需要人类批准的调用会让节点进入等待：本次进入就此结束，其他工作继续；等待解除后 "
+        "DO 会重新接手该节点（结果在输入中）；被拒绝或失败则交给 ADJUST。",
     },
     Phase.CHECK: {
         "en": "- Verify the COMPLETE nodes and the ready BENCH nodes shown in the input: "

@@ -4,7 +4,8 @@ a turn policy offers it (`registry.loop_tools(WAIT_TOOLS)`).
 
 The tool only asks: its result carries an `OpenWait` effect, registered by the engine in
 the step's transaction, so the wait exists exactly when the result does. The dialog is
-not driven while it waits; the timer's due time (or the event, delivered with
+not driven while it waits (a wait for the node a dialog works on — the work loop's DO —
+parks that node instead); the timer's due time (or the event, delivered with
 `DialogRuntime.deliver`) resumes it with a note. A timer may be at most
 `loop.waits.timer.max_ahead` ahead (24 h by default); an event wait times out after
 `loop.waits.system_event.timeout` and the dialog reads that it did.
@@ -30,7 +31,8 @@ DESCRIPTION = (
     "Pause this dialog until a time comes or a system event arrives, then continue. Give "
     "either `seconds` (or `at`, an ISO 8601 time) for a timer, or `event_type` (with an "
     "optional `filter`: keys the event must carry with these values) for an event. Say "
-    "why in `reason`. Nothing else happens in this dialog meanwhile."
+    "why in `reason`. Nothing else happens in this dialog meanwhile (in the work loop's DO "
+    "phase, the node waits instead and other work goes on)."
 )
 
 
