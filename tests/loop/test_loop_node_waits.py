@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 
+import pytest
+
 from mindloop.dialogs.runtime import DialogRuntime
-from mindloop.dialogs.wait_kinds import WaitKind
-from mindloop.events.types import Event, LoopRouted
-from mindloop.loop.driver import LoopOutcome, LoopReport, TaskLoop
-from mindloop.store import WaitStatus
+from mindloop.dialogs.wait_kinds import SystemEvent, WaitKind
+from mindloop.events.types import Event, LoopRouted, WaitOpened
+from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
+from mindloop.providers.base import GenerationRequest
+from mindloop.store import Store, WaitStatus, crash_points
+from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
-from mindloop.testing import ScriptedModel, call
+from mindloop.testing import FunctionModel, ScriptedModel, Turn, call
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
 from tests.loop.loop_util import (
@@ -30,6 +35,7 @@ from tests.loop.loop_util import (
     create,
     end,
     give_up,
+    phase_of,
     phases,
     run_task,
     runtime,
@@ -37,6 +43,7 @@ from tests.loop.loop_util import (
     verdict,
 )
 from tests.loop.loop_util import workspace as ws_of
+from tests.loop.test_loop_crash import DyingStore, Killed
 from tests.scenario_util import write_team
 
 DAY = 86_400.0
@@ -250,4 +257,96 @@ async def test_a_node_wait_that_times_out_fails_the_node_and_adjust_takes_it(
     assert got[2][:2] == ("IN_PROGRESS", "WAIT")
     assert got[3][:2] == ("WAIT", "CHECK_FAILED")
     assert got[3][2].startswith("WAIT_SYSTEM_EVENT_TIMEOUT")
+    await rt.aclose()
+
+
+class _KillAfterWait:
+    """`crash_points.CRASH`: the process dies just after the commit that registered the
+    node's wait (and moved the node), before the DO entry was ended."""
+
+    def __init__(self) -> None:
+        self.armed = self.dead = False
+
+    def reached(self, point: str, where: str = "") -> None:
+        if self.dead:
+            raise Killed
+        if point == "commit.after" and self.armed:
+            self.dead = True
+            raise Killed
+
+
+@pytest.mark.sqlite_only  # a second process's view of the same rtws, as after a kill
+async def test_a_kill_just_after_a_node_wait_committed_resumes_without_working_the_node(
+    rtws: Path,
+) -> None:
+    """Killed between the wait's commit and the end of the DO entry: the next run finds
+    the entry open and its node waiting, ends the entry instead of working the node, and
+    takes the node up again once its event came."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    reader = Store.for_rtws(rtws)
+    asked_to_work: list[str] = []
+
+    def decide(req: GenerationRequest) -> Turn:
+        phase = phase_of(req)
+        nodes = repo.load(reader, TASK).nodes
+        if phase == "PLAN":
+            return Turn(tool_calls=[create("deploy") if "n1" not in nodes else end("DO")])
+        if phase == "DO":
+            state = ls.get(reader, TASK)
+            assert state is not None
+            root = state.root_id
+            waited = reader.open_waits(root) + resolved_since(reader, root, 0.0)
+            asked_to_work.append(nodes["n1"].status.value)
+            if not waited:
+                return Turn(tool_calls=[call("wait_for", event_type="deploy.finished")])
+            return Turn(tool_calls=[complete("n1"), end("CHECK")])
+        if phase == "CHECK":
+            return Turn(tool_calls=[verdict("n1"), end("END")])
+        return Turn(tool_calls=[end("END")])
+
+    def respond(req: GenerationRequest) -> Turn:
+        turn = decide(req)
+        for c in turn.tool_calls:  # call ids unique across the two runs
+            c.id = f"c{uuid.uuid4().hex[:12]}"
+        return turn
+
+    crash = _KillAfterWait()
+    store = DyingStore.for_rtws(rtws, durable=False)
+    store.crash = crash  # type: ignore[attr-defined]
+    policies = LoopPolicies("en")
+    rt = DialogRuntime(
+        rtws, providers={"mock": FunctionModel(respond)}, policies=policies, store=store
+    )
+    rt.bus.subscribe(
+        lambda ev: setattr(crash, "armed", True) if isinstance(ev, WaitOpened) else None
+    )
+    crash_points.CRASH = crash  # type: ignore[assignment]
+    try:
+        with pytest.raises(Killed):
+            await TaskLoop(rt, policies, TASK).run("deploy it")
+    finally:
+        crash_points.CRASH = None
+        store.close()
+        await rt.providers.aclose()
+    # the wait and the node's move committed together; the entry is still open
+    store = Store.for_rtws(rtws)
+    state = ls.get(store, TASK)
+    assert state is not None and state.phase.value == "DO" and state.in_phase
+    assert repo.load(store, TASK).nodes["n1"].status is NodeStatus.WAIT
+    for did, owner in store.held_claims():  # the dead process's claims end
+        if owner:
+            store.expire_claim(did, owner)
+    store.close()
+    # the event comes while nothing runs; then `mindloop run` again
+    rt, policies = runtime(rtws, FunctionModel(respond))
+    rt.deliver(SystemEvent(event_type="deploy.finished"))
+    report = await TaskLoop(rt, policies, TASK).run()
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert asked_to_work == ["IN_PROGRESS", "IN_PROGRESS"]  # never asked while it waited
+    assert [m[:2] for m in moves(rt, "n1")[1:4]] == [
+        ("NEW", "IN_PROGRESS"),
+        ("IN_PROGRESS", "WAIT"),
+        ("WAIT", "IN_PROGRESS"),
+    ]
+    reader.close()
     await rt.aclose()
