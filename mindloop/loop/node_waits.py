@@ -21,6 +21,8 @@ after any crash):
 - one negative (rejected, failed, or timed out where the kind's timeout fails): WAIT →
   CHECK_FAILED with `WAIT_<KIND>_<OUTCOME>: <why>` (e.g. `WAIT_USER_APPROVAL_REJECTED:
   <the human's reason>`) at once, its other open waits cancelled; ADJUST takes it (R2).
+- the node ended meanwhile (cancelled, failed): its open waits are cancelled (an
+  approval leaves the human's list).
 
 The node's current spell of waiting starts at its latest move to WAIT (its log): waits
 of earlier spells do not count again. An approved call of the node runs when the root
@@ -155,15 +157,20 @@ def settle(
     """Move on the nodes whose waits closed (see the module doc); `open_waits`: the loop
     root's open waits as just read. Reads nothing more when no MAIN node waits."""
     out = Settled()
-    waiting = _waiting(ws)
-    if not waiting:
+    for w in open_waits:  # a node that ended meanwhile waits on nothing (§6.3 Cancel)
+        node = ws.nodes.get(w.node) if w.node is not None else None
+        if w.node is not None and w.kind != _NOT_OURS and (node is None or node.terminal):
+            status = node.status.value if node is not None else "gone"
+            _cancel(rt, w, f"node {w.node} is {status}")
+            out.moved = True
+    if not any(n.status is NodeStatus.WAIT and n.dispatch is None for n in ws.nodes.values()):
         return out
     task, root = state.task_path, state.root_id
     busy = any(
         n.kind is NodeKind.EXECUTION and n.assignee == MAIN and n.status is NodeStatus.IN_PROGRESS
         for n in ws.nodes.values()
     )
-    for node in waiting:
+    for node in _waiting(ws):
         since = _spell_start(rt, task, node.id)
         if since is None:
             continue

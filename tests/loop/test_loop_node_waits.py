@@ -350,3 +350,34 @@ async def test_a_kill_just_after_a_node_wait_committed_resumes_without_working_t
     ]
     reader.close()
     await rt.aclose()
+
+
+async def test_a_node_cancelled_while_it_waits_on_an_approval_takes_the_approval_back(
+    rtws: Path,
+) -> None:
+    """The user cancels a node whose call waits for approval (`mindloop node cancel`):
+    when the loop routes again the approval leaves the human's list, and the task ends
+    without the node."""
+    from mindloop import service
+
+    _with_approvals(rtws)
+    (rtws / "draft.md").write_text("notes\n", "utf-8")
+    model = ScriptedModel(
+        [
+            turn(create("publish"), end("DO")),
+            turn(call("move", src="draft.md", dst="NOTES.md")),  # waits for the human
+            turn(end("END")),  # SELF_IMPROVE, once n1 is cancelled
+        ]
+    )
+    report, rt = await run_task(rtws, model, "publish the notes")
+    assert report.outcome is LoopOutcome.WAITING and "approval" in report.reason
+    [pending] = rt.pending_approvals()
+    await rt.aclose()
+    async with service.open_project(rtws, providers={"mock": model}) as project:
+        service.cancel_node(project, TASK, "n1", "publishing is not needed")
+    report, rt = await run_task(rtws, model)
+    assert report.outcome is LoopOutcome.DONE and model.remaining == 0, report.reason
+    assert rt.pending_approvals() == []
+    assert rt.store.get_wait(pending.id).status is WaitStatus.CANCELLED
+    assert not (rtws / "NOTES.md").exists()
+    await rt.aclose()
