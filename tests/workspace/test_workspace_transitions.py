@@ -387,3 +387,35 @@ def test_split_creates_its_nodes_by_the_creation_row_only(parent: str) -> None:
         created = [e for e in ch.log if e.kind == "transition"]
         assert created and all(e.data["by"] == actor.value for e in created)
         assert ch.after.focus not in state.nodes
+
+
+@pytest.mark.parametrize("kind", [NodeKind.PLANNING, NodeKind.EXECUTION])
+def test_only_plan_and_adjust_create_nodes_of_either_kind(kind: NodeKind) -> None:
+    """Who may create a child under a planning node (agent-loop §3's tool matrix, §5.4's
+    creation row `– → NEW` by PLAN, ADJUST): a planning node is no exception — its status
+    is derived, but creating it is still a plan change. DO, CHECK, SELF_IMPROVE (a phase
+    that is no actor), the runtime and the user are refused, and nothing changes."""
+    state = tree()
+
+    def create(s: Session) -> None:
+        s.create_node(parent_id="root", kind=kind, title="Frontend", requirement="f")
+
+    for authority in (
+        Authority.phase(Actor.DO, "@d"),
+        Authority.phase(Actor.CHECK, "@c"),
+        Authority(frozenset(), "@self-improve"),
+        RT,
+        Authority.user(),
+    ):
+        session = Session(state, authority, now=2.0)
+        with pytest.raises(IllegalTransition) as err:
+            create(session)
+        assert "{from: –, to: NEW" in str(err.value) and "only ADJUST, PLAN" in str(err.value)
+        assert session.log == [] and session.state.nodes.view() == state.nodes
+        assert state.nodes["root"].children == session.state.nodes["root"].children
+    for authority in (Authority.phase(Actor.PLAN, "@p"), Authority.phase(Actor.ADJUST, "@a"), CHAT):
+        ch = change(state, create, authority)
+        [new] = [n for n in ch.after.nodes if n not in state.nodes]
+        assert ch.after.nodes[new].kind is kind and new in ch.after.nodes["root"].children
+        [made] = [e for e in ch.log if e.kind == "create"]
+        assert made.data["by"] in ("PLAN", "ADJUST")
