@@ -138,6 +138,12 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def bench_checks(self, task_path: str) -> Any:
+        """The passing CHECKs the task's loop recorded and the nodes its CHECK entry under
+        way verifies (`mindloop.workspace.ref.CheckMarks`): what a BENCH node's "nothing
+        changed since the checks" is judged against."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
