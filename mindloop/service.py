@@ -223,8 +223,8 @@ class DriveReport(BaseModel):
             return Outcome.CAP_REACHED
         if self.step_limited:
             return Outcome.STEP_LIMIT
-        if self.questions or self.approvals:
-            return Outcome.WAITING
+        if self.questions or any(a.blocks for a in self.approvals):
+            return Outcome.WAITING  # (a proposed change left to decide holds nothing up)
         return Outcome.DONE
 
     def member_of(self, dialog_id: str) -> str | None:

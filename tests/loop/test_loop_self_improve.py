@@ -66,7 +66,9 @@ def _patch(habit: str, *before: str) -> Call:
 
 def _results(rt: DialogRuntime, root_id: str, tool: str = "self_md_patch") -> list[dict[str, Any]]:
     calls = {
-        m.data["id"]: m.data["name"] for m in rt.store.load_history(root_id) if m.kind == "tool_call"
+        m.data["id"]: m.data["name"]
+        for m in rt.store.load_history(root_id)
+        if m.kind == "tool_call"
     }
     return [
         json.loads(m.data["content"])
@@ -259,7 +261,9 @@ async def test_a_successful_call_resets_the_count_and_the_limit_is_configurable(
 
 async def test_a_run_that_ends_normally_advances_the_cursor(rtws: Path) -> None:
     _team(rtws)
-    model = ScriptedModel([PLAN_NOTHING, Turn(tool_calls=[_failing(0)]), Turn(tool_calls=[end("END")])])
+    model = ScriptedModel(
+        [PLAN_NOTHING, Turn(tool_calls=[_failing(0)]), Turn(tool_calls=[end("END")])]
+    )
     report, rt = await run_task(rtws, model, "tidy up")
     assert report.outcome is LoopOutcome.DONE, report.reason
     cursor = load_cursor(rt.store, report.root_id)
