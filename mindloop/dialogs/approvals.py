@@ -15,6 +15,12 @@ dialog parks. Only a structured decision answers it (`Approvals.decide`, behind
 - edit: as approve, with the human's arguments instead (their digest is recorded);
 - reject: the wait resolves `rejected` and the model gets a note with the reason.
 
+A tool may instead run and *propose* its change for approval (`tools.approval.
+proposal_wait`; `self_md_patch` under `loop.self_md.require_approval`): its approval
+does not park the dialog, and the decision is carried out by the tool's `on_decision`
+(apply, or record rejected) before the approval resolves, without waking the dialog. An
+edit is refused for those: a proposal is approved or rejected as proposed.
+
 Nothing here costs a dialog whose member has no `approval_required` anything per step.
 """
 

@@ -9,7 +9,11 @@ by `'*'`), offered only by a turn policy — the work loop's SELF_IMPROVE phase
   member's: the file is chosen by the call's member, not by an argument), with a base
   hash against concurrent edits, the engine's call key as idempotency key, a history
   entry per change and, with `loop.self_md.git_commit`, a git commit of just self.md and
-  its history (`toolsets.self_md`, `toolsets.self_md_git`).
+  its history (`toolsets.self_md`, `toolsets.self_md_git`). At most
+  `loop.self_md.max_calls_per_run` per SELF_IMPROVE run (`run_of`: one phase entry).
+  With `loop.self_md.require_approval` it proposes instead: a `proposed` entry and an
+  approval the dialog does not wait for; `mindloop approve` applies it, `reject` records
+  it rejected (`decide_self_md`, the tool's `on_decision`).
 - `kb_request` describes a need of the team's knowledge base. It sends nothing: its
   result carries a store effect that inserts an outbox row in the transaction that
   records the result, so the request exists exactly when the step does; the dispatcher

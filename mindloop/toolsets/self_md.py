@@ -11,7 +11,10 @@ when its heading ends with `(protected)`, e.g. `## Safety (protected)`.
 Every change is traceable: before `self.md` is replaced, an entry is appended to
 `.minds/team/<member>/self.history.jsonl` with the whole previous content, the change,
 its rationale and evidence, and the idempotency key of the call (the engine's call key).
-`revert` appends an entry too; the history is never rewritten.
+`revert` appends an entry too; the history is never rewritten. With
+`loop.self_md.require_approval` a call appends a `proposed` entry and leaves `self.md`
+as it is; the human's decision appends an `applied` entry (and replaces the file, as any
+change) or a `rejected` one, each naming the proposal (`decide_locked`).
 
 Crash safety (the Taskdoc audit's order, `taskdoc/audit.py`), all under an exclusive
 `flock` on `self.md.lock`:
