@@ -223,7 +223,7 @@ class DriveReport(BaseModel):
             return Outcome.CAP_REACHED
         if self.step_limited:
             return Outcome.STEP_LIMIT
-        if self.questions or any(a.blocks for a in self.approvals):
+        if self.questions or any(not a.proposal for a in self.approvals):
             return Outcome.WAITING  # (a proposed change left to decide holds nothing up)
         return Outcome.DONE
 

@@ -62,6 +62,7 @@ __all__ = [
     "approved_note",
     "args_digest",
     "call_summary",
+    "is_proposal",
     "needs_approval",
     "request",
     "tampered_note",
@@ -73,6 +74,12 @@ APPROVED = "approved_call"
 
 class ApprovalError(MindloopError):
     """An approval that cannot be decided as asked (unknown, closed, tampered with)."""
+
+
+def is_proposal(rec: WaitRecord) -> bool:
+    """An approval of a change a tool proposed (`tools.approval.proposal_wait`): nothing
+    waits for it — it parks no dialog and no task, and its closing resumes nothing."""
+    return rec.kind == WaitKind.APPROVAL and bool(rec.payload.get("proposal"))
 
 
 def needs_approval(member: MemberConfig, tool: Tool[Any]) -> bool:

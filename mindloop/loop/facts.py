@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from mindloop.dialogs.approvals import is_proposal
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.waits import WaitKind
 from mindloop.loop.bench import ready_benches
@@ -96,9 +97,7 @@ def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
     tree = store.list_dialogs(root_id=root)
     # A human's decision nobody waits for (a change SELF_IMPROVE proposed) holds nothing
     # up, and its due time is a reminder, not an event that moves the task.
-    waits = [
-        w for d in tree for w in store.open_waits(d.id) if w.blocks or w.kind not in HUMAN_WAITS
-    ]
+    waits = [w for d in tree for w in store.open_waits(d.id) if not is_proposal(w)]
     for w in waits:
         if w.kind in HUMAN_WAITS:
             return Park.HUMAN, f"approval {w.key}"

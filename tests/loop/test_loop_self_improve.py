@@ -21,7 +21,9 @@ import pytest
 
 from mindloop.dialogs.approvals import ApprovalError
 from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.loop import stale
 from mindloop.loop.driver import LoopOutcome
+from mindloop.loop.facts import Park, park_reason
 from mindloop.loop.self_improve import SelfImproveCursor, load_cursor
 from mindloop.store import loop_state as ls
 from mindloop.testing import Call, ScriptedModel, Turn, call
@@ -149,6 +151,10 @@ async def _proposed_run(rtws: Path) -> tuple[str, str, DialogRuntime]:
 
 async def test_an_approved_proposal_is_applied_once_and_the_task_stays_done(rtws: Path) -> None:
     aid, root, rt = await _proposed_run(rtws)
+    # were the task to park (reopened), the open proposal would not be what it waits on
+    state = ls.get(rt.store, TASK)
+    assert state is not None
+    assert park_reason(rt, state) == (Park.STUCK, "no node can move and nothing is at work")
     rt.approve(aid, by="lead")
     assert sm.read_text(sm.self_md_path(rtws, "dev")) == _after("Test first.")
     proposed, applied = _history(rtws)
@@ -166,6 +172,9 @@ async def test_an_approved_proposal_is_applied_once_and_the_task_stays_done(rtws
     assert not rt.store.get_dialog(root).needs_drive
     state = ls.get(rt.store, TASK)
     assert state is not None and state.status is ls.LoopStatus.DONE
+    # nor is the task's next run a resume after a wait (no staleness check): nothing
+    # waited for this approval
+    assert stale.resumed(rt, state) is None
     await rt.aclose()
 
 
