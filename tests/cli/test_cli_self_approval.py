@@ -80,6 +80,7 @@ def test_a_task_done_with_an_open_self_md_proposal_exits_0_and_approve_applies_i
 
     done = ml("approve", aid, *c, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert f"approved {aid}" in done.stdout and "proposal #1 applied as #2" in done.stdout
     assert path.read_text() == FIRST
     assert json.loads(ml("questions", "--json", *c, cwd=tmp_path).stdout) == []
     again = ml("approve", aid, *c, cwd=tmp_path)
