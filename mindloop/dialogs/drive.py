@@ -11,6 +11,7 @@ reached. Each step commits at most twice; nothing re-reads the dialog.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from mindloop.dialogs.caps import CapGuard
 from mindloop.dialogs.claims import ClaimLost, Claims
@@ -61,6 +62,13 @@ from mindloop.store import (
 )
 from mindloop.tools.base import call_key
 
+# A drive's segue (`Driver.drive`): when the drive would end because the model answered,
+# its policy stopped it or its step limit was reached, the caller may carry it on under
+# the same claim (the work loop enters its next phase and posts its input): the steps the
+# next segment may take, or None to end the drive there.
+Segue = Callable[[DriveEnd, DriveResult], Awaitable[int | None]]
+SEGUE_ENDS = frozenset({DriveEnd.DONE, DriveEnd.STOPPED, DriveEnd.STEP_LIMIT})
+
 # The status a dialog is left in when a drive ends, by how it ended.
 SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
     DriveEnd.ERROR: DialogStatus.ERROR,
@@ -97,8 +105,11 @@ class Driver:
         self.steps = steps
         self.caps = CapGuard(store, parts.config.team.caps, parts.lang)
 
-    async def drive(self, live: LiveDialog, max_steps: int) -> DriveResult:
-        """Drive a dialog whose in-process lock the caller holds."""
+    async def drive(
+        self, live: LiveDialog, max_steps: int, segue: Segue | None = None
+    ) -> DriveResult:
+        """Drive a dialog whose in-process lock the caller holds; with `segue`, carried on
+        in segments while it says so (see `Segue`)."""
         did = live.id
         result = DriveResult(dialog_id=did, reason=DriveEnd.DONE)
         # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
@@ -122,19 +133,26 @@ class Driver:
             self._settle(live, result, DriveEnd.IDLE)
             return result
         live.reminders = self.store.reminders(did)
-        rec = live.record
-        self.bus.publish(
-            DriveStarted(
-                dialog_id=did,
-                member=live.member.id,
-                task=rec.task_path,
-                kind=rec.kind,
-                root_id=rec.root_id,
-            )
-        )
+        self._started(live)
+        said = False  # the end was published (a segment's, before its segue)
         try:
             with self.claims.heartbeat(did):
                 end = await self._steps(live, state, max_steps, result, approved)
+                while segue is not None and end in SEGUE_ENDS:
+                    # to observers each segment is a drive of its own (a loop phase's)
+                    self._ended(live, result, end)
+                    said = True
+                    more = await segue(end, result)
+                    if more is None:
+                        break
+                    said = False
+                    # the next segment: what the segue appended (its input) is read in
+                    result.next_segment()
+                    live.history.extend(
+                        self.store.messages_after(did, live.record.course, live.history.last_id)
+                    )
+                    self._started(live)
+                    end = await self._steps(live, state, more, result, [])
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
             # turn in hand was rolled back; nothing more is written here.
@@ -143,15 +161,37 @@ class Driver:
             return result
         except asyncio.CancelledError:
             result.reason = DriveEnd.CANCELLED
-            self._settle(live, result, DriveEnd.CANCELLED, resume=True)
+            self._settle(live, result, DriveEnd.CANCELLED, resume=True, said=said)
             raise
         except Exception as exc:  # a bug must not leave the dialog marked running
             result.error = f"{type(exc).__name__}: {exc}"
             self.bus.publish(ErrorRaised(dialog_id=did, message=result.error))
-            self._settle(live, result, DriveEnd.ERROR)
+            self._settle(live, result, DriveEnd.ERROR, said=said)
             raise
-        self._settle(live, result, end)
+        self._settle(live, result, end, said=said)
         return result
+
+    def _started(self, live: LiveDialog) -> None:
+        rec = live.record
+        self.bus.publish(
+            DriveStarted(
+                dialog_id=live.id,
+                member=live.member.id,
+                task=rec.task_path,
+                kind=rec.kind,
+                root_id=rec.root_id,
+            )
+        )
+
+    def _ended(self, live: LiveDialog, result: DriveResult, end: DriveEnd) -> None:
+        self.bus.publish(
+            DriveEnded(
+                dialog_id=live.id,
+                reason=str(end),
+                steps=result.segment_steps,
+                error=result.error,
+            )
+        )
 
     async def _steps(
         self,
@@ -162,6 +202,7 @@ class Driver:
         approved: list[ResponseRecord],
     ) -> DriveEnd:
         """The step loop; how it ended. Calls the human approved run first."""
+        base = result.steps  # the steps of the drive's earlier segments
         for step in range(1, max_steps + 1):
             if approved:
                 effects = await self.tools.run_approved(live, approved)
@@ -175,7 +216,7 @@ class Driver:
                 result.cap, result.cap_scope = cap.note, cap.scope
                 self._note(live, cap.note)
                 return DriveEnd.CAP_REACHED
-            result.steps = step
+            result.steps = base + step
             if step > 1 and (state.pending or state.inbox):  # replies, or a wait's news
                 with self.store.tx(durable=False):
                     approved = self._take_inbox(live)
@@ -313,6 +354,7 @@ class Driver:
         end: DriveEnd,
         *,
         resume: bool = False,
+        said: bool = False,
     ) -> None:
         """End a drive. Lazy: if this commit is lost, the dialog is still `running` (or
         marked to drive) and recovery drives it again, which finds nothing to answer."""
@@ -329,9 +371,8 @@ class Driver:
                 {"reason": str(end), "steps": result.steps, "error": result.error},
             )
         live.record.status = status
-        self.bus.publish(
-            DriveEnded(dialog_id=live.id, reason=str(end), steps=result.steps, error=result.error)
-        )
+        if not said:
+            self._ended(live, result, end)
 
     def _sync(self, live: LiveDialog, fresh: DialogRecord) -> None:
         """Inside the claim's tx, given the record as the claim left it: the history

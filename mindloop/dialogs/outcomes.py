@@ -35,6 +35,20 @@ class DriveResult:
     usage: UsageTotals = field(default_factory=UsageTotals)  # this drive's generations
     cap: str | None = None  # with CAP_REACHED: which cap, as a sentence
     cap_scope: str | None = None  # with CAP_REACHED: "drive" or "task" (`caps.CapScope`)
+    # A drive carried on by its segue (`Driver.drive`) is a run of segments: where the
+    # current one started (steps, cost), so a caller can tell what its last one spent.
+    segment_start: tuple[int, float] = (0, 0.0)
+
+    @property
+    def segment_steps(self) -> int:
+        return self.steps - self.segment_start[0]
+
+    @property
+    def segment_cost(self) -> float:
+        return self.usage.cost_usd - self.segment_start[1]
+
+    def next_segment(self) -> None:
+        self.segment_start = (self.steps, self.usage.cost_usd)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from mindloop.config import Config, ConfigError, load_config, tool_selection_pro
 from mindloop.dialogs.approvals import Approvals, ApprovalView
 from mindloop.dialogs.claims import Claims, claim_ttl_from_env
 from mindloop.dialogs.context import ContextBuilder
-from mindloop.dialogs.drive import Driver
+from mindloop.dialogs.drive import Driver, Segue
 from mindloop.dialogs.fbr import FbrPolicy
 from mindloop.dialogs.live import LiveCache, LiveDialog
 from mindloop.dialogs.node_sink import node_sink
@@ -141,13 +141,19 @@ class DialogRuntime:
             self.store, self.bus, self.waits, tools=self.tools, rtws=self.rtws
         )
         self.max_steps = max_steps
-        self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
+        nodes = self.config.team.loop.nodes
+        self._workspace = StoreWorkspaceAccess(
+            self.store,
+            frozenset(self.config.team.members),
+            (nodes.step_budget, nodes.max_step_budget),
+        )
         self.context = ContextBuilder(
             self.rtws, self.config, self.lang, rules=RulesText(self.store, self.rtws, self.lang)
         )
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
         self._secret_env_names = llm_secret_env_names(self.config.llm)
+        self._transient_backoff = tuple(self.config.team.loop.retries.transient_backoff)
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
         self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
@@ -451,14 +457,27 @@ class DialogRuntime:
 
     # ------------------------------------------------------------------ driving
 
-    async def drive(self, dialog_id: str, *, max_steps: int | None = None) -> DriveResult:
+    async def drive(
+        self, dialog_id: str, *, max_steps: int | None = None, segue: Segue | None = None
+    ) -> DriveResult:
         """Drive one dialog: one drive at a time per dialog in this process (the view's
         lock) and across processes (its claim: a dialog another live process drives is
-        skipped, `DriveEnd.CLAIMED`)."""
+        skipped, `DriveEnd.CLAIMED`). With `segue`, the drive is carried on while it says
+        so (`drive.Segue`); each segment runs under the dialog's policy as it then is."""
         live = self.live.acquire(dialog_id)
+        carry: Segue | None = None
+        if segue is not None:
+
+            async def carry(end: DriveEnd, result: DriveResult) -> int | None:
+                more = await segue(end, result)
+                if more is not None:  # e.g. the work loop's next phase: its policy
+                    live.policy = self.policy_for(live.record)
+                    live.tool_context = None
+                return more
+
         try:
             async with live.lock:
-                return await self._driver.drive(live, max_steps or self.max_steps)
+                return await self._driver.drive(live, max_steps or self.max_steps, carry)
         finally:
             self.live.release(live)
 
@@ -506,5 +525,6 @@ class DialogRuntime:
             ),
             workspace=self._workspace,
             phase=live.policy.phase,
+            transient_backoff=self._transient_backoff,
         )
         return live.tool_context

@@ -47,11 +47,12 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale
+from mindloop.loop import phase_ops, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
+from mindloop.loop.phase_calls import store_entries
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
@@ -60,7 +61,7 @@ from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
-from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
+from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, Store, new_id
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
 from mindloop.workspace import projector, repo
@@ -83,12 +84,15 @@ class LoopPolicies:
     every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
 
     def __init__(self, lang: Lang) -> None:
-        self.table = PolicyTable(lang, lambda: self.memory)
+        self.table = PolicyTable(lang, lambda: self.memory, store_entries(self._store))
         self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
         self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
+
+    def _store(self) -> Store | None:
+        return self.rt.store if self.rt is not None else None
 
     def bind(self, rt: DialogRuntime) -> None:
         """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
@@ -163,6 +167,17 @@ class LoopReport:
     kb_delivered: int = 0  # KB requests posted to the KB dialog before the run returned
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A routing decision not yet carried out (`TaskLoop._decide`)."""
+
+    state: ls.LoopState
+    target: Target
+    decision: Decision
+    notes: list[str]
+    gathered: Gathered
+
+
 class _TreeScheduler(Scheduler):
     """The task tree's dialogs except its loop root (the driver drives that one)."""
 
@@ -205,6 +220,14 @@ class TaskLoop:
         self._next: tuple[ls.LoopState, list[MessageRecord] | None] | None = None
         self._fresh_entry = 0  # the entry this run just posted (nothing replied to it yet)
         self._root_member: str | None = None
+        # A drive of the root is carried from phase to phase (`_segue`): the state of the
+        # phase it works in now; whether the run ends with the drive (True), or the
+        # control loop routes next (False; None: the drive's end is the phase's to judge);
+        # a decision to park, left to the control loop once the drive let go of the root.
+        self._seg: ls.LoopState | None = None
+        self._seg_stop: bool | None = None
+        self._plan: _Plan | None = None
+        self._report = LoopReport(self.task, self.root, LoopOutcome.DONE)
 
     # ------------------------------------------------------------------ public
 
@@ -249,7 +272,13 @@ class TaskLoop:
     # ------------------------------------------------------------------ control
 
     async def _control(self, report: LoopReport) -> None:
+        self._report = report
         while True:
+            if self._plan is not None:  # decided at the end of a drive's last phase
+                plan, self._plan = self._plan, None
+                if await self._act(plan, report):
+                    return
+                continue
             known, self._next = self._next, None
             state, messages = known if known is not None else (self._load(), None)
             state = self._check_stale(state)
@@ -279,6 +308,12 @@ class TaskLoop:
         self, state: ls.LoopState, messages: list[MessageRecord], report: LoopReport
     ) -> bool:
         """Route after a phase or a wake; True when the run ends here."""
+        return await self._act(self._decide(state, messages), report)
+
+    def _decide(self, state: ls.LoopState, messages: list[MessageRecord]) -> _Plan:
+        """Where to go after a phase or a wake (agent-loop §4), with what routing does on
+        the way: abandoned dispatches stopped, ready member nodes dispatched, a dropped
+        hint counted, the decision published."""
         rt = self.rt
         ws = repo.load(rt.store, self.task)
         # a note to the root says which side dialogs were stopped
@@ -305,15 +340,35 @@ class TaskLoop:
         elif state.replan_stale and target is not Target.PARK:  # a stale resume (§6.3)
             target = Target.PLAN
         self._publish_route(decision, target, gathered.facts.workspace)
-        if target is Target.PARK:
-            return await self._park(state, report)
+        return _Plan(state, target, decision, notes, gathered)
+
+    async def _act(self, plan: _Plan, report: LoopReport) -> bool:
+        """Carry out a routing decision; True when the run ends here."""
+        if plan.target is Target.PARK:
+            return await self._park(plan.state, report)
+        return self._proceed(plan, report)
+
+    def _proceed(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
+        """Carry out a decision other than parking (never suspends: it may run inside a
+        transaction); True when the run ends here. `held`: this process's drive holds the
+        root's claim and carries on in the phase entered."""
+        state, target, decision, notes, gathered = (
+            plan.state,
+            plan.target,
+            plan.decision,
+            plan.notes,
+            plan.gathered,
+        )
+        rt = self.rt
         if target is Target.END:
             cap = None if state.self_improved else self._drive_cap(state)
             if cap is not None:
                 self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
                 return False
             if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
-                return self._enter(state, Phase.SELF_IMPROVE, decision, notes, gathered, report)
+                return self._enter(
+                    state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held=held
+                )
             return self._finish(state, report)
         phase = target.phase
         assert phase is not None
@@ -327,7 +382,9 @@ class TaskLoop:
                 self._notes.append(failed)
                 return False  # route again: other work, or the end
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
-        return self._enter(state, phase, decision, notes, gathered, report, replan=replan)
+        return self._enter(
+            state, phase, decision, notes, gathered, report, replan=replan, held=held
+        )
 
     def _enter(
         self,
@@ -339,6 +396,7 @@ class TaskLoop:
         report: LoopReport,
         *,
         replan: bool = False,
+        held: bool = False,
     ) -> bool:
         try:
             state, _ = phase_ops.enter_phase(
@@ -348,6 +406,7 @@ class TaskLoop:
                 notes=notes,
                 ready_benches=gathered.facts.bench_ready,
                 replan=replan,
+                held=held,
             )
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
@@ -389,27 +448,37 @@ class TaskLoop:
             self._end(state, ls.EndedBy.RUNTIME, rejected)
             return False
         cap = step_cap(self.rt.config.team.loop.phases, phase)
-        left = cap - state.entry_steps
+        # the step cap left, or in DO the node's step budget left when less (§5.1, §8.1)
+        left, why = step_budget.entry_limit(
+            rt, state, cap - state.entry_steps, self._cap_reason(phase, state.entry_steps, cap)
+        )
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(phase, state.entry_steps, cap))
+            self._end(state, ls.EndedBy.STEP_CAP, why)
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
         self._fresh_entry = 0
-        result = await rt.drive(self.root, max_steps=left)
+        self._seg, self._seg_stop = state, None
+        result = await rt.drive(self.root, max_steps=left, segue=self._segue)
         report.drives.append(result)
+        if self._seg_stop is not None:  # the segue closed the last phase and routed
+            return self._seg_stop
+        state = self._seg  # the phase the drive ended in
+        assert state is not None and state.phase is not None
+        cap = step_cap(self.rt.config.team.loop.phases, state.phase)
         reason = result.reason
+        steps, cost = result.segment_steps, result.segment_cost
         end = self._end_of(state, reason, cap)
         if end is not None:  # ended, by phase_end or as the drive's end says: closed now
-            self._close(state, end, result.steps, result.usage.cost_usd)
+            self._close(state, end, steps, cost)
             return False
-        if result.steps:
+        if steps:
             state = phase_ops.save(
                 rt,
                 state,
-                entry_steps=state.entry_steps + result.steps,
-                drive_steps=state.drive_steps + result.steps,
-                drive_cost=state.drive_cost + result.usage.cost_usd,
+                entry_steps=state.entry_steps + steps,
+                drive_steps=state.drive_steps + steps,
+                drive_cost=state.drive_cost + cost,
             )
         if reason is DriveEnd.CAP_REACHED:
             if result.cap_scope == CapScope.DRIVE:  # a drive's cap: ask whether to go on
@@ -435,6 +504,43 @@ class TaskLoop:
             return await self._wait_in_phase(fresh, report)
         return False
 
+    async def _segue(self, reason: DriveEnd, result: DriveResult) -> int | None:
+        """The root's drive would end (`phase_end`, a reply, the step cap): the phase is
+        closed and routed here, under the drive's claim, and when the route enters a next
+        phase the same drive carries on in it (its step cap returned): no claim is
+        settled and taken again, no view re-read, between two phases. Parking is left to
+        the control loop once the drive let go of the root (it may wait for others)."""
+        state = self._seg
+        assert state is not None and state.phase is not None
+        end = self._end_of(state, reason, step_cap(self.rt.config.team.loop.phases, state.phase))
+        if end is None:
+            return None
+        await self.policies.run_summaries(self.rt, self._member())
+        # closed, routed and entered in one transaction (one commit between two phases);
+        # nothing in it suspends, so no other coroutine's statement lands inside it
+        with self.rt.store.tx(durable=False):
+            closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
+            self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
+            if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
+                is_user_input(m) for m in messages
+            ):
+                self._next = (closed, messages)
+                return None
+            plan = self._decide(closed, messages)
+            if plan.target is Target.PARK:
+                self._plan = plan
+                return None
+            if self._proceed(plan, self._report, held=True):
+                self._seg_stop = True
+                return None
+        entered = self._next[0] if self._next is not None else None
+        if entered is None or not entered.in_phase or entered.entry <= closed.entry:
+            return None  # no phase entered (a question asked, a node failed): route again
+        assert entered.phase is not None
+        self._next, self._seg, self._seg_stop = None, entered, None
+        cap = step_cap(self.rt.config.team.loop.phases, entered.phase)
+        return step_budget.entry_limit(self.rt, entered, cap, "")[0]  # DO: the node's budget
+
     def _end_of(self, state: ls.LoopState, reason: DriveEnd, cap: int) -> ls.PhaseEnd | None:
         """How the phase ended with a drive that ended for `reason`: `phase_end` records
         its own (the returned end is then only a fallback `close` ignores); a reply, the
@@ -444,8 +550,9 @@ class TaskLoop:
             return None
         if by is ls.EndedBy.REPLY:
             why = "a reply without tool calls or tellasks"
-        elif by is ls.EndedBy.STEP_CAP:
-            why = self._cap_reason(state.phase, cap, cap)
+        elif by is ls.EndedBy.STEP_CAP:  # the step cap, or in DO the node's step budget
+            cap_why = self._cap_reason(state.phase, cap, cap)
+            _, why = step_budget.entry_limit(self.rt, state, cap - state.entry_steps, cap_why)
         else:
             assert state.phase is not None
             stuck = self.policies.table[state.phase].take_stuck(self.root)
@@ -496,12 +603,14 @@ class TaskLoop:
 
     def _close(
         self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0, cost: float = 0.0
-    ) -> None:
+    ) -> tuple[ls.LoopState, list[MessageRecord]]:
         """Close the current phase (`phase_ops.close`, with the drive's `steps` and
-        `cost`); the next look routes from the closed state."""
+        `cost`); the next look routes from the closed state (returned, with the entry's
+        messages)."""
         closed, messages = phase_ops.close(self.rt, state, end, steps=steps, cost=cost)
         self._publish_end(closed)
         self._next = (closed, messages)
+        return closed, messages
 
     def _drive_cap(self, state: ls.LoopState) -> DriveCap | None:
         """The drive cap the loop reached since the human last spoke (agent-loop §8.2):

@@ -27,12 +27,14 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
+from mindloop.loop import step_budget
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
+from mindloop.loop.routing import HINT_ILLEGAL
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -122,8 +124,10 @@ def enter_phase(
     resolved: Sequence[str] = (),
     ready_benches: frozenset[str] = frozenset(),
     replan: bool = False,
+    held: bool = False,
 ) -> tuple[ls.LoopState, str]:
-    """Enter `phase` (one lazy transaction); the new state and the input posted."""
+    """Enter `phase` (one lazy transaction); the new state and the input posted. `held`:
+    the caller's drive holds the root and answers the input itself (not marked to drive)."""
     task = state.task_path
     store = rt.store
     with store.tx(durable=False):
@@ -174,7 +178,7 @@ def enter_phase(
                 reflections=reflections,
             )
         )
-        msg = _post(rt, state.root_id, text, phase, entry)
+        msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
         state = ls.save(
             store,
             state.model_copy(
@@ -204,8 +208,11 @@ def enter_phase(
     return state, text
 
 
-def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) -> MessageRecord:
-    """The phase input as a user message of the loop root, marked as the loop's."""
+def _post(
+    rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int, *, mark: bool = True
+) -> MessageRecord:
+    """The phase input as a user message of the loop root, marked as the loop's (and the
+    root marked to drive, unless `mark` is off: the poster drives it)."""
     store = rt.store
     rec = store.get_dialog(root_id)
     msg = store.append_message(
@@ -214,7 +221,8 @@ def _post(rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int) 
         {"text": text, "loop": {"phase": phase.value, "entry": entry}},
         course=rec.course,
     )
-    store.update_dialog(root_id, needs_drive=True)
+    if mark:
+        store.update_dialog(root_id, needs_drive=True)
     return msg
 
 
@@ -256,6 +264,7 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
@@ -276,6 +285,7 @@ def close(
                 update={
                     "last_summary": state.ended.summary,
                     "refusals": state.refusals + count_refusals(messages),
+                    "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,
                     "drive_cost": state.drive_cost + cost,

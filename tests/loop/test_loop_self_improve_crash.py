@@ -141,14 +141,12 @@ def _chosen(points: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     asked = next(i for i, p in enumerate(points) if p[0] == "tool.after" and p[2] == "kb_request")
     step = next(i for i in range(asked, len(points)) if points[i][0] == "commit.after")
     ending = [i for i, p in enumerate(points) if p[0] == "tool.before" and p[2] == "phase_end"]
-    closing = [
-        i
-        for i, p in enumerate(points)
-        if p[0] == "commit.before" and p[2] == "loop.phase_ops.close"
-    ]
-    picks = [patched, asked, step, ending[-1], closing[-1]]
+    # the commit that records phase_end's result, then the one that closes the entry
+    ended = next(i for i in range(ending[-1], len(points)) if points[i][0] == "commit.after")
+    closing = next(i for i in range(ended + 1, len(points)) if points[i][0] == "commit.before")
+    picks = [patched, asked, step, ending[-1], closing]
     if os.environ.get("MINDLOOP_SELF_IMPROVE_CRASH_POINTS") == "all":
-        picks = list(range(patched, closing[-1] + 1))
+        picks = list(range(patched, closing + 1))
     assert picks == sorted(picks) and picks[-1] > picks[0], points
     return [points[i] for i in picks]
 
