@@ -146,7 +146,7 @@ def test_a_module_becomes_a_toolset_named_after_it(project: tuple[Path, str, Too
     rtws, module, registry = project
     assert module in registry.toolset_names
     names = [t.name for t in registry.select([module])]
-    assert names == ["word_count", "lookup_user", "write_note", "peek", "maybe"]
+    assert names == ["word_count", "lookup_user", "write_note", "peek", "maybe", "fetch_status"]
     assert str(rtws.resolve()) in sys.path  # how the module was found
 
 
