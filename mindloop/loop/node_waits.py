@@ -138,17 +138,15 @@ def _spell_start(rt: DialogRuntime, task: str, node_id: str) -> float | None:
     return None
 
 
-def _waiting(ws: WorkspaceState) -> list[Node]:
-    """MAIN nodes that wait and are no dispatch's (nor a BENCH waiting to be ready)."""
-    return [
-        n
-        for n, _ in ws.walk()
-        if n.kind is NodeKind.EXECUTION
-        and n.type is NodeType.TASK
-        and n.status is NodeStatus.WAIT
+def _own_wait(n: Node) -> bool:
+    """A MAIN node that waits and is no dispatch's (nor a BENCH waiting to be ready)."""
+    return (
+        n.status is NodeStatus.WAIT
         and n.dispatch is None
+        and n.type is NodeType.TASK
+        and n.kind is NodeKind.EXECUTION
         and n.assignee == MAIN
-    ]
+    )
 
 
 def settle(
@@ -163,14 +161,14 @@ def settle(
             status = node.status.value if node is not None else "gone"
             _cancel(rt, w, f"node {w.node} is {status}")
             out.moved = True
-    if not any(n.status is NodeStatus.WAIT and n.dispatch is None for n in ws.nodes.values()):
+    if not any(_own_wait(n) for n in ws.nodes.values()):  # the common case: one pass
         return out
     task, root = state.task_path, state.root_id
     busy = any(
         n.kind is NodeKind.EXECUTION and n.assignee == MAIN and n.status is NodeStatus.IN_PROGRESS
         for n in ws.nodes.values()
     )
-    for node in _waiting(ws):
+    for node in [n for n, _ in ws.walk() if _own_wait(n)]:  # in tree order
         since = _spell_start(rt, task, node.id)
         if since is None:
             continue

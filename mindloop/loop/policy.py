@@ -19,10 +19,12 @@ phase gets `LoopPolicy(phase)`:
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
   identical failing actions) fires on the latest steps; the driver then ends the entry
-  (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
-  these checks, over their last few turns. In DO the drive also stops when a call opened
-  a wait for the node (a timer, a system event, an approval): the node waits, the root
-  does not — the entry ends there and routing takes up other work (`NodeWaits`);
+  (in DO with its node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
+  `loop.self_improve.max_consecutive_errors` calls in a row failed (agent-loop §9.3: the
+  run stops until its next trigger). Only loop roots run these checks, over their last
+  few turns. In DO the drive also stops when a call opened a wait for the node (a timer,
+  a system event, an approval): the node waits, the root does not — the entry ends there
+  and routing takes up other work (`NodeWaits`);
 - **the node worked** (`work_node`): DO's node, read from the loop state when the policy
   is given to a drive (its start, a segue), never per step; waits the root's calls open
   then belong to that node (`LiveDialog.node`, `loop.node_waits`).
@@ -54,6 +56,7 @@ from mindloop.loop.phases import (
     PhaseSpec,
 )
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import (
     AssistantMessage,
@@ -73,15 +76,9 @@ __all__ = [
     "LoopPolicy",
     "NodeWaits",
     "PolicyTable",
+    "Stop",
     "count_refusals",
 ]
-
-
-def _none() -> BudgetedRequests | None:
-    return None
-
-
-_MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,17 @@ class NodeWaits:
             f"node {self.node} waits ({self.wait_id}); the entry ends here and DO takes "
             "the node up again when its wait resolves"
         )
+
+
+# Why `goes_on` stopped a drive (the driver ends the entry with its `reason()`).
+Stop = Stuck | FormatExhausted | ErrorsInARow | NodeWaits
+
+
+def _none() -> BudgetedRequests | None:
+    return None
+
+
+_MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
 
 
 class LoopPolicy(DefaultPolicy):
@@ -119,7 +127,7 @@ class LoopPolicy(DefaultPolicy):
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted | NodeWaits] = {}
+        self._stuck: dict[str, Stop] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -235,17 +243,20 @@ class LoopPolicy(DefaultPolicy):
             live.node_waited = None
             return False
         retries = parts.config.team.loop.retries
-        stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
+        stop: Stop | None = format_exhausted(messages, retries.format_requeries)
         if stop is None and self.phase is Phase.DO:
             stop = stuck_in(messages, config=retries)
+        elif stop is None and self.phase is Phase.SELF_IMPROVE:
+            limit = parts.config.team.loop.self_improve.max_consecutive_errors
+            stop = errors_in_a_row(messages, limit)
         if stop is not None:
             self._stuck[live.id] = stop
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | NodeWaits | None:
+    def take_stuck(self, dialog_id: str) -> Stop | None:
         """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
-        up, or the node waits."""
+        up, (SELF_IMPROVE) too many failed calls in a row, or (DO) the node waits."""
         return self._stuck.pop(dialog_id, None)
 
 
