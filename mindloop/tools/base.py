@@ -142,6 +142,12 @@ class WorkspaceAccess(Protocol):
         """A new node's DO step budget, and the most a node may be given (`loop.nodes`)."""
         ...
 
+    def bench_checks(self, task_path: str) -> Any:
+        """The passing CHECKs the task's loop recorded and the nodes its CHECK entry under
+        way verifies (`mindloop.workspace.ref.CheckMarks`): what a BENCH node's "nothing
+        changed since the checks" is judged against."""
+        ...
+
 
 class TransientToolError(Exception):
     """Raised by a tool whose call did not take effect and may succeed if tried again (a

@@ -26,6 +26,7 @@ from typing import Any
 
 from mindloop.i18n import Lang
 from mindloop.store import Store
+from mindloop.store import loop_state as ls
 from mindloop.store import workspace as ws_rows
 from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
@@ -69,6 +70,7 @@ from mindloop.workspace.models import (
     RefAction,
     SelfCheck,
 )
+from mindloop.workspace.ref import CheckMarks, since_checks
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Actor, Authority
 
@@ -104,6 +106,13 @@ class StoreWorkspaceAccess:
     def step_budgets(self) -> tuple[int, int]:
         return self.node_budgets
 
+    def bench_checks(self, task_path: str) -> CheckMarks:
+        state = ls.get(self.store, task_path)
+        if state is None:
+            return CheckMarks()
+        checking = state.targets if state.phase is ls.Phase.CHECK and state.in_phase else ()
+        return CheckMarks(ls.checks(self.store, state.root_id), frozenset(checking))
+
 
 AuthorityFor = Callable[[ToolContext], Authority]
 
@@ -112,7 +121,9 @@ def chat_authority(ctx: ToolContext) -> Authority:
     """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
     phase that is no actor of the transition table, SELF_IMPROVE, moves no node). The
     work loop's ADJUST sends a node back to work only on an accepted ADJUST cycle (a
-    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`)."""
+    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`); its CHECK tests a BENCH node
+    only if nothing changed since its scope's checks (agent-loop §5.5 condition 3, as
+    routing judges it: the loop's record of its checks)."""
     who = f"@{ctx.member}"
     if ctx.phase is None:
         return Authority.chat(who)
@@ -121,7 +132,11 @@ def chat_authority(ctx: ToolContext) -> Authority:
         return Authority(frozenset(), who)
     access = ctx.workspace
     cycles = access.adjust_cycles if actor is Actor.ADJUST and access is not None else None
-    return Authority.phase(actor, who, adjust_cycles=cycles)
+    gate = None
+    if actor is Actor.CHECK and access is not None and ctx.task_path:
+        task = ctx.task_path
+        gate = since_checks(Path(ctx.rtws), lambda: access.bench_checks(task))
+    return Authority.phase(actor, who, adjust_cycles=cycles, since_checks=gate)
 
 
 # ---------------------------------------------------------------------- shared
