@@ -19,6 +19,7 @@ phase's authority (`workspace_tools(authority_for=...)`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +71,9 @@ from mindloop.workspace.models import (
     RefAction,
     SelfCheck,
 )
-from mindloop.workspace.ref import CheckMarks, since_checks
+from mindloop.workspace.ref import CheckMarks, since_checks, workspace_ref
 from mindloop.workspace.state import WorkspaceState, is_ready
-from mindloop.workspace.transitions import Actor, Authority
+from mindloop.workspace.transitions import REF_TARGETS, Actor, Authority
 
 TOOLSET = "workspace"
 ROOT_ONLY_TOOLS: frozenset[str] = frozenset({"rule_add"})
@@ -321,6 +322,12 @@ class Tools:
         return self._write(ctx, command, describe)
 
     async def node_transition(self, a: NodeTransitionArgs, ctx: ToolContext) -> ToolOutput:
+        # the runtime records the workspace ref at COMPLETE and DONE (agent-loop §5.1):
+        # computed here, off the event loop, for those transitions only
+        ref = (
+            await asyncio.to_thread(workspace_ref, Path(ctx.rtws)) if a.to in REF_TARGETS else None
+        )
+
         def command(s: Session) -> tuple[NodeStatus, Node]:
             before = s.node(a.node_id).status
             node = s.transition(
@@ -328,6 +335,7 @@ class Tools:
                 to=a.to,
                 reason=a.reason,
                 evidence=a.evidence or "",
+                workspace_ref=ref,
                 self_check=[
                     SelfCheck(criterion=c.criterion, passed=c.passed, evidence=c.evidence)
                     for c in a.self_check or []

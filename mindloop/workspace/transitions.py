@@ -51,8 +51,9 @@ class Effect(StrEnum):
     STARTED = "STARTED"  # mark the node started and focus it
     ATTEMPT = "ATTEMPT"  # attempt + 1
     ADJUST = "ADJUST"  # adjust_count + 1
-    CHECKPOINT = "CHECKPOINT"  # record checkpoint_ref (the evidence)
-    CHECKED = "CHECKED"  # record checked_ref (the evidence)
+    CHECKPOINT = "CHECKPOINT"  # record checkpoint_ref: the workspace ref the runtime gives
+    CHECKED = "CHECKED"  # record checked_ref: the workspace ref the runtime gives
+    REPORT = "REPORT"  # CHECK's verdict: its worklog row is the node's check report
 
 
 CREATE = None  # the `from` of a creation row
@@ -138,9 +139,15 @@ _ROWS: list[Row] = [
         (A.CHECK,),
         "check passed; record checked_ref",
         Guard.CONCLUSION,
-        effects=(Effect.CHECKED,),
+        effects=(Effect.CHECKED, Effect.REPORT),
     ),
-    Row(S.COMPLETE, S.CHECK_FAILED, (A.CHECK,), "check failed, report attached"),
+    Row(
+        S.COMPLETE,
+        S.CHECK_FAILED,
+        (A.CHECK,),
+        "check failed, report attached",
+        effects=(Effect.REPORT,),
+    ),
     Row(
         S.WAIT,
         S.DONE,
@@ -148,7 +155,7 @@ _ROWS: list[Row] = [
         "BENCH_READY and the integration test passes",
         Guard.BENCH_READY,
         types=_BENCH,
-        effects=(Effect.CHECKED,),
+        effects=(Effect.CHECKED, Effect.REPORT),
     ),
     Row(
         S.WAIT,
@@ -157,6 +164,7 @@ _ROWS: list[Row] = [
         "BENCH_READY and the integration test fails (BENCH_FAIL)",
         Guard.BENCH_READY,
         types=_BENCH,
+        effects=(Effect.REPORT,),
     ),
     Row(S.CHECK_FAILED, S.ADJUSTING, (A.RT,), "ADJUST starts on the node", on_entry=True),
     Row(
@@ -211,6 +219,12 @@ _ROWS += [
 ]
 
 TRANSITIONS: tuple[Row, ...] = tuple(_ROWS)
+
+# The targets of the rows that record a workspace ref (COMPLETE, DONE): a caller computes
+# the ref (`workspace.ref.workspace_ref`) only for a transition to one of these.
+REF_TARGETS: frozenset[NodeStatus] = frozenset(
+    r.target for r in TRANSITIONS if {Effect.CHECKPOINT, Effect.CHECKED} & set(r.effects)
+)
 
 
 # The ADJUST cycles accepted for a node so far: (task path, node id) -> count.
