@@ -15,12 +15,16 @@ phase gets `LoopPolicy(phase)`:
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
   phase), the messages compiled within the memory budget (`dialogs.budgeted`);
+- **DO self-repair** (L2, `self_repair`): after a failed self-check the DO entry's
+  changes are refused (`REPAIR_NOT_PROPOSED`) until `retry_propose` records the repair
+  attempt;
 - **goes on** until a `phase_end` call succeeds, until more than `format_requeries`
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
-  identical failing actions) fires on the latest steps; the driver then ends the entry
-  (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
-  these checks, over their last few turns.
+  identical failing actions) fires on the latest steps or a self-check fails with no
+  repair attempt left (DO_EXHAUSTED); the driver then ends the entry (in DO with its
+  node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run these checks, over
+  their last few turns.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`, by
 code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
@@ -48,6 +52,7 @@ from mindloop.loop.phases import (
     PhaseSpec,
 )
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.self_repair import DoExhausted, SelfRepair
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import (
     AssistantMessage,
@@ -86,13 +91,14 @@ class LoopPolicy(DefaultPolicy):
         self.phase = phase
         self.lang: Lang = lang
         self._calls = PhaseCalls(self.spec)
+        self._repair = SelfRepair(entry_of)  # DO: L2 self-repair (`self_repair`)
         # the loop root's current entry (its node, its targets), for the node scope
         self._entry_of = entry_of
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted] = {}
+        self._stuck: dict[str, Stuck | FormatExhausted | DoExhausted] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -163,12 +169,17 @@ class LoopPolicy(DefaultPolicy):
     def check_arguments(
         self, live: LiveDialog, parts: RequestBuilder, call: ToolCall
     ) -> Refusal | None:
-        """The row's cells that depend on the arguments (`phase_calls`)."""
-        if call.name not in self._calls.watched:
-            return None
-        return self._calls.refusal(
-            live.id, call.name, call.arguments, parts.config.team.loop.check, self._entry_of
-        )
+        """The row's cells that depend on the arguments (`phase_calls`); in DO, no change
+        after a failed self-check until a repair attempt is recorded (`self_repair`)."""
+        loop = parts.config.team.loop
+        refusal = None
+        if call.name in self._calls.watched:
+            refusal = self._calls.refusal(
+                live.id, call.name, call.arguments, loop.check, self._entry_of
+            )
+        if refusal is None and self.phase is Phase.DO:
+            refusal = self._repair.refusal(live.id, live.history.messages, call, loop)
+        return refusal
 
     def check_routes(
         self, live: LiveDialog, parts: RequestBuilder, routes: list[Route]
@@ -196,18 +207,23 @@ class LoopPolicy(DefaultPolicy):
         messages = live.history.messages
         if phase_end_called(messages):
             return False
-        retries = parts.config.team.loop.retries
-        stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
+        loop = parts.config.team.loop
+        retries = loop.retries
+        stop: Stuck | FormatExhausted | DoExhausted | None = format_exhausted(
+            messages, retries.format_requeries
+        )
         if stop is None and self.phase is Phase.DO:
-            stop = stuck_in(messages, config=retries)
+            stop = stuck_in(messages, config=retries) or self._repair.exhausted(
+                live.id, messages, loop
+            )
         if stop is not None:
             self._stuck[live.id] = stop
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | None:
-        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, or L0 used
-        up."""
+    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | DoExhausted | None:
+        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
+        up, or L2 used up (a failed self-check with no repair attempt left)."""
         return self._stuck.pop(dialog_id, None)
 
 
