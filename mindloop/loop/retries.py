@@ -191,15 +191,15 @@ def check_retry(
     # (a) the same change as an earlier attempt at this node and level
     for r in same_level:
         if r.fingerprint == new.fingerprint:
-            earlier = f"attempt {r.attempt} ({r.change_kind}: {r.change_summary or 'no summary'})"
+            then = f"attempt {r.attempt} ({r.change_kind}: {r.change_summary or 'no summary'})"
             if new.level is Level.L2:  # the workspace as an attempt starts from it
                 message = (
-                    f"the workspace is as it was when {earlier} was proposed: nothing "
+                    f"the workspace is as it was when {then} was proposed: nothing "
                     "changed since; make that attempt's change (or another) and run the "
                     "self-check before proposing the next"
                 )
             else:
-                message = f"this {new.level} retry makes the same change as {earlier}; propose "
+                message = f"this {new.level} retry makes the same change as {then}; propose "
                 message += "a different one"
             return Rejected(rule=RetryRule.FINGERPRINT_REPEATED, message=message)
     # (b) the failure did not change, and PARAMS was already tried against it

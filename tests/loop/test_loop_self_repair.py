@@ -9,13 +9,23 @@ not the model proposes again."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mindloop.loop.driver import LoopOutcome
-from mindloop.loop.self_repair import REPAIR_NOT_PROPOSED
+from mindloop.loop.self_repair import (
+    REPAIR_NOT_PROPOSED,
+    RepairState,
+    VerifyFail,
+    repair_state,
+    shell_passed,
+)
+from mindloop.providers.base import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from mindloop.store.retries import RetryRows
 from mindloop.testing import Call, ScriptedModel, call
 from mindloop.workspace import repo
@@ -182,3 +192,80 @@ async def test_a_test_runner_failing_is_a_self_check_and_no_repairs_end_do_at_on
     assert "sh check.sh" in failed[3] and "exit code 3" in failed[3]
     assert RetryRows(rt.store).of_node(TASK, "n1") == []
     await rt.aclose()
+
+
+# ---------------------------------------------------------------------- the rule, pure
+
+
+def _call(cid: str, name: str, **args: Any) -> AssistantMessage:
+    return AssistantMessage(tool_calls=[ToolCall(id=cid, name=name, arguments=json.dumps(args))])
+
+
+def _result(cid: str, name: str, content: str, is_error: bool = False) -> ToolResultMessage:
+    return ToolResultMessage(call_id=cid, name=name, content=content, is_error=is_error)
+
+
+def _state(*messages: Any) -> RepairState:
+    return repair_state(list(messages), lambda c: c.startswith(("pytest", VERIFY)))
+
+
+DO_INPUT = UserMessage(text="[work loop] Phase DO (entry 2).\n\n## Node …")
+WROTE = (_call("w", "write_file", path="a.py"), _result("w", "write_file", "wrote a.py"))
+
+
+def _check(cid: str, status: str, command: str = "pytest -q") -> tuple[Any, Any]:
+    return (_call(cid, "run_shell", command=command), _result(cid, "run_shell", status))
+
+
+def test_a_failing_check_counts_only_after_a_change() -> None:
+    assert _state(DO_INPUT, *_check("c", "exit code 1\nFAILED")).pending is None  # baseline
+    st = _state(DO_INPUT, *WROTE, *_check("c", "exit code 1\nFAILED"))
+    assert st.pending == VerifyFail(command="pytest -q", status="exit code 1")
+    # timed out and killed fail too; a refused or unrun call is no self-check
+    for status in ("timed out after 60s; process group killed\n", "killed by signal SIGKILL\n"):
+        assert _state(DO_INPUT, *WROTE, *_check("c", status)).pending is not None
+    refused = "Error [TOOL_NOT_ALLOWED_IN_PHASE]: …"
+    assert _state(DO_INPUT, *WROTE, *_check("c", refused)).pending is None
+
+
+def test_what_counts_as_a_change() -> None:
+    failed_write = (
+        _call("w", "write_file", path="a.py"),
+        _result("w", "write_file", "Error: denied", is_error=True),
+    )
+    assert _state(DO_INPUT, *failed_write, *_check("c", "exit code 1\n")).pending is None
+    other = _check("s", "exit code 0\n", command="sed -i s/a/b/ a.py")  # not a self-check
+    assert _state(DO_INPUT, *other, *_check("c", "exit code 1\n")).pending is not None
+    verify = _check("v", "exit code 1\n", command=VERIFY)  # the node's verify command
+    assert _state(DO_INPUT, *WROTE, *verify).pending is not None
+
+
+def test_a_pass_or_an_accepted_attempt_answers_it_and_only_this_entry_counts() -> None:
+    failing = (*WROTE, *_check("c1", "exit code 1\n"))
+    assert _state(DO_INPUT, *failing, *_check("c2", "exit code 0\n")).pending is None
+    accepted = (
+        _call("r", "retry_propose"),
+        _result("r", "retry_propose", "ACCEPTED: DO self-repair attempt 1 of 2 for n1 …"),
+    )
+    st = _state(DO_INPUT, *failing, *accepted)
+    assert (st.pending, st.attempts) == (None, 1)
+    st = _state(DO_INPUT, *failing, *accepted, *_check("c3", "exit code 1\n"))  # no change yet
+    assert (st.pending, st.attempts) == (None, 1)
+    st = _state(DO_INPUT, *failing, *accepted, *WROTE, *_check("c4", "exit code 1\n"))
+    assert st.pending is not None and st.attempts == 1
+    rejected = (
+        _call("r2", "retry_propose"),
+        _result("r2", "retry_propose", "Error [RETRY_FINGERPRINT_REPEATED]: …", is_error=True),
+    )
+    assert _state(DO_INPUT, *failing, *rejected).pending is not None
+    # an earlier DO entry (here a Chinese phase input starts the current one) is not counted
+    zh = UserMessage(text="[工作循环] 阶段 DO（第 4 次进入）。")
+    assert _state(DO_INPUT, *failing, zh).pending is None
+    assert _state(DO_INPUT, *failing, zh, *WROTE, *_check("c", "exit code 2\n")).pending
+
+
+@given(st.integers(min_value=-255, max_value=255), st.text(max_size=40))
+def test_a_shell_status_line_is_read_as_the_tool_writes_it(code: int, output: str) -> None:
+    assert shell_passed(f"exit code {code}\n{output}") is (code == 0)
+    ran = ("exit code ", "timed out after ", "killed by signal ")
+    assert shell_passed(output if not output.startswith(ran) else "x") is None
