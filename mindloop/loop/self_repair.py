@@ -138,14 +138,17 @@ def entry_start(messages: Sequence[ChatMessage]) -> int:
     return 0
 
 
-def repair_state(messages: Sequence[ChatMessage], is_check: Callable[[str], bool]) -> RepairState:
+def repair_state(
+    messages: Sequence[ChatMessage], is_check: Callable[[str], bool], start: int | None = None
+) -> RepairState:
     """The entry's L2 state, from its messages (see the module doc): `is_check(command)`
-    says whether a shell command is a self-check."""
+    says whether a shell command is a self-check; `start`: where the entry begins, if
+    known (`entry_start`)."""
     calls: dict[str, ToolCall] = {}
     changed = False
     pending: VerifyFail | None = None
     attempts = 0
-    for msg in messages[entry_start(messages) :]:
+    for msg in messages[entry_start(messages) if start is None else start :]:
         if isinstance(msg, AssistantMessage):
             for c in msg.tool_calls:
                 calls[c.id] = c
@@ -195,9 +198,12 @@ class SelfRepair:
 
     def __init__(self, entry_of: EntryLookup | None) -> None:
         self._entry_of = entry_of
-        self._runners: tuple[CheckConfig, Runners] | None = None
+        # `loop.check` compiled, and whether a command is test runners only, per command
+        self._runners: tuple[CheckConfig, Runners, dict[str, bool]] | None = None
         # dialog id -> (the history list, its length, the state then)
         self._held: dict[str, tuple[int, int, RepairState]] = {}
+        # dialog id -> (the history list, where its entry starts, the node's verify commands)
+        self._verify: dict[str, tuple[int, int, list[str]]] = {}
 
     def state(
         self, dialog_id: str, messages: Sequence[ChatMessage], check: CheckConfig
@@ -206,7 +212,8 @@ class SelfRepair:
         held = self._held.get(dialog_id)
         if held is not None and held[:2] == key:
             return held[2]
-        found = repair_state(messages, self._checker(dialog_id, check))
+        start = entry_start(messages)
+        found = repair_state(messages, self._checker(dialog_id, check, messages, start), start)
         if len(self._held) >= _KEEP:
             self._held.clear()
         self._held[dialog_id] = (*key, found)
@@ -237,7 +244,9 @@ class SelfRepair:
         st = self.state(dialog_id, messages, loop.check)
         if st.pending is None:
             return None
-        if command is not None and self._checker(dialog_id, loop.check)(command):
+        if command is not None and self._checker(
+            dialog_id, loop.check, messages, entry_start(messages)
+        )(command):
             return None  # running the self-check again changes nothing
         limit = loop.retries.do_repairs
         return Refusal(
@@ -264,38 +273,55 @@ class SelfRepair:
 
     # ------------------------------------------------------------------ helpers
 
-    def _checker(self, dialog_id: str, check: CheckConfig) -> Callable[[str], bool]:
-        """Whether a command is a self-check: test runners only, or a `verify` command of
-        the entry's node (its criteria read once, and only for a command no runner
-        pattern names)."""
-        runners = self._runners_for(check)
+    def _checker(
+        self, dialog_id: str, check: CheckConfig, messages: Sequence[ChatMessage], start: int
+    ) -> Callable[[str], bool]:
+        """Whether a command is a self-check: test runners only (judged once per command),
+        or a `verify` command of the entry's node (read once per entry, and only for a
+        command no runner pattern names)."""
+        runner_only = self._runner_only(check)
         verifies: list[str] | None = None
 
         def is_check(command: str) -> bool:
             nonlocal verifies
-            if runners.refusal(command) is None:
+            if runner_only(command):
                 return True
             if verifies is None:
-                verifies = self._verifies(dialog_id)
+                verifies = self._verifies(dialog_id, messages, start)
             return any(same_command(v, command) for v in verifies)
 
         return is_check
 
-    def _verifies(self, dialog_id: str) -> list[str]:
+    def _verifies(self, dialog_id: str, messages: Sequence[ChatMessage], start: int) -> list[str]:
+        held = self._verify.get(dialog_id)
+        if held is not None and held[:2] == (id(messages), start):
+            return held[2]
         entry = self._entry_of(dialog_id) if self._entry_of is not None else None
-        if entry is None or entry.node_id is None:
-            return []
-        node = entry.workspace().nodes.get(entry.node_id)
-        if node is None:
-            return []
-        return [
+        node = None
+        if entry is not None and entry.node_id is not None:
+            node = entry.workspace().nodes.get(entry.node_id)
+        found = [
             c.verify
-            for c in node.acceptance_criteria
+            for c in (node.acceptance_criteria if node is not None else ())
             if c.verify and not c.verify.startswith(MANUAL)
         ]
+        if len(self._verify) >= _KEEP:
+            self._verify.clear()
+        self._verify[dialog_id] = (id(messages), start, found)
+        return found
 
-    def _runners_for(self, check: CheckConfig) -> Runners:
+    def _runner_only(self, check: CheckConfig) -> Callable[[str], bool]:
         held = self._runners
         if held is None or held[0] is not check:
-            held = self._runners = (check, Runners(check))
-        return held[1]
+            held = self._runners = (check, Runners(check), {})
+        _, runners, seen = held
+
+        def judge(command: str) -> bool:
+            found = seen.get(command)
+            if found is None:
+                if len(seen) >= _KEEP:
+                    seen.clear()
+                found = seen[command] = runners.refusal(command) is None
+            return found
+
+        return judge
