@@ -72,19 +72,21 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Finish with a self-check: lint, tests, and each acceptance criterion, one by one. "
         "When it passes, record the artifacts (`node_update`) and move the node to COMPLETE "
         "(`node_transition` with `self_check`).\n"
-        "- If the self-check fails, repair it: make the change, then record the attempt with "
+        "- If the self-check fails after a change, repair it: first record the attempt with "
         "`retry_propose` (the failure class and failing output, a short reflection, the kind "
-        "of change and what changed) before running the self-check again. At most 2 attempts "
-        "per entry; an attempt that changes nothing since an earlier one is refused; after "
-        "the last one the entry ends and ADJUST takes the node.\n"
+        "of change you will make), in a step of its own (changes are refused until it is "
+        "recorded), then make the change and run the self-check again. At most 2 attempts "
+        "per entry; an attempt proposed with nothing changed since an earlier one is "
+        "refused; a self-check that fails after the last one ends the entry and ADJUST "
+        "takes the node.\n"
         "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.",
         "zh": "- 只处理输入中给出的当前节点；每一步都基于上一步的结果决定。只修改该节点：它的备注和产物"
         "（`node_update`）以及它的状态；其他节点由 PLAN 和 ADJUST 处理。\n"
         "- 以自检结束：lint、测试、逐条对照验收标准。通过后记录产物（`node_update`），并把节点移到 "
         "COMPLETE（带 `self_check` 的 `node_transition`）。\n"
-        "- 自检失败就修复：先做出修改，再用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
-        "修改类型以及改了什么），然后重新自检。每次进入最多 2 次尝试；与之前某次相比没有任何改变的尝试会被拒绝；"
-        "用完后本次进入结束，由 ADJUST 接手该节点。\n"
+        "- 修改后自检失败就修复：先在单独的一步中用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
+        "将要做的修改类型；记录之前的修改都会被拒绝），再做出修改并重新自检。每次进入最多 2 次尝试；"
+        "与之前某次相比没有任何改变就提出的尝试会被拒绝；用完后自检再失败，本次进入结束，由 ADJUST 接手该节点。\n"
         "- 如果节点需要队友的回复，就发起诉请（`!?@<成员>`）并等待。",
     },
     Phase.CHECK: {
