@@ -23,8 +23,10 @@ phase gets `LoopPolicy(phase)`:
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
   identical failing actions) fires on the latest steps or a self-check fails with no
   repair attempt left (DO_EXHAUSTED); the driver then ends the entry (in DO with its
-  node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run these checks, over
-  their last few turns.
+  node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
+  `loop.self_improve.max_consecutive_errors` calls in a row failed (agent-loop §9.3: the
+  run stops until its next trigger). Only loop roots run these checks, over their last
+  few turns.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`, by
 code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
@@ -52,6 +54,7 @@ from mindloop.loop.phases import (
     PhaseSpec,
 )
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
 from mindloop.loop.self_repair import DoExhausted, SelfRepair
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import (
@@ -67,7 +70,10 @@ if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog
     from mindloop.dialogs.request import RequestBuilder
 
-__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "count_refusals"]
+__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "Stop", "count_refusals"]
+
+# Why `goes_on` stopped a drive (the driver ends the entry with its `reason()`).
+Stop = Stuck | FormatExhausted | DoExhausted | ErrorsInARow
 
 
 def _none() -> BudgetedRequests | None:
@@ -98,7 +104,7 @@ class LoopPolicy(DefaultPolicy):
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted | DoExhausted] = {}
+        self._stuck: dict[str, Stop] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -209,21 +215,22 @@ class LoopPolicy(DefaultPolicy):
             return False
         loop = parts.config.team.loop
         retries = loop.retries
-        stop: Stuck | FormatExhausted | DoExhausted | None = format_exhausted(
-            messages, retries.format_requeries
-        )
+        stop: Stop | None = format_exhausted(messages, retries.format_requeries)
         if stop is None and self.phase is Phase.DO:
             stop = stuck_in(messages, config=retries) or self._repair.exhausted(
                 live.id, messages, loop
             )
+        elif stop is None and self.phase is Phase.SELF_IMPROVE:
+            stop = errors_in_a_row(messages, loop.self_improve.max_consecutive_errors)
         if stop is not None:
             self._stuck[live.id] = stop
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | DoExhausted | None:
+    def take_stuck(self, dialog_id: str) -> Stop | None:
         """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
-        up, or L2 used up (a failed self-check with no repair attempt left)."""
+        up, L2 used up (DO: a failed self-check with no repair attempt left), or
+        (SELF_IMPROVE) too many failed calls in a row."""
         return self._stuck.pop(dialog_id, None)
 
 

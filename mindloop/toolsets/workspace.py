@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.i18n import Lang
-from mindloop.store import Store
-from mindloop.store import loop_state as ls
+from mindloop.store import Store, loop_state
 from mindloop.store import workspace as ws_rows
 from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
@@ -104,15 +103,19 @@ class StoreWorkspaceAccess:
     def adjust_cycles(self, task_path: str, node_id: str) -> int:
         return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
 
-    def step_budgets(self) -> tuple[int, int]:
-        return self.node_budgets
-
     def bench_checks(self, task_path: str) -> CheckMarks:
-        state = ls.get(self.store, task_path)
+        state = loop_state.get(self.store, task_path)
         if state is None:
             return CheckMarks()
-        checking = state.targets if state.phase is ls.Phase.CHECK and state.in_phase else ()
-        return CheckMarks(ls.checks(self.store, state.root_id), frozenset(checking))
+        checking = state.targets if state.phase is loop_state.Phase.CHECK and state.in_phase else ()
+        return CheckMarks(loop_state.checks(self.store, state.root_id), frozenset(checking))
+
+    def loop_entry(self, dialog_id: str) -> int | None:
+        state = loop_state.by_root(self.store, dialog_id)
+        return None if state is None else state.entry
+
+    def step_budgets(self) -> tuple[int, int]:
+        return self.node_budgets
 
 
 AuthorityFor = Callable[[ToolContext], Authority]

@@ -286,9 +286,12 @@ def _counted(rtws: Path, command: Callable[..., tuple[int, str]], log: Path) -> 
 
 Pick = Callable[[list[Point]], Point]
 
+# Points are told apart by their kind and the tool they surround (a scenario's tools are
+# its own), not by the engine function that commits (the engine's to reshape).
+
 
 def _nth(point: str, where: str, k: int = 0) -> Pick:
-    """The k-th point of a kind made by `where` (-1: the last)."""
+    """The k-th point of a kind around the tool `where` (-1: the last)."""
 
     def pick(points: list[Point]) -> Point:
         return [p for p in points if p.point == point and p.where == where][k]
@@ -296,54 +299,76 @@ def _nth(point: str, where: str, k: int = 0) -> Pick:
     return pick
 
 
+def _index(points: list[Point], point: str, where: str | None = None, start: int = 0) -> int:
+    """The index of the first `point` (around the tool `where`) from `start` on."""
+    return next(
+        i
+        for i, p in enumerate(points)
+        if i >= start and p.point == point and (where is None or p.where == where)
+    )
+
+
 def _after(tool: str, point: str = "commit.after") -> Pick:
     """The first `point` after the tool `tool` returned (its result's commit)."""
 
     def pick(points: list[Point]) -> Point:
-        i = next(i for i, p in enumerate(points) if p.point == "tool.after" and p.where == tool)
-        return next(p for p in points[i:] if p.point == point)
+        return points[_index(points, point, start=_index(points, "tool.after", tool))]
+
+    return pick
+
+
+def _turn(point: str) -> Pick:
+    """The commit of the last model call's turn (`point`: before or after it)."""
+
+    def pick(points: list[Point]) -> Point:
+        last = max(i for i, p in enumerate(points) if p.point == "generation.after")
+        return points[_index(points, point, start=last)]
 
     return pick
 
 
 def _adjust(points: list[Point]) -> list[Point]:
-    """The points of the ADJUST phase: from the commit entering it (the fourth phase) to
-    the one closing it."""
-    enters = [i for i, p in enumerate(points) if p.where == "loop.phase_ops.enter_phase"]
-    start = enters[2 * 3]  # commit.before of the fourth entry (two points per commit)
-    stop = next(
+    """The points of the ADJUST phase: from the commit entering it (the one after the
+    result of CHECK's `phase_end`) to the one leaving it (the one after the result of
+    its own `phase_end`, which follows its `retry_propose`)."""
+    proposed = _index(points, "tool.before", "retry_propose")
+    check_end = max(
         i
-        for i, p in enumerate(points)
-        if i > start and p.where == "loop.phase_ops.close" and p.point == "commit.after"
+        for i, p in enumerate(points[:proposed])
+        if p.point == "tool.after" and p.where == "phase_end"
     )
+    start = _index(points, "commit.after", start=check_end) + 1
+    own_end = _index(points, "tool.after", "phase_end", start=proposed)
+    stop = _index(points, "commit.after", start=_index(points, "commit.after", start=own_end) + 1)
     return points[start : stop + 1]
 
 
-ENTER, CLOSE, TOOLS = "loop.phase_ops.enter_phase", "loop.phase_ops.close", "dialogs.tool_step.run"
-ADJUST_PICKS: dict[str, Pick] = {
-    "entering ADJUST, before its commit": _nth("commit.before", ENTER),
-    "entering ADJUST, after its commit": _nth("commit.after", ENTER),
-    "its first model call returned": _nth("generation.after", "dialogs.drive._step"),
+ADJUST_PICKS: dict[str, Pick] = {  # of the ADJUST phase's points
+    "entering ADJUST, before its commit": lambda points: points[0],
+    "entering ADJUST, after its commit": lambda points: points[1],
+    "its first model call returned": lambda points: points[_index(points, "generation.after")],
     "retry_propose ran, its result not committed": _nth("tool.after", "retry_propose"),
     "the ADJUST cycle recorded": _after("retry_propose"),
     "node_transition ran, its result not committed": _nth("tool.after", "node_transition"),
     "before phase_end": _nth("tool.before", "phase_end"),
     "the node back to work and the phase end committed": _after("phase_end"),
-    "closing ADJUST, after its commit": _nth("commit.after", CLOSE),
+    "leaving ADJUST (for DO), after its commit": lambda points: points[-1],
 }
-TURN = "dialogs.turn.commit_turn"
 RUN_PICKS: dict[str, Pick] = {  # `run TASK -m …` until the question
-    "the question generated, not committed": _nth("generation.after", "dialogs.drive._step", -1),
-    "the question's turn, before its commit": _nth("commit.before", TURN, -1),
-    "the question registered": _nth("commit.after", TURN, -1),
+    "the question generated, not committed": lambda points: [
+        p for p in points if p.point == "generation.after"
+    ][-1],
+    "the question's turn, before its commit": _turn("commit.before"),
+    "the question registered": _turn("commit.after"),
     "the loop saved waiting": lambda points: points[-1],
 }
+TIMER_FIRED = "dialogs.waits.resolve"
 ANSWER_PICKS: dict[str, Pick] = {  # `answer` through the timer to DONE
-    "the answer, before its commit": _nth("commit.before", "dialogs.runtime.answer_question"),
-    "the answer recorded": _nth("commit.after", "dialogs.runtime.answer_question"),
+    "the answer, before its commit": lambda points: points[0],
+    "the answer recorded": lambda points: points[1],
     "wait_for ran, its result not committed": _nth("tool.after", "wait_for"),
     "the timer wait registered": _after("wait_for"),
-    "the timer fired": _nth("commit.after", "dialogs.waits.resolve"),
+    "the timer fired": _nth("commit.after", TIMER_FIRED),
 }
 
 
@@ -415,9 +440,10 @@ def test_a_kill_during_adjust_then_run_ends_as_if_uninterrupted(
     for i, (name, p) in enumerate(chosen):
         rtws = _fresh(tmp_path, adjusting.template, f"t{i}")
         _kill_at(rtws, _first_run, p)
-        # the process died inside ADJUST: the task stands in it, or just before it
+        # the process died inside ADJUST: the task stands in it, or at its edges
         state = read_store(rtws, lambda s: ls.get(s, TASK))
-        assert state is not None and state.phase in (ls.Phase.CHECK, ls.Phase.ADJUST), name
+        around = (ls.Phase.CHECK, ls.Phase.ADJUST, ls.Phase.DO)
+        assert state is not None and state.phase in around and state.entry in (3, 4, 5), name
         _to_done(rtws)
         _same_end(rtws, adjusting.expected, f"{name} [{p}]")
 
@@ -429,9 +455,9 @@ def test_a_kill_around_a_question_then_answer_and_run_end_as_if_uninterrupted(
     once (or not yet: `run` asks it again, once), is answered once, and the task ends
     as without the kill."""
     points = waiting.run_points
-    if EVERY:  # every point of the DO entry that asks
-        enters = [i for i, p in enumerate(points) if p.where == ENTER]
-        points = points[enters[2] :]
+    if EVERY:  # every point after PLAN's end: entering DO, asking
+        plan_end = _index(points, "tool.after", "phase_end")
+        points = points[_index(points, "commit.after", start=plan_end) + 1 :]
     for i, (name, p) in enumerate(_points(RUN_PICKS, points)):
         rtws = _fresh(tmp_path, waiting.template, f"t{i}")
         _kill_at(rtws, _first_run, p)
@@ -447,8 +473,7 @@ def test_a_kill_of_answer_around_its_timer_then_run_ends_as_if_uninterrupted(
     the timer its drive asks for, and once the timer fired; `run TASK` goes on."""
     points = waiting.answer_points
     if EVERY:  # up to the drive after the timer
-        fired = next(i for i, p in enumerate(points) if p.where == "dialogs.waits.resolve")
-        points = points[: fired + 2]
+        points = points[: _index(points, "commit.after", TIMER_FIRED) + 1]
     for i, (name, p) in enumerate(_points(ANSWER_PICKS, points)):
         rtws = _fresh(tmp_path, waiting.template, f"t{i}")
         code, out = _first_run(rtws)
