@@ -88,7 +88,8 @@ def history_sections(
     last: list[Turn] = []
     if all_turns and all_turns[-1].is_step:
         last = [all_turns.pop()]
-    recent = all_turns[len(all_turns) - turns :] if turns > 0 else []
+    # fewer than `turns` may exist: a negative start would keep only the newest few
+    recent = all_turns[max(0, len(all_turns) - turns) :] if turns > 0 else []
     return (
         Section(kind=SectionKind.RECENT_HISTORY, parts=tuple(turn_part(t) for t in recent)),
         Section(kind=SectionKind.TOOL_RESULTS, parts=tuple(turn_part(t, "step") for t in last)),
