@@ -33,6 +33,7 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
+from mindloop.memory import workspace_summary as wsum
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -142,6 +143,8 @@ def enter_phase(
                 ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
+        elif phase is Phase.PLAN:  # agent-loop §7.2 trigger 4
+            wsum.refresh_on_plan(store, task, ws)
         batch: list[MessageRecord] = []
         batch_end: dict[str, int] | None = None
         dead_kb: list[str] = []
@@ -262,12 +265,13 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
             ]
             if done:
-                ref = workspace_ref(rt.rtws)
+                ref = passed_at = workspace_ref(rt.rtws)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
@@ -275,6 +279,8 @@ def close(
             # (both dedupe, so a crash before this commit re-processes it harmlessly)
             si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
         messages = phase_messages(rt, state)
+        if passed_at is not None:  # agent-loop §7.2 trigger 5
+            wsum.record_check_pass(store, task, passed_at, messages)
         state = ls.save(
             store,
             state.model_copy(

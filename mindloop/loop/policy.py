@@ -11,7 +11,8 @@ phase gets `LoopPolicy(phase)`:
 - **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
-  phase), the messages compiled within the memory budget (`dialogs.budgeted`);
+  phase), the messages compiled within the memory budget (`dialogs.budgeted`) from the
+  sections of agent-loop §7.1 (`request_sections`);
 - **goes on** until a `phase_end` call succeeds, until more than `format_requeries`
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
@@ -36,6 +37,7 @@ from mindloop.dialogs.routing import Route, RouteKind, refuse_route
 from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import system_section
 from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
+from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
@@ -53,6 +55,10 @@ def _none() -> BudgetedRequests | None:
     return None
 
 
+def _no_sections() -> LoopSections | None:
+    return None
+
+
 _MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
 
 
@@ -60,7 +66,11 @@ class LoopPolicy(DefaultPolicy):
     """The turn policy of a loop root in one phase (one instance per phase, shared)."""
 
     def __init__(
-        self, phase: Phase, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none
+        self,
+        phase: Phase,
+        lang: Lang,
+        memory: Callable[[], BudgetedRequests | None] = _none,
+        sections: Callable[[], LoopSections | None] = _no_sections,
     ) -> None:
         self.spec: PhaseSpec = PHASES[phase]
         self.phase = phase
@@ -68,6 +78,7 @@ class LoopPolicy(DefaultPolicy):
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
+        self._sections = sections
         # dialog id -> why goes_on stopped its drive
         self._stuck: dict[str, Stuck | FormatExhausted] = {}
 
@@ -95,15 +106,26 @@ class LoopPolicy(DefaultPolicy):
         self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
     ) -> GenerationRequest:
         """The member's system prompt (persona, rules, the whole Taskdoc) and the phase's
-        rules; the messages compiled within the memory budget B (agent-loop §7: recent
-        turns, the last step's results, the dialog's compaction summary) when the loop
-        has its memory, else the history as it is."""
+        rules; the messages compiled within the memory budget B from the sections of
+        agent-loop §7.1 (`request_sections`: the phase's input pinned, the last step
+        summary, the tree, the workspace summary, the member's memory; then the dialog
+        summary, the recent turns and the last step's results) when the loop has its
+        memory, else the history as it is."""
         member = live.member
         system = parts.system_prompt(live) + "\n\n" + self._system
         memory = self._memory()
         if memory is not None:
+            builder = self._sections()
+            own = builder.build(live, self.phase) if builder is not None else None
             out = memory.compile_request(
-                live, parts, tools, phase=self.spec.phase.value, system=system
+                live,
+                parts,
+                tools,
+                phase=self.spec.phase.value,
+                system=system,
+                sections=own.sections if own is not None else (),
+                skip=own.skip if own is not None else None,
+                since=own.since if own is not None else 0,
             )
             over = out.compiled.taskdoc_over
             if over is not None and self.spec.distills_taskdoc:  # sent whole, but say so
@@ -208,9 +230,14 @@ class PolicyTable:
     """The policy of each phase in one work language (built once per runtime), with the
     loop's budgeted requests when it has them."""
 
-    def __init__(self, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none) -> None:
+    def __init__(
+        self,
+        lang: Lang,
+        memory: Callable[[], BudgetedRequests | None] = _none,
+        sections: Callable[[], LoopSections | None] = _no_sections,
+    ) -> None:
         self.lang: Lang = lang
-        self._policies = {p: LoopPolicy(p, lang, memory) for p in Phase}
+        self._policies = {p: LoopPolicy(p, lang, memory, sections) for p in Phase}
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]

@@ -54,15 +54,19 @@ def split_turns(messages: Sequence[ChatMessage], start: int = 0) -> list[Turn]:
     return out
 
 
-def tail_turns(messages: Sequence[ChatMessage], n: int, start: int = 0) -> list[Turn]:
+def tail_turns(
+    messages: Sequence[ChatMessage], n: int, start: int = 0, skip: int | None = None
+) -> list[Turn]:
     """The last `n` turns of `messages[start:]`, found from the end: what a step costs does
-    not grow with the dialog's length."""
+    not grow with the dialog's length. The message at `skip`, a turn of its own, is left
+    out (a section shows it instead: the loop's phase input)."""
     out: list[Turn] = []
     end = len(messages)
     i = end - 1
     while i >= start and len(out) < n:
         if not isinstance(messages[i], ToolResultMessage) or i == start:
-            out.append(Turn(i, tuple(messages[i:end])))
+            if i != skip or end != i + 1:
+                out.append(Turn(i, tuple(messages[i:end])))
             end = i
         i -= 1
     out.reverse()
@@ -78,11 +82,12 @@ def history_sections(
     turns: int,
     start: int = 0,
     fold: Callable[[Turn], Turn] | None = None,
+    skip: int | None = None,
 ) -> tuple[Section, Section]:
     """(recent history: the `turns` turns before the last step, the last step's calls
-    and results) of `messages[start:]`, each turn passed through `fold` if given (a
-    compaction's view of old messages)."""
-    all_turns = tail_turns(messages, turns + 1, start)
+    and results) of `messages[start:]` without the message at `skip` (see `tail_turns`),
+    each turn passed through `fold` if given (a compaction's view of old messages)."""
+    all_turns = tail_turns(messages, turns + 1, start, skip)
     if fold is not None:
         all_turns = [fold(t) for t in all_turns]
     last: list[Turn] = []

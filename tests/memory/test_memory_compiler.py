@@ -208,13 +208,26 @@ def compile_one(
     return kept, [*record.dropped] if record else []
 
 
-def test_input_events_are_cut_to_800_tokens_with_a_hint_to_read_them_whole() -> None:
-    events = tuple(Part(id=f"ev{i}", text=words(6000, i)) for i in range(4))
+def test_input_parts_are_cut_to_what_fits_naming_the_tool_that_reads_them_whole() -> None:
+    """Over its budget (4,000), each input part is cut to one common cap — not under 800
+    tokens while that fits — and the note names the tool that shows the part whole (a
+    part no tool shows says only that it was cut: no made-up tool)."""
+    events = tuple(
+        Part(id=f"n{i}", text=words(6000, i), whole=f'node_get("n{i}")') for i in range(4)
+    )
     kept, dropped = compile_one(Section(kind=SectionKind.INPUT, parts=events))
     assert not dropped and len(kept.parts) == 4
     for p in kept.parts:
-        assert 'read_event("' + p.id + '")' in p.text
-        assert CharCounter().count(p.text) <= 800 + 40
+        assert f'read it whole with node_get("{p.id}")' in p.text
+        assert 800 <= CharCounter().count(p.text) <= 1000 + 40  # 4 × ~1,000 of 4,000
+    [alone] = compile_one(Section(kind=SectionKind.INPUT, parts=(Part(id="m", text=words(24000)),)))[
+        0
+    ].parts
+    assert 3800 <= CharCounter().count(alone.text) <= 4000  # one long part keeps what fits
+    assert "tokens cut]" in alone.text and "read it whole" not in alone.text
+    many = tuple(Part(id=f"e{i}", text=words(4000, i)) for i in range(30))
+    kept, _ = compile_one(Section(kind=SectionKind.INPUT, parts=many))
+    assert all(CharCounter().count(p.text) < 800 for p in kept.parts)  # below 800 if it must
 
 
 def test_tool_results_keep_head_and_tail_and_name_the_worklog() -> None:
@@ -297,7 +310,7 @@ def test_an_overflowing_dialog_summary_asks_for_a_compaction() -> None:
 
 def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() -> None:
     compiler = MemoryCompiler(MemoryConfig())
-    big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(16000)),))
+    big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(3200)),))  # 800
     tree = Section(
         kind=SectionKind.WORKSPACE_TREE, parts=(Part(id="n", text=words(2400), pinned=True),)
     )
