@@ -131,8 +131,9 @@ class BudgetedRequests:
         """A request whose messages are compiled within B. `sections` are the policy's
         own (input, last step summary, tree, summaries, memory, retrieved); a history or
         tool-results section given here replaces the one built from the dialog; the
-        history built leaves out the message at index `skip` (a section shows it) and
-        the turns before index `since`. `system` replaces the default system prompt
+        history built leaves out the message at index `skip` — the input section shows
+        it, at that place among the turns (-1: before them all) — and the turns before
+        index `since`. `system` replaces the default system prompt
         (persona, rules, Taskdoc), which must then still carry the Taskdoc whole; without
         the Taskdoc it may not pass `loop.memory.system_prompt` tokens
         (`SystemPromptOverCap`)."""
@@ -151,7 +152,12 @@ class BudgetedRequests:
             own.append(Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(summary)))
         taskdoc = parts.context.taskdoc(live.record, live.root_member)
         compiled = self.compiler.compile(
-            [*sections, *own], window=window, model=model, phase=phase, taskdoc=taskdoc
+            [*sections, *own],
+            window=window,
+            model=model,
+            phase=phase,
+            taskdoc=taskdoc,
+            anchor=skip,
         )
         self._maybe_resummarize(live.id, compiled, state.compaction, model)
         system_text = parts.system_prompt(live) if system is None else system

@@ -63,11 +63,12 @@ KEPT = 1024  # roots whose entry is remembered (a fixed amount of memory)
 @dataclass(frozen=True)
 class RequestSections:
     """What a loop root's step adds to its budgeted request: its sections, the index of
-    the input's message in the live history (left out of the history), and where the
-    history starts (SELF_IMPROVE: after its input)."""
+    the input's message in the live history (left out of the history, the input shown
+    at its place; -1: not in it, shown before every turn), and where the history starts
+    (SELF_IMPROVE: after its input)."""
 
     sections: tuple[Section, ...]
-    skip: int | None = None
+    skip: int = -1
     since: int = 0
 
 
@@ -152,7 +153,8 @@ class LoopSections:
         ]
         sections += [s for s in (entry.last_summary, entry.ws_summary) if s is not None]
         since = skip + 1 if phase is Phase.SELF_IMPROVE and skip is not None else 0
-        return RequestSections(tuple(sections), skip, since)
+        # not in this course's history (clear_mind since): before every turn shown
+        return RequestSections(tuple(sections), -1 if skip is None else skip, since)
 
     # ------------------------------------------------------------------ the entry
 

@@ -74,7 +74,7 @@ def tail_turns(
 
 
 def turn_part(turn: Turn, prefix: str = "turn") -> Part:
-    return Part(id=f"{prefix}-{turn.start}", messages=turn.messages)
+    return Part(id=f"{prefix}-{turn.start}", messages=turn.messages, at=turn.start)
 
 
 def history_sections(
