@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.policy import PolicyError
-from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.request import RequestBuilder, with_reminders
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ContextCompacted, ContextTrimmed, Event, GenerationEnded
 from mindloop.memory import (
@@ -162,7 +162,7 @@ class BudgetedRequests:
         self._maybe_resummarize(live.id, compiled, state.compaction, model)
         system_text = parts.system_prompt(live) if system is None else system
         self._check_system(system_text, compiled.taskdoc_tokens, model, live)
-        messages = compiled.messages()
+        messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
         specs = parts.specs(tools)
         req = GenerationRequest.model_construct(
             model=model,

@@ -284,3 +284,34 @@ async def test_a_system_prompt_over_its_cap_is_not_sent_and_the_error_says_what_
     assert "loop.memory.system_prompt (6,000)" in report.reason and "persona" in report.reason
     assert model.requests == []
     await rt.aclose()
+
+
+async def test_reminders_show_and_clear_mind_keeps_the_phase_input(rtws: Path) -> None:
+    """The control tools work in a loop phase as in a chat: a reminder is shown in every
+    later request; after `clear_mind` (a new course: the history is gone) the phase's
+    input, the reminder and its continuation are still there."""
+    write_team(rtws, {"dev": {"toolsets": ["fs", "control"]}})
+    do: list[GenerationRequest] = []
+
+    def respond(req: GenerationRequest) -> Turn:
+        phase = phase_of(req)
+        if phase == "PLAN":
+            return Turn(tool_calls=[create("uniquetitleXYZ"), end("DO")])
+        if phase == "DO":
+            do.append(req)
+            if len(do) == 1:
+                return Turn(tool_calls=[call("add_reminder", content="keep it small")])
+            if len(do) == 2:
+                return Turn(tool_calls=[call("clear_mind", reminder_content="n1 is half done")])
+            return Turn(tool_calls=[complete("n1"), end("CHECK")])
+        if phase == "CHECK":
+            return Turn(tool_calls=[verdict("n1"), end("END")])
+        return Turn(tool_calls=[end("END")])
+
+    report, rt = await run_task(rtws, FunctionModel(respond), "go")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert len(do) == 3
+    assert "keep it small" in texts(do[1])
+    last = texts(do[2])
+    assert "do uniquetitleXYZ" in last and "keep it small" in last and "n1 is half done" in last
+    await rt.aclose()
