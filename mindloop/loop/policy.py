@@ -116,7 +116,7 @@ class LoopPolicy(DefaultPolicy):
         memory = self._memory()
         if memory is not None:
             builder = self._sections()
-            own = builder.build(live, self.phase) if builder is not None else None
+            own = builder.build(live, self.spec.phase) if builder is not None else None
             out = memory.compile_request(
                 live,
                 parts,

@@ -6,9 +6,10 @@ recent history and the dialog summary it builds itself:
   requirement and criteria, the nodes to check, the batch to review, the resolved waits,
   the runtime's notes, and the texts that arrived with it), read from the stored entry
   message and shown at every step of the entry, so it never falls out of the request
-  however many turns the entry takes. Its message is left out of the history (shown
-  once). Over its budget each block is cut to what fits, the note naming `node_get` for
-  a node's block;
+  however many turns the entry takes. Its message is left out of the history, and the
+  input (after the last step summary) stands where it happened among the turns, or
+  before them all once it is older than those kept (`CompiledContext.anchor`). Over its
+  budget each block is cut to what fits, the note naming `node_get` for a node's block;
 - **last step summary** (P0): the ended phase's `phase_end` summary (the loop state);
 - **workspace tree** (P4): the tree as it is now (the input's tree was the entry's), one
   part per node — the current node, its ancestors and deps, the nodes to check and every
@@ -24,18 +25,17 @@ Retrieved context (P6) has no producer in mindloop: no section is built for it.
 
 Cost per step: the entry's message, input blocks, last summary and workspace summary are
 read and built once per entry (the loop hands the entry's state and text over when it
-enters a phase; a root driven elsewhere has its state read once per step); the tree is
-rebuilt only when the workspace's stamp moved (the stamp the step's system prompt read
-for the workspace rules: no read of its own); the memory file is re-read only when its
-stat changed. Dialogs that are not loop roots never get
-here.
+enters a phase; a root no loop of this process drives has its state read at each step);
+the tree is rebuilt only when the workspace's stamp moved (the stamp the step's system
+prompt read for the workspace rules: no read of its own); the memory file is re-read only
+when its stat changed. Dialogs that are not loop roots never get here.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mindloop.config.loop_memory import MemoryConfig
@@ -88,7 +88,8 @@ class _Entry:
     index: int | None = None
     message: UserMessage | None = None
     around: tuple[Part | None, Part | None] = (None, None)  # texts in the same message
-    built: bool = field(default=False)
+    built: bool = False
+    handed: bool = True  # by this process's loop (else its state is read at each step)
 
 
 @dataclass(frozen=True)
@@ -123,15 +124,12 @@ class LoopSections:
         input it posted when it has it at hand (else it is read once)."""
         held = self._entries.get(state.root_id)
         if held is not None and held.state.entry_message_id == state.entry_message_id:
-            held.state = state
+            held.state, held.handed = state, True
             if held.text is None:
                 held.text = text
+            self._entries.move_to_end(state.root_id)
         else:
-            self._entries[state.root_id] = _Entry(state=state, text=text)
-        self._entries.move_to_end(state.root_id)
-        if len(self._entries) > KEPT:
-            old, _ = self._entries.popitem(last=False)
-            self._trees.pop(old, None)
+            self._keep(_Entry(state=state, text=text))
 
     def build(self, live: LiveDialog, phase: Phase) -> RequestSections | None:
         """The sections of `live`'s next request in `phase`; None when the root is in no
@@ -159,15 +157,28 @@ class LoopSections:
     # ------------------------------------------------------------------ the entry
 
     def _entry(self, root_id: str) -> _Entry | None:
-        """The root's current entry: as the loop handed it over, else read (a root this
-        process's loop does not drive: once per step)."""
+        """The root's current entry: as the loop handed it over, else (a root this
+        process's loop does not drive) its state read at each step, and the entry built
+        once all the same."""
         held = self._entries.get(root_id)
-        if held is not None:
+        if held is not None and held.handed:
             return held
         state = ls.by_root(self.store, root_id)
         if state is None or not state.in_phase:
             return None
-        return _Entry(state=state, text=None)
+        if held is None or held.state.entry_message_id != state.entry_message_id:
+            held = self._keep(_Entry(state=state, text=None, handed=False))
+        held.state = state
+        return held
+
+    def _keep(self, entry: _Entry) -> _Entry:
+        root_id = entry.state.root_id
+        self._entries[root_id] = entry
+        self._entries.move_to_end(root_id)
+        if len(self._entries) > KEPT:
+            old, _ = self._entries.popitem(last=False)
+            self._trees.pop(old, None)
+        return entry
 
     def _prepare(self, live: LiveDialog, entry: _Entry) -> None:
         if entry.built:
@@ -289,9 +300,7 @@ def tree_section(
         keep = {node, *ws.nodes[node].deps}
         parts = [_node_part(ws, n, 0, True) for n, _ in ws.walk() if n.id in keep]
         return Section(kind=SectionKind.WORKSPACE_TREE, parts=tuple(parts))
-    parts = [
-        _node_part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()
-    ]
+    parts = [_node_part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()]
     return Section(kind=SectionKind.WORKSPACE_TREE, parts=tuple(parts))
 
 

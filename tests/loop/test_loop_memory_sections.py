@@ -10,11 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.loop.driver import LoopOutcome
+from mindloop.loop.phases import Phase
 from mindloop.loop.policy import TOOL_NOT_ALLOWED_IN_PHASE, LoopPolicy
+from mindloop.loop.request_sections import tree_section
+from mindloop.memory import workspace_summary as wsum
 from mindloop.memory.member import MemberMemory
 from mindloop.memory.workspace_summary import workspace_summary
 from mindloop.providers.base import GenerationRequest, ToolResultMessage, UserMessage
 from mindloop.testing import FunctionModel, Turn, call
+from mindloop.workspace.models import Criterion, Node, NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState
 from tests.loop.loop_util import TASK, complete, create, end, phase_of, run_task, verdict
 from tests.scenario_util import write_team
 
@@ -202,8 +207,11 @@ async def test_self_improve_writes_member_memory_and_later_requests_show_it(rtws
     refused = [r["content"] for r in results if r["name"] == "memory_remember" and r["is_error"]]
     assert refused[0].startswith(f"Error [{TOOL_NOT_ALLOWED_IN_PHASE}]")  # DO may not
     assert any("e-mail" in r for r in refused) and any("confidence" in r for r in refused)
-    assert all("memory_remember" not in [t.name for t in r.tools] for r in requests[:-1]
-               if phase_of(r) != "SELF_IMPROVE")
+    assert all(
+        "memory_remember" not in [t.name for t in r.tools]
+        for r in requests[:-1]
+        if phase_of(r) != "SELF_IMPROVE"
+    )
     await rt.aclose()
 
     seen = len(requests)
@@ -314,4 +322,93 @@ async def test_reminders_show_and_clear_mind_keeps_the_phase_input(rtws: Path) -
     assert "keep it small" in texts(do[1])
     last = texts(do[2])
     assert "do uniquetitleXYZ" in last and "keep it small" in last and "n1 is half done" in last
+    await rt.aclose()
+
+
+def _state() -> WorkspaceState:
+    def node(id: str, status: NodeStatus, **kw: Any) -> Node:
+        return Node(
+            id=id, parent_id="root", kind=NodeKind.EXECUTION, title=f"t{id}", status=status, **kw
+        )
+
+    nodes = {
+        "root": Node(
+            id="root", kind=NodeKind.PLANNING, title="task", children=["n1", "n2", "n3", "n4"]
+        ),
+        "n1": node("n1", NodeStatus.DONE),
+        "n2": node("n2", NodeStatus.IN_PROGRESS, deps=["n1"]),
+        "n3": node("n3", NodeStatus.NEW),
+        "n4": node("n4", NodeStatus.CANCELLED),
+    }
+    return WorkspaceState(task=TASK, nodes=nodes, exists=True, stamp="s1")
+
+
+def test_the_tree_section_pins_what_the_phase_works_on_and_folds_the_rest() -> None:
+    """§7.1 P4: the current node, its ancestors and deps and every open node are kept
+    whole; terminal nodes fold to `id status title` first. DO shows its node and deps
+    only (the reference's DO override)."""
+    ws = _state()
+    check = tree_section(ws, Phase.CHECK, None, ["n2"], "en")
+    parts = {p.id: p for p in check.parts}
+    assert list(parts) == ["root", "n1", "n2", "n3", "n4"]
+    assert all(parts[n].pinned for n in ("root", "n1", "n2", "n3"))  # n1: n2's dep
+    assert not parts["n4"].pinned and parts["n4"].folded == "  - n4 CANCELLED tn4"
+    plan = {p.id: p for p in tree_section(ws, Phase.PLAN, None, [], "en").parts}
+    assert not plan["n1"].pinned and plan["n1"].folded == "  - n1 DONE tn1"
+    do = tree_section(ws, Phase.DO, "n2", [], "en")
+    assert [p.id for p in do.parts] == ["n1", "n2"] and all(p.pinned for p in do.parts)
+    assert do.parts[1].text == "- n2 [IN_PROGRESS] TASK 'tn2' (deps n1)"
+
+
+def test_the_workspace_summary_is_refreshed_from_the_nodes_and_a_check_pass() -> None:
+    ws = _state()
+    ws.nodes["n1"] = ws.nodes["n1"].model_copy(
+        update={
+            "artifacts": ["src/b.py", "src/a.py"],
+            "acceptance_criteria": [Criterion(id="AC1", when="w", then="t", verify="make test")],
+        }
+    )
+    ws.nodes["n4"] = ws.nodes["n4"].model_copy(update={"artifacts": ["gone.py"]})
+    first = wsum.planned(ws, None)
+    assert first.layout == ["src/a.py", "src/b.py"] and first.commands == ["make test"]
+    passed = wsum.checked(first, "ref1", ["pytest -q", "make test"])
+    assert passed.checked_ref == "ref1" and passed.commands == ["pytest -q", "make test"]
+    assert wsum.planned(ws, passed).checked_ref == "ref1"  # kept by PLAN's refresh
+    section = passed.section()
+    assert [p.id for p in section.parts] == ["layout", "commands"]
+    assert all(p.pinned for p in section.parts)
+
+
+async def test_a_root_driven_outside_its_loop_still_gets_its_input_from_the_store(
+    rtws: Path,
+) -> None:
+    """A loop root this process's loop does not drive (its phase looked up in the store)
+    is compiled the same way: the entry's input is read back from its stored message."""
+    from mindloop.loop import phase_ops
+    from mindloop.loop.tasks import loop_root
+    from mindloop.store import loop_state as ls
+    from tests.loop import loop_util
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    _files(rtws, 8)
+    plan: list[GenerationRequest] = []
+
+    def respond(req: GenerationRequest) -> Turn:
+        plan.append(req)
+        if len(plan) < 8:
+            return Turn(tool_calls=[call("read_file", path=f"f{len(plan)}.txt")])
+        return Turn(tool_calls=[end("END")])
+
+    rt, policies = loop_util.runtime(rtws, FunctionModel(respond))
+    policies.bind(rt)
+    root = loop_root(rt, TASK, member="dev")
+    state = ls.get(rt.store, TASK)
+    assert state is not None
+    phase_ops.enter_phase(rt, state, Phase.PLAN, notes=["REMEMBER-THIS-NOTE"])
+    await rt.drive(root.root_id)
+    assert len(plan) == 8
+    for i, req in enumerate(plan):
+        text = texts(req)
+        assert text.count("[work loop] Phase PLAN (entry 1).") == 1, i
+        assert "REMEMBER-THIS-NOTE" in text, i
     await rt.aclose()
