@@ -35,6 +35,7 @@ from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
 from mindloop.loop.routing import HINT_ILLEGAL
+from mindloop.memory import workspace_summary as wsum
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -144,6 +145,8 @@ def enter_phase(
                 ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
+        elif phase is Phase.PLAN:  # agent-loop §7.2 trigger 4
+            wsum.refresh_on_plan(store, task, ws)
         batch: list[MessageRecord] = []
         batch_end: dict[str, int] | None = None
         dead_kb: list[str] = []
@@ -265,12 +268,13 @@ def close(
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
+        passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
             ]
             if done:
-                ref = workspace_ref(rt.rtws)
+                ref = passed_at = workspace_ref(rt.rtws)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE:
@@ -279,6 +283,8 @@ def close(
             # it harmlessly); kept if the runtime stopped the entry (errors in a row)
             si.close_batch(store, state)
         messages = phase_messages(rt, state)
+        if passed_at is not None:  # agent-loop §7.2 trigger 5
+            wsum.record_check_pass(store, task, passed_at, messages)
         state = ls.save(
             store,
             state.model_copy(

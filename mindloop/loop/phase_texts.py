@@ -144,10 +144,15 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Optionally change how you work: one conservative `self_md_patch` of your own "
         "self.md, with its rationale and evidence.\n"
         "- Optionally tell the KB teammate what knowledge is missing or outdated "
-        "(`kb_request`); describe the need, do not maintain the knowledge base yourself.",
+        "(`kb_request`); describe the need, do not maintain the knowledge base yourself.\n"
+        "- Optionally remember what holds beyond this task — a preference the user showed, "
+        "a stable fact of the project — with `memory_remember` (one fact a call, with your "
+        "confidence); you see your memory in every later task.",
         "zh": "- 任务的节点都已终结：进行整理。保持工作区、工作日志和节点状态的一致；把关键决策归档进摘要。\n"
         "- 可选：改变你的工作方式——对你自己的 self.md 做一次保守的 `self_md_patch`，附理由和证据。\n"
-        "- 可选：告诉知识库队友缺少或过时的知识（`kb_request`）；只描述需求，不要自己维护知识库。",
+        "- 可选：告诉知识库队友缺少或过时的知识（`kb_request`）；只描述需求，不要自己维护知识库。\n"
+        "- 可选：用 `memory_remember` 记住超出本任务仍然成立的事——用户表现出的偏好、项目的稳定事实"
+        "（每次一条，附你的把握程度）；之后的每个任务你都会看到自己的记忆。",
     },
 }
 

@@ -14,7 +14,8 @@ phase gets `LoopPolicy(phase)`:
 - **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
-  phase), the messages compiled within the memory budget (`dialogs.budgeted`);
+  phase), the messages compiled within the memory budget (`dialogs.budgeted`) from the
+  sections of agent-loop §7.1 (`request_sections`);
 - **DO self-repair** (L2, `self_repair`): after a failed self-check the DO entry's
   changes are refused (`REPAIR_NOT_PROPOSED`) until `retry_propose` records the repair
   attempt;
@@ -53,6 +54,7 @@ from mindloop.loop.phases import (
     Phase,
     PhaseSpec,
 )
+from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
 from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
 from mindloop.loop.self_repair import DoExhausted, SelfRepair
@@ -80,6 +82,10 @@ def _none() -> BudgetedRequests | None:
     return None
 
 
+def _no_sections() -> LoopSections | None:
+    return None
+
+
 _MEMBER_ROUTES = frozenset({RouteKind.FRESH, RouteKind.SESSION, RouteKind.FBR})
 
 
@@ -92,6 +98,7 @@ class LoopPolicy(DefaultPolicy):
         lang: Lang,
         memory: Callable[[], BudgetedRequests | None] = _none,
         entry_of: EntryLookup | None = None,
+        sections: Callable[[], LoopSections | None] = _no_sections,
     ) -> None:
         self.spec: PhaseSpec = PHASES[phase]
         self.phase = phase
@@ -103,6 +110,7 @@ class LoopPolicy(DefaultPolicy):
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
+        self._sections = sections
         # dialog id -> why goes_on stopped its drive
         self._stuck: dict[str, Stop] = {}
 
@@ -130,15 +138,26 @@ class LoopPolicy(DefaultPolicy):
         self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
     ) -> GenerationRequest:
         """The member's system prompt (persona, rules, the whole Taskdoc) and the phase's
-        rules; the messages compiled within the memory budget B (agent-loop §7: recent
-        turns, the last step's results, the dialog's compaction summary) when the loop
-        has its memory, else the history as it is."""
+        rules; the messages compiled within the memory budget B from the sections of
+        agent-loop §7.1 (`request_sections`: the phase's input pinned, the last step
+        summary, the tree, the workspace summary, the member's memory; then the dialog
+        summary, the recent turns and the last step's results) when the loop has its
+        memory, else the history as it is."""
         member = live.member
         system = parts.system_prompt(live) + "\n\n" + self._system
         memory = self._memory()
         if memory is not None:
+            builder = self._sections()
+            own = builder.build(live, self.spec.phase) if builder is not None else None
             out = memory.compile_request(
-                live, parts, tools, phase=self.spec.phase.value, system=system
+                live,
+                parts,
+                tools,
+                phase=self.spec.phase.value,
+                system=system,
+                sections=own.sections if own is not None else (),
+                skip=own.skip if own is not None else None,
+                since=own.since if own is not None else 0,
             )
             over = out.compiled.taskdoc_over
             if over is not None and self.spec.distills_taskdoc:  # sent whole, but say so
@@ -270,9 +289,10 @@ class PolicyTable:
         lang: Lang,
         memory: Callable[[], BudgetedRequests | None] = _none,
         entry_of: EntryLookup | None = None,
+        sections: Callable[[], LoopSections | None] = _no_sections,
     ) -> None:
         self.lang: Lang = lang
-        self._policies = {p: LoopPolicy(p, lang, memory, entry_of) for p in Phase}
+        self._policies = {p: LoopPolicy(p, lang, memory, entry_of, sections) for p in Phase}
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]
