@@ -611,8 +611,8 @@ class TaskLoop:
 
     def _ask_to_continue(self, headline: str, body: str) -> None:
         """A drive cap was reached: ask the human whether to go on (agent-loop §8.2); the
-        question parks the task (R1) until it is answered, and the loop's count since
-        their last word starts again."""
+        question parks the task (R1) until it is answered, and the answer starts the
+        loop's count since their last word again (`loop_state.human_spoke`)."""
         store = self.rt.store
         with store.tx():
             rec = store.get_dialog(self.root)
@@ -627,9 +627,6 @@ class TaskLoop:
                     course=rec.course,
                 )
             )
-            fresh = ls.get(store, self.task)
-            assert fresh is not None
-            ls.save(store, fresh.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
         self.rt.bus.publish(
             QuestionAsked(dialog_id=self.root, question_id=q.id, headline=q.headline, body=q.body)
         )

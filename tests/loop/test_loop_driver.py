@@ -346,7 +346,7 @@ async def test_the_loops_spending_since_the_humans_last_word_is_capped_by_a_ques
 ) -> None:
     """`caps.drive.max_cost` counts what the loop spent since the human last spoke,
     across phases: once reached, the human is asked before more work (in their
-    currency format); the count starts again after the question."""
+    currency format); the count starts again with their answer."""
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     _caps(rtws, {"drive": {"max_cost": 0.25}}, price=1000)  # $0.001 a token
     step = {"input_tokens": 100, "output_tokens": 0}  # $0.10 a step
@@ -362,6 +362,9 @@ async def test_the_loops_spending_since_the_humans_last_word_is_capped_by_a_ques
     [q] = rt.store.open_questions()
     assert "$0.30" in q.headline and "caps.drive.max_cost" in q.headline
     assert phases(model) == ["PLAN", "DO", "CHECK"]  # asked before ADJUST was entered
+    state = ls.get(rt.store, TASK)
+    assert state is not None and round(state.drive_cost, 2) == 0.30
+    rt.answer_question(q.id, "go on")
     state = ls.get(rt.store, TASK)
     assert state is not None and state.drive_cost == 0.0
     await rt.aclose()
