@@ -60,9 +60,9 @@ from mindloop.store import (
     Store,
     WaitRecord,
     WaitStatus,
+    loop_state,
     new_id,
 )
-from mindloop.store import loop_state
 from mindloop.tools.base import Acl, ToolContext
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import (

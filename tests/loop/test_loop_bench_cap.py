@@ -37,15 +37,15 @@ def back_to_wait(*fixes: str) -> list[Call]:
     return [call("node_add_deps", node_id="n2", deps=list(fixes)), to_wait()]
 
 
+PLANS = {2: "split the schema check into a node of its own", 3: "rewrite the handler apart"}
+
+
 def fix_round(k: int) -> list[object]:
     """ADJUST cycle `k` on the failed BENCH, its fix node worked and checked, the BENCH
     checked again and failing again."""
     fix = f"n{2 + k}"
     return [
-        turn(
-            cycle(f"fix number {k} in its own node", kind="DECOMPOSE", failure="BENCH_FAIL"),
-            create(f"fix{k}"),
-        ),
+        turn(cycle(PLANS[k], kind="DECOMPOSE", failure="BENCH_FAIL"), create(f"fix{k}")),
         turn(*back_to_wait(fix), end("DO")),
         turn(complete(fix), end("CHECK")),  # DO the fix
         turn(verdict(fix), end("DO")),  # CHECK the fix
@@ -63,8 +63,8 @@ async def test_a_bench_failing_at_its_cycle_cap_fails_and_ends_the_task(rtws: Pa
             turn(verdict("n1"), end("DO")),  # CHECK n1
             turn(verdict("n2", ok=False), end("ADJUST")),  # CHECK the BENCH: fails
             # ADJUST 1: back to WAIT without a cycle is refused; with one it is taken
-            turn(create("fix1"), call("node_add_deps", node_id="n2", deps=["n3"])),
-            turn(to_wait()),
+            turn(create("fix1")),
+            turn(call("node_add_deps", node_id="n2", deps=["n3"]), to_wait()),
             turn(cycle("fix the api first", failure="BENCH_FAIL")),
             turn(to_wait(), end("DO")),
             turn(complete("n3"), end("CHECK")),
