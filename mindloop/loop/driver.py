@@ -47,7 +47,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale
+from mindloop.loop import phase_ops, plan_mode, stale
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -367,11 +367,14 @@ class TaskLoop:
         if cap is not None:  # before more work: ask to go on
             self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
             return False
-        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
+        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3),
             failed = phase_ops.fail_exhausted_adjust(rt, state)
+            if failed is None:  # or plan mode left nodes blocked (R5, `loop.plan_mode`)
+                failed = plan_mode.cancel_left_blocked(rt, state)
             if failed is not None:
                 self._notes.append(failed)
                 return False  # route again: other work, or the end
+            notes = [*notes, *plan_mode.entry_notes(gathered.facts.workspace)]
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(
             state, phase, decision, notes, gathered, report, replan=replan, held=held

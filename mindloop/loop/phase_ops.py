@@ -33,6 +33,7 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
+from mindloop.loop.routing import blocked_nodes
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -140,6 +141,8 @@ def enter_phase(
             node = adjust_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.CHECK_FAILED:
                 ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
+            elif node is None:  # plan mode: the nodes it is for (`loop.plan_mode`)
+                targets = blocked_nodes(ws)
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
         batch: list[MessageRecord] = []

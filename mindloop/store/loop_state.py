@@ -102,7 +102,8 @@ class LoopState(BaseModel):
     drive_steps: int = 0
     drive_cost: float = 0.0
     node_id: str | None = None  # the node the current entry works (DO, ADJUST)
-    targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
+    # CHECK: the nodes it verifies; ADJUST in plan mode: the nodes R5 blocked on entry
+    targets: list[str] = Field(default_factory=list)
     ended: PhaseEnd | None = None  # None while the current phase runs
     closed: bool = False  # the ended phase's bookkeeping is done (`loop.phase_ops.close`)
     last_summary: Summary | None = None  # of the phase that ended last
