@@ -47,7 +47,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, plan_mode, stale
+from mindloop.loop import phase_ops, plan_mode, review_pass, stale
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -356,7 +356,11 @@ class TaskLoop:
             if cap is not None:
                 self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
                 return False
-            if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
+            # every node terminal: SELF_IMPROVE through the history, batch by batch, then
+            # end (`loop.review_pass`; the drive cap stops a pass, it does not ask)
+            if not state.self_improved or (
+                review_pass.goes_on(rt.store, state) and self._drive_cap(state) is None
+            ):
                 return self._enter(
                     state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held=held
                 )

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
+from mindloop.loop import review_pass
 from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
@@ -151,7 +152,8 @@ def enter_phase(
         if phase is Phase.SELF_IMPROVE:  # the next batch of the root's history (§9.3)
             limit = rt.config.team.loop.self_improve.batch_messages
             cursor = si.load_cursor(store, state.root_id)
-            batch, after = si.next_batch(store, state.root_id, cursor, limit)
+            until = review_pass.pass_end(state)  # the history as the pass began
+            batch, after = si.next_batch(store, state.root_id, cursor, limit, until=until)
             batch_end = after.model_dump()
             member = store.get_dialog(state.root_id).member
             dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
@@ -180,6 +182,7 @@ def enter_phase(
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
+        pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
         state = ls.save(
             store,
             state.model_copy(
@@ -196,6 +199,7 @@ def enter_phase(
                     "ended": None,
                     "closed": False,
                     "batch_end": batch_end,
+                    "pass_until": pass_until,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
                     "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
                     "planned": state.planned or phase is Phase.PLAN,
