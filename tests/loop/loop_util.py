@@ -139,6 +139,15 @@ def phases(model: Any) -> list[str]:
     return [p for req in model.requests if (p := phase_of(req)) is not None]
 
 
+def work_phases(model: Any) -> list[str]:
+    """`phases`, a SELF_IMPROVE pass (its entries, one batch each) counted once."""
+    out: list[str] = []
+    for p in phases(model):
+        if not (p == "SELF_IMPROVE" and out and out[-1] == p):
+            out.append(p)
+    return out
+
+
 def per_member(**turns: list[Any]) -> Mapping[str, list[Any]]:
     return turns
 

@@ -15,6 +15,7 @@ from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     complete,
     create,
     cycle,
@@ -26,6 +27,7 @@ from tests.loop.loop_util import (
     runtime,
     turn,
     verdict,
+    work_phases,
 )
 from tests.loop.loop_util import workspace as ws_of
 from tests.scenario_util import write_team
@@ -109,7 +111,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
     rtws: Path,
 ) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"], "fbr-effort": 1}})
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("parser"), end("DO")),  # PLAN
             turn(complete("n1"), end("CHECK")),  # DO
@@ -121,13 +123,12 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
             turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
             turn(complete("n1"), end("CHECK")),  # DO again
             turn(verdict("n1"), end("END")),  # CHECK
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "write the parser")
     assert report.outcome is LoopOutcome.DONE, report.reason
     assert model.remaining == 0
-    assert phases(model) == [
+    assert work_phases(model) == [
         "PLAN",
         "DO",
         "CHECK",
@@ -249,7 +250,7 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
     # DO's cap: 12 steps (two calls in turn: four identical steps in a row would be STUCK
     # by the detector, before the cap)
     busy = [turn(call("list_dir", path="." if i % 2 else "tasks")) for i in range(12)]
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("loop forever"), end("DO")),
             *busy,
@@ -257,12 +258,11 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
                 give_up("n1", "gave up: no progress in 12 steps"),
                 end("END"),
             ),
-            turn(end("END")),
         ]
     )
     report, rt = await run_task(rtws, model, "try")
     assert report.outcome is LoopOutcome.FAILED and "n1" in report.reason
-    assert phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
+    assert work_phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
     moves = [
         (e.data["from"], e.data["to"], e.data["reason"])
         for e in ws_log(rt)
