@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.loop.driver import LoopOutcome
 from mindloop.store import loop_state as ls
 from mindloop.testing import ScriptedModel, call
@@ -25,8 +26,8 @@ from tests.loop.loop_util import (
 from tests.scenario_util import write_team
 
 
-def _spent(rt: object) -> tuple[int, float]:
-    state = ls.get(rt.store, TASK)  # type: ignore[attr-defined]
+def _spent(rt: DialogRuntime) -> tuple[int, float]:
+    state = ls.get(rt.store, TASK)
     assert state is not None
     return state.drive_steps, state.drive_cost
 

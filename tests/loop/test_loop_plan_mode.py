@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.loop.driver import LoopOutcome
 from mindloop.testing import call
 from mindloop.workspace import repo
@@ -37,11 +38,11 @@ N1_FAILS = [
 ]
 
 
-def _transitions(rt: object, node: str) -> list[tuple[str, str, str]]:
+def _transitions(rt: DialogRuntime, node: str) -> list[tuple[str, str, str]]:
     """The node's moves after its creation: (from, to, by)."""
     return [
         (e.data["from"], e.data["to"], e.data["by"])
-        for e in repo.log(rt.store, TASK)  # type: ignore[attr-defined]
+        for e in repo.log(rt.store, TASK)
         if e.node_id == node and e.kind == "transition" and e.data["from"] is not None
     ]
 
