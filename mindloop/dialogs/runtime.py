@@ -140,13 +140,19 @@ class DialogRuntime:
         )
         self.approvals = Approvals(self.store, self.bus, self.waits)
         self.max_steps = max_steps
-        self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
+        nodes = self.config.team.loop.nodes
+        self._workspace = StoreWorkspaceAccess(
+            self.store,
+            frozenset(self.config.team.members),
+            (nodes.step_budget, nodes.max_step_budget),
+        )
         self.context = ContextBuilder(
             self.rtws, self.config, self.lang, rules=RulesText(self.store, self.rtws, self.lang)
         )
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
         self._secret_env_names = llm_secret_env_names(self.config.llm)
+        self._transient_backoff = tuple(self.config.team.loop.retries.transient_backoff)
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
         self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
@@ -519,5 +525,6 @@ class DialogRuntime:
             ),
             workspace=self._workspace,
             phase=live.policy.phase,
+            transient_backoff=self._transient_backoff,
         )
         return live.tool_context

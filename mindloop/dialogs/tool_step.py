@@ -98,6 +98,8 @@ class ToolStep:
             tool = registry.get(call.name)
             if tool is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
+                if refusal is None:  # the tool is allowed: with these arguments?
+                    refusal = live.policy.check_arguments(live, self.parts, call)
             if refusal is None and repeats.failing:  # a third identical failing call
                 refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
-from mindloop.loop import review_pass
+from mindloop.loop import review_pass, step_budget
 from mindloop.loop import self_improve as si
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
@@ -34,7 +34,7 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
-from mindloop.loop.routing import blocked_nodes
+from mindloop.loop.routing import HINT_ILLEGAL, blocked_nodes
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -269,6 +269,7 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
@@ -288,6 +289,7 @@ def close(
                 update={
                     "last_summary": state.ended.summary,
                     "refusals": state.refusals + count_refusals(messages),
+                    "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,
                     "drive_cost": state.drive_cost + cost,

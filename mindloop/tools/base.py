@@ -138,6 +138,18 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def step_budgets(self) -> tuple[int, int]:
+        """A new node's DO step budget, and the most a node may be given (`loop.nodes`)."""
+        ...
+
+
+class TransientToolError(Exception):
+    """Raised by a tool whose call did not take effect and may succeed if tried again (a
+    service's 429 or 5xx, a connection refused, a sandbox restarting). The engine waits
+    and retries the call (`ToolContext.transient_backoff`: 1, 2, 4 s by default), then
+    reports the last failure as the call's error (agent-loop §8.1 TRANSIENT → TOOL_ERROR).
+    Raise it only when a second call cannot act twice."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
@@ -173,6 +185,9 @@ class ToolContext:
     phase: str | None = None
     # The human's approval this call runs under (a call they approved), else None.
     approval_id: str | None = None
+    # The waits before each retry of a call that failed transiently (`TransientToolError`;
+    # `loop.retries.transient_backoff`); empty: no retry.
+    transient_backoff: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not _CALL_KEY.fullmatch(self.call_key):

@@ -84,6 +84,7 @@ class StoreWorkspaceAccess:
 
     store: Store
     member_ids: frozenset[str] = frozenset()
+    node_budgets: tuple[int, int] = (12, 30)  # `loop.nodes`: step_budget, max_step_budget
 
     def load(self, task_path: str) -> WorkspaceState:
         return repo.load(self.store, task_path)
@@ -99,6 +100,9 @@ class StoreWorkspaceAccess:
 
     def adjust_cycles(self, task_path: str, node_id: str) -> int:
         return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
+
+    def step_budgets(self) -> tuple[int, int]:
+        return self.node_budgets
 
 
 AuthorityFor = Callable[[ToolContext], Authority]
@@ -203,7 +207,16 @@ class Tools:
     # ------------------------------------------------------------------ nodes
 
     async def node_create(self, a: NodeCreateArgs, ctx: ToolContext) -> ToolOutput:
+        default, most = ctx.workspace.step_budgets() if ctx.workspace else (None, None)
+
         def command(s: Session) -> Node:
+            if a.step_budget is not None and most is not None and a.step_budget > most:
+                raise WorkspaceError(
+                    "STEP_BUDGET_TOO_HIGH",
+                    f"{a.step_budget} DO steps per attempt is more than "
+                    f"loop.nodes.max_step_budget ({most})",
+                    arg="step_budget",
+                )
             return s.create_node(
                 parent_id=a.parent_id,
                 kind=a.kind,
@@ -220,6 +233,7 @@ class Tools:
                 assignee=a.assignee,
                 can_start_immediately=a.can_start_immediately,
                 supersedes=a.supersedes,
+                step_budget=a.step_budget if a.step_budget is not None else default,
             )
 
         return self._write(ctx, command, lambda n, ch: f"created {_line(ch.after, n)}")

@@ -183,9 +183,14 @@ class Session(Moves):
         node_id: str | None = None,
         isolate: bool = False,
         supersedes: str | None = None,
+        step_budget: int | None = None,
     ) -> Node:
         self._require_init()
         kind = enum_value("kind", NodeKind, kind)
+        if step_budget is not None and step_budget < 1:
+            raise WorkspaceError(
+                "INVALID_VALUE", f"step_budget must be >= 1, got {step_budget}", arg="step_budget"
+            )
         type = enum_value("type", NodeType, type)
         parent = self.node(parent_id, "parent_id")
         if parent.kind is not NodeKind.PLANNING:
@@ -266,6 +271,8 @@ class Session(Moves):
             updated_at=self.now,
             dir=dir_name(t, nid),
         )
+        if step_budget is not None:
+            node.step_budget = step_budget
         self.state.nodes[nid] = node
         parent.children.append(nid)
         self._check_cycle("deps")
@@ -333,6 +340,7 @@ class Session(Moves):
             docs=docs,
             node_id=node_id,
             isolate=not inherit_context,
+            step_budget=parent.step_budget,  # the parts of a split node keep its budget
         )
         self._log(
             parent.id,
@@ -351,6 +359,7 @@ class Session(Moves):
                 skills=parent.skills,
                 deps=[child.id],
                 node_id=rest_id,
+                step_budget=parent.step_budget,
             )
             rest.acceptance_criteria = parent.acceptance_criteria
             rest.artifacts = parent.artifacts

@@ -263,8 +263,9 @@ class Moves(SessionBase):
             if effect is Effect.STARTED:
                 node.started = True
                 self.state.focus = node.id
-            elif effect is Effect.ATTEMPT:
+            elif effect is Effect.ATTEMPT:  # a new attempt: a fresh step budget (§5.1)
                 node.attempt += 1
+                node.steps_used = 0
             elif effect is Effect.ADJUST:
                 node.adjust_count += 1
             elif effect is Effect.CHECKPOINT:
@@ -280,6 +281,20 @@ class Moves(SessionBase):
             reason=reason,
             evidence=evidence,
         )
+
+    def count_steps(self, *, node_id: str, steps: int) -> Node:
+        """The runtime counts the model steps a DO entry spent on a node: its `steps_used`
+        in the current attempt, against its `step_budget` (agent-loop §5.1, §8.1)."""
+        if Actor.RT not in self.authority.actors:
+            raise WorkspaceError(
+                "RUNTIME_ONLY", "only the runtime counts a node's steps", arg="node_id"
+            )
+        if steps < 0:
+            raise WorkspaceError("INVALID_VALUE", f"steps must be >= 0, got {steps}", arg="steps")
+        node = self.node(node_id)
+        if steps and not node.terminal:
+            node.steps_used += steps
+        return node
 
     # ------------------------------------------------------------------ dispatch
 

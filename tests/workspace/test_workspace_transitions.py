@@ -387,3 +387,38 @@ def test_split_creates_its_nodes_by_the_creation_row_only(parent: str) -> None:
         created = [e for e in ch.log if e.kind == "transition"]
         assert created and all(e.data["by"] == actor.value for e in created)
         assert ch.after.focus not in state.nodes
+
+
+def test_the_runtime_counts_a_nodes_steps_and_a_new_attempt_starts_again() -> None:
+    """`steps_used` (agent-loop §5.1): the runtime adds each DO entry's steps; nobody else
+    may; ADJUST's next attempt starts from 0."""
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    state = apply(state, lambda s: s.count_steps(node_id="n3", steps=7), RT)
+    state = apply(state, lambda s: s.count_steps(node_id="n3", steps=5), RT)
+    assert state.nodes["n3"].steps_used == 12
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.count_steps(node_id="n3", steps=1))  # a dialog acting
+    assert err.value.code == "RUNTIME_ONLY"
+    for to in (S.CHECK_FAILED, S.ADJUSTING, S.IN_PROGRESS):
+        state = apply(state, lambda s, to=to: s.transition(node_id="n3", to=to, reason="again"))
+    assert (state.nodes["n3"].attempt, state.nodes["n3"].steps_used) == (1, 0)
+
+
+def test_a_node_is_given_its_step_budget_and_its_split_parts_keep_it() -> None:
+    def big(s: Session) -> None:
+        s.create_node(
+            parent_id="root", kind=NodeKind.EXECUTION, title="Big", requirement="b", step_budget=20
+        )
+        s.transition(node_id="n5", to=S.IN_PROGRESS, reason="go")
+        s.split_node(parent_id="n5", title="First", requirement="the first part")
+
+    state = apply(tree(), big)
+    assert [state.nodes[n].step_budget for n in ("n3", "n6", "n7")] == [12, 20, 20]
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.create_node(
+                parent_id="root", kind=NodeKind.EXECUTION, title="X", requirement="x", step_budget=0
+            ),
+        )
+    assert err.value.arg == "step_budget"
