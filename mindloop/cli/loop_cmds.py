@@ -4,7 +4,10 @@
 and the loop's own lines on top: each phase as it starts (with the node it works), a
 progress bar over the nodes after each routing decision, dropped hints, waits. Exit codes
 (DESIGN §8.6): 0 DONE, 1 error, 3 a cap reached, 4 waiting on the human, 5 the task
-FAILED, 130 interrupted (the state is saved; `run` resumes). `status TASK` reads only.
+FAILED, 130 interrupted (the state is saved; `run` resumes). A task DONE with a self.md
+change SELF_IMPROVE proposed still open (`loop.self_md.require_approval`) exits 0: nothing
+waits for that approval; it is listed with the commands that decide it. `status TASK`
+reads only.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ async def run_task(
     from mindloop import service
     from mindloop.cli.chat_cmd import (
         TASK_STEP_HINT,
+        print_approvals,
         print_capped,
         print_failures,
         print_questions,
@@ -89,6 +93,7 @@ async def run_task(
     print_capped(report)
     print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
     print_questions(report.questions, rtws)
+    print_approvals(report.approvals, rtws)
     print_loop(report, rtws)
     from mindloop.cli.usage import usage_line
 

@@ -149,7 +149,9 @@ class WaitsConfig(BaseModel):
 
 
 class SelfImproveConfig(BaseModel):
-    """`loop.self_improve`: the cursored pass over the root dialog (agent-loop §9.3)."""
+    """`loop.self_improve`: the cursored pass over the root dialog (agent-loop §9.3): the
+    messages one run reads, and how many of its tool calls may fail in a row before the
+    run stops (its messages then wait for the next run)."""
 
     model_config = STRICT
 

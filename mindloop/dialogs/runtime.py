@@ -138,7 +138,9 @@ class DialogRuntime:
             {NODE_SINK: node_sink(self.rtws), **(sinks or {})},
             waits=self.waits,
         )
-        self.approvals = Approvals(self.store, self.bus, self.waits)
+        self.approvals = Approvals(
+            self.store, self.bus, self.waits, tools=self.tools, rtws=self.rtws
+        )
         self.max_steps = max_steps
         nodes = self.config.team.loop.nodes
         self._workspace = StoreWorkspaceAccess(
@@ -408,7 +410,8 @@ class DialogRuntime:
         edited_args: str | None = None,
     ) -> WaitRecord:
         """Approve a waiting call (with `edited_args`: approve the human's arguments
-        instead). The dialog's next drive runs exactly that call; returns the record."""
+        instead). The dialog's next drive runs exactly that call; a change a tool
+        proposed is applied now, by the tool. Returns the record."""
         decision = Decision.APPROVE if edited_args is None else Decision.EDIT
         event = ApprovalDecision(
             approval_id=approval_id, decision=decision, by=by, edited_args=edited_args
@@ -425,7 +428,8 @@ class DialogRuntime:
         by: str = "human",
         expected_digest: str | None = None,
     ) -> WaitRecord:
-        """Reject a waiting call: it never runs; the dialog reads the reason and goes on."""
+        """Reject a waiting call: it never runs; the dialog reads the reason and goes on
+        (a change a tool proposed is recorded rejected by the tool; no dialog waits)."""
         event = ApprovalDecision(
             approval_id=approval_id, decision=Decision.REJECT, by=by, reason=reason
         )

@@ -194,7 +194,13 @@ class ToolStep:
             case StoreEffect(apply=apply):
                 return apply(self.store)
             case OpenWait(
-                kind=kind, key=key, payload=payload, due_at=due_at, wait_id=wid, mode=mode
+                kind=kind,
+                key=key,
+                payload=payload,
+                due_at=due_at,
+                wait_id=wid,
+                mode=mode,
+                blocks=blocks,
             ):
                 rec = self.tree.waits.open(
                     live.id,
@@ -205,6 +211,7 @@ class ToolStep:
                     wait_id=wid,
                     node=live.node,
                     mode=WaitMode(mode),
+                    blocks=blocks,
                     task_path=live.record.task_path,
                 )
                 if rec.kind == WaitKind.APPROVAL:

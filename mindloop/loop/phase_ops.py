@@ -278,10 +278,11 @@ def close(
                 ref = workspace_ref(rt.rtws)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
-        if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
-            # the batch is done: its self_md_patch and kb_request calls have returned
-            # (both dedupe, so a crash before this commit re-processes it harmlessly)
-            si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
+        if state.phase is Phase.SELF_IMPROVE:
+            # past the batch if the entry processed it (its self_md_patch and kb_request
+            # calls have returned; both dedupe, so a crash before this commit re-processes
+            # it harmlessly); kept if the runtime stopped the entry (errors in a row)
+            si.close_batch(store, state)
         messages = phase_messages(rt, state)
         state = ls.save(
             store,

@@ -19,8 +19,10 @@ phase gets `LoopPolicy(phase)`:
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
   identical failing actions) fires on the latest steps; the driver then ends the entry
-  (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
-  these checks, over their last few turns.
+  (in DO with its node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
+  `loop.self_improve.max_consecutive_errors` calls in a row failed (agent-loop §9.3: the
+  run stops until its next trigger). Only loop roots run these checks, over their last
+  few turns.
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`, by
 code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
@@ -48,6 +50,7 @@ from mindloop.loop.phases import (
     PhaseSpec,
 )
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import (
     AssistantMessage,
@@ -62,7 +65,10 @@ if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog
     from mindloop.dialogs.request import RequestBuilder
 
-__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "count_refusals"]
+__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "Stop", "count_refusals"]
+
+# Why `goes_on` stopped a drive (the driver ends the entry with its `reason()`).
+Stop = Stuck | FormatExhausted | ErrorsInARow
 
 
 def _none() -> BudgetedRequests | None:
@@ -92,7 +98,7 @@ class LoopPolicy(DefaultPolicy):
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted] = {}
+        self._stuck: dict[str, Stop] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -197,17 +203,20 @@ class LoopPolicy(DefaultPolicy):
         if phase_end_called(messages):
             return False
         retries = parts.config.team.loop.retries
-        stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
+        stop: Stop | None = format_exhausted(messages, retries.format_requeries)
         if stop is None and self.phase is Phase.DO:
             stop = stuck_in(messages, config=retries)
+        elif stop is None and self.phase is Phase.SELF_IMPROVE:
+            limit = parts.config.team.loop.self_improve.max_consecutive_errors
+            stop = errors_in_a_row(messages, limit)
         if stop is not None:
             self._stuck[live.id] = stop
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | None:
-        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, or L0 used
-        up."""
+    def take_stuck(self, dialog_id: str) -> Stop | None:
+        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
+        up, or (SELF_IMPROVE) too many failed calls in a row."""
         return self._stuck.pop(dialog_id, None)
 
 

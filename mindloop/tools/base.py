@@ -138,6 +138,12 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def loop_entry(self, dialog_id: str) -> int | None:
+        """The phase entry the work loop whose root is `dialog_id` is in (numbered from 1
+        per task, stable across a resume); None when the dialog is no loop root. A
+        SELF_IMPROVE run is one such entry (`self_md_patch` counts its calls per run)."""
+        ...
+
     def step_budgets(self) -> tuple[int, int]:
         """A new node's DO step budget, and the most a node may be given (`loop.nodes`)."""
         ...
@@ -265,6 +271,9 @@ class OpenWait:
     due_at: float | None = None
     wait_id: str | None = None
     mode: str = "all"
+    # Whether the wait parks the dialog; None: its kind's rule. A change a tool proposed
+    # for approval does not (`tools.approval.proposal_wait`).
+    blocks: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +286,18 @@ class StartDetached:
     sink: str
     payload: dict[str, Any] = field(default_factory=dict)
     side_id: str | None = None  # the side dialog's id (None: a new random one)
+
+
+@dataclass(frozen=True)
+class ProposalDecision:
+    """The human's decision on a change a tool proposed (`Tool.on_decision`)."""
+
+    rtws: Path
+    approval_id: str
+    member: str  # whose call proposed it
+    approve: bool  # False: rejected
+    by: str  # who decided
+    reason: str | None = None  # why (a rejection has one)
 
 
 # The closed set of effects a tool may return.
@@ -319,6 +340,11 @@ class Tool(Generic[ArgsT]):
     # engine's wording (`dialogs.approvals.request`), when the tool has its own status
     # for it (`self_md_patch`: PROPOSED): None, the engine's wording.
     approval_text: Callable[[str, str], str] | None = None
+    # For a change the tool itself proposed for approval (its result registers a
+    # `tools.approval.proposal_wait`): carries out the human's decision, when they
+    # approve or reject, before the decision is recorded; returns what it did, one line,
+    # or raises `MindloopError` to refuse (nothing is decided). None: it proposes nothing.
+    on_decision: Callable[[ProposalDecision], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.i18n import Lang
-from mindloop.store import Store
+from mindloop.store import Store, loop_state
 from mindloop.store import workspace as ws_rows
 from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
@@ -100,6 +100,10 @@ class StoreWorkspaceAccess:
 
     def adjust_cycles(self, task_path: str, node_id: str) -> int:
         return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
+
+    def loop_entry(self, dialog_id: str) -> int | None:
+        state = loop_state.by_root(self.store, dialog_id)
+        return None if state is None else state.entry
 
     def step_budgets(self) -> tuple[int, int]:
         return self.node_budgets
