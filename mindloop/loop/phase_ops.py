@@ -183,6 +183,7 @@ def enter_phase(
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
         pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
+        pass_entry = review_pass.pass_entry(state, entry) if phase is Phase.SELF_IMPROVE else 0
         state = ls.save(
             store,
             state.model_copy(
@@ -200,6 +201,7 @@ def enter_phase(
                     "closed": False,
                     "batch_end": batch_end,
                     "pass_until": pass_until,
+                    "pass_entry": pass_entry,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
                     "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
                     "planned": state.planned or phase is Phase.PLAN,

@@ -7,7 +7,8 @@ enters SELF_IMPROVE again, each entry shown the next batch of at most
 no batch is left; then it ends. The pass reads the history as it stood when the pass
 began: its first entry's input marks the end (`LoopState.pass_until`), so the pass's
 own entries — which would always leave a batch behind them — are not reviewed by it
-(the next pass, after more work, reads them with the rest).
+(the next pass, after more work, reads them with the rest). The pass is one self.md run
+(`loop.self_md.max_calls_per_run` changes in all, `LoopState.pass_entry`).
 
 A pass stops early, and the task ends, when:
 - an entry's batch was not processed — the cursor was not moved past it when the entry
@@ -41,6 +42,13 @@ def pass_until(state: ls.LoopState, entry_input: MessageRecord) -> dict[str, int
     if end is None:  # a new pass: it ends at its first entry's input
         end = si.SelfImproveCursor(course=entry_input.course, message_id=entry_input.id)
     return {"course": end.course, "message_id": end.message_id}
+
+
+def pass_entry(state: ls.LoopState, entry: int) -> int:
+    """`LoopState.pass_entry` for SELF_IMPROVE entry `entry`: the pass's first entry,
+    which numbers the pass as one self.md run (`loop.self_md.max_calls_per_run` counts
+    the changes of the whole pass, however many batches it reads)."""
+    return state.pass_entry if pass_end(state) is not None and state.pass_entry else entry
 
 
 def goes_on(store: Store, state: ls.LoopState) -> bool:

@@ -115,8 +115,10 @@ class LoopState(BaseModel):
     self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal
     # SELF_IMPROVE: where its cursor goes once the entry closes (the batch it was shown)
     batch_end: dict[str, int] | None = None
-    # SELF_IMPROVE: where the pass ends, its first entry's input (`loop.review_pass`)
+    # SELF_IMPROVE: where the pass ends, its first entry's input (`loop.review_pass`),
+    # and that entry's number: the pass is one self.md run (`loop.self_md`)
     pass_until: dict[str, int] | None = None
+    pass_entry: int = 0
     # the staleness check on resume (§6.3): the root's waits closed up to this time are
     # judged; a stale context sends the task back to PLAN once
     stale_checked_at: float = 0.0
