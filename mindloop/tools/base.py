@@ -138,6 +138,12 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def bench_checks(self, task_path: str) -> Any:
+        """The passing CHECKs the task's loop recorded and the nodes its CHECK entry under
+        way verifies (`mindloop.workspace.ref.CheckMarks`): what a BENCH node's "nothing
+        changed since the checks" is judged against."""
+        ...
+
     def loop_entry(self, dialog_id: str) -> int | None:
         """The phase entry the work loop whose root is `dialog_id` is in (numbered from 1
         per task, stable across a resume); in SELF_IMPROVE, its pass's first entry: a

@@ -69,6 +69,7 @@ from mindloop.workspace.models import (
     RefAction,
     SelfCheck,
 )
+from mindloop.workspace.ref import CheckMarks, since_checks
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Actor, Authority
 
@@ -101,6 +102,13 @@ class StoreWorkspaceAccess:
     def adjust_cycles(self, task_path: str, node_id: str) -> int:
         return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
 
+    def bench_checks(self, task_path: str) -> CheckMarks:
+        state = loop_state.get(self.store, task_path)
+        if state is None:
+            return CheckMarks()
+        checking = state.targets if state.phase is loop_state.Phase.CHECK and state.in_phase else ()
+        return CheckMarks(loop_state.checks(self.store, state.root_id), frozenset(checking))
+
     def loop_entry(self, dialog_id: str) -> int | None:
         state = loop_state.by_root(self.store, dialog_id)
         return None if state is None else state.pass_entry or state.entry
@@ -116,7 +124,9 @@ def chat_authority(ctx: ToolContext) -> Authority:
     """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
     phase that is no actor of the transition table, SELF_IMPROVE, moves no node). The
     work loop's ADJUST sends a node back to work only on an accepted ADJUST cycle (a
-    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`)."""
+    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`); its CHECK tests a BENCH node
+    only if nothing changed since its scope's checks (agent-loop §5.5 condition 3, as
+    routing judges it: the loop's record of its checks)."""
     who = f"@{ctx.member}"
     if ctx.phase is None:
         return Authority.chat(who)
@@ -125,7 +135,11 @@ def chat_authority(ctx: ToolContext) -> Authority:
         return Authority(frozenset(), who)
     access = ctx.workspace
     cycles = access.adjust_cycles if actor is Actor.ADJUST and access is not None else None
-    return Authority.phase(actor, who, adjust_cycles=cycles)
+    gate = None
+    if actor is Actor.CHECK and access is not None and ctx.task_path:
+        task = ctx.task_path
+        gate = since_checks(Path(ctx.rtws), lambda: access.bench_checks(task))
+    return Authority.phase(actor, who, adjust_cycles=cycles, since_checks=gate)
 
 
 # ---------------------------------------------------------------------- shared

@@ -245,11 +245,14 @@ class Session(Moves):
                     arg="supersedes",
                 )
         status = NodeStatus.NEW
-        by: Actor | None = None
         if kind is NodeKind.EXECUTION:
             status = NodeStatus.WAIT if type is NodeType.BENCH else NodeStatus.NEW
-            rows = find_rows(None, status, type)
-            by = self._authorise(rows, None, status, type)
+            by = self._authorise(find_rows(None, status, type), None, status, type)
+        else:
+            # a planning node's status is derived (invariant 7), but creating one is a
+            # plan change all the same: the creation row's actors only (PLAN, ADJUST)
+            new, task = NodeStatus.NEW, NodeType.TASK
+            by = self._authorise(find_rows(None, new, task), None, new, task)
         node = Node(
             id=nid,
             parent_id=parent.id,
@@ -281,10 +284,10 @@ class Session(Moves):
             nid,
             "create",
             f"created {kind.value.lower()} node {nid} {t!r} under {parent.id}",
-            by=by.value if by else None,
+            by=by.value,
             docs=[d.path for d in refs],
         )
-        if by is not None:
+        if kind is NodeKind.EXECUTION:  # a planning node's status is derived, not set
             self._log(
                 nid,
                 "transition",
