@@ -47,7 +47,7 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale, step_budget
+from mindloop.loop import phase_ops, plan_mode, review_pass, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
@@ -384,7 +384,11 @@ class TaskLoop:
             if cap is not None:
                 self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
                 return False
-            if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
+            # every node terminal: SELF_IMPROVE through the history, batch by batch, then
+            # end (`loop.review_pass`; the drive cap stops a pass, it does not ask)
+            if not state.self_improved or (
+                review_pass.goes_on(rt.store, state) and self._drive_cap(state) is None
+            ):
                 return self._enter(
                     state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held=held
                 )
@@ -395,11 +399,14 @@ class TaskLoop:
         if cap is not None:  # before more work: ask to go on
             self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
             return False
-        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
+        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3),
             failed = phase_ops.fail_exhausted_adjust(rt, state)
+            if failed is None:  # or plan mode left nodes blocked (R5, `loop.plan_mode`)
+                failed = plan_mode.cancel_left_blocked(rt, state)
             if failed is not None:
                 self._notes.append(failed)
                 return False  # route again: other work, or the end
+            notes = [*notes, *plan_mode.entry_notes(gathered.facts.workspace)]
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(
             state, phase, decision, notes, gathered, report, replan=replan, held=held
@@ -649,8 +656,8 @@ class TaskLoop:
 
     def _ask_to_continue(self, headline: str, body: str) -> None:
         """A drive cap was reached: ask the human whether to go on (agent-loop §8.2); the
-        question parks the task (R1) until it is answered, and the loop's count since
-        their last word starts again."""
+        question parks the task (R1) until it is answered, and the answer starts the
+        loop's count since their last word again (`loop_state.human_spoke`)."""
         store = self.rt.store
         with store.tx():
             rec = store.get_dialog(self.root)
@@ -665,9 +672,6 @@ class TaskLoop:
                     course=rec.course,
                 )
             )
-            fresh = ls.get(store, self.task)
-            assert fresh is not None
-            ls.save(store, fresh.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
         self.rt.bus.publish(
             QuestionAsked(dialog_id=self.root, question_id=q.id, headline=q.headline, body=q.body)
         )

@@ -124,7 +124,10 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "split it, or FAILED when it cannot be done. Ask the human for missing information "
         "or authorisation. For a missing tool, propose a separate task to build it.\n"
         "- A failed BENCH node: create the fix nodes, add them to its deps (`node_add_deps`) "
-        "and move it back to WAIT; it runs again once they are DONE.\n"
+        "and move it back to WAIT (an ADJUST cycle too: `retry_propose` first); it runs "
+        "again once they are DONE.\n"
+        "- No current node (plan mode): resolve each node blocked by failed or cancelled "
+        "deps: rewire its deps, replace it, or cancel it.\n"
         "- You may ask yourself for a fresh view first (`!?@self`).",
         "zh": "- 以只读为主：更新计划、补充验收标准或阻塞项、拆分或重新分配节点。\n"
         "- 找到根因，取值之一：WRONG_APPROACH、MISSING_INFO、MISSING_SKILL_OR_TOOL、TOO_HARD，并引用"
@@ -134,8 +137,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "需要用户批准。3 轮之后节点失败。\n"
         "- 然后处理节点：回到 IN_PROGRESS 再试一次、重新派发、拆分，或在无法完成时置为 FAILED。"
         "缺信息或授权时向人类提问。缺工具时，提议另开一个任务来构建它。\n"
-        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT；"
-        "这些节点都 DONE 后它会再次运行。\n"
+        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT"
+        "（这也是一轮调整：先 `retry_propose`）；这些节点都 DONE 后它会再次运行。\n"
+        "- 没有当前节点（规划模式）时：处理每个被失败或已取消的依赖阻塞的节点：重接依赖、替换或取消它。\n"
         "- 可以先扪心自问（`!?@self`）换个视角。",
     },
     Phase.SELF_IMPROVE: {

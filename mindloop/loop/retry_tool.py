@@ -62,6 +62,7 @@ from mindloop.store import loop_state as ls
 from mindloop.tools.base import EffectResult, StoreEffect, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 from mindloop.workspace import repo
+from mindloop.workspace.models import NodeType
 
 RETRY_TOOL = "retry_propose"
 RETRY_TOOLSET = "loop_retries"
@@ -269,8 +270,10 @@ def _decide(
             f"Error: this {phase} entry has no current node (plan mode): nothing to retry.", True
         )
     ledger = RetryLedger(store, config)
+    bench = False  # a failed BENCH goes back to WAIT (plan mode), not to work
     if level is Level.L3:
         node = repo.load(store, state.task_path).nodes.get(node_id)
+        bench = node is not None and node.type is NodeType.BENCH
         used = node.adjust_count if node is not None else 0
         cycles = sum(1 for r in ledger.records(state.task_path, node_id) if r.level is Level.L3)
         if cycles > used:
@@ -307,10 +310,15 @@ def _decide(
                 f"{node_id} recorded ({rec.change_kind}: {rec.change_summary}). Make the "
                 "change, then run the self-check again."
             )
+        then = (
+            "Now add its fix nodes to its deps (node_add_deps) and move it back to WAIT."
+            if bench
+            else "Now send the node back to work: node_transition to IN_PROGRESS, or "
+            "node_dispatch to a member."
+        )
         return EffectResult(
             f"ACCEPTED: ADJUST cycle {rec.attempt} of {config.adjust_per_node} for {node_id} "
-            f"recorded ({rec.change_kind}: {rec.change_summary}). Now send the node back to "
-            "work: node_transition to IN_PROGRESS, or node_dispatch to a member."
+            f"recorded ({rec.change_kind}: {rec.change_summary}). {then}"
         )
     return _exhausted(store, state, verdict, node_id, config, write=write)
 

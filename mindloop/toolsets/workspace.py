@@ -112,7 +112,7 @@ class StoreWorkspaceAccess:
 
     def loop_entry(self, dialog_id: str) -> int | None:
         state = loop_state.by_root(self.store, dialog_id)
-        return None if state is None else state.entry
+        return None if state is None else state.pass_entry or state.entry
 
     def step_budgets(self) -> tuple[int, int]:
         return self.node_budgets

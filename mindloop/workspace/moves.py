@@ -175,6 +175,8 @@ class Moves(SessionBase):
                     "COMPLETE needs artifacts (node_update) or a no_artifacts_reason (invariant 3)",
                     arg="no_artifacts_reason",
                 )
+        elif g is Guard.CYCLE:  # a failed BENCH re-planned: an ADJUST cycle (§8.2 L3)
+            self._cycle_accepted(node)
         elif g is Guard.RETRY:
             self._cycle_accepted(node)
             if node.assignee != MAIN:

@@ -44,6 +44,7 @@ class Guard(StrEnum):
     MEMBER_REPLY = "MEMBER_REPLY"  # the dispatched member replied
     BENCH_READY = "BENCH_READY"  # agent-loop §5.5
     RETRY = "RETRY"  # adjust_count < 3, assignee MAIN
+    CYCLE = "CYCLE"  # adjust_count < 3: an accepted ADJUST cycle (a BENCH's plan mode)
     CONCLUSION = "CONCLUSION"  # terminal targets: a conclusion (invariant 4)
 
 
@@ -187,8 +188,10 @@ _ROWS: list[Row] = [
         S.ADJUSTING,
         S.WAIT,
         (A.ADJUST,),
-        "BENCH plan mode: fix nodes created and added to deps",
+        "BENCH plan mode: fix nodes created and added to deps (an ADJUST cycle)",
+        Guard.CYCLE,
         types=_BENCH,
+        effects=(Effect.ADJUST,),
     ),
     Row(
         S.ADJUSTING,
