@@ -170,6 +170,8 @@ def show_status(st: TaskStatus) -> None:
             f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {kind} "
             f"{escape(n.title)}{tail}"
         )
+        if n.check_report:
+            console.print(f"{'  ' * n.depth}  [dim]report {escape(n.check_report)}[/]")
     for q in st.questions:
         console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}")
     for w in st.waits:

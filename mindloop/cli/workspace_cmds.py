@@ -144,6 +144,15 @@ def node_show(
             console.print(escape(value))
     if n.dispatch is not None:
         console.print(f"dispatched to @{n.dispatch.member} (side dialog {n.dispatch.side_id})")
+    refs = [(k, r) for k, r in (("checkpoint", n.checkpoint_ref), ("checked", n.checked_ref)) if r]
+    if refs:
+        console.print("  ".join(f"[dim]{k}[/] {escape(r)}" for k, r in refs))
+    if n.check_report_ref:
+        from mindloop.workspace.report import report_text
+
+        console.print(f"[bold]Check report[/] ({escape(n.check_report_ref)})")
+        report = v.check_report
+        console.print(escape(report_text(report)) if report is not None else "(row not found)")
     if v.log:
         console.print("[bold]Log[/]")
         for e in v.log:

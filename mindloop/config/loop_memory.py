@@ -22,8 +22,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from mindloop.config.duration import Duration
-
 STRICT = ConfigDict(extra="forbid", strict=True)
 
 LoopPhaseName = Literal["plan", "do", "check", "adjust", "self_improve"]
@@ -128,7 +126,6 @@ class Compaction(BaseModel):
     target: float = Field(default=0.50, gt=0, lt=1)  # … compact to ≤ target × window
     min_turns_between: int = Field(default=2, ge=0)  # spacing between compactions …
     force_at: float = Field(default=0.95, gt=0, le=1)  # … waived at ≥ force_at × window
-    idle_task_end: Duration = 86400.0  # a task idle this long ends (→ SELF_IMPROVE)
     # What mechanical compaction keeps: a folded tool result's head, a long old text's
     # head and tail; and the size the summary of dropped turns is held to.
     folded_result_tokens: int = Field(default=60, ge=0)
@@ -150,9 +147,12 @@ class MemoryConfig(BaseModel):
     """`loop.memory`: the budgets of every loop generation's input (agent-loop §7).
 
     The compiled context's budget is B = min(context_fraction × the model's context
-    window, context_max) tokens; the system prompt is capped on its own. The effective
-    Taskdoc stays whole in the system prompt (DESIGN.md §8.4): `sections.taskdoc` is the
-    size past which the runtime asks for `progress.md` to be distilled."""
+    window, context_max) tokens; the system prompt is capped on its own (`system_prompt`:
+    its text without the Taskdoc; the tool schemas are not counted — the loop's own
+    tools alone take about 2,500–4,700 tokens — a request over it is not sent). The
+    effective Taskdoc stays whole in the system prompt (DESIGN.md §8.4):
+    `sections.taskdoc` is the size past which the runtime asks for `progress.md` to be
+    distilled."""
 
     model_config = STRICT
 

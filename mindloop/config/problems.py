@@ -175,6 +175,9 @@ UNKNOWN_KEY_HINTS: dict[str, str] = {
     "apiType": "use kind (openai-compatible, anthropic or mock)",
     "baseUrl": "use base_url",
     "fbr_effort": "both fbr-effort and fbr_effort are set; use only fbr-effort",
+    # removed from loop.memory.compaction: the loop never enforced it
+    "idle_task_end": "no longer a key: an idle task does not end by itself; SELF_IMPROVE "
+    "runs once every node is terminal (remove the line)",
 }
 
 

@@ -124,10 +124,10 @@ NOTES_DRAFT = "drafts/RELEASE_NOTES.md"
 CONTRIBUTING = "# Contributing\n\nOpen an issue first; keep changes small.\n"
 
 _DEV: list[dict[str, Any]] = [
-    # ---- SELF_IMPROVE (first: its input quotes earlier messages): a habit for self.md,
-    # a KB request, then the end
+    # ---- SELF_IMPROVE (first: its input quotes earlier messages). Its first batch, the
+    # one that opens with the task's request: a habit for self.md, a KB request, the end
     {
-        "contains": "[work loop] Phase SELF_IMPROVE",
+        "contains": ["[work loop] Phase SELF_IMPROVE", "user: " + DEMO_PROMPT[:40]],
         "tool_calls": [
             _call(
                 "self_md_patch",
@@ -151,6 +151,11 @@ _DEV: list[dict[str, Any]] = [
                 "the task is done",
             ),
         ],
+    },
+    # ... the later batches of the history (the pass goes on until none is left)
+    {
+        "contains": "[work loop] Phase SELF_IMPROVE",
+        "tool_calls": [_end("END", "the rest of the history reviewed", "nothing more to keep")],
     },
     # ---- PLAN: one question first, then four nodes, one per step
     {

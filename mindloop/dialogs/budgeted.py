@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mindloop.dialogs.live import LiveDialog
-from mindloop.dialogs.request import RequestBuilder
+from mindloop.dialogs.policy import PolicyError
+from mindloop.dialogs.request import RequestBuilder, with_reminders
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ContextCompacted, ContextTrimmed, Event, GenerationEnded
 from mindloop.memory import (
@@ -57,6 +58,14 @@ from mindloop.tools.base import Tool
 
 KEPT = 1024  # dialogs whose compaction state is remembered (a fixed amount of memory)
 RESUMMARY_MARGIN = 24  # tokens a dialog summary's headings take beside its texts
+
+
+class SystemPromptOverCap(PolicyError):
+    """The system prompt (without the Taskdoc) passed `loop.memory.system_prompt`: the
+    request is not sent; the drive stops with this code and the sentence says what to
+    shorten."""
+
+    code = "ERR_SYSTEM_PROMPT_CAP"
 
 
 @dataclass(frozen=True)
@@ -116,12 +125,18 @@ class BudgetedRequests:
         sections: Sequence[Section] = (),
         phase: str | None = None,
         system: str | None = None,
+        skip: int | None = None,
+        since: int = 0,
     ) -> BudgetedRequest:
         """A request whose messages are compiled within B. `sections` are the policy's
         own (input, last step summary, tree, summaries, memory, retrieved); a history or
-        tool-results section given here replaces the one built from the dialog. `system`
-        replaces the default system prompt (persona, rules, Taskdoc), which must then
-        still carry the Taskdoc whole."""
+        tool-results section given here replaces the one built from the dialog; the
+        history built leaves out the message at index `skip` — the input section shows
+        it, at that place among the turns (-1: before them all) — and the turns before
+        index `since`. `system` replaces the default system prompt
+        (persona, rules, Taskdoc), which must then still carry the Taskdoc whole; without
+        the Taskdoc it may not pass `loop.memory.system_prompt` tokens
+        (`SystemPromptOverCap`)."""
         member = live.member
         model = parts.model_name(member)
         window = parts.config.model_info(member.id).context_length
@@ -130,18 +145,24 @@ class BudgetedRequests:
         given = {s.kind for s in sections}
         own: list[Section] = []
         if SectionKind.RECENT_HISTORY not in given or SectionKind.TOOL_RESULTS not in given:
-            history, last = self._history(live.history.messages, state.compaction)
+            history, last = self._history(live.history.messages, state.compaction, skip, since)
             own += [s for s in (history, last) if s.kind not in given]
         if SectionKind.DIALOG_SUMMARY not in given and state.compaction is not None:
             summary = state.compaction.summary_parts(self.compiler.lang)
             own.append(Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(summary)))
         taskdoc = parts.context.taskdoc(live.record, live.root_member)
         compiled = self.compiler.compile(
-            [*sections, *own], window=window, model=model, phase=phase, taskdoc=taskdoc
+            [*sections, *own],
+            window=window,
+            model=model,
+            phase=phase,
+            taskdoc=taskdoc,
+            anchor=skip,
         )
         self._maybe_resummarize(live.id, compiled, state.compaction, model)
         system_text = parts.system_prompt(live) if system is None else system
-        messages = compiled.messages()
+        self._check_system(system_text, compiled.taskdoc_tokens, model, live)
+        messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
         specs = parts.specs(tools)
         req = GenerationRequest.model_construct(
             model=model,
@@ -186,14 +207,35 @@ class BudgetedRequests:
         elif counter.count(c.narrative) > target:
             self.pending[did] = (c, resummary_request(c, target))
 
+    def _check_system(self, text: str, taskdoc_tokens: int, model: str, live: LiveDialog) -> None:
+        """The system prompt without the Taskdoc (which is sent whole, DESIGN.md §8.4)
+        within `loop.memory.system_prompt` tokens (agent-loop §7.1)."""
+        cap = self.compiler.config.system_prompt
+        counter = self.compiler.counter(model)
+        own = counter.count(text) - taskdoc_tokens
+        if own > cap:
+            raise SystemPromptOverCap(
+                f"the system prompt of @{live.member.id} is {own:,} tokens without the "
+                f"Taskdoc, over loop.memory.system_prompt ({cap:,}) in team.yaml: shorten "
+                "the member's persona, self.md or the task's rules, or raise the cap"
+            )
+
     def _history(
-        self, messages: Sequence[ChatMessage], compaction: DialogCompaction | None
+        self,
+        messages: Sequence[ChatMessage],
+        compaction: DialogCompaction | None,
+        skip: int | None = None,
+        since: int = 0,
     ) -> tuple[Section, Section]:
-        """The recent turns and the last step, from the end of the (compacted) dialog."""
+        """The recent turns and the last step, from the end of the (compacted) dialog,
+        without the message at `skip` and the turns before `since`."""
         k = self.compiler.config.history_turns
         if compaction is None:
-            return history_sections(messages, k)
-        return history_sections(messages, k, compaction.upto, lambda t: self._folded(t, compaction))
+            return history_sections(messages, k, since, skip=skip)
+        start = max(compaction.upto, since)
+        return history_sections(
+            messages, k, start, lambda t: self._folded(t, compaction), skip=skip
+        )
 
     def _folded(self, turn: Turn, c: DialogCompaction) -> Turn:
         if turn.start >= c.fold_before:

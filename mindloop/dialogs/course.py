@@ -39,7 +39,9 @@ def start_new_course(store: Store, bus: EventBus, live: LiveDialog) -> None:
         if reminder:
             contents = [r.content for r in live.reminders] + [reminder]
             live.reminders = store.set_reminders(rec.id, contents)
-        stored = store.append_message(rec.id, "user", {"text": prompt}, course=course)
+        # marked as the runtime's (a work loop must not take it for the human's word)
+        data = {"text": prompt, "new_course": course}
+        stored = store.append_message(rec.id, "user", data, course=course)
     rec.course = course
     live.history = History([stored])
     bus.publish(NoteAdded(dialog_id=rec.id, text=f"new course #{course} started (clear_mind)"))

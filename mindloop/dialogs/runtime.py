@@ -60,6 +60,7 @@ from mindloop.store import (
     Store,
     WaitRecord,
     WaitStatus,
+    loop_state,
     new_id,
 )
 from mindloop.tools.base import Acl, ToolContext
@@ -259,6 +260,8 @@ class DialogRuntime:
                     dialog_id, "user", {"text": text}, course=rec.course
                 )
             self.store.update_dialog(dialog_id, needs_drive=True)
+            if rec.kind == "root":  # the human spoke: a task's drive count starts again
+                loop_state.human_spoke(self.store, dialog_id)
             if reserve and rec.status is not DialogStatus.RUNNING:
                 self.claims.reserve(dialog_id)
         if live is not None and stored.id:
@@ -276,6 +279,7 @@ class DialogRuntime:
             except NotFoundError:
                 self.not_an_approval(question_id)
                 raise
+            loop_state.human_spoke(self.store, q.root_id)  # its task's drive count restarts
         self.live.evict(q.dialog_id)
         self.wake.set()
         return q.dialog_id

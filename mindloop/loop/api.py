@@ -17,6 +17,7 @@ from mindloop.store import loop_state as ls
 from mindloop.store.retries import RetryRows
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind
+from mindloop.workspace.report import find_report, report_text
 from mindloop.workspace.state import is_ready
 
 
@@ -115,6 +116,7 @@ class NodeLine(BaseModel):
     attempt: int
     adjust_count: int
     ready: bool
+    check_report: str = ""  # `worklog:<id>` and the report in one line (CHECK's verdict)
 
 
 class RetryLine(BaseModel):
@@ -163,8 +165,11 @@ def task_status(store: Store, task: str) -> TaskStatus:
     state = ls.get(store, task)
     ws = repo.load(store, task)
     lines = []
+    # the rows the nodes' check reports name (read only when some node has one)
+    log = repo.log(store, task) if any(n.check_report_ref for n in ws.nodes.values()) else []
     if ws.exists:
         for n, depth in ws.walk():
+            report = find_report(n, log)
             lines.append(
                 NodeLine(
                     id=n.id,
@@ -179,6 +184,7 @@ def task_status(store: Store, task: str) -> TaskStatus:
                     attempt=n.attempt,
                     adjust_count=n.adjust_count,
                     ready=is_ready(ws, n),
+                    check_report=f"{n.check_report_ref} {report_text(report)}" if report else "",
                 )
             )
     execution = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]

@@ -48,14 +48,16 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import node_waits, phase_ops, stale, step_budget
+from mindloop.loop import node_waits, phase_ops, plan_mode, review_pass, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
+from mindloop.loop.memory_tool import MEMORY_TOOLSET, MemoryTool
 from mindloop.loop.phase_calls import store_entries
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
+from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
 from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
 from mindloop.loop.stuck import detect_stuck
@@ -66,6 +68,7 @@ from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, Store, n
 from mindloop.store import loop_state as ls
 from mindloop.workspace import projector, repo
 from mindloop.workspace.models import NodeKind, NodeStatus
+from mindloop.workspace.rules import RulesText
 from mindloop.workspace.state import WorkspaceState
 
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
@@ -84,11 +87,14 @@ class LoopPolicies:
     every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
 
     def __init__(self, lang: Lang) -> None:
-        self.table = PolicyTable(lang, lambda: self.memory, store_entries(self._store))
+        self.table = PolicyTable(
+            lang, lambda: self.memory, store_entries(self._store), lambda: self.sections
+        )
         self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
+        self.sections: LoopSections | None = None  # the §7.1 sections of each request
         self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
 
     def _store(self) -> Store | None:
@@ -106,6 +112,13 @@ class LoopPolicies:
             rt.tools.add_toolset(RETRY_TOOLSET, self.retry_tool.tools(), loop_owned=True)
         if self.retry_tool is not None:
             self.retry_tool.store = rt.store
+        memory_config = rt.config.team.loop.memory
+        if not rt.tools.has_toolset(MEMORY_TOOLSET):  # SELF_IMPROVE's `memory_remember`
+            tool = MemoryTool(memory_config.min_confidence)
+            rt.tools.add_toolset(MEMORY_TOOLSET, tool.tools(), loop_owned=True)
+        rules = rt.context.rules  # its stamp read serves the tree section too
+        stamp = rules.last_stamp if isinstance(rules, RulesText) else None
+        self.sections = LoopSections(rt.store, rt.rtws, memory_config, self.table.lang, stamp)
         if rt.waits.workspace_ref is None:  # waits of loop tasks photograph the workspace
             rt.waits.workspace_ref = stale.loop_workspace_ref(rt)
         if rt.waits.node_opened is None:  # a wait opened for DO's node: the node waits
@@ -129,6 +142,12 @@ class LoopPolicies:
 
     def set(self, root_id: str, phase: Phase | None) -> None:
         self._driven[root_id] = phase
+
+    def entered(self, state: ls.LoopState, text: str | None = None) -> None:
+        """The loop of `state.root_id` is in a phase entry (`text`: the input it posted,
+        when at hand): its requests' sections are built from it."""
+        if self.sections is not None:
+            self.sections.entered(state, text)
 
     def __call__(self, rec: DialogRecord) -> LoopPolicy | None:
         if rec.kind != "root":
@@ -374,7 +393,11 @@ class TaskLoop:
             if cap is not None:
                 self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
                 return False
-            if not state.self_improved:  # every node terminal: SELF_IMPROVE once, then end
+            # every node terminal: SELF_IMPROVE through the history, batch by batch, then
+            # end (`loop.review_pass`; the drive cap stops a pass, it does not ask)
+            if not state.self_improved or (
+                review_pass.goes_on(rt.store, state) and self._drive_cap(state) is None
+            ):
                 return self._enter(
                     state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held=held
                 )
@@ -385,11 +408,14 @@ class TaskLoop:
         if cap is not None:  # before more work: ask to go on
             self._ask_to_continue(cap.question(self.rt.lang), self._continue_body(cap))
             return False
-        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3)
+        if phase is Phase.ADJUST:  # its node may have used its ADJUST cycles (§8.2 L3),
             failed = phase_ops.fail_exhausted_adjust(rt, state)
+            if failed is None:  # or plan mode left nodes blocked (R5, `loop.plan_mode`)
+                failed = plan_mode.cancel_left_blocked(rt, state)
             if failed is not None:
                 self._notes.append(failed)
                 return False  # route again: other work, or the end
+            notes = [*notes, *plan_mode.entry_notes(gathered.facts.workspace)]
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(
             state, phase, decision, notes, gathered, report, replan=replan, held=held
@@ -408,7 +434,7 @@ class TaskLoop:
         held: bool = False,
     ) -> bool:
         try:
-            state, _ = phase_ops.enter_phase(
+            state, text = phase_ops.enter_phase(
                 self.rt,
                 state,
                 phase,
@@ -424,6 +450,7 @@ class TaskLoop:
         self._resolved.clear()
         self._next, self._fresh_entry = (state, None), state.entry
         self.policies.set(self.root, phase)
+        self.policies.entered(state, text)
         report.entries += 1
         self.rt.bus.publish(
             PhaseStarted(
@@ -444,6 +471,7 @@ class TaskLoop:
         phase = state.phase
         assert phase is not None
         self.policies.set(self.root, phase)
+        self.policies.entered(state)
         wait = rt.tree.wait_state(self.root)
         if (
             state.entry != self._fresh_entry  # posted just now: nothing replied to it yet
@@ -638,8 +666,8 @@ class TaskLoop:
 
     def _ask_to_continue(self, headline: str, body: str) -> None:
         """A drive cap was reached: ask the human whether to go on (agent-loop §8.2); the
-        question parks the task (R1) until it is answered, and the loop's count since
-        their last word starts again."""
+        question parks the task (R1) until it is answered, and the answer starts the
+        loop's count since their last word again (`loop_state.human_spoke`)."""
         store = self.rt.store
         with store.tx():
             rec = store.get_dialog(self.root)
@@ -654,9 +682,6 @@ class TaskLoop:
                     course=rec.course,
                 )
             )
-            fresh = ls.get(store, self.task)
-            assert fresh is not None
-            ls.save(store, fresh.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
         self.rt.bus.publish(
             QuestionAsked(dialog_id=self.root, question_id=q.id, headline=q.headline, body=q.body)
         )

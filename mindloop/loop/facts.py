@@ -31,8 +31,9 @@ HUMAN_WAITS = frozenset({WaitKind.APPROVAL.value})
 
 def is_user_input(m: MessageRecord) -> bool:
     """A message the human wrote to the loop root (not the loop's own phase input, not
-    an answer to a question the root asked)."""
-    return m.kind == "user" and "loop" not in m.data and "question_id" not in m.data
+    an answer to a question the root asked, not the prompt of a course `clear_mind`
+    started)."""
+    return m.kind == "user" and not {"loop", "question_id", "new_course"} & m.data.keys()
 
 
 @dataclass(frozen=True)

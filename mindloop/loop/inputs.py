@@ -11,6 +11,7 @@ caller; this module only writes text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from mindloop.store import MessageRecord
 from mindloop.store.loop_state import Summary
 from mindloop.workspace.models import Node, NodeKind
 from mindloop.workspace.state import WorkspaceState, is_ready
+from mindloop.workspace.texts import ctx_text
 
 TREE_LINES = 60  # nodes listed at most (the rest are counted)
 
@@ -145,38 +147,114 @@ def summary_text(summary: Summary, lang: Lang) -> str:
     return "\n".join(out)
 
 
-def render(inp: PhaseInput) -> str:
+@dataclass(frozen=True)
+class InputBlock:
+    """One block of a phase input, as posted: what it is (`key`: head, notes, offered,
+    node, reflections, targets, target, batch, dead_kb, resolved_waits, messages, tree,
+    last_summary), its text (its heading first) and the node it shows, if one (the
+    model reads it whole with `node_get`)."""
+
+    key: str
+    text: str
+    node: str | None = None
+
+
+def blocks(inp: PhaseInput) -> list[InputBlock]:
+    """The input's blocks, in the order `render` writes them."""
     lang = inp.lang
     h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
-    out = [INPUT_HEADER[lang].format(phase=inp.phase.value, entry=inp.entry)]
+
+    def block(key: str, lines: Sequence[str], node: str | None = None) -> InputBlock:
+        return InputBlock(key, "\n".join(lines), node)
+
+    out = [InputBlock("head", INPUT_HEADER[lang].format(phase=inp.phase.value, entry=inp.entry))]
     if inp.notes:
-        out += ["", h["notes"], *(f"- {n}" for n in inp.notes)]
+        out.append(block("notes", [h["notes"], *(f"- {n}" for n in inp.notes)]))
     if inp.phase is Phase.PLAN:
         offered = inp.workspace.pending_offers()
         if offered:
-            out += ["", OFFERED[lang], ", ".join(d.path for d in offered)]
+            out.append(block("offered", [OFFERED[lang], ", ".join(d.path for d in offered)]))
     if inp.phase in (Phase.DO, Phase.ADJUST):
-        out += ["", h["node"]]
         if inp.node is not None and inp.node in inp.workspace.nodes:
-            out.append(node_text(inp.workspace, inp.node, inp.rtws, lang))
+            text = node_text(inp.workspace, inp.node, inp.rtws, lang)
+            out.append(block("node", [h["node"], text], inp.node))
             if inp.reflections:
-                out += ["", h["reflections"], *(f"- {r}" for r in inp.reflections)]
+                out.append(
+                    block("reflections", [h["reflections"], *(f"- {r}" for r in inp.reflections)])
+                )
         else:
-            out.append(NO_NODE[lang])
+            out.append(block("node", [h["node"], NO_NODE[lang]]))
     if inp.phase is Phase.CHECK:
-        out += ["", h["targets"]]
+        head = [h["targets"]]
         if inp.workspace_ref:
-            out.append(f"workspace ref: {inp.workspace_ref}")
+            head.append(f"workspace ref: {inp.workspace_ref}")
+        out.append(block("targets", head))
         for nid in inp.targets:
-            out += ["", node_text(inp.workspace, nid, inp.rtws, lang)]
+            out.append(InputBlock("target", node_text(inp.workspace, nid, inp.rtws, lang), nid))
     if inp.phase is Phase.SELF_IMPROVE:
-        out += ["", h["batch"]]
-        out += [batch_line(m) for m in inp.batch] or [NO_BATCH[lang]]
+        out.append(
+            block("batch", [h["batch"], *([batch_line(m) for m in inp.batch] or [NO_BATCH[lang]])])
+        )
         if inp.dead_kb:
-            out += ["", DEAD_KB[lang], *(f"- {line}" for line in inp.dead_kb)]
+            out.append(block("dead_kb", [DEAD_KB[lang], *(f"- {line}" for line in inp.dead_kb)]))
     if inp.resolved:
-        out += ["", h["resolved_waits"], *(f"- {r}" for r in inp.resolved)]
-    out += ["", h["tree"], tree_text(inp.workspace, lang)]
+        out.append(
+            block("resolved_waits", [h["resolved_waits"], *(f"- {r}" for r in inp.resolved)])
+        )
+    out.append(block("tree", [h["tree"], tree_text(inp.workspace, lang)]))
     if inp.last_summary is not None:
-        out += ["", h["last_summary"], summary_text(inp.last_summary, lang)]
-    return "\n".join(out)
+        out.append(block("last_summary", [h["last_summary"], summary_text(inp.last_summary, lang)]))
+    return out
+
+
+def render(inp: PhaseInput) -> str:
+    return "\n\n".join(b.text for b in blocks(inp))
+
+
+def posted_blocks(
+    text: str,
+    lang: Lang,
+    *,
+    last_summary: Summary | None = None,
+    node: str | None = None,
+    targets: Sequence[str] = (),
+) -> list[InputBlock]:
+    """The blocks of an input as `render` posted it, without its workspace tree and last
+    step summary (a loop request shows both as sections of their own, as they are now):
+    what the request's pinned INPUT section is made of. `last_summary`, `node` and
+    `targets` are the entry's (its loop state).
+
+    Nothing of the input is lost however its texts read: the last step summary is cut
+    only where it is exactly what `render` wrote from `last_summary`, the tree only at
+    the last tree heading before it (a tree's lines never hold one). A heading a model
+    wrote into a node's requirement can only split a block in two."""
+    h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+    if last_summary is not None:
+        tail = f"\n\n{h['last_summary']}\n{summary_text(last_summary, lang)}"
+        text = text.removesuffix(tail)
+    at = text.rfind(f"\n\n{h['tree']}\n")
+    if at >= 0:
+        text = text[:at]
+    keys = {h[k]: k for k in INPUT_SECTIONS if k not in ("tree", "last_summary")}
+    keys |= {OFFERED[lang]: "offered", DEAD_KB[lang]: "dead_kb"}
+    heads = {node_head(t, lang): t for t in targets}
+    marks = [re.escape(k) + "(?:\n|$)" for k in keys] + [re.escape(head) for head in heads]
+    starts = [0] + [m.end() for m in re.finditer("\n\n(?=" + "|".join(marks) + ")", text)]
+    out: list[InputBlock] = []
+    for i, start in enumerate(starts):
+        chunk = text[start : starts[i + 1] - 2] if i + 1 < len(starts) else text[start:]
+        if i == 0:
+            out.append(InputBlock("head", chunk))
+            continue
+        key = keys.get(chunk.split("\n", 1)[0])
+        if key is not None:
+            out.append(InputBlock(key, chunk, node if key == "node" else None))
+        else:
+            target = next(t for head, t in heads.items() if chunk.startswith(head))
+            out.append(InputBlock("target", chunk, target))
+    return out
+
+
+def node_head(node_id: str, lang: Lang) -> str:
+    """How a node's context starts (`workspace.context.node_context`), up to its title."""
+    return ctx_text(lang, "head").format(id=node_id, title="")

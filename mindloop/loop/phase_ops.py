@@ -26,15 +26,16 @@ from collections.abc import Sequence
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
+from mindloop.loop import review_pass, step_budget
 from mindloop.loop import self_improve as si
-from mindloop.loop import step_budget
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
-from mindloop.loop.routing import HINT_ILLEGAL
+from mindloop.loop.routing import HINT_ILLEGAL, blocked_nodes
+from mindloop.memory import workspace_summary as wsum
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -143,15 +144,20 @@ def enter_phase(
             node = adjust_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.CHECK_FAILED:
                 ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
+            elif node is None:  # plan mode: the nodes it is for (`loop.plan_mode`)
+                targets = blocked_nodes(ws)
         elif phase is Phase.CHECK:
             targets = check_targets(ws, ready_benches)
+        elif phase is Phase.PLAN:  # agent-loop §7.2 trigger 4
+            wsum.refresh_on_plan(store, task, ws)
         batch: list[MessageRecord] = []
         batch_end: dict[str, int] | None = None
         dead_kb: list[str] = []
         if phase is Phase.SELF_IMPROVE:  # the next batch of the root's history (§9.3)
             limit = rt.config.team.loop.self_improve.batch_messages
             cursor = si.load_cursor(store, state.root_id)
-            batch, after = si.next_batch(store, state.root_id, cursor, limit)
+            until = review_pass.pass_end(state)  # the history as the pass began
+            batch, after = si.next_batch(store, state.root_id, cursor, limit, until=until)
             batch_end = after.model_dump()
             member = store.get_dialog(state.root_id).member
             dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
@@ -180,6 +186,8 @@ def enter_phase(
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
+        pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
+        pass_entry = review_pass.pass_entry(state, entry) if phase is Phase.SELF_IMPROVE else 0
         state = ls.save(
             store,
             state.model_copy(
@@ -196,6 +204,8 @@ def enter_phase(
                     "ended": None,
                     "closed": False,
                     "batch_end": batch_end,
+                    "pass_until": pass_until,
+                    "pass_entry": pass_entry,
                     "new_scope": False if phase is Phase.PLAN else state.new_scope,
                     "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
                     "planned": state.planned or phase is Phase.PLAN,
@@ -266,12 +276,13 @@ def close(
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
+        passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
             ]
             if done:
-                ref = workspace_ref(rt.rtws)
+                ref = passed_at = workspace_ref(rt.rtws)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE:
@@ -280,6 +291,8 @@ def close(
             # it harmlessly); kept if the runtime stopped the entry (errors in a row)
             si.close_batch(store, state)
         messages = phase_messages(rt, state)
+        if passed_at is not None:  # agent-loop §7.2 trigger 5
+            wsum.record_check_pass(store, task, passed_at, messages)
         state = ls.save(
             store,
             state.model_copy(

@@ -72,11 +72,13 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Finish with a self-check: lint, tests, and each acceptance criterion, one by one. "
         "When it passes, record the artifacts (`node_update`) and move the node to COMPLETE "
         "(`node_transition` with `self_check`).\n"
-        "- If the self-check fails, repair it: make the change, then record the attempt with "
+        "- If the self-check fails after a change, repair it: first record the attempt with "
         "`retry_propose` (the failure class and failing output, a short reflection, the kind "
-        "of change and what changed) before running the self-check again. At most 2 attempts "
-        "per entry; an attempt that changes nothing since an earlier one is refused; after "
-        "the last one the entry ends and ADJUST takes the node.\n"
+        "of change you will make), in a step of its own (changes are refused until it is "
+        "recorded), then make the change and run the self-check again. At most 2 attempts "
+        "per entry; an attempt proposed with nothing changed since an earlier one is "
+        "refused; a self-check that fails after the last one ends the entry and ADJUST "
+        "takes the node.\n"
         "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.\n"
         "- `wait_for` and a call that needs the human's approval make the node wait: the entry "
         "ends there, other work goes on, and DO takes the node up again when its wait "
@@ -85,9 +87,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "（`node_update`）以及它的状态；其他节点由 PLAN 和 ADJUST 处理。\n"
         "- 以自检结束：lint、测试、逐条对照验收标准。通过后记录产物（`node_update`），并把节点移到 "
         "COMPLETE（带 `self_check` 的 `node_transition`）。\n"
-        "- 自检失败就修复：先做出修改，再用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
-        "修改类型以及改了什么），然后重新自检。每次进入最多 2 次尝试；与之前某次相比没有任何改变的尝试会被拒绝；"
-        "用完后本次进入结束，由 ADJUST 接手该节点。\n"
+        "- 修改后自检失败就修复：先在单独的一步中用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
+        "将要做的修改类型；记录之前的修改都会被拒绝），再做出修改并重新自检。每次进入最多 2 次尝试；"
+        "与之前某次相比没有任何改变就提出的尝试会被拒绝；用完后自检再失败，本次进入结束，由 ADJUST 接手该节点。\n"
         "- 如果节点需要队友的回复，就发起诉请（`!?@<成员>`）并等待。\n"
         "- `wait_for` 以及需要人类批准的调用会让节点进入等待：本次进入就此结束，其他工作继续；等待解除后 "
         "DO 会重新接手该节点（结果在输入中）；被拒绝或失败则交给 ADJUST。",
@@ -127,7 +129,10 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "split it, or FAILED when it cannot be done. Ask the human for missing information "
         "or authorisation. For a missing tool, propose a separate task to build it.\n"
         "- A failed BENCH node: create the fix nodes, add them to its deps (`node_add_deps`) "
-        "and move it back to WAIT; it runs again once they are DONE.\n"
+        "and move it back to WAIT (an ADJUST cycle too: `retry_propose` first); it runs "
+        "again once they are DONE.\n"
+        "- No current node (plan mode): resolve each node blocked by failed or cancelled "
+        "deps: rewire its deps, replace it, or cancel it.\n"
         "- You may ask yourself for a fresh view first (`!?@self`).",
         "zh": "- 以只读为主：更新计划、补充验收标准或阻塞项、拆分或重新分配节点。\n"
         "- 找到根因，取值之一：WRONG_APPROACH、MISSING_INFO、MISSING_SKILL_OR_TOOL、TOO_HARD，并引用"
@@ -137,8 +142,9 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "需要用户批准。3 轮之后节点失败。\n"
         "- 然后处理节点：回到 IN_PROGRESS 再试一次、重新派发、拆分，或在无法完成时置为 FAILED。"
         "缺信息或授权时向人类提问。缺工具时，提议另开一个任务来构建它。\n"
-        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT；"
-        "这些节点都 DONE 后它会再次运行。\n"
+        "- BENCH 节点失败时：创建修复节点，用 `node_add_deps` 把它们加入其依赖，并把它移回 WAIT"
+        "（这也是一轮调整：先 `retry_propose`）；这些节点都 DONE 后它会再次运行。\n"
+        "- 没有当前节点（规划模式）时：处理每个被失败或已取消的依赖阻塞的节点：重接依赖、替换或取消它。\n"
         "- 可以先扪心自问（`!?@self`）换个视角。",
     },
     Phase.SELF_IMPROVE: {
@@ -147,10 +153,15 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Optionally change how you work: one conservative `self_md_patch` of your own "
         "self.md, with its rationale and evidence.\n"
         "- Optionally tell the KB teammate what knowledge is missing or outdated "
-        "(`kb_request`); describe the need, do not maintain the knowledge base yourself.",
+        "(`kb_request`); describe the need, do not maintain the knowledge base yourself.\n"
+        "- Optionally remember what holds beyond this task — a preference the user showed, "
+        "a stable fact of the project — with `memory_remember` (one fact a call, with your "
+        "confidence); you see your memory in every later task.",
         "zh": "- 任务的节点都已终结：进行整理。保持工作区、工作日志和节点状态的一致；把关键决策归档进摘要。\n"
         "- 可选：改变你的工作方式——对你自己的 self.md 做一次保守的 `self_md_patch`，附理由和证据。\n"
-        "- 可选：告诉知识库队友缺少或过时的知识（`kb_request`）；只描述需求，不要自己维护知识库。",
+        "- 可选：告诉知识库队友缺少或过时的知识（`kb_request`）；只描述需求，不要自己维护知识库。\n"
+        "- 可选：用 `memory_remember` 记住超出本任务仍然成立的事——用户表现出的偏好、项目的稳定事实"
+        "（每次一条，附你的把握程度）；之后的每个任务你都会看到自己的记忆。",
     },
 }
 

@@ -9,8 +9,9 @@ Tools fall into classes (`ToolClass`) by name (`TOOL_CLASSES`); a tool the table
 name (an MCP or Python tool) counts as `WRITE`, so it is offered only where workspace
 writes are (DO): a loop phase never runs a tool whose effects nobody classified. The
 loop-owned tools (`phase_end`, the workspace tools, `wait_for`, `self_md_patch`,
-`kb_request`, `retry_propose`; DESIGN.md §8.9) are offered by the phase whatever the member's toolsets
-say; every other tool must also be one of the member's.
+`kb_request`, `memory_remember`, `retry_propose`; DESIGN.md §8.9) are offered by the
+phase whatever the member's toolsets say; every other tool must also be one of the
+member's.
 
 Some cells depend on a call's arguments, not only on the tool; a row says how
 (`node_scope`, `node_fields`, `shell`) and the turn policy checks the call
@@ -86,7 +87,7 @@ class ToolClass(StrEnum):
     TASKDOC = "taskdoc"  # change_mind
     CONTROL = "control"  # reminders, clear_mind: the dialog's own memory
     WAIT_FOR = "wait_for"
-    SELF_IMPROVE = "self-improve"  # self_md_patch, kb_request
+    SELF_IMPROVE = "self-improve"  # self_md_patch, kb_request, memory_remember
     RETRY = "retry"  # retry_propose: a DO self-repair attempt, an ADJUST cycle
     PHASE_END = "phase_end"
 
@@ -122,6 +123,7 @@ TOOL_CLASSES: dict[str, ToolClass] = {
     "wait_for": ToolClass.WAIT_FOR,
     "self_md_patch": ToolClass.SELF_IMPROVE,
     "kb_request": ToolClass.SELF_IMPROVE,
+    "memory_remember": ToolClass.SELF_IMPROVE,
     "retry_propose": ToolClass.RETRY,
     PHASE_END: ToolClass.PHASE_END,
 }
@@ -143,6 +145,7 @@ LOOP_OWNED: frozenset[str] = frozenset(
         "wait_for",
         "self_md_patch",
         "kb_request",
+        "memory_remember",
         "retry_propose",
         PHASE_END,
     }

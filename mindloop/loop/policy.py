@@ -14,12 +14,17 @@ phase gets `LoopPolicy(phase)`:
 - **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
-  phase), the messages compiled within the memory budget (`dialogs.budgeted`);
+  phase), the messages compiled within the memory budget (`dialogs.budgeted`) from the
+  sections of agent-loop §7.1 (`request_sections`);
+- **DO self-repair** (L2, `self_repair`): after a failed self-check the DO entry's
+  changes are refused (`REPAIR_NOT_PROPOSED`) until `retry_propose` records the repair
+  attempt;
 - **goes on** until a `phase_end` call succeeds, until more than `format_requeries`
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
-  identical failing actions) fires on the latest steps; the driver then ends the entry
-  (in DO with its node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
+  identical failing actions) fires on the latest steps or a self-check fails with no
+  repair attempt left (DO_EXHAUSTED); the driver then ends the entry (in DO with its
+  node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
   `loop.self_improve.max_consecutive_errors` calls in a row failed (agent-loop §9.3: the
   run stops until its next trigger). Only loop roots run these checks, over their last
   few turns. In DO the drive also stops when a call opened a wait for the node (a timer,
@@ -55,8 +60,10 @@ from mindloop.loop.phases import (
     Phase,
     PhaseSpec,
 )
+from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
 from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
+from mindloop.loop.self_repair import DoExhausted, SelfRepair
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
 from mindloop.providers.base import (
     AssistantMessage,
@@ -97,10 +104,14 @@ class NodeWaits:
 
 
 # Why `goes_on` stopped a drive (the driver ends the entry with its `reason()`).
-Stop = Stuck | FormatExhausted | ErrorsInARow | NodeWaits
+Stop = Stuck | FormatExhausted | DoExhausted | ErrorsInARow | NodeWaits
 
 
 def _none() -> BudgetedRequests | None:
+    return None
+
+
+def _no_sections() -> LoopSections | None:
     return None
 
 
@@ -116,16 +127,19 @@ class LoopPolicy(DefaultPolicy):
         lang: Lang,
         memory: Callable[[], BudgetedRequests | None] = _none,
         entry_of: EntryLookup | None = None,
+        sections: Callable[[], LoopSections | None] = _no_sections,
     ) -> None:
         self.spec: PhaseSpec = PHASES[phase]
         self.phase = phase
         self.lang: Lang = lang
         self._calls = PhaseCalls(self.spec)
+        self._repair = SelfRepair(entry_of)  # DO: L2 self-repair (`self_repair`)
         # the loop root's current entry (its node, its targets), for the node scope
         self._entry_of = entry_of
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
+        self._sections = sections
         # dialog id -> why goes_on stopped its drive
         self._stuck: dict[str, Stop] = {}
 
@@ -153,15 +167,26 @@ class LoopPolicy(DefaultPolicy):
         self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
     ) -> GenerationRequest:
         """The member's system prompt (persona, rules, the whole Taskdoc) and the phase's
-        rules; the messages compiled within the memory budget B (agent-loop §7: recent
-        turns, the last step's results, the dialog's compaction summary) when the loop
-        has its memory, else the history as it is."""
+        rules; the messages compiled within the memory budget B from the sections of
+        agent-loop §7.1 (`request_sections`: the phase's input pinned, the last step
+        summary, the tree, the workspace summary, the member's memory; then the dialog
+        summary, the recent turns and the last step's results) when the loop has its
+        memory, else the history as it is."""
         member = live.member
         system = parts.system_prompt(live) + "\n\n" + self._system
         memory = self._memory()
         if memory is not None:
+            builder = self._sections()
+            own = builder.build(live, self.spec.phase) if builder is not None else None
             out = memory.compile_request(
-                live, parts, tools, phase=self.spec.phase.value, system=system
+                live,
+                parts,
+                tools,
+                phase=self.spec.phase.value,
+                system=system,
+                sections=own.sections if own is not None else (),
+                skip=own.skip if own is not None else None,
+                since=own.since if own is not None else 0,
             )
             over = out.compiled.taskdoc_over
             if over is not None and self.spec.distills_taskdoc:  # sent whole, but say so
@@ -198,12 +223,17 @@ class LoopPolicy(DefaultPolicy):
     def check_arguments(
         self, live: LiveDialog, parts: RequestBuilder, call: ToolCall
     ) -> Refusal | None:
-        """The row's cells that depend on the arguments (`phase_calls`)."""
-        if call.name not in self._calls.watched:
-            return None
-        return self._calls.refusal(
-            live.id, call.name, call.arguments, parts.config.team.loop.check, self._entry_of
-        )
+        """The row's cells that depend on the arguments (`phase_calls`); in DO, no change
+        after a failed self-check until a repair attempt is recorded (`self_repair`)."""
+        loop = parts.config.team.loop
+        refusal = None
+        if call.name in self._calls.watched:
+            refusal = self._calls.refusal(
+                live.id, call.name, call.arguments, loop.check, self._entry_of
+            )
+        if refusal is None and self.phase is Phase.DO:
+            refusal = self._repair.refusal(live.id, live.history.messages, call, loop)
+        return refusal
 
     def check_routes(
         self, live: LiveDialog, parts: RequestBuilder, routes: list[Route]
@@ -242,13 +272,15 @@ class LoopPolicy(DefaultPolicy):
             self._stuck[live.id] = NodeWaits(live.node, live.node_waited)
             live.node_waited = None
             return False
-        retries = parts.config.team.loop.retries
+        loop = parts.config.team.loop
+        retries = loop.retries
         stop: Stop | None = format_exhausted(messages, retries.format_requeries)
         if stop is None and self.phase is Phase.DO:
-            stop = stuck_in(messages, config=retries)
+            stop = stuck_in(messages, config=retries) or self._repair.exhausted(
+                live.id, messages, loop
+            )
         elif stop is None and self.phase is Phase.SELF_IMPROVE:
-            limit = parts.config.team.loop.self_improve.max_consecutive_errors
-            stop = errors_in_a_row(messages, limit)
+            stop = errors_in_a_row(messages, loop.self_improve.max_consecutive_errors)
         if stop is not None:
             self._stuck[live.id] = stop
             return False
@@ -256,7 +288,8 @@ class LoopPolicy(DefaultPolicy):
 
     def take_stuck(self, dialog_id: str) -> Stop | None:
         """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
-        up, (SELF_IMPROVE) too many failed calls in a row, or (DO) the node waits."""
+        up, L2 used up (DO: a failed self-check with no repair attempt left),
+        (SELF_IMPROVE) too many failed calls in a row, or (DO) the node waits."""
         return self._stuck.pop(dialog_id, None)
 
 
@@ -296,9 +329,10 @@ class PolicyTable:
         lang: Lang,
         memory: Callable[[], BudgetedRequests | None] = _none,
         entry_of: EntryLookup | None = None,
+        sections: Callable[[], LoopSections | None] = _no_sections,
     ) -> None:
         self.lang: Lang = lang
-        self._policies = {p: LoopPolicy(p, lang, memory, entry_of) for p in Phase}
+        self._policies = {p: LoopPolicy(p, lang, memory, entry_of, sections) for p in Phase}
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]

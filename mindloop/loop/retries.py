@@ -3,8 +3,10 @@ the rules that reject a retry repeating an earlier one.
 
 Every L2 self-repair attempt and every L3 ADJUST cycle proposes a `RetryProposal`: the
 failure it answers (its output, digested with paths, times and ids masked), a short
-reflection, what kind of change it makes and a fingerprint of that change (L2: the
-attempt's workspace diff; L3: the normalised fix plan). `RetryLedger.propose` checks it
+reflection, what kind of change it makes and a fingerprint (L2: the workspace ref the
+attempt starts from, after the failed self-check and before its change — the same one
+twice means the attempt in between changed nothing, `self_repair`; L3: the normalised
+fix plan). `RetryLedger.propose` checks it
 against the node's earlier records, in order:
 
 1. the ladder (`ladder.after_failure`): past its limit the rung is exhausted
@@ -80,7 +82,7 @@ class RetryProposal(BaseModel):
     reflection: str = ""
     change_kind: ChangeKind
     change_summary: str = ""
-    fingerprint: str  # L2: `diff_fingerprint(diff)`; L3: `plan_fingerprint(plan)`
+    fingerprint: str  # L2: of the workspace ref it starts from (`retry_tool`); L3: of its plan
     relaxes_acceptance: bool = False  # an ACCEPTANCE change that weakens a criterion
     approval_id: str | None = None  # the WAIT_USER_APPROVAL approval that allows it
 
@@ -189,11 +191,17 @@ def check_retry(
     # (a) the same change as an earlier attempt at this node and level
     for r in same_level:
         if r.fingerprint == new.fingerprint:
-            return Rejected(
-                rule=RetryRule.FINGERPRINT_REPEATED,
-                message=f"this {new.level} retry makes the same change as attempt {r.attempt} "
-                f"({r.change_kind}: {r.change_summary or 'no summary'}); propose a different one",
-            )
+            then = f"attempt {r.attempt} ({r.change_kind}: {r.change_summary or 'no summary'})"
+            if new.level is Level.L2:  # the workspace as an attempt starts from it
+                message = (
+                    f"the workspace is as it was when {then} was proposed: nothing "
+                    "changed since; make that attempt's change (or another) and run the "
+                    "self-check before proposing the next"
+                )
+            else:
+                message = f"this {new.level} retry makes the same change as {then}; propose "
+                message += "a different one"
+            return Rejected(rule=RetryRule.FINGERPRINT_REPEATED, message=message)
     # (b) the failure did not change, and PARAMS was already tried against it
     if same_level and new.change_kind is ChangeKind.PARAMS:
         prev = same_level[-1]

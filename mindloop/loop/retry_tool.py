@@ -4,19 +4,23 @@
 The model proposes what its retry answers (the failure class and the failing output,
 which the runtime digests), a reflection, the kind of change and a summary; ADJUST also
 gives its fix plan. The runtime fingerprints the retry — a DO attempt by the workspace
-as it is after the attempt's change (its ref: git HEAD plus a hash of what differs from
-it, or a tree hash without git), an ADJUST cycle by its normalised plan — and puts it to
-the node's `RetryLedger` in the transaction that records the call's result:
+as it is when the attempt is proposed, after a failed self-check and before its change
+(its ref: git HEAD plus a hash of what differs from it, or a tree hash without git; the
+same ref twice means the attempt in between changed nothing), an ADJUST cycle by its
+normalised plan — and puts it to the node's `RetryLedger` in the transaction that
+records the call's result:
 
-- **accepted**: the RetryRecord is written. In DO, re-run the self-check; in ADJUST, the
-  node may now go back to work (`node_transition` → IN_PROGRESS, or `node_dispatch`),
-  which the workspace refuses without an accepted cycle it has not used
-  (`RETRY_RECORD_REQUIRED`);
+- **accepted**: the RetryRecord is written. In DO, the entry may change files again
+  (after a failed self-check the runtime refuses changes until then: `self_repair`),
+  then runs the self-check again; in ADJUST, the node may now go back to work
+  (`node_transition` → IN_PROGRESS, or `node_dispatch`), which the workspace refuses
+  without an accepted cycle it has not used (`RETRY_RECORD_REQUIRED`);
 - **rejected** (a fingerprint repeating an earlier attempt, rules (a)–(e), a reflection
   over `loop.retries.reflection_tokens`): nothing is written; the model must propose
   another;
 - **exhausted**: past `loop.retries.do_repairs` (2) attempts of one DO entry the entry
-  ends and its node goes to CHECK_FAILED(DO_EXHAUSTED), for ADJUST to analyse; past
+  ends and its node goes to CHECK_FAILED(DO_EXHAUSTED), for ADJUST to analyse (a failed
+  self-check with no attempt left ends it the same way without a call: `self_repair`); past
   `loop.retries.adjust_per_node` (3) cycles the ADJUST entry ends and the runtime fails
   the node, telling the user (the driver, `phase_ops.fail_at_adjust_cap`).
 
@@ -58,6 +62,7 @@ from mindloop.store import loop_state as ls
 from mindloop.tools.base import EffectResult, StoreEffect, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs
 from mindloop.workspace import repo
+from mindloop.workspace.models import NodeType
 
 RETRY_TOOL = "retry_propose"
 RETRY_TOOLSET = "loop_retries"
@@ -75,6 +80,8 @@ ANSWERS: dict[Level, frozenset[FailureClass]] = {
 DO_EXHAUSTED = "DO_EXHAUSTED"
 ADJUST_EXHAUSTED = "ADJUST_EXHAUSTED"
 ENDS_ENTRY = (DO_EXHAUSTED, ADJUST_EXHAUSTED)
+# How an accepted DO self-repair attempt's result starts (`self_repair` reads it back).
+L2_ACCEPTED = "ACCEPTED: DO self-repair attempt"
 
 
 class RetryProposeArgs(ToolArgs):
@@ -116,11 +123,12 @@ class RetryProposeArgs(ToolArgs):
 
 
 DESCRIPTION = (
-    "Record a retry of the current node: in DO a self-repair attempt (after making its "
-    "change, before running the self-check again; at most {repairs} per entry), in ADJUST a "
+    "Record a retry of the current node: in DO a self-repair attempt (after a failed "
+    "self-check, before changing anything: the runtime refuses changes until one is "
+    "recorded; at most {repairs} per entry, then the entry ends DO_EXHAUSTED), in ADJUST a "
     "cycle (before sending the node back to work; at most {cycles} per node). The runtime "
-    "refuses a retry that repeats an earlier one (same workspace changes, same plan) or "
-    "breaks a rule, and says which; then propose a different one."
+    "refuses a retry that repeats an earlier one (nothing changed since an earlier attempt, "
+    "the same plan) or breaks a rule, and says which; then propose a different one."
 )
 
 
@@ -155,7 +163,8 @@ def approved(store: Store, approval_id: str) -> bool:
 
 
 def _fingerprint_of_workspace(rtws: Path) -> str:
-    """A DO attempt's fingerprint: the workspace's state after its change."""
+    """A DO attempt's fingerprint: the workspace's state as the attempt starts from it
+    (what its failed self-check saw)."""
     ref = workspace_ref(rtws)
     return hashlib.sha256(f"workspace:{ref}".encode()).hexdigest()
 
@@ -261,8 +270,10 @@ def _decide(
             f"Error: this {phase} entry has no current node (plan mode): nothing to retry.", True
         )
     ledger = RetryLedger(store, config)
+    bench = False  # a failed BENCH goes back to WAIT (plan mode), not to work
     if level is Level.L3:
         node = repo.load(store, state.task_path).nodes.get(node_id)
+        bench = node is not None and node.type is NodeType.BENCH
         used = node.adjust_count if node is not None else 0
         cycles = sum(1 for r in ledger.records(state.task_path, node_id) if r.level is Level.L3)
         if cycles > used:
@@ -295,14 +306,19 @@ def _decide(
         rec = verdict.record
         if level is Level.L2:
             return EffectResult(
-                f"ACCEPTED: DO self-repair attempt {rec.attempt} of {config.do_repairs} for "
-                f"{node_id} recorded ({rec.change_kind}: {rec.change_summary}). Run the "
-                "self-check again."
+                f"{L2_ACCEPTED} {rec.attempt} of {config.do_repairs} for "
+                f"{node_id} recorded ({rec.change_kind}: {rec.change_summary}). Make the "
+                "change, then run the self-check again."
             )
+        then = (
+            "Now add its fix nodes to its deps (node_add_deps) and move it back to WAIT."
+            if bench
+            else "Now send the node back to work: node_transition to IN_PROGRESS, or "
+            "node_dispatch to a member."
+        )
         return EffectResult(
             f"ACCEPTED: ADJUST cycle {rec.attempt} of {config.adjust_per_node} for {node_id} "
-            f"recorded ({rec.change_kind}: {rec.change_summary}). Now send the node back to "
-            "work: node_transition to IN_PROGRESS, or node_dispatch to a member."
+            f"recorded ({rec.change_kind}: {rec.change_summary}). {then}"
         )
     return _exhausted(store, state, verdict, node_id, config, write=write)
 

@@ -105,6 +105,15 @@ def blocked_by_failure(state: WorkspaceState, node: Node) -> bool:
     return bool(open_) and all(d.status in (NodeStatus.FAILED, NodeStatus.CANCELLED) for d in open_)
 
 
+def blocked_nodes(state: WorkspaceState) -> list[str]:
+    """R5's nodes, in tree pre-order: what ADJUST's plan mode is entered for."""
+    return [
+        n.id
+        for n, _ in state.walk()
+        if n.kind is NodeKind.EXECUTION and blocked_by_failure(state, n)
+    ]
+
+
 def _blocked(f: RouteFacts) -> bool:
     return any(blocked_by_failure(f.workspace, n) for n in f.execution())
 

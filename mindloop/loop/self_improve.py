@@ -64,17 +64,29 @@ def cursor_effect(root_id: str, cursor: SelfImproveCursor) -> StoreEffect:
 
 
 def next_batch(
-    store: Store, root_id: str, cursor: SelfImproveCursor, limit: int
+    store: Store,
+    root_id: str,
+    cursor: SelfImproveCursor,
+    limit: int,
+    until: SelfImproveCursor | None = None,
 ) -> tuple[list[MessageRecord], SelfImproveCursor]:
     """The next messages after `cursor` (at most `limit`, `loop.self_improve.batch_messages`
     in the loop; one course at a time, moving to
     the dialog's next course when one is read to its end) and the cursor after them.
-    An empty batch means the pass is done."""
-    current_course = store.get_dialog(root_id).course
+    `until`: where the pass ends (`loop.review_pass`): that message and all after it are
+    not read. An empty batch means the pass is done."""
+    last_course = store.get_dialog(root_id).course
+    if until is not None:
+        last_course = min(last_course, until.course)
     course, after = cursor.course, cursor.message_id
     while True:
+        if course > last_course:
+            msgs = []
+            break
         msgs = message_batch(store, root_id, course, after, limit)
-        if msgs or course >= current_course:
+        if until is not None and course == until.course:
+            msgs = [m for m in msgs if m.id < until.message_id]
+        if msgs or course >= last_course:
             break
         course, after = course + 1, 0
     last = msgs[-1].id if msgs else after

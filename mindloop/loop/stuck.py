@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.dialogs.repeats import canonical_args, normalized_digest
 from mindloop.loop.ladder import FailureClass, Outcome
+from mindloop.loop.self_repair import REPAIR_NOT_PROPOSED
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
 
 # Tool results that are FORMAT failures (agent-loop §8.1), by how the engine words them.
@@ -41,6 +42,7 @@ FORMAT_PREFIXES: tuple[str, ...] = (
     "invalid arguments for ",
     "Error [TOOL_NOT_ALLOWED",  # TOOL_NOT_ALLOWED and TOOL_NOT_ALLOWED_IN_PHASE
     "Error [HINT_ILLEGAL]",
+    f"Error [{REPAIR_NOT_PROPOSED}]",  # a change after a failed self-check (`self_repair`)
 )
 INTERRUPTED_PREFIX = "[mindloop] this call was interrupted"
 

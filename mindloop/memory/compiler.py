@@ -40,7 +40,10 @@ from mindloop.providers.base import ChatMessage
 
 # Where each section goes in the request. The slow-changing context first (so a
 # provider's prompt cache keeps it), then the history and the last step's calls and
-# results, then what is new for this step.
+# results, then what is new for this step. An input anchored in the history (the work
+# loop's phase input: `compile(anchor=…)`) stands where it happened instead, with the
+# last step summary before it: among the turns by their place in the dialog, or before
+# them all once they are newer (so the request's last message is always the latest).
 RENDER_ORDER: tuple[SectionKind, ...] = (
     SectionKind.MEMBER_MEMORY,
     SectionKind.DIALOG_SUMMARY,
@@ -59,6 +62,8 @@ _REVERSE = sorted(
     (k for k in SECTIONS if SECTIONS[k].priority > 0), key=lambda k: -SECTIONS[k].priority
 )
 _P0_LAST = (SectionKind.TOOL_RESULTS, SectionKind.LAST_STEP_SUMMARY, SectionKind.INPUT)
+_ANCHORED = (SectionKind.LAST_STEP_SUMMARY, SectionKind.INPUT)  # placed at the anchor
+_TURNS = (SectionKind.RECENT_HISTORY, SectionKind.TOOL_RESULTS)
 
 _DISTILL: dict[Lang, str] = {
     "en": "[mindloop] The Taskdoc is {tokens:,} tokens, over its budget of {budget:,}. "
@@ -97,9 +102,43 @@ class CompiledContext(BaseModel):
     # Sections that overflowed their own budget: a background compaction of each is due
     # (agent-loop §7.2, trigger 1); the dialog summary is re-summarised.
     compact: tuple[SectionKind, ...]
+    # Where the input happened in the dialog (the index of its message; -1: before every
+    # turn shown), or None: it is new for this step and goes last.
+    anchor: int | None = None
 
     def messages(self) -> list[ChatMessage]:
-        return [m for s in self.sections for m in section_messages(s, self.lang)]
+        lang = self.lang
+        anchor = self.anchor
+        if anchor is None:
+            return [m for s in self.sections for m in section_messages(s, lang)]
+        out: list[ChatMessage] = []
+        told = False  # the turns and the anchored input written
+        for s in self.sections:
+            if s.kind in _TURNS or s.kind in _ANCHORED:
+                if not told:
+                    out += self._in_order(anchor)
+                    told = True
+            else:
+                out += section_messages(s, lang)
+        return out
+
+    def _in_order(self, anchor: int) -> list[ChatMessage]:
+        """The history's turns and the last step's in the dialog's order (the "turns not
+        shown" note first), the last step summary and the input at the anchor."""
+        anchored = [
+            m for s in self.sections if s.kind in _ANCHORED for m in section_messages(s, self.lang)
+        ]
+        turns = sorted(
+            (p for s in self.sections if s.kind in _TURNS for p in s.parts),
+            key=lambda p: -1 if p.at is None else p.at,
+        )
+        out: list[ChatMessage] = []
+        for p in turns:
+            if anchored and p.at is not None and p.at > anchor:
+                out += anchored
+                anchored = []
+            out += p.messages
+        return out + anchored
 
     def section(self, kind: SectionKind) -> Section:
         for s in self.sections:
@@ -138,7 +177,10 @@ class MemoryCompiler:
         model: str | None = None,
         phase: str | None = None,
         taskdoc: str = "",
+        anchor: int | None = None,
     ) -> CompiledContext:
+        """`sections` within B (see the module doc); `anchor`: where the input happened
+        in the dialog, when it is not new for this step (see `RENDER_ORDER`)."""
         counter = self.counter(model)
         lang = self.lang
         cfg = self.config
@@ -216,6 +258,7 @@ class MemoryCompiler:
             taskdoc_tokens=taskdoc_tokens,
             taskdoc_over=over,
             compact=tuple(compact),
+            anchor=anchor,
         )
 
     def _floor(self, kind: SectionKind, section: Section, b: Budgets, counter: TokenCounter) -> int:

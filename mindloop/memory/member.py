@@ -72,6 +72,11 @@ def _fact_id(text: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:12]
 
 
+KEPT = 256  # members' memory files remembered (a fixed amount of memory)
+# What each file held when last read: (mtime_ns, size, inode) and its items.
+_read: dict[Path, tuple[tuple[int, int, int], tuple[MemoryItem, ...]]] = {}
+
+
 class MemberMemory:
     """One member's memory file."""
 
@@ -81,11 +86,27 @@ class MemberMemory:
 
     def items(self) -> list[MemoryItem]:
         """The items, in the order they were first written. A damaged line is an error
-        naming the file and line (nothing is dropped silently)."""
+        naming the file and line (nothing is dropped silently). Read again only when the
+        file changed (its stat), so a loop asking at each step costs a `stat`."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return []
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        held = _read.get(self.path)
+        if held is not None and held[0] == stamp:
+            return list(held[1])
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
+        items = self._parse(text)
+        _read[self.path] = (stamp, tuple(items))
+        if len(_read) > KEPT:
+            del _read[next(iter(_read))]
+        return items
+
+    def _parse(self, text: str) -> list[MemoryItem]:
         out = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():

@@ -110,6 +110,12 @@ class Part(BaseModel):
     pinned: bool = False
     # The short form FOLD may use instead of `text` (a node as `id status title`).
     folded: str | None = None
+    # How the model reads the part whole when a trim cut it: a tool call it can make
+    # (`node_get("n1")`); None when no tool shows it (the note then only says it was cut).
+    whole: str | None = None
+    # A history turn's place in its dialog (the index of its first message): a request
+    # with an anchored input shows the turns and the input in the order they happened.
+    at: int | None = None
 
 
 class Section(BaseModel):

@@ -2,9 +2,10 @@
 
 `trim(section, target, params)` returns the section within `target` and a record of
 what it cut, folded or dropped (None when it already fitted). Each rule first does what
-the reference says (cut each event body to 800 tokens with a hint to read it whole; keep
-each tool result's head and tail; drop the lowest-confidence memory first; fold terminal
-nodes to `id status title`; drop the oldest turns; keep the best-scored passages), then
+the reference says (cut the input's parts — to what fits, never under 800 tokens while
+that fits — each with a note naming the tool that reads it whole; keep each tool
+result's head and tail; drop the lowest-confidence memory first; fold terminal nodes to
+`id status title`; drop the oldest turns; keep the best-scored passages), then
 shortens further and finally drops parts — pinned ones last — so any target, even 0, is
 met. Whether a section may go that low is the compiler's business (floors, P0).
 
@@ -37,9 +38,9 @@ _CUT_NOTE: dict[Lang, str] = {
     "en": "\n[… {n} tokens cut{where}]\n",
     "zh": "\n[……已截去 {n} 个 token{where}]\n",
 }
-_READ_EVENT: dict[Lang, str] = {
-    "en": '; read it whole with read_event("{id}")',
-    "zh": '；用 read_event("{id}") 读取全文',
+_READ_WHOLE: dict[Lang, str] = {
+    "en": "; read it whole with {whole}",
+    "zh": "；用 {whole} 读取全文",
 }
 _IN_WORKLOG: dict[Lang, str] = {
     "en": "; the full text is in the worklog ({id})",
@@ -168,17 +169,29 @@ def trim(
 
 
 def _cut_each(w: _Work, target: int) -> None:
-    """INPUT: each body to `event_body_tokens`, with a hint to read it whole; then lower."""
+    """INPUT: each part cut to the largest common cap that fits (never below
+    `event_body_tokens` while that fits), with a note naming how to read it whole when a
+    tool shows it (`Part.whole`); then lower."""
     p = w.params
-    hint = _READ_EVENT.get(p.lang, _READ_EVENT["en"])
-    cap = p.event_body_tokens
-    for i, part in enumerate(w.parts):
-        cut = _clip_part(part, cap, 0, p, hint)
-        if cut is not part:
-            w.replace(i, cut)
-            w.cut.add(part.id)
-    if w.total > target:
-        _lower_cap(w, target, cap, lambda part, c: _clip_part(part, c, 0, p, hint))
+
+    def at(part: Part, c: int) -> Part:
+        return _clip_part(part, c, 0, p, _whole_hint(part, p.lang))
+
+    floor = p.event_body_tokens
+    if _fits(w, target, floor, at):
+        _lower_cap(w, target, _largest(w), at, lo=floor)
+    else:
+        _lower_cap(w, target, floor, at)
+
+
+def _whole_hint(part: Part, lang: Lang) -> str:
+    if part.whole is None:
+        return ""
+    return _READ_WHOLE.get(lang, _READ_WHOLE["en"]).format(whole=part.whole)
+
+
+def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], Part]) -> bool:
+    return w.base + sum(w.cost_of(at(part, cap)) for part in w.parts) <= target
 
 
 def _hard_cap(w: _Work, target: int) -> None:
@@ -326,8 +339,9 @@ def _lower_cap(
     hi: int,
     at: Callable[[Part, int], Part],
     only: Callable[[Part], bool] | None = None,
+    lo: int = 0,
 ) -> None:
-    """The largest per-part cap in [0, hi] at which every part (of those `only` selects),
+    """The largest per-part cap in [lo, hi] at which every part (of those `only` selects),
     shortened by `at`, keeps the section within `target` (binary search: cost grows with
     the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
@@ -337,7 +351,7 @@ def _lower_cap(
         parts = [at(p, c) if only is None or only(p) else p for p in originals]
         return parts, [w.cost_of(part) for part in parts]
 
-    lo, best = 0, None
+    best = None
     while lo <= hi:
         mid = (lo + hi) // 2
         parts, costs = shortened(mid)

@@ -54,15 +54,19 @@ def split_turns(messages: Sequence[ChatMessage], start: int = 0) -> list[Turn]:
     return out
 
 
-def tail_turns(messages: Sequence[ChatMessage], n: int, start: int = 0) -> list[Turn]:
+def tail_turns(
+    messages: Sequence[ChatMessage], n: int, start: int = 0, skip: int | None = None
+) -> list[Turn]:
     """The last `n` turns of `messages[start:]`, found from the end: what a step costs does
-    not grow with the dialog's length."""
+    not grow with the dialog's length. The message at `skip`, a turn of its own, is left
+    out (a section shows it instead: the loop's phase input)."""
     out: list[Turn] = []
     end = len(messages)
     i = end - 1
     while i >= start and len(out) < n:
         if not isinstance(messages[i], ToolResultMessage) or i == start:
-            out.append(Turn(i, tuple(messages[i:end])))
+            if i != skip or end != i + 1:
+                out.append(Turn(i, tuple(messages[i:end])))
             end = i
         i -= 1
     out.reverse()
@@ -70,7 +74,7 @@ def tail_turns(messages: Sequence[ChatMessage], n: int, start: int = 0) -> list[
 
 
 def turn_part(turn: Turn, prefix: str = "turn") -> Part:
-    return Part(id=f"{prefix}-{turn.start}", messages=turn.messages)
+    return Part(id=f"{prefix}-{turn.start}", messages=turn.messages, at=turn.start)
 
 
 def history_sections(
@@ -78,17 +82,19 @@ def history_sections(
     turns: int,
     start: int = 0,
     fold: Callable[[Turn], Turn] | None = None,
+    skip: int | None = None,
 ) -> tuple[Section, Section]:
     """(recent history: the `turns` turns before the last step, the last step's calls
-    and results) of `messages[start:]`, each turn passed through `fold` if given (a
-    compaction's view of old messages)."""
-    all_turns = tail_turns(messages, turns + 1, start)
+    and results) of `messages[start:]` without the message at `skip` (see `tail_turns`),
+    each turn passed through `fold` if given (a compaction's view of old messages)."""
+    all_turns = tail_turns(messages, turns + 1, start, skip)
     if fold is not None:
         all_turns = [fold(t) for t in all_turns]
     last: list[Turn] = []
     if all_turns and all_turns[-1].is_step:
         last = [all_turns.pop()]
-    recent = all_turns[len(all_turns) - turns :] if turns > 0 else []
+    # fewer than `turns` may exist: a negative start would keep only the newest few
+    recent = all_turns[max(0, len(all_turns) - turns) :] if turns > 0 else []
     return (
         Section(kind=SectionKind.RECENT_HISTORY, parts=tuple(turn_part(t) for t in recent)),
         Section(kind=SectionKind.TOOL_RESULTS, parts=tuple(turn_part(t, "step") for t in last)),

@@ -96,10 +96,14 @@ class LoopState(BaseModel):
     entry_message_id: int = 0  # the input message the current entry posted
     entered_at: float = 0.0  # when the current entry started
     entry_steps: int = 0  # model steps the current entry took so far
-    drive_steps: int = 0  # model steps since the human last said something (the cap)
-    drive_cost: float = 0.0  # US dollars spent since then (`caps.drive.max_cost`)
+    # model steps, and US dollars, since the human last said something (a message to the
+    # loop root, an answer to a question of the task: `human_spoke`); their caps are
+    # `loop.retries.drive_steps` and `caps.drive.max_cost`
+    drive_steps: int = 0
+    drive_cost: float = 0.0
     node_id: str | None = None  # the node the current entry works (DO, ADJUST)
-    targets: list[str] = Field(default_factory=list)  # CHECK: the nodes it verifies
+    # CHECK: the nodes it verifies; ADJUST in plan mode: the nodes R5 blocked on entry
+    targets: list[str] = Field(default_factory=list)
     ended: PhaseEnd | None = None  # None while the current phase runs
     closed: bool = False  # the ended phase's bookkeeping is done (`loop.phase_ops.close`)
     last_summary: Summary | None = None  # of the phase that ended last
@@ -111,6 +115,10 @@ class LoopState(BaseModel):
     self_improved: bool = False  # SELF_IMPROVE ran after the nodes became terminal
     # SELF_IMPROVE: where its cursor goes once the entry closes (the batch it was shown)
     batch_end: dict[str, int] | None = None
+    # SELF_IMPROVE: where the pass ends, its first entry's input (`loop.review_pass`),
+    # and that entry's number: the pass is one self.md run (`loop.self_md`)
+    pass_until: dict[str, int] | None = None
+    pass_entry: int = 0
     # the staleness check on resume (§6.3): the root's waits closed up to this time are
     # judged; a stale context sends the task back to PLAN once
     stale_checked_at: float = 0.0
@@ -276,3 +284,16 @@ def end_phase(store: Store, root_id: str, end: PhaseEnd) -> LoopState | None:
         if state is None or not state.in_phase:
             return None
         return save(store, state.model_copy(update={"ended": end}))
+
+
+def human_spoke(store: Store, root_id: str) -> None:
+    """The human said something to the task whose loop root is `root_id` (a message to
+    the root, an answer to a question of its tree): the loop's drive count — steps and
+    cost since their last word (agent-loop §8.2) — starts again. Joins the caller's
+    transaction, the one recording what they said; nothing for a dialog that is no
+    task's loop root, or a count at zero."""
+    with store.tx():
+        state = by_root(store, root_id)
+        if state is None or (state.drive_steps == 0 and state.drive_cost == 0.0):
+            return
+        save(store, state.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))

@@ -146,8 +146,9 @@ class WorkspaceAccess(Protocol):
 
     def loop_entry(self, dialog_id: str) -> int | None:
         """The phase entry the work loop whose root is `dialog_id` is in (numbered from 1
-        per task, stable across a resume); None when the dialog is no loop root. A
-        SELF_IMPROVE run is one such entry (`self_md_patch` counts its calls per run)."""
+        per task, stable across a resume); in SELF_IMPROVE, its pass's first entry: a
+        SELF_IMPROVE run is one pass, however many batches it reads (`self_md_patch`
+        counts its calls per run). None when the dialog is no loop root."""
         ...
 
     def step_budgets(self) -> tuple[int, int]:

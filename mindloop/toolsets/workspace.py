@@ -19,6 +19,7 @@ phase's authority (`workspace_tools(authority_for=...)`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +70,9 @@ from mindloop.workspace.models import (
     RefAction,
     SelfCheck,
 )
-from mindloop.workspace.ref import CheckMarks, since_checks
+from mindloop.workspace.ref import CheckMarks, since_checks, workspace_ref
 from mindloop.workspace.state import WorkspaceState, is_ready
-from mindloop.workspace.transitions import Actor, Authority
+from mindloop.workspace.transitions import REF_TARGETS, Actor, Authority
 
 TOOLSET = "workspace"
 ROOT_ONLY_TOOLS: frozenset[str] = frozenset({"rule_add"})
@@ -111,7 +112,7 @@ class StoreWorkspaceAccess:
 
     def loop_entry(self, dialog_id: str) -> int | None:
         state = loop_state.by_root(self.store, dialog_id)
-        return None if state is None else state.entry
+        return None if state is None else state.pass_entry or state.entry
 
     def step_budgets(self) -> tuple[int, int]:
         return self.node_budgets
@@ -324,6 +325,12 @@ class Tools:
         return self._write(ctx, command, describe)
 
     async def node_transition(self, a: NodeTransitionArgs, ctx: ToolContext) -> ToolOutput:
+        # the runtime records the workspace ref at COMPLETE and DONE (agent-loop §5.1):
+        # computed here, off the event loop, for those transitions only
+        ref = (
+            await asyncio.to_thread(workspace_ref, Path(ctx.rtws)) if a.to in REF_TARGETS else None
+        )
+
         def command(s: Session) -> tuple[NodeStatus, Node]:
             before = s.node(a.node_id).status
             node = s.transition(
@@ -331,6 +338,7 @@ class Tools:
                 to=a.to,
                 reason=a.reason,
                 evidence=a.evidence or "",
+                workspace_ref=ref,
                 self_check=[
                     SelfCheck(criterion=c.criterion, passed=c.passed, evidence=c.evidence)
                     for c in a.self_check or []

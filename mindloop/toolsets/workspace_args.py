@@ -154,8 +154,9 @@ class NodeTransitionArgs(ToolArgs):
     evidence: str | None = Field(
         default=None,
         max_length=_L["evidence"],
-        description="What shows it (a command's result, a ref); for COMPLETE the "
-        "checkpoint, for DONE the checked ref.",
+        description="What shows it (a command's result, the failing criterion); logged "
+        "with the move. The workspace refs (checkpoint at COMPLETE, checked at DONE) are "
+        "recorded by the runtime.",
     )
     self_check: list[SelfCheckArg] | None = Field(
         default=None,

@@ -28,6 +28,7 @@ from mindloop.workspace import projection, projector, repo
 from mindloop.workspace.commands import Change, Session
 from mindloop.workspace.docs import file_check
 from mindloop.workspace.models import DocRef, DocStatus, LogEntry, Node, Rule
+from mindloop.workspace.report import find_report
 from mindloop.workspace.scan import scan
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
@@ -145,6 +146,7 @@ class NodeView(BaseModel):
     ready: bool = False
     focus: bool = False
     log: list[LogEntry] = []
+    check_report: LogEntry | None = None  # the row `node.check_report_ref` names
 
 
 class WorkspaceView(BaseModel):
@@ -272,6 +274,7 @@ class WorkspaceApi:
             ready=is_ready(state, node),
             focus=state.focus == node.id,
             log=entries,
+            check_report=find_report(node, entries),
         )
 
     def log(self) -> list[LogEntry]:

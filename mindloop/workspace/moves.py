@@ -69,7 +69,14 @@ class Moves(SessionBase):
         no_artifacts_reason: str | None = None,
         conclusion: str | None = None,
         expected_version: int | None = None,
+        workspace_ref: str | None = None,
     ) -> Node:
+        """Move a node along a row of the table. `evidence` is the mover's and is logged;
+        `workspace_ref` is the runtime's (the deliverables' state now: `workspace.ref`),
+        recorded as `checkpoint_ref` / `checked_ref` by the rows that record one (None
+        when it was not computed: the field is cleared, never filled from the evidence).
+        A CHECK verdict's log row becomes the node's check report (`check_report_ref`,
+        set when the row is written: `repo.write`)."""
         self._require_init()
         to = enum_value("to", NodeStatus, to)
         node = self.node(node_id)
@@ -103,7 +110,7 @@ class Moves(SessionBase):
             node.no_artifacts_reason = reason_na
         if concl:
             node.conclusion = concl
-        self._move(node, to, actor, rsn, ev, row)
+        self._move(node, to, actor, rsn, ev, row, ref=workspace_ref)
         return node
 
     def _guard(
@@ -168,6 +175,8 @@ class Moves(SessionBase):
                     "COMPLETE needs artifacts (node_update) or a no_artifacts_reason (invariant 3)",
                     arg="no_artifacts_reason",
                 )
+        elif g is Guard.CYCLE:  # a failed BENCH re-planned: an ADJUST cycle (§8.2 L3)
+            self._cycle_accepted(node)
         elif g is Guard.RETRY:
             self._cycle_accepted(node)
             if node.assignee != MAIN:
@@ -252,7 +261,15 @@ class Moves(SessionBase):
         return gate(scope) if gate is not None else None
 
     def _move(
-        self, node: Node, to: NodeStatus, actor: Actor, reason: str, evidence: str, row: Row
+        self,
+        node: Node,
+        to: NodeStatus,
+        actor: Actor,
+        reason: str,
+        evidence: str,
+        row: Row,
+        *,
+        ref: str | None = None,
     ) -> None:
         source = node.status
         node.status = to
@@ -270,10 +287,15 @@ class Moves(SessionBase):
             elif effect is Effect.ADJUST:
                 node.adjust_count += 1
             elif effect is Effect.CHECKPOINT:
-                node.checkpoint_ref = evidence or None
+                node.checkpoint_ref = ref
             elif effect is Effect.CHECKED:
-                node.checked_ref = evidence or None
+                node.checked_ref = ref
         who = self.authority.who
+        extra: dict[str, object] = {}
+        if ref is not None and {Effect.CHECKPOINT, Effect.CHECKED} & set(row.effects):
+            extra["ref"] = ref
+        if Effect.REPORT in row.effects:
+            extra["report"] = True
         self._log(
             node.id,
             "transition",
@@ -281,6 +303,7 @@ class Moves(SessionBase):
             **{"from": source.value, "to": to.value, "by": actor.value, "who": who},
             reason=reason,
             evidence=evidence,
+            **extra,
         )
 
     def count_steps(self, *, node_id: str, steps: int) -> Node:

@@ -30,6 +30,7 @@ from mindloop.store import workspace as rows
 from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
+from mindloop.workspace.report import is_report, report_ref
 from mindloop.workspace.state import WorkspaceState
 
 _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
@@ -133,8 +134,10 @@ def write(store: Store, change: Change) -> None:
                 "stamp": stamp,
             },
         )
-    # log rows first: a node's worklog refs name the transitions it went through
+    # log rows first: a node's worklog refs name the transitions it went through, and
+    # its check report is the row of CHECK's verdict (`workspace.report`)
     refs: dict[str, list[int]] = {}
+    reports: dict[str, int] = {}
     for entry in change.log:
         rid = rows.insert_log(
             store,
@@ -150,10 +153,14 @@ def write(store: Store, change: Change) -> None:
         )
         if entry.node_id is not None and entry.kind == "transition":
             refs.setdefault(entry.node_id, []).append(rid)
+            if is_report(entry.data):
+                reports[entry.node_id] = rid
     for nid, r in refs.items():
         node = after.nodes.get(nid)
         if node is not None:
             node.worklog_refs = [*node.worklog_refs, *r]
+            if nid in reports:
+                node.check_report_ref = report_ref(reports[nid])
     seq = len(before.nodes)
     changed = change.changed_nodes
     for nid in changed:

@@ -33,10 +33,23 @@ class RulesText:
         self.rtws = Path(rtws)
         self.lang = lang
         self._cache: dict[str, tuple[str, str]] = {}  # task -> (stamp, text)
+        self._seen: dict[str, str | None] = {}  # task -> the stamp the last call read
         self._lock = threading.Lock()
+
+    def last_stamp(self, task_path: str) -> str | None:
+        """The workspace stamp the latest call for `task_path` read (read now if none
+        did; None: no workspace). A caller right after a system prompt shares its read:
+        the work loop's tree section, built next in the same request, costs no read of
+        its own."""
+        with self._lock:
+            if task_path in self._seen:
+                return self._seen[task_path]
+        return rows.stamp(self.store, task_path)
 
     def __call__(self, task_path: str) -> str:
         stamp = rows.stamp(self.store, task_path)
+        with self._lock:
+            self._seen[task_path] = stamp
         if stamp is None:  # no workspace
             return ""
         with self._lock:

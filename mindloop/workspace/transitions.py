@@ -44,6 +44,7 @@ class Guard(StrEnum):
     MEMBER_REPLY = "MEMBER_REPLY"  # the dispatched member replied
     BENCH_READY = "BENCH_READY"  # agent-loop §5.5
     RETRY = "RETRY"  # adjust_count < 3, assignee MAIN
+    CYCLE = "CYCLE"  # adjust_count < 3: an accepted ADJUST cycle (a BENCH's plan mode)
     CONCLUSION = "CONCLUSION"  # terminal targets: a conclusion (invariant 4)
 
 
@@ -51,8 +52,9 @@ class Effect(StrEnum):
     STARTED = "STARTED"  # mark the node started and focus it
     ATTEMPT = "ATTEMPT"  # attempt + 1
     ADJUST = "ADJUST"  # adjust_count + 1
-    CHECKPOINT = "CHECKPOINT"  # record checkpoint_ref (the evidence)
-    CHECKED = "CHECKED"  # record checked_ref (the evidence)
+    CHECKPOINT = "CHECKPOINT"  # record checkpoint_ref: the workspace ref the runtime gives
+    CHECKED = "CHECKED"  # record checked_ref: the workspace ref the runtime gives
+    REPORT = "REPORT"  # CHECK's verdict: its worklog row is the node's check report
 
 
 CREATE = None  # the `from` of a creation row
@@ -138,9 +140,15 @@ _ROWS: list[Row] = [
         (A.CHECK,),
         "check passed; record checked_ref",
         Guard.CONCLUSION,
-        effects=(Effect.CHECKED,),
+        effects=(Effect.CHECKED, Effect.REPORT),
     ),
-    Row(S.COMPLETE, S.CHECK_FAILED, (A.CHECK,), "check failed, report attached"),
+    Row(
+        S.COMPLETE,
+        S.CHECK_FAILED,
+        (A.CHECK,),
+        "check failed, report attached",
+        effects=(Effect.REPORT,),
+    ),
     Row(
         S.WAIT,
         S.DONE,
@@ -148,7 +156,7 @@ _ROWS: list[Row] = [
         "BENCH_READY and the integration test passes",
         Guard.BENCH_READY,
         types=_BENCH,
-        effects=(Effect.CHECKED,),
+        effects=(Effect.CHECKED, Effect.REPORT),
     ),
     Row(
         S.WAIT,
@@ -157,6 +165,7 @@ _ROWS: list[Row] = [
         "BENCH_READY and the integration test fails (BENCH_FAIL)",
         Guard.BENCH_READY,
         types=_BENCH,
+        effects=(Effect.REPORT,),
     ),
     Row(S.CHECK_FAILED, S.ADJUSTING, (A.RT,), "ADJUST starts on the node", on_entry=True),
     Row(
@@ -179,8 +188,10 @@ _ROWS: list[Row] = [
         S.ADJUSTING,
         S.WAIT,
         (A.ADJUST,),
-        "BENCH plan mode: fix nodes created and added to deps",
+        "BENCH plan mode: fix nodes created and added to deps (an ADJUST cycle)",
+        Guard.CYCLE,
         types=_BENCH,
+        effects=(Effect.ADJUST,),
     ),
     Row(
         S.ADJUSTING,
@@ -211,6 +222,12 @@ _ROWS += [
 ]
 
 TRANSITIONS: tuple[Row, ...] = tuple(_ROWS)
+
+# The targets of the rows that record a workspace ref (COMPLETE, DONE): a caller computes
+# the ref (`workspace.ref.workspace_ref`) only for a transition to one of these.
+REF_TARGETS: frozenset[NodeStatus] = frozenset(
+    r.target for r in TRANSITIONS if {Effect.CHECKPOINT, Effect.CHECKED} & set(r.effects)
+)
 
 
 # The ADJUST cycles accepted for a node so far: (task path, node id) -> count.

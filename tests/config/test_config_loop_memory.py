@@ -68,3 +68,25 @@ def test_bad_loop_settings_are_reported_at_their_line(tmp_path: Path) -> None:
     assert lines[3].startswith(f"{TEAM}:20: loop.retries.do_repairs: must be an integer")
     assert lines[4].startswith(f"{TEAM}:21: loop.memroy: unknown key")
     assert len(lines) == 5
+
+
+def test_keys_the_loop_does_not_enforce_are_gone_and_an_old_file_says_why(
+    tmp_path: Path,
+) -> None:
+    """`loop.memory.compaction.idle_task_end` was read nowhere (an idle task never ended):
+    it is no longer a key, and a file that still sets it is told what happens instead."""
+    team = SAMPLE_TEAM + (
+        "loop:\n"  # line 13
+        "  memory:\n"
+        "    compaction: {idle_task_end: 24h}\n"  # 15
+    )
+    write_config(tmp_path, team=team)
+    [line] = problem_lines(tmp_path)
+    assert line.startswith(f"{TEAM}:15: loop.memory.compaction.idle_task_end: unknown key: ")
+    assert "SELF_IMPROVE" in line and "every node is terminal" in line
+
+
+def test_the_system_prompt_cap_is_a_positive_token_count(tmp_path: Path) -> None:
+    team = SAMPLE_TEAM + ("loop:\n  memory:\n    system_prompt: 0\n")  # line 15
+    write_config(tmp_path, team=team)
+    assert problem_lines(tmp_path) == [f"{TEAM}:15: loop.memory.system_prompt: must be >= 1, got 0"]

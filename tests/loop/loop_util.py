@@ -10,7 +10,7 @@ from typing import Any
 from mindloop import DialogRuntime
 from mindloop.loop.driver import LoopPolicies, LoopReport, TaskLoop
 from mindloop.providers.base import Provider
-from mindloop.testing import Call, Turn, call
+from mindloop.testing import Call, ScriptedModel, Turn, call
 from mindloop.workspace import repo
 from mindloop.workspace.state import WorkspaceState
 
@@ -142,5 +142,40 @@ def phases(model: Any) -> list[str]:
     return [p for req in model.requests if (p := phase_of(req)) is not None]
 
 
+def work_phases(model: Any) -> list[str]:
+    """`phases`, a SELF_IMPROVE pass (its entries, one batch each) counted once."""
+    out: list[str] = []
+    for p in phases(model):
+        if not (p == "SELF_IMPROVE" and out and out[-1] == p):
+            out.append(p)
+    return out
+
+
 def per_member(**turns: list[Any]) -> Mapping[str, list[Any]]:
     return turns
+
+
+def set_loop(rtws: Path, **loop: Any) -> None:
+    """Set keys of team.yaml's `loop:` (e.g. `retries={"drive_steps": 4}`)."""
+    import yaml
+
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {**data.get("loop", {}), **loop}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+
+
+class WorkScript(ScriptedModel):
+    """A scripted model for the work: every SELF_IMPROVE request (as many as the root's
+    history takes in batches, agent-loop §9.3) ends its entry at once, every other
+    request takes the next scripted turn. `self_improve` counts the former."""
+
+    def __init__(self, turns: list[Any]) -> None:
+        super().__init__(turns, name="work")
+        self.self_improve = 0
+
+    def _next_turn(self, request: Any) -> Any:
+        if phase_of(request) == "SELF_IMPROVE":
+            self.self_improve += 1
+            return turn(end("END", "reviewed"))
+        return super()._next_turn(request)

@@ -138,8 +138,8 @@ async def test_plan_adds_deps_to_an_existing_bench_so_it_runs_last(rtws: Path) -
     its deps (`node_add_deps`, refused when it would break the DAG or invariant 5): the
     BENCH is checked only after every node of its scope is DONE (agent-loop §5.5)."""
     from mindloop.loop.driver import LoopOutcome
-    from mindloop.testing import ScriptedModel, call
-    from tests.loop.loop_util import complete, create, end, run_task, turn, verdict
+    from mindloop.testing import call
+    from tests.loop.loop_util import WorkScript, complete, create, end, run_task, turn, verdict
     from tests.loop.loop_util import workspace as ws_of
     from tests.scenario_util import write_team
 
@@ -148,7 +148,7 @@ async def test_plan_adds_deps_to_an_existing_bench_so_it_runs_last(rtws: Path) -
     def add_deps(node: str, *deps: str) -> object:
         return call("node_add_deps", node_id=node, deps=list(deps))
 
-    model = ScriptedModel(
+    model = WorkScript(
         [
             # PLAN: n1, the BENCH n2 over n1, then n3 (after n1), then n2 also covers n3
             turn(create("api")),
@@ -162,7 +162,6 @@ async def test_plan_adds_deps_to_an_existing_bench_so_it_runs_last(rtws: Path) -
             turn(complete("n3"), end("CHECK")),  # DO n3
             turn(verdict("n3"), end("END")),  # CHECK n3
             turn(verdict("n2"), end("END")),  # CHECK the BENCH, last
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "ship api and ui")

@@ -38,7 +38,11 @@ async def test_the_demo_runs_the_whole_loop(tmp_path: Path) -> None:
             m.data["loop"]["phase"] for m in store.load_history(state.root_id) if "loop" in m.data
         ]
         assert entries[:5] == ["PLAN", "DO", "CHECK", "ADJUST", "DO"]
-        assert entries[-2:] == ["CHECK", "SELF_IMPROVE"]
+        work = [e for e in entries if e != "SELF_IMPROVE"]
+        assert work[-1] == "CHECK" and entries[len(work) :] == ["SELF_IMPROVE"] * (
+            len(entries) - len(work)
+        )
+        assert len(entries) - len(work) > 1  # the history takes more than one batch
         ws = repo.load(store, DEMO_TASK)
         assert [n.status.value for n in ws.nodes.values()] == ["DONE"] * 5
         assert ws.nodes["n2"].assignee == "MEMBER:reviewer" and ws.nodes["n3"].deps == ["n1"]

@@ -15,6 +15,7 @@ from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     complete,
     create,
     cycle,
@@ -26,6 +27,7 @@ from tests.loop.loop_util import (
     runtime,
     turn,
     verdict,
+    work_phases,
 )
 from tests.loop.loop_util import workspace as ws_of
 from tests.scenario_util import write_team
@@ -109,7 +111,7 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
     rtws: Path,
 ) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"], "fbr-effort": 1}})
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("parser"), end("DO")),  # PLAN
             turn(complete("n1"), end("CHECK")),  # DO
@@ -121,13 +123,12 @@ async def test_a_failed_check_goes_through_adjust_with_an_fbr_round_and_back_to_
             turn(retry("n1"), end("DO", "WRONG_APPROACH: handle empty input")),
             turn(complete("n1"), end("CHECK")),  # DO again
             turn(verdict("n1"), end("END")),  # CHECK
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "write the parser")
     assert report.outcome is LoopOutcome.DONE, report.reason
     assert model.remaining == 0
-    assert phases(model) == [
+    assert work_phases(model) == [
         "PLAN",
         "DO",
         "CHECK",
@@ -283,7 +284,7 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
     # DO's cap: 12 steps (two calls in turn: four identical steps in a row would be STUCK
     # by the detector, before the cap)
     busy = [turn(call("list_dir", path="." if i % 2 else "tasks")) for i in range(12)]
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("loop forever"), end("DO")),
             *busy,
@@ -291,12 +292,11 @@ async def test_a_do_entry_out_of_steps_fails_its_node_and_adjust_takes_it(rtws: 
                 give_up("n1", "gave up: no progress in 12 steps"),
                 end("END"),
             ),
-            turn(end("END")),
         ]
     )
     report, rt = await run_task(rtws, model, "try")
     assert report.outcome is LoopOutcome.FAILED and "n1" in report.reason
-    assert phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
+    assert work_phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
     moves = [
         (e.data["from"], e.data["to"], e.data["reason"])
         for e in ws_log(rt)
@@ -380,7 +380,7 @@ async def test_the_loops_spending_since_the_humans_last_word_is_capped_by_a_ques
 ) -> None:
     """`caps.drive.max_cost` counts what the loop spent since the human last spoke,
     across phases: once reached, the human is asked before more work (in their
-    currency format); the count starts again after the question."""
+    currency format); the count starts again with their answer."""
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     _caps(rtws, {"drive": {"max_cost": 0.25}}, price=1000)  # $0.001 a token
     step = {"input_tokens": 100, "output_tokens": 0}  # $0.10 a step
@@ -396,6 +396,9 @@ async def test_the_loops_spending_since_the_humans_last_word_is_capped_by_a_ques
     [q] = rt.store.open_questions()
     assert "$0.30" in q.headline and "caps.drive.max_cost" in q.headline
     assert phases(model) == ["PLAN", "DO", "CHECK"]  # asked before ADJUST was entered
+    state = ls.get(rt.store, TASK)
+    assert state is not None and round(state.drive_cost, 2) == 0.30
+    rt.answer_question(q.id, "go on")
     state = ls.get(rt.store, TASK)
     assert state is not None and state.drive_cost == 0.0
     await rt.aclose()

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindloop.loop.inputs import PhaseInput, render
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mindloop.i18n import Lang
+from mindloop.loop.inputs import PhaseInput, blocks, posted_blocks, render
+from mindloop.loop.phase_texts import INPUT_SECTIONS
 from mindloop.loop.phases import Phase
+from mindloop.store.loop_state import Summary
 from mindloop.workspace.api import WorkspaceApi
+from mindloop.workspace.commands import CriterionInput, Session
+from mindloop.workspace.models import NodeKind
+from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.transitions import Authority
 
 TASK = "tasks/example.tsk"
 
@@ -27,3 +38,81 @@ def test_plan_input_offers_the_start_scans_docs_and_other_phases_do_not(rtws: Pa
     assert "offered" in plan.lower()
     for phase in (Phase.DO, Phase.CHECK, Phase.ADJUST):
         assert "README.md" not in render(PhaseInput(phase, 1, "en", state, rtws))
+
+
+# ---------------------------------------------------------------- posted input → blocks
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(["a", "b", " ", "\n", "#", "-", "*", "é", "节"]), max_size=60
+)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, WorkspaceState]:
+    from tests.conftest import init_rtws
+
+    rtws = tmp_path_factory.mktemp("inputs") / "proj"
+    init_rtws(rtws, provider="mock")
+
+    def build(s: Session) -> None:
+        for title in ("first", "second"):
+            s.create_node(
+                parent_id="root",
+                kind=NodeKind.EXECUTION,
+                title=title,
+                requirement=f"REQ {title}\n\n{INPUT_SECTIONS['reflections']['en']}\n(a model wrote it)",
+                acceptance_criteria=[CriterionInput("run", "works", "pytest")],
+            )
+
+    with WorkspaceApi(rtws, TASK) as api:
+        api.command(build, authority=Authority.chat("@lead"))
+        return rtws, api.state()
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    phase=st.sampled_from(list(Phase)),
+    notes=st.lists(_TEXT, max_size=3),
+    resolved=st.lists(_TEXT, max_size=3),
+    reflections=st.lists(_TEXT, max_size=2),
+    summary=st.none() | st.builds(Summary, progress=_TEXT, pending=st.lists(_TEXT, max_size=2)),
+    lang=st.sampled_from(["en", "zh"]),
+)
+def test_an_input_as_posted_gives_back_its_blocks_but_the_tree_and_the_summary(
+    two_nodes: tuple[Path, WorkspaceState],
+    phase: Phase,
+    notes: list[str],
+    resolved: list[str],
+    reflections: list[str],
+    summary: Summary | None,
+    lang: Lang,
+) -> None:
+    """Whatever its texts hold (a heading the model wrote into a requirement, a summary
+    of headings and blank lines), nothing of the input is lost: the blocks read back
+    from the posted text are its blocks without the tree and the last step summary
+    (at worst one split in two), each node's block naming its node."""
+    rtws, state = two_nodes
+    inp = PhaseInput(
+        phase,
+        3,
+        lang,
+        state,
+        rtws,
+        node="n1",
+        targets=["n1", "n2"] if phase is Phase.CHECK else [],
+        notes=notes,
+        resolved=resolved,
+        last_summary=summary,
+        workspace_ref="abc123",
+        reflections=reflections,
+    )
+    want = [b for b in blocks(inp) if b.key not in ("tree", "last_summary")]
+    got = posted_blocks(render(inp), lang, last_summary=summary, node=inp.node, targets=inp.targets)
+    assert "\n\n".join(b.text for b in got) == "\n\n".join(b.text for b in want)
+    assert {b.node for b in got if b.node} == {b.node for b in want if b.node}
+    for b in got:
+        if b.node is not None:
+            assert b.text.startswith(want[[w.node for w in want].index(b.node)].text[:40])
+    assert not any(b.text.startswith(INPUT_SECTIONS["tree"][lang]) for b in got)

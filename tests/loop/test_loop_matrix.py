@@ -18,6 +18,7 @@ from mindloop.store import loop_state as ls
 from mindloop.testing import ScriptedModel, call
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     complete,
     create,
     end,
@@ -26,6 +27,7 @@ from tests.loop.loop_util import (
     run_task,
     turn,
     verdict,
+    work_phases,
     workspace,
 )
 from tests.scenario_util import write_team
@@ -102,7 +104,7 @@ async def test_do_changes_only_its_own_node_and_check_only_the_nodes_it_checks(
     worked; another node, or another field, is refused. CHECK: a report (notes, a
     conclusion) and a verdict on the nodes it checks, nothing else."""
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("a"), create("b"), end("DO")),
             turn(
@@ -125,12 +127,11 @@ async def test_do_changes_only_its_own_node_and_check_only_the_nodes_it_checks(
             ),
             turn(complete("n2"), end("CHECK")),
             turn(verdict("n2"), end("END")),
-            turn(end("END")),
         ]
     )
     report, rt = await run_task(rtws, model, "make a and b")
     assert report.outcome is LoopOutcome.DONE, report.reason
-    assert phases(model) == ["PLAN", "DO", "DO", "CHECK", "DO", "CHECK", "SELF_IMPROVE"]
+    assert work_phases(model) == ["PLAN", "DO", "DO", "CHECK", "DO", "CHECK", "SELF_IMPROVE"]
     results = results_of(rt, report.root_id)
     do_refused = [r["content"] for r in results[3:7]]
     assert all(t.startswith(REFUSED) for t in do_refused), do_refused

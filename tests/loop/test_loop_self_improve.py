@@ -1,8 +1,8 @@
 """The SELF_IMPROVE phase as the work loop runs it (issue 12, part 7; agent-loop §9):
 
 - at most `loop.self_md.max_calls_per_run` (3) accepted `self_md_patch` calls per
-  SELF_IMPROVE run — one entry of the phase — so a later pass over the same task (a new
-  message, the task reopened) has its own three;
+  SELF_IMPROVE run — one pass of the phase over the history — so a later pass over the
+  same task (a new message, the task reopened) has its own three;
 - with `loop.self_md.require_approval` the change is PROPOSED (a `proposed` history entry
   and an approval) and SELF_IMPROVE does not wait: the task ends DONE with the approval
   open; `approve` applies it, `reject` records it rejected, both once;
@@ -118,7 +118,7 @@ async def test_each_self_improve_run_has_its_own_three_changes(rtws: Path) -> No
     assert _results(rt, report.root_id)[-1]["result"] == "APPLIED"
     assert sm.read_text(sm.self_md_path(rtws, "dev")) == _after(one, two, three, five)
     runs = [e.run for e in _history(rtws)]
-    assert runs[0] == runs[1] == runs[2] != runs[3]  # one run per SELF_IMPROVE entry
+    assert runs[0] == runs[1] == runs[2] != runs[3]  # one run per SELF_IMPROVE pass
     assert model.remaining == 0
     await rt.aclose()
 

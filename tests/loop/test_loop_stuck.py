@@ -31,6 +31,7 @@ from mindloop.testing import ScriptedModel, call
 from mindloop.workspace import repo
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     complete,
     create,
     cycle,
@@ -41,6 +42,7 @@ from tests.loop.loop_util import (
     run_task,
     turn,
     verdict,
+    work_phases,
     workspace,
 )
 from tests.scenario_util import write_team
@@ -250,7 +252,7 @@ async def test_a_node_that_used_its_step_budget_ends_its_do_entry_as_stuck(rtws:
     def write(i: int) -> Any:
         return turn(call("write_file", path=f"f{i}.txt", content=str(i)))
 
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("a"), end("DO")),
             *[write(i) for i in range(8)],
@@ -260,13 +262,12 @@ async def test_a_node_that_used_its_step_budget_ends_its_do_entry_as_stuck(rtws:
             turn(retry("n1"), end("DO")),
             turn(complete("n1"), end("CHECK")),
             turn(verdict("n1"), end("END")),
-            turn(end("END")),
         ]
     )
     report, rt = await run_task(rtws, model, "write the files")
     assert report.outcome is LoopOutcome.DONE, report.reason
     assert model.remaining == 0
-    assert phases(model) == [
+    assert work_phases(model) == [
         "PLAN",
         *["DO"] * 9,
         *["DO"] * 3,

@@ -208,13 +208,26 @@ def compile_one(
     return kept, [*record.dropped] if record else []
 
 
-def test_input_events_are_cut_to_800_tokens_with_a_hint_to_read_them_whole() -> None:
-    events = tuple(Part(id=f"ev{i}", text=words(6000, i)) for i in range(4))
+def test_input_parts_are_cut_to_what_fits_naming_the_tool_that_reads_them_whole() -> None:
+    """Over its budget (4,000), each input part is cut to one common cap — not under 800
+    tokens while that fits — and the note names the tool that shows the part whole (a
+    part no tool shows says only that it was cut: no made-up tool)."""
+    events = tuple(
+        Part(id=f"n{i}", text=words(6000, i), whole=f'node_get("n{i}")') for i in range(4)
+    )
     kept, dropped = compile_one(Section(kind=SectionKind.INPUT, parts=events))
     assert not dropped and len(kept.parts) == 4
     for p in kept.parts:
-        assert 'read_event("' + p.id + '")' in p.text
-        assert CharCounter().count(p.text) <= 800 + 40
+        assert f'read it whole with node_get("{p.id}")' in p.text
+        assert 800 <= CharCounter().count(p.text) <= 1000 + 40  # 4 × ~1,000 of 4,000
+    [alone] = compile_one(
+        Section(kind=SectionKind.INPUT, parts=(Part(id="m", text=words(24000)),))
+    )[0].parts
+    assert 3800 <= CharCounter().count(alone.text) <= 4000  # one long part keeps what fits
+    assert "tokens cut]" in alone.text and "read it whole" not in alone.text
+    many = tuple(Part(id=f"e{i}", text=words(4000, i)) for i in range(30))
+    kept, _ = compile_one(Section(kind=SectionKind.INPUT, parts=many))
+    assert all(CharCounter().count(p.text) < 800 for p in kept.parts)  # below 800 if it must
 
 
 def test_tool_results_keep_head_and_tail_and_name_the_worklog() -> None:
@@ -297,7 +310,7 @@ def test_an_overflowing_dialog_summary_asks_for_a_compaction() -> None:
 
 def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() -> None:
     compiler = MemoryCompiler(MemoryConfig())
-    big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(16000)),))
+    big = Section(kind=SectionKind.INPUT, parts=(Part(id="e", text=words(3200)),))  # 800
     tree = Section(
         kind=SectionKind.WORKSPACE_TREE, parts=(Part(id="n", text=words(2400), pinned=True),)
     )
@@ -312,3 +325,44 @@ def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() ->
 def test_a_calibrated_counter_scales_the_base_count() -> None:
     c = CalibratedCounter(CharCounter(), 1.5)
     assert c.count("x" * 400) == 150
+
+
+@settings(max_examples=80, deadline=None)
+@given(dialog(), st.integers(0, 20), st.integers(2000, 400_000))
+def test_an_anchored_input_stands_where_it_happened_among_the_turns(
+    msgs: list[ChatMessage], pick: int, window: int
+) -> None:
+    """The loop's phase input, taken out of the history (`skip`) and anchored there:
+    every turn shown before it happened before it, every turn after it after it, the
+    last step summary right before it; older than every turn kept, it comes first."""
+    users = [i for i, m in enumerate(msgs) if isinstance(m, UserMessage)]
+    anchor = users[pick % len(users)] if users else -1
+    history, last = history_sections(msgs, 6, skip=anchor)
+    summary = Section.text(SectionKind.LAST_STEP_SUMMARY, "SUMMARY-MARK")
+    given_input = Section.text(SectionKind.INPUT, "INPUT-MARK")
+    tree = Section.text(SectionKind.WORKSPACE_TREE, "TREE-MARK")
+    out = MemoryCompiler(MemoryConfig()).compile(
+        [tree, history, last, summary, given_input], window=window, anchor=anchor
+    )
+    sent = out.messages()
+    shown = {s.kind for s in out.sections}
+    if not {SectionKind.INPUT, SectionKind.LAST_STEP_SUMMARY} <= shown:
+        return  # a B too small for even the P0 sections (cut under their floors)
+    texts = [m.text if isinstance(m, UserMessage) else None for m in sent]
+    at = next(i for i, t in enumerate(texts) if t is not None and "INPUT-MARK" in t)
+    assert texts[at - 1] is not None and "SUMMARY-MARK" in texts[at - 1]
+    if SectionKind.WORKSPACE_TREE in shown:
+        assert texts[0] is not None and "TREE-MARK" in texts[0]
+    kept = [
+        p
+        for s in out.sections
+        if s.kind in (SectionKind.RECENT_HISTORY, SectionKind.TOOL_RESULTS)
+        for p in s.parts
+    ]
+    position = {id(m): p.at for p in kept for m in p.messages}
+    for i, m in enumerate(sent):
+        where = position.get(id(m))
+        if where is None:
+            continue
+        assert (where < anchor) == (i < at), (where, anchor, i, at)
+    assert all(m is not msgs[anchor] for m in sent) if anchor >= 0 else True

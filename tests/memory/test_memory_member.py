@@ -59,3 +59,18 @@ def test_a_damaged_memory_file_is_reported_with_its_line(tmp_path: Path) -> None
     mem.path.write_text(mem.path.read_text() + "{not json\n", "utf-8")
     with pytest.raises(ValueError, match=r"memory.jsonl:2: not a memory item"):
         mem.items()
+
+
+def test_a_file_changed_by_another_writer_is_read_again(tmp_path: Path) -> None:
+    """Reads are kept while the file's stat is unchanged (a loop asks at every step); a
+    write by another process (a new file: new inode, size, time) is seen at once, and a
+    damaged line still names the file and the line."""
+    mem = MemberMemory(tmp_path, "dev")
+    mem.remember("Builds run with `make ci`.", 0.6, writer="SELF_IMPROVE")
+    assert [i.text for i in mem.items()] == ["Builds run with `make ci`."]
+    other = MemberMemory(tmp_path, "dev")
+    other.remember("The user reads diffs, not prose.", 0.7, writer="SELF_IMPROVE")
+    assert len(mem.items()) == 2
+    mem.path.write_text(mem.path.read_text("utf-8") + "not json\n", "utf-8")
+    with pytest.raises(ValueError, match=r"memory\.jsonl:3: not a memory item"):
+        mem.items()

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mindloop.workspace import markdown
+from mindloop.workspace import markdown, repo
 from mindloop.workspace.models import DocStatus, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.ref import workspace_ref
 from tests.toolsets.ws_env import TASK, Env, build
 
 
@@ -170,7 +171,12 @@ async def test_transitions_log_and_focus_and_refuse_bad_conclusions(env: Env) ->
         no_artifacts_reason="schema only",
     )
     assert not out.is_error, out.text
-    assert env.state().nodes["n3"].checkpoint_ref == "tests green"
+    # the checkpoint is the workspace ref the runtime took; the evidence is logged
+    assert env.state().nodes["n3"].checkpoint_ref == workspace_ref(env.rtws)
+    [row] = [
+        e for e in repo.log(env.store, TASK) if e.node_id == "n3" and e.data.get("to") == "COMPLETE"
+    ]
+    assert (row.data["evidence"], row.data["ref"]) == ("tests green", workspace_ref(env.rtws))
 
 
 async def test_update_sets_notes_artifacts_conclusion_into_info_and_graph(env: Env) -> None:
@@ -315,7 +321,7 @@ async def test_every_declared_parameter_reaches_its_handler(env: Env) -> None:
     )
     assert not out.is_error, out.text
     n3 = env.state().nodes["n3"]
-    assert (n3.checkpoint_ref, n3.no_artifacts_reason) == ("ev-1", "docs only")
+    assert (n3.checkpoint_ref, n3.no_artifacts_reason) == (workspace_ref(env.rtws), "docs only")
     out = await env.call(
         "node_transition",
         node_id="n3",
@@ -325,7 +331,15 @@ async def test_every_declared_parameter_reaches_its_handler(env: Env) -> None:
         evidence="ref-9",
     )
     n3 = env.state().nodes["n3"]
-    assert (n3.status, n3.conclusion, n3.checked_ref) == (NodeStatus.DONE, "ok", "ref-9")
+    assert (n3.status, n3.conclusion, n3.checked_ref) == (
+        NodeStatus.DONE,
+        "ok",
+        workspace_ref(env.rtws),
+    )
+    [verdict] = [
+        e for e in repo.log(env.store, TASK) if e.node_id == "n3" and e.data.get("to") == "DONE"
+    ]
+    assert verdict.data["evidence"] == "ref-9" and n3.check_report_ref == f"worklog:{verdict.id}"
     out = await env.call(
         "node_split", parent_id="root", title="T", requirement="t", docs=[], inherit_context=True
     )
