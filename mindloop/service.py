@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -1031,6 +1031,14 @@ def list_approvals(source: Source, *, task: str | None = None) -> list[ApprovalV
             key = task_key(_rtws_of(source), task)
             roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
         return [ApprovalView.of(r) for r in open_waits_of_kind(store, "approval", root_ids=roots)]
+
+
+def tasks_of(source: Source, dialog_ids: Iterable[str]) -> dict[str, str]:
+    """The task package of each dialog (what a list of questions shows beside them)."""
+    with _reading(source) as store:
+        if store is None:
+            return {}
+        return {did: store.get_dialog(did).task_path for did in set(dialog_ids)}
 
 
 def dialog_trees(source: Source, target: str) -> list[list[TreeNode]]:

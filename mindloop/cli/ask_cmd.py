@@ -22,6 +22,7 @@ from mindloop.cli.common import (
     FILE_OPTION_HELP,
     OUTCOME_EXIT_CODES,
     console,
+    drives,
     get_rtws,
     global_option,
     print_json,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from mindloop import service
 
 
+@drives
 def ask(
     ctx: typer.Context,
     message: Annotated[
@@ -43,10 +45,8 @@ def ask(
     thinking: Annotated[bool, typer.Option(help="Show thinking output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Let the Router pick the task for a message (or create one), then drive that task.
-
-    Exit codes: 0 done, 1 error, 3 step limit or cap, 4 waiting on your answer, 5 the
-    task FAILED, 130 interrupted."""
+    """Let the Router pick the task for a message (or create one), then drive that task's
+    work loop, as `run TASK` does."""
     rtws = get_rtws(ctx)
     text = read_message(message, file)
     verbose = bool(global_option(ctx, "verbose"))
@@ -105,7 +105,4 @@ async def _ask(
             )
         )
         return code
-    from mindloop.cli.loop_cmds import print_loop
-
-    print_loop(report, project.rtws)
     return report_tree(report, project.rtws, state_location(project.rtws))

@@ -54,19 +54,11 @@ async def run_task(
     thinking: bool = False,
 ) -> int:
     from mindloop import service
-    from mindloop.cli.chat_cmd import (
-        TASK_STEP_HINT,
-        print_capped,
-        print_failures,
-        print_questions,
-        print_step_limited,
-        start_logging,
-    )
-    from mindloop.cli.loop_render import LoopRenderer
+    from mindloop.cli.chat_cmd import make_renderer, start_logging
     from mindloop.store.location import state_location
 
     project = service.open_project(rtws, max_steps=max_steps)
-    renderer = None if as_json else LoopRenderer(console, show_thinking=thinking)
+    renderer = make_renderer(as_json, show_thinking=thinking)
     if renderer is not None:
         project.subscribe(renderer.handle)
     try:
@@ -79,24 +71,56 @@ async def run_task(
         if renderer is not None:
             renderer.close()
         await project.aclose()
-    code = OUTCOME_EXIT_CODES[report.outcome]
     if as_json:
         from mindloop.cli.chat_cmd import summary
 
+        code = OUTCOME_EXIT_CODES[report.outcome]
         print_json(summary(report, code, state_location(project.rtws)))
         return code
+    return report_task(report, rtws, state_location(rtws))
+
+
+# What to do next, after a run of a task's loop came to this outcome ("": nothing).
+NEXT_STEP: dict[str, str] = {
+    "error": "fix the cause, then go on with: mindloop run -C {rtws} {task}",
+    "cap_reached": "raise the cap, then go on with: mindloop run -C {rtws} {task}",
+    "step_limit": "go on with: mindloop run -C {rtws} {task}",
+    "waiting": "",  # how to answer or decide was printed with each question or approval
+    "failed": 'give it new scope with: mindloop run -C {rtws} {task} -m "…"',
+    "done": "",
+}
+
+
+def report_task(report: service.DriveReport, rtws: Path, state: str) -> int:
+    """What a run of a task's loop came to — `run TASK`, and `answer` / `approve` /
+    `reject` / `ask` / `chat` when what they drive is a task's loop root: the failures
+    (one line each on stderr; the whole error was in the live transcript), what waits on
+    the human and how to decide it, the task's line, usage, and the next step. Returns
+    the exit code."""
+    from mindloop.cli.chat_cmd import (
+        TASK_STEP_HINT,
+        print_approvals,
+        print_capped,
+        print_failures,
+        print_questions,
+        print_step_limited,
+    )
+    from mindloop.cli.usage import usage_line
+
+    loop = report.loop
+    assert loop is not None, "report_task reports a run of a task's loop"
     print_failures(report)
     print_capped(report)
     print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
     print_questions(report.questions, rtws)
+    print_approvals(report.approvals, rtws)
     print_loop(report, rtws)
-    from mindloop.cli.usage import usage_line
-
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
-    console.print(
-        f"[dim]state in {escape(state_location(rtws))} · `mindloop status {task}` shows it[/]"
-    )
-    return code
+    console.print(f"[dim]state in {escape(state)} · `mindloop status {loop.task}` shows it[/]")
+    step = NEXT_STEP[report.outcome].format(rtws=rtws, task=loop.task)
+    if step:
+        console.print(escape(step))
+    return OUTCOME_EXIT_CODES[report.outcome]
 
 
 def print_loop(report: service.DriveReport, rtws: Path) -> None:
@@ -106,9 +130,11 @@ def print_loop(report: service.DriveReport, rtws: Path) -> None:
     if loop is None:
         return
     color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(loop.outcome, "yellow")
+    # an error was shown whole in the live transcript and in a line on stderr: not again
+    why = loop.reason if loop.outcome != "error" else ""
     console.print(
         f"[{color}]task {escape(loop.task)}: {loop.outcome}[/]"
-        + (f" — {escape(loop.reason)}" if loop.reason else "")
+        + (f" — {escape(why)}" if why else "")
     )
     if loop.kb_delivered:
         console.print(
