@@ -171,7 +171,7 @@ def summary(report: service.DriveReport, code: int, state: str, **extra: Any) ->
     }
 
 
-def _summary(error: str | None) -> str:
+def error_line(error: str | None) -> str:
     """An error on one line: its first line, and the next when the first only introduces
     it (`invalid mock script:`); the whole error was rendered live already."""
     lines = [line.strip() for line in (error or "").strip().splitlines() if line.strip()]
@@ -192,11 +192,11 @@ def print_failures(report: service.DriveReport) -> None:
     live transcript) and per drive that raised."""
     for r in report.failed:
         err_console.print(
-            f"error: {_who(report, r.dialog_id)} stopped on error: {_summary(r.error)}",
+            f"error: {_who(report, r.dialog_id)} stopped on error: {error_line(r.error)}",
             markup=False,
         )
     for crash in report.crashed:
-        err_console.print(f"error: a drive failed: {_summary(crash)}", markup=False)
+        err_console.print(f"error: a drive failed: {error_line(crash)}", markup=False)
 
 
 async def settle_and_drive(

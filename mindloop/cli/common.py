@@ -62,6 +62,27 @@ def drives(command: _F) -> _F:
     return command
 
 
+def when(ts: float, now: float | None = None) -> str:
+    """A moment as people read it: local time and how far off (`2026-05-03 14:02 (in
+    47h)`, `… (3 min ago)`)."""
+    import time
+    from datetime import datetime
+
+    now = time.time() if now is None else now
+    delta = ts - now
+    span = abs(delta)
+    if span < 60:
+        far = f"{span:.0f}s"
+    elif span < 3600:
+        far = f"{span // 60:.0f} min"
+    elif span < 72 * 3600:
+        far = f"{span // 3600:.0f}h"
+    else:
+        far = f"{span // 86400:.0f} days"
+    rel = f"in {far}" if delta >= 0 else f"{far} ago"
+    return f"{datetime.fromtimestamp(ts).strftime('%Y-%m-%d %H:%M')} ({rel})"
+
+
 def print_json(data: Any) -> None:
     """Machine-readable output of a command (`--json`): one JSON document on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

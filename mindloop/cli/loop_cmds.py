@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json
+from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json, when
 
 if TYPE_CHECKING:
     from mindloop import service
@@ -143,6 +143,10 @@ def print_loop(report: service.DriveReport, rtws: Path) -> None:
         )
 
 
+# What `status` says of a loop root that stopped short (its dialog's status).
+STOPPED_SHORT = {"error": "stopped on an error", "stopped": "stopped at the step limit"}
+
+
 def status(
     ctx: typer.Context,
     task: Annotated[str, typer.Argument(help="The task package (tasks/<slug>.tsk).")],
@@ -169,11 +173,22 @@ def show_status(st: TaskStatus) -> None:
         where = f"phase {st.phase} (entry {st.entry})" if st.phase else "not started"
         if st.phase and not st.in_phase:
             where += ", ended"
+        stopped = STOPPED_SHORT.get(st.root_status or "")
+        # a reason naming an open question is that question's line below: not twice
+        said = stopped or any(q.id in st.reason for q in st.questions)
         console.print(
-            f"[bold]{escape(st.task)}[/] · {st.status} · {where}"
+            f"[bold]{escape(st.task)}[/] · "
+            + (f"[red]{stopped}[/]" if stopped else str(st.status))
+            + f" · {where}"
             + (f" · node {st.node}" if st.node and st.in_phase else "")
-            + (f"\n  {escape(st.reason)}" if st.reason else "")
+            + (f"\n  {escape(st.reason)}" if st.reason and not said else "")
         )
+        if stopped:
+            from mindloop.cli.chat_cmd import error_line
+
+            if st.root_error:
+                console.print(f"  [red]error:[/] {escape(error_line(st.root_error))}")
+            console.print(f"  fix the cause, then go on with: mindloop run {escape(st.task)}")
     console.print(progress_bar(st.done, st.total))
     for n in st.nodes:
         extra = []
@@ -191,10 +206,17 @@ def show_status(st: TaskStatus) -> None:
             f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {kind} "
             f"{escape(n.title)}{tail}"
         )
+    # a question's own wait (its timeout) is shown on the question's line, not again
+    asked = {w.key: w for w in st.waits if w.kind == "user_input"}
     for q in st.questions:
-        console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}")
+        wait = asked.get(q.id)
+        due = f" [dim](due {when(wait.due_at)})[/]" if wait is not None and wait.due_at else ""
+        console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}{due}")
+    shown = {q.id for q in st.questions}
     for w in st.waits:
-        due = f", due {w.due_at:.0f}" if w.due_at else ""
+        if w.kind == "user_input" and w.key in shown:
+            continue
+        due = f", due {when(w.due_at)}" if w.due_at else ""
         console.print(f"[cyan]wait {w.id}[/] {w.kind} {escape(w.key)}{due}")
     for r in st.retry_records:
         what = "DO repair" if r.level == "L2" else "ADJUST cycle"
