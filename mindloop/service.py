@@ -46,6 +46,7 @@ from mindloop.config import (
 from mindloop.dialogs.approvals import ApprovalView
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.wait_kinds import SystemEvent
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
@@ -685,6 +686,71 @@ def _approval_dialog(project: Project, approval_id: str, check_provider: bool) -
     if check_provider and wait.status == "open":
         project.check_member(dialog.member)
     return dialog
+
+
+class Delivered(BaseModel):
+    """A system event delivered from outside (`mindloop event`, the web's POST
+    /system-events): the `wait_for` waits it resolved, whose dialogs are now driven on, or
+    the id it is kept under until a wait for it opens (agent-loop §6.3: an event that
+    comes before its wait is matched at registration)."""
+
+    event_type: str
+    key: str | None = None
+    resolved: list[str] = []  # wait ids
+    dialogs: list[str] = []  # the dialogs those waits held (each now drivable)
+    root_ids: list[str] = []  # … and their trees' roots
+    kept: int | None = None
+
+    @property
+    def root_id(self) -> str | None:
+        """The one tree the event woke (what `event` drives on), else None."""
+        return self.root_ids[0] if len(self.root_ids) == 1 else None
+
+
+def event_payload(text: str | None, where: str = "--payload") -> dict[str, Any]:
+    """An event's payload as given by a person or a script: a JSON object (or nothing)."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MindloopError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise MindloopError(f"{where}: a JSON object is needed, got {type(value).__name__}")
+    return value
+
+
+def deliver_event(
+    project: Project,
+    event_type: str,
+    *,
+    key: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> Delivered:
+    """Deliver a system event (`SystemEvent`) to the runtime (`DialogRuntime.deliver`): it
+    resolves the open WAIT_SYSTEM_EVENT waits of `event_type` whose filter it matches
+    (`key` is matched as the filter's `key`), or is kept for a wait still to come."""
+    _check_text(event_type, "the event type is empty: name it, e.g. deploy")
+    event = SystemEvent(event_type=event_type.strip(), key=key or None, payload=dict(payload or {}))
+    rt = project.runtime
+    done = rt.deliver(event)
+    dialogs = list(dict.fromkeys(w.dialog_id for w in done.resolved))
+    roots = list(dict.fromkeys(rt.store.get_dialog(d).root_id for d in dialogs))
+    log.info(
+        "event %s (key %s): resolved %s%s",
+        event.event_type,
+        event.key,
+        [w.id for w in done.resolved] or "nothing",
+        f", kept as {done.kept}" if done.kept is not None else "",
+    )
+    return Delivered(
+        event_type=event.event_type,
+        key=event.key,
+        resolved=[w.id for w in done.resolved],
+        dialogs=dialogs,
+        root_ids=roots,
+        kept=done.kept,
+    )
 
 
 def retry(project: Project, dialog: str | None = None) -> list[str]:

@@ -208,9 +208,10 @@ async def settle_and_drive(
     as_json: bool,
     verbose: bool,
 ) -> int:
-    """Record the human's input — `settle` returns the record (an answer, a decision: it
-    has `root_id`) and the line to print — then drive its tree on (unless `no_drive`) and
-    report as `run` does, the record under `key` in the JSON summary."""
+    """Record the human's input — `settle` returns the record (an answer, a decision, an
+    event delivered: it has `root_id`, None when there is no one tree to drive) and the
+    line to print — then drive its tree on (unless `no_drive`) and report as `run` does,
+    the record under `key` in the JSON summary."""
     from mindloop import service
     from mindloop.store.location import state_location
 
@@ -225,6 +226,8 @@ async def settle_and_drive(
         start_logging(project, verbose)
         if not as_json:
             console.print(line)
+        if record.root_id is None:  # nothing (or no one tree) to drive on here
+            no_drive = True
         if not no_drive and _fleet(rtws) is not None:
             no_drive = True  # live workers drive it on (a drive here would race them)
             if not as_json:
