@@ -27,8 +27,9 @@ def questions(
     task: Annotated[str | None, typer.Option("--task", help="Only questions of this task.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List what waits on the human, across all dialogs: open questions (`answer`) and
-    calls waiting for approval (`approve` / `reject`)."""
+    """List what waits on the human, across all dialogs: open questions (`answer`), calls
+    waiting for approval (`approve` / `reject`), and the Router's questions of which task
+    a message continues (`answer`)."""
     from rich.table import Table
 
     from mindloop import service
@@ -36,7 +37,8 @@ def questions(
     rtws = get_rtws(ctx)
     qs = service.list_questions(rtws, task=task)
     aps = service.list_approvals(rtws, task=task)
-    tasks = service.tasks_of(rtws, [x.dialog_id for x in (*qs, *aps)])
+    routes = service.list_router_questions(rtws) if task is None else []
+    tasks = service.tasks_of(rtws, [*(q.dialog_id for q in qs), *(a.dialog_id for a in aps)])
     if as_json:
         print_json(
             [
@@ -47,9 +49,10 @@ def questions(
                 {"kind": "approval", "task": tasks[a.dialog_id], **a.model_dump(mode="json")}
                 for a in aps
             ]
+            + [{"kind": "route", "task": None, **r.model_dump(mode="json")} for r in routes]
         )
         return
-    if not qs and not aps:
+    if not qs and not aps and not routes:
         console.print("no open questions or approvals")
         return
     # Ids are what the user types next (`answer ID`): never cut, whatever the width; the
@@ -66,6 +69,10 @@ def questions(
             f"digest {a.args_digest[:16]}…  (approve / reject --reason …)"
         )
         table.add_row(a.id, _where(tasks[a.dialog_id], a.dialog_id, a.asked_at), escape(text))
+    for r in routes:  # the Router asks which task a message continues
+        choices = "\n".join(f"{i}. {c.task}" for i, c in enumerate(r.options, 1))
+        text = f"which task: {r.question}\n“{r.message}”\n{choices}\n(or `new`)"
+        table.add_row(r.id, _where("(no task yet)", "router", r.asked_at), escape(text))
     console.print(table)
 
 

@@ -75,6 +75,9 @@ async def ask(request: Request) -> Response:
     state = web(request)
     form = await fields(request)
     asked = await service.ask(state.project, form.get("message", ""))
+    if asked.asking is not None:  # which task? answered at POST /questions/<id>/answer
+        return done(request, "/inbox", asking=asked.asking)
+    assert asked.posted is not None and asked.task is not None
     root = asked.posted.dialog
     state.driver.kick(root.root_id)
     return done(

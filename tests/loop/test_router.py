@@ -142,3 +142,33 @@ async def test_a_failed_model_call_fails_the_run_at_once(tmp_path: Path) -> None
     assert rec.error is not None and rec.error.startswith(
         "the Router's model call failed: bad request"
     )
+
+
+async def test_it_may_ask_which_listed_task_should_continue(tmp_path: Path) -> None:
+    """agent-loop §3: an ambiguous message is put to the human ("which task should
+    continue?") with the listed ids it could continue; an option that is not listed is
+    refused like a guessed id, and one option is no question."""
+    rtws = project(
+        tmp_path,
+        [
+            route(
+                role="tool",
+                match="not the id of a listed task",
+                ask_which_task=True,
+                question="The login page or the invoices?",
+                options=["tasks/login.tsk", "tasks/invoices.tsk"],
+            ),
+            route(role="tool", match="two or more", ask_which_task=True, options=["x", "y"]),
+            route(match="continue", ask_which_task=True, options=["tasks/login.tsk"]),
+        ],
+        {},
+    )
+    rec = await _route(rtws, "continue the work")
+    assert rec.status == "accepted" and rec.decision is not None, rec.error
+    d = rec.decision
+    assert d.ask_which_task and d.target_task_id is None and not d.create_new_task
+    assert d.options == ["tasks/login.tsk", "tasks/invoices.tsk"]
+    assert d.question == "The login page or the invoices?"
+    one, unlisted, _ok = rec.attempts
+    assert one.error is not None and "two or more" in one.error
+    assert unlisted.error is not None and "'x' is not the id of a listed task" in unlisted.error
