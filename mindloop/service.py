@@ -73,6 +73,7 @@ from mindloop.store import (
     Store,
     TaskRecord,
     UsageTotals,
+    WaitRecord,
     loop_state,
 )
 from mindloop.store.location import database_url
@@ -165,6 +166,9 @@ class Decided(BaseModel):
     decision: str  # approve | edit | reject
     dialog_id: str
     root_id: str
+    # What the decision did at once, for a change a tool proposed (the tool's words:
+    # "self.md of @dev: proposal #1 applied as #2"); None: the call runs in its dialog.
+    result: str | None = None
 
 
 class DriveReport(BaseModel):
@@ -233,8 +237,8 @@ class DriveReport(BaseModel):
             return Outcome.CAP_REACHED
         if self.step_limited:
             return Outcome.STEP_LIMIT
-        if self.questions or self.approvals:
-            return Outcome.WAITING
+        if self.questions or any(not a.proposal for a in self.approvals):
+            return Outcome.WAITING  # (a proposed change left to decide holds nothing up)
         return Outcome.DONE
 
     def member_of(self, dialog_id: str) -> str | None:
@@ -776,7 +780,11 @@ def approve(
     decision = "approve" if edited_args is None else "edit"
     log.info("approved %s (%s, dialog %s)", approval_id, decision, done.dialog_id)
     return Decided(
-        approval_id=done.id, decision=decision, dialog_id=done.dialog_id, root_id=rec.root_id
+        approval_id=done.id,
+        decision=decision,
+        dialog_id=done.dialog_id,
+        root_id=rec.root_id,
+        result=_decided_result(done),
     )
 
 
@@ -795,8 +803,19 @@ def reject(
     done = project.runtime.reject(approval_id, reason, by=by, expected_digest=expected_digest)
     log.info("rejected %s (dialog %s)", approval_id, done.dialog_id)
     return Decided(
-        approval_id=done.id, decision="reject", dialog_id=done.dialog_id, root_id=rec.root_id
+        approval_id=done.id,
+        decision="reject",
+        dialog_id=done.dialog_id,
+        root_id=rec.root_id,
+        result=_decided_result(done),
     )
+
+
+def _decided_result(rec: WaitRecord) -> str | None:
+    """What a decision on a proposed change did (`Approvals`: the tool's words)."""
+    event = (rec.resolution or {}).get("event") or {}
+    found = event.get("result") if isinstance(event, dict) else None
+    return str(found) if found is not None else None
 
 
 def _approval_dialog(project: Project, approval_id: str, check_provider: bool) -> DialogRecord:

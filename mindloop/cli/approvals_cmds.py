@@ -116,7 +116,8 @@ async def _decide(
                 check_provider=not no_drive,
             )
         verb = "rejected" if decided.decision == "reject" else "approved"
-        return decided, f"{verb} {approval_id} (dialog {decided.dialog_id})"
+        done = f": {decided.result}" if decided.result else ""
+        return decided, f"{verb} {approval_id} (dialog {decided.dialog_id}){done}"
 
     return await settle_and_drive(
         rtws, "decided", settle, no_drive=no_drive, as_json=as_json, verbose=verbose

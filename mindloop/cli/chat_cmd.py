@@ -305,11 +305,16 @@ def print_questions(questions: Iterable[Any], rtws: Path, *, with_body: bool = F
 
 
 def print_approvals(approvals: Iterable[Any], rtws: Path) -> None:
-    """One entry per call waiting for the human's approval, with the commands that decide."""
+    """One entry per call waiting for the human's approval, with the commands that decide.
+    A change a member proposed (nothing waits for it) says so."""
     for a in approvals:
+        what = (
+            f"proposes {escape(a.summary)} (open; nothing waits for it)"
+            if a.proposal
+            else f"asks to run {escape(a.summary)}"
+        )
         console.print(
-            f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} asks "
-            f"to run {escape(a.summary)}\n"
+            f"[cyan]approval {a.id}[/] from dialog {a.dialog_id}: @{escape(a.member)} {what}\n"
             f"  approve with: mindloop approve -C {rtws} {a.id}\n"
             f'  reject with:  mindloop reject -C {rtws} {a.id} --reason "…"'
         )

@@ -4,7 +4,10 @@
 and the loop's own lines on top: each phase as it starts (with the node it works), a
 progress bar over the nodes after each routing decision, dropped hints, waits. Exit codes
 (DESIGN §8.6): 0 DONE, 1 error, 3 a cap reached, 4 waiting on the human, 5 the task
-FAILED, 130 interrupted (the state is saved; `run` resumes). `status TASK` reads only.
+FAILED, 130 interrupted (the state is saved; `run` resumes). A task DONE with a self.md
+change SELF_IMPROVE proposed still open (`loop.self_md.require_approval`) exits 0: nothing
+waits for that approval; it is listed with the commands that decide it. `status TASK`
+reads only.
 """
 
 from __future__ import annotations

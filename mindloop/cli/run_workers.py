@@ -71,7 +71,9 @@ async def _enqueue_and_follow(
     try:
         rel = service.check_task(project, task)  # refused before anything is written
         rt = project.runtime
-        state = submit(rt, rel, message, member=project.config.team.default_responder)
+        state = submit(
+            rt, rel, message, member=project.config.team.default_responder, max_steps=max_steps
+        )
         client = await asyncio.to_thread(FleetClient, url)
         try:
             wid = await asyncio.to_thread(client.enqueue_loop, state.root_id, rel, max_steps)

@@ -63,9 +63,20 @@ def history(ctx: typer.Context, member: MemberOption = None, as_json: JsonOption
         return
     from rich.table import Table
 
+    decided = {e.proposal_seq: e for e in entries if e.proposal_seq is not None}
     table = Table("seq", "at", "by", "change", "rationale", "commit")
     for e in entries:
         change = f"{e.op} {e.section!r}"
+        if e.status == "proposed":
+            d = decided.get(e.seq)
+            change += (
+                f" (proposed: {d.status} as #{d.seq})"
+                if d is not None
+                else f" (proposed, open: approval {e.approval_id})"
+            )
+        elif e.proposal_seq is not None:
+            why = f": {e.decision_reason}" if e.decision_reason else ""
+            change += f" ({e.status} proposal #{e.proposal_seq}, by {e.decided_by}{why})"
         if e.seq in reverted:
             change += f" (reverted by #{reverted[e.seq]})"
         at = datetime.fromtimestamp(e.at).strftime("%Y-%m-%d %H:%M")

@@ -12,6 +12,7 @@ constant; configuration keys live in the team config under `loop:`" (DESIGN.md �
       retries: {adjust_per_node: 2}    # the retry ladder (§8)
       self_md: {git_commit: true}      # self-improvement's self.md writes (§9.1)
       router: {recent_tasks: 10}       # the Router (§4)
+      check: {test_runners: [pytest]}  # what CHECK's shell may run (§3)
 
 Unknown keys, wrong types and explicit nulls are errors with the file, line and key path,
 like every other key of team.yaml (the loader validates `TeamSpec`, which holds this).
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from mindloop.config.duration import Duration
+from mindloop.config.loop_check import CheckConfig
 from mindloop.config.loop_kb import KbConfig
 from mindloop.config.loop_memory import LoopPhaseName, MemoryConfig
 from mindloop.config.loop_retries import RetriesConfig
@@ -31,7 +33,7 @@ from mindloop.config.loop_self_md import SelfMdConfig
 
 STRICT = ConfigDict(extra="forbid", strict=True)
 
-__all__ = ["LoopConfig", "LoopPhaseName", "MemoryConfig", "RetriesConfig"]
+__all__ = ["CheckConfig", "LoopConfig", "LoopPhaseName", "MemoryConfig", "RetriesConfig"]
 
 
 # ---------------------------------------------------------------- phases and nodes (§3, §5)
@@ -147,7 +149,9 @@ class WaitsConfig(BaseModel):
 
 
 class SelfImproveConfig(BaseModel):
-    """`loop.self_improve`: the cursored pass over the root dialog (agent-loop §9.3)."""
+    """`loop.self_improve`: the cursored pass over the root dialog (agent-loop §9.3): the
+    messages one run reads, and how many of its tool calls may fail in a row before the
+    run stops (its messages then wait for the next run)."""
 
     model_config = STRICT
 
@@ -189,3 +193,4 @@ class LoopConfig(BaseModel):
     kb: KbConfig = Field(default_factory=KbConfig)
     self_improve: SelfImproveConfig = Field(default_factory=SelfImproveConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    check: CheckConfig = Field(default_factory=CheckConfig)

@@ -42,6 +42,8 @@ class KbConfig(BaseModel):
     max_content_tokens: int = Field(default=1500, gt=0)
     retry_hours: float = Field(default=24.0, gt=0)
     backoff_cap_seconds: float = Field(default=3600.0, gt=0)
+    # a sent request the KB has not answered after this long is redelivered (§9.2)
+    reply_timeout_seconds: float = Field(default=3600.0, gt=0)
 
     @field_validator("member")
     @classmethod

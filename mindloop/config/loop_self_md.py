@@ -8,7 +8,7 @@ member's `.minds/team/<member>/self.md` through `self_md_patch` (agent-loop §9.
         max_tokens: 1500                     # the whole file
         max_net_tokens_per_call: 200         # growth of one call
         max_calls_per_run: 3                 # accepted calls per SELF_IMPROVE run
-        require_approval: false              # each call waits for `mindloop approve`
+        require_approval: false              # calls are proposed; `mindloop approve` applies
 
 A section is protected when its title is listed here or when its heading ends with
 `(protected)` (`## Safety (protected)`); see `toolsets.self_md`.
@@ -36,11 +36,13 @@ class SelfMdConfig(BaseModel):
     git_commit: bool = False
     max_tokens: int = Field(default=1500, gt=0)  # the whole file, characters / 4
     max_net_tokens_per_call: int = Field(default=200, gt=0)
-    # Accepted (applied) calls per SELF_IMPROVE run — the loop root dialog's pass — counted
-    # from the history file, so a resumed run counts what it already did.
+    # Accepted (applied or proposed) calls per SELF_IMPROVE run — one entry of the phase:
+    # a later pass over the task has its own — counted from the history file, so a
+    # resumed run counts what it already did.
     max_calls_per_run: int = Field(default=3, gt=0)
-    # Each call is PROPOSED and waits for the human's approval (`mindloop approve`); the
-    # approved call is applied exactly as approved. Off by default (agent-loop §9.1).
+    # Each call is PROPOSED (a `proposed` history entry and an approval, self.md
+    # unchanged); SELF_IMPROVE does not wait: `mindloop approve` applies it exactly as
+    # proposed, once, `reject` records it rejected. Off by default (agent-loop §9.1).
     require_approval: bool = False
 
     @field_validator("protected_sections")

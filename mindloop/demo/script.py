@@ -46,7 +46,9 @@ RELEASE_CHECK = (
     "test -f CHANGELOG.md && test -f CONTRIBUTING.md && test -f RELEASE_NOTES.md "
     "&& echo release check passed"
 )
-HEADING_CHECK = "grep -n '^## \\[' CHANGELOG.md || echo no dated release heading"
+# n1's verify command; CHECK runs exactly it (its shell runs test runners and the verify
+# commands of the nodes under check only, agent-loop §3)
+HEADING_CHECK = "grep -n '^## \\[' CHANGELOG.md || { echo no dated release heading; exit 1; }"
 
 DEMO_TEAM: dict[str, object] = {
     "member_defaults": {"provider": "mock", "model": "mock-model", "fbr-effort": 3},
@@ -164,7 +166,7 @@ _DEV: list[dict[str, Any]] = [
             _create(
                 "Changelog",
                 "CHANGELOG.md with a dated release heading",
-                "grep -q '^## \\[' CHANGELOG.md",
+                HEADING_CHECK,
             )
         ],
     },

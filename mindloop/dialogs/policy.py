@@ -6,7 +6,8 @@ decides, per request and per call:
 - which tools to offer for this request (`offered_tools`),
 - how to compile the request: system prompt and messages (`compile_request`),
 - whether a requested call may run (`check_call`: a refusal carries its own code and
-  message, distinct from "unknown tool"),
+  message, distinct from "unknown tool"), and with these arguments (`check_arguments`,
+  asked only when `check_call` allowed it),
 - whether the generation's output is acceptable at all (`check_output`: a refusal's
   message replaces the output and nothing in it runs) and which of its tellask routes
   may be carried out (`check_routes`; refuse one with `routing.refuse_route`),
@@ -76,6 +77,10 @@ class TurnPolicy(Protocol):
         self, live: LiveDialog, parts: RequestBuilder, name: str, offered: Sequence[Tool]
     ) -> Refusal | None: ...
 
+    def check_arguments(
+        self, live: LiveDialog, parts: RequestBuilder, call: ToolCall
+    ) -> Refusal | None: ...
+
     def check_output(
         self,
         live: LiveDialog,
@@ -133,6 +138,11 @@ class DefaultPolicy:
             f"tool {name!r} is not available to @{live.member.id} in this dialog; "
             f"available tools: {names}",
         )
+
+    def check_arguments(
+        self, live: LiveDialog, parts: RequestBuilder, call: ToolCall
+    ) -> Refusal | None:
+        return None
 
     def check_output(
         self,

@@ -137,15 +137,23 @@ class DialogRuntime:
             {NODE_SINK: node_sink(self.rtws), **(sinks or {})},
             waits=self.waits,
         )
-        self.approvals = Approvals(self.store, self.bus, self.waits)
+        self.approvals = Approvals(
+            self.store, self.bus, self.waits, tools=self.tools, rtws=self.rtws
+        )
         self.max_steps = max_steps
-        self._workspace = StoreWorkspaceAccess(self.store, frozenset(self.config.team.members))
+        nodes = self.config.team.loop.nodes
+        self._workspace = StoreWorkspaceAccess(
+            self.store,
+            frozenset(self.config.team.members),
+            (nodes.step_budget, nodes.max_step_budget),
+        )
         self.context = ContextBuilder(
             self.rtws, self.config, self.lang, rules=RulesText(self.store, self.rtws, self.lang)
         )
         self.parts = RequestBuilder(self.config, self.tools, self.context, self.lang)
         self._policies = policies
         self._secret_env_names = llm_secret_env_names(self.config.llm)
+        self._transient_backoff = tuple(self.config.team.loop.retries.transient_backoff)
         self.live = LiveCache(self.store, self.config, self.policy_for)
         self.wake = asyncio.Event()  # set whenever a dialog may have become drivable
         self.claims = Claims(self.store, claim_ttl or claim_ttl_from_env())
@@ -398,7 +406,8 @@ class DialogRuntime:
         edited_args: str | None = None,
     ) -> WaitRecord:
         """Approve a waiting call (with `edited_args`: approve the human's arguments
-        instead). The dialog's next drive runs exactly that call; returns the record."""
+        instead). The dialog's next drive runs exactly that call; a change a tool
+        proposed is applied now, by the tool. Returns the record."""
         decision = Decision.APPROVE if edited_args is None else Decision.EDIT
         event = ApprovalDecision(
             approval_id=approval_id, decision=decision, by=by, edited_args=edited_args
@@ -415,7 +424,8 @@ class DialogRuntime:
         by: str = "human",
         expected_digest: str | None = None,
     ) -> WaitRecord:
-        """Reject a waiting call: it never runs; the dialog reads the reason and goes on."""
+        """Reject a waiting call: it never runs; the dialog reads the reason and goes on
+        (a change a tool proposed is recorded rejected by the tool; no dialog waits)."""
         event = ApprovalDecision(
             approval_id=approval_id, decision=Decision.REJECT, by=by, reason=reason
         )
@@ -515,5 +525,6 @@ class DialogRuntime:
             ),
             workspace=self._workspace,
             phase=live.policy.phase,
+            transient_backoff=self._transient_backoff,
         )
         return live.tool_context

@@ -103,6 +103,8 @@ class ToolStep:
             tool = registry.get(call.name)
             if tool is not None:
                 refusal = live.policy.check_call(live, self.parts, call.name, offered)
+                if refusal is None:  # the tool is allowed: with these arguments?
+                    refusal = live.policy.check_arguments(live, self.parts, call)
             if refusal is None and repeats.failing:  # a third identical failing call
                 refusal = repeats.refusal(call.name, call.arguments, self.repeat_limit)
             if refusal is not None:
@@ -197,7 +199,13 @@ class ToolStep:
             case StoreEffect(apply=apply):
                 return apply(self.store)
             case OpenWait(
-                kind=kind, key=key, payload=payload, due_at=due_at, wait_id=wid, mode=mode
+                kind=kind,
+                key=key,
+                payload=payload,
+                due_at=due_at,
+                wait_id=wid,
+                mode=mode,
+                blocks=blocks,
             ):
                 rec = self.tree.waits.open(
                     live.id,
@@ -208,6 +216,7 @@ class ToolStep:
                     wait_id=wid,
                     node=live.node,
                     mode=WaitMode(mode),
+                    blocks=blocks,
                     task_path=live.record.task_path,
                 )
                 if rec.kind == WaitKind.APPROVAL:

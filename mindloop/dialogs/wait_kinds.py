@@ -100,6 +100,9 @@ class ApprovalPayload(WaitPayload):
     call_key: str  # that call's idempotency key: the approved call runs with it
     summary: str  # one line for people: `tool(arg=…, …)`
     risk: str | None = None  # a rating its registrant may give (the loop's phase, a tool)
+    # The call ran and proposed a change (`tools.approval.proposal_wait`): the dialog does
+    # not wait, and the decision is carried out by the tool's `on_decision`.
+    proposal: bool = False
 
 
 class SubagentPayload(WaitPayload):

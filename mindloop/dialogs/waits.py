@@ -24,6 +24,7 @@ fires, others fail, assume their default or remind the human, as their kind says
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -170,7 +171,8 @@ class Waits:
         task_path: str | None = None,
     ) -> WaitRecord:
         """Register a wait (in the caller's transaction if any); returns the record, which
-        is already resolved when a kept event matched it.
+        is already resolved when a kept event matched it. A `wait_id` that names a wait
+        already registered returns that record as it is (a replayed registration).
 
         `key` defaults to the wait's id; `due_at` to the kind's timeout (a timer's to its
         payload's `fire_at`); `blocks` to the kind's rule for a wait of the dialog itself
@@ -207,6 +209,9 @@ class Waits:
             snapshot=shot,
         )
         with self.store.tx():
+            if wait_id is not None:
+                with contextlib.suppress(NotFoundError):
+                    return self.store.get_wait(wait_id)
             self.store.add_wait(rec)
             self.changed = True
             self.bus.publish(

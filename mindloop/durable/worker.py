@@ -118,6 +118,11 @@ class Engine(Protocol):
         """Dialogs to drive and loops to run now (the store's drive rule)."""
         ...
 
+    def step_limit(self, root_id: str) -> int | None:
+        """The per-drive step limit the last `run TASK --max-steps N` of the task whose
+        loop root is `root_id` gave (None: none, the default)."""
+        ...
+
     def recover(self) -> list[str]:
         """Mark to drive the dialogs whose claims expired."""
         ...
@@ -405,17 +410,24 @@ class Worker:
                         # a drive of a task's tree takes its running loop's step limit
                         # (`run TASK --max-steps N`), as a local run's drives do
                         root = due.trees.get(did)
-                        await self.enqueue(did, loops.get(root) if root else None)
+                        await self.enqueue(did, self._step_limit(root, loops) if root else None)
             if due.loops:
                 # A loop queued or running now sees what made it due: it looks at the
                 # store until it stops, and stops only where nothing but the human (or
                 # nothing at all) can move the task.
                 for root, task in due.loops.items():
                     if root not in loops:
-                        await self.enqueue_loop(root, task)
+                        await self.enqueue_loop(root, task, self.engine.step_limit(root))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(wake, stop), self.poll)
         return "stopped"
+
+    def _step_limit(self, root: str, loops: dict[str, int | None]) -> int | None:
+        """The step limit of a drive of `root`'s tree: its running loop's, else the one
+        the task's last `run TASK` recorded (its loop's workflow ended meanwhile: the
+        drive follows an answer or a decision), else None (the default)."""
+        running = loops.get(root)
+        return running if running is not None else self.engine.step_limit(root)
 
     async def _queued(self, queue: str, workflow: str) -> set[str]:
         """Dialogs whose drive (or loop) is queued or running now (one query, so that a

@@ -47,11 +47,12 @@ from mindloop.events.types import (
     WaitResolved,
 )
 from mindloop.i18n import Lang
-from mindloop.loop import phase_ops, stale
+from mindloop.loop import phase_ops, stale, step_budget
 from mindloop.loop.binding import bind
 from mindloop.loop.facts import Gathered, Park, gather, is_user_input, park_reason
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
+from mindloop.loop.phase_calls import store_entries
 from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
@@ -60,7 +61,7 @@ from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
 from mindloop.memory.summarizer import provider_summarizer
-from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, new_id
+from mindloop.store import DialogRecord, MessageRecord, QuestionRecord, Store, new_id
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
 from mindloop.workspace import projector, repo
@@ -83,12 +84,15 @@ class LoopPolicies:
     every phase compiles (agent-loop §7), their compactions and the summaries they owe."""
 
     def __init__(self, lang: Lang) -> None:
-        self.table = PolicyTable(lang, lambda: self.memory)
+        self.table = PolicyTable(lang, lambda: self.memory, store_entries(self._store))
         self._driven: dict[str, Phase | None] = {}  # roots this process's loops drive
         self._seen: dict[str, Phase | None] = {}  # other roots, looked up once
         self.rt: DialogRuntime | None = None
         self.memory: BudgetedRequests | None = None
         self.retry_tool: RetryTool | None = None  # the loop's `retry_propose`
+
+    def _store(self) -> Store | None:
+        return self.rt.store if self.rt is not None else None
 
     def bind(self, rt: DialogRuntime) -> None:
         """Serve `rt`'s loop roots (once per runtime); the loop's own tools join the
@@ -338,9 +342,16 @@ class TaskLoop:
         self._publish_route(decision, target, gathered.facts.workspace)
         return _Plan(state, target, decision, notes, gathered)
 
-    async def _act(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
-        """Carry out a routing decision; True when the run ends here. `held`: this
-        process's drive holds the root's claim and carries on in the phase entered."""
+    async def _act(self, plan: _Plan, report: LoopReport) -> bool:
+        """Carry out a routing decision; True when the run ends here."""
+        if plan.target is Target.PARK:
+            return await self._park(plan.state, report)
+        return self._proceed(plan, report)
+
+    def _proceed(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
+        """Carry out a decision other than parking (never suspends: it may run inside a
+        transaction); True when the run ends here. `held`: this process's drive holds the
+        root's claim and carries on in the phase entered."""
         state, target, decision, notes, gathered = (
             plan.state,
             plan.target,
@@ -349,8 +360,6 @@ class TaskLoop:
             plan.gathered,
         )
         rt = self.rt
-        if target is Target.PARK:
-            return await self._park(state, report)
         if target is Target.END:
             cap = None if state.self_improved else self._drive_cap(state)
             if cap is not None:
@@ -439,9 +448,12 @@ class TaskLoop:
             self._end(state, ls.EndedBy.RUNTIME, rejected)
             return False
         cap = step_cap(self.rt.config.team.loop.phases, phase)
-        left = cap - state.entry_steps
+        # the step cap left, or in DO the node's step budget left when less (§5.1, §8.1)
+        left, why = step_budget.entry_limit(
+            rt, state, cap - state.entry_steps, self._cap_reason(phase, state.entry_steps, cap)
+        )
         if left <= 0:
-            self._end(state, ls.EndedBy.STEP_CAP, self._cap_reason(phase, state.entry_steps, cap))
+            self._end(state, ls.EndedBy.STEP_CAP, why)
             return False
         if not wait.drivable:
             return await self._wait_in_phase(state, report)
@@ -503,27 +515,31 @@ class TaskLoop:
         end = self._end_of(state, reason, step_cap(self.rt.config.team.loop.phases, state.phase))
         if end is None:
             return None
-        closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
-        self._seg_stop, self._next = False, None  # closed: the control loop routes, unless …
         await self.policies.run_summaries(self.rt, self._member())
-        if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
-            is_user_input(m) for m in messages
-        ):
-            self._next = (closed, messages)
-            return None
-        plan = self._decide(closed, messages)
-        if plan.target is Target.PARK:
-            self._plan = plan
-            return None
-        if await self._act(plan, self._report, held=True):
-            self._seg_stop = True
-            return None
+        # closed, routed and entered in one transaction (one commit between two phases);
+        # nothing in it suspends, so no other coroutine's statement lands inside it
+        with self.rt.store.tx(durable=False):
+            closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
+            self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
+            if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
+                is_user_input(m) for m in messages
+            ):
+                self._next = (closed, messages)
+                return None
+            plan = self._decide(closed, messages)
+            if plan.target is Target.PARK:
+                self._plan = plan
+                return None
+            if self._proceed(plan, self._report, held=True):
+                self._seg_stop = True
+                return None
         entered = self._next[0] if self._next is not None else None
         if entered is None or not entered.in_phase or entered.entry <= closed.entry:
             return None  # no phase entered (a question asked, a node failed): route again
         assert entered.phase is not None
         self._next, self._seg, self._seg_stop = None, entered, None
-        return step_cap(self.rt.config.team.loop.phases, entered.phase)
+        cap = step_cap(self.rt.config.team.loop.phases, entered.phase)
+        return step_budget.entry_limit(self.rt, entered, cap, "")[0]  # DO: the node's budget
 
     def _end_of(self, state: ls.LoopState, reason: DriveEnd, cap: int) -> ls.PhaseEnd | None:
         """How the phase ended with a drive that ended for `reason`: `phase_end` records
@@ -534,8 +550,9 @@ class TaskLoop:
             return None
         if by is ls.EndedBy.REPLY:
             why = "a reply without tool calls or tellasks"
-        elif by is ls.EndedBy.STEP_CAP:
-            why = self._cap_reason(state.phase, cap, cap)
+        elif by is ls.EndedBy.STEP_CAP:  # the step cap, or in DO the node's step budget
+            cap_why = self._cap_reason(state.phase, cap, cap)
+            _, why = step_budget.entry_limit(self.rt, state, cap - state.entry_steps, cap_why)
         else:
             assert state.phase is not None
             stuck = self.policies.table[state.phase].take_stuck(self.root)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from mindloop.dialogs.approvals import is_proposal
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.waits import WaitKind
 from mindloop.loop.bench import ready_benches
@@ -95,16 +96,18 @@ def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
     if questions:
         return Park.HUMAN, f"question {questions[0].id}: {questions[0].headline}"
     tree = store.list_dialogs(root_id=root)
-    for d in tree:
-        for w in store.open_waits(d.id):
-            if w.kind in HUMAN_WAITS:
-                return Park.HUMAN, f"approval {w.key}"
+    # A human's decision nobody waits for (a change SELF_IMPROVE proposed) holds nothing
+    # up, and its due time is a reminder, not an event that moves the task.
+    waits = [w for d in tree for w in store.open_waits(d.id) if not is_proposal(w)]
+    for w in waits:
+        if w.kind in HUMAN_WAITS:
+            return Park.HUMAN, f"approval {w.key}"
     busy = [
         d.id for d in tree if d.id != root and (d.status is DialogStatus.RUNNING or d.needs_drive)
     ]
     if busy:
         return Park.WORK, f"{len(busy)} dialog(s) at work: {', '.join(busy[:3])}"
-    timers = [w for d in tree for w in store.open_waits(d.id) if w.due_at is not None]
+    timers = [w for w in waits if w.due_at is not None]
     if timers:
         due = time.strftime("%Y-%m-%d %H:%M", time.localtime(timers[0].due_at))
         return Park.WORK, f"a {timers[0].kind} wait until {due}"

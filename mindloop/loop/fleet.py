@@ -111,6 +111,9 @@ class FleetEngine:
                 loops[root] = state.task_path
         return Due(drives=drives, loops=loops, trees=trees)
 
+    def step_limit(self, root_id: str) -> int | None:
+        return ls.step_limit(self.rt.store, root_id)
+
     def recover(self) -> list[str]:
         return self.rt.recover()
 
@@ -130,11 +133,20 @@ class FleetEngine:
 
 
 def submit(
-    rt: DialogRuntime, task_path: str, message: str | None, *, member: str | None = None
+    rt: DialogRuntime,
+    task_path: str,
+    message: str | None,
+    *,
+    member: str | None = None,
+    max_steps: int | None = None,
 ) -> ls.LoopState:
-    """What `mindloop run TASK [-m M]` writes before it enqueues the task's loop for the
-    workers: the loop root (made on first use) and the user's message to it."""
+    """What `mindloop run TASK [-m M] [--max-steps N]` writes before it enqueues the task's
+    loop for the workers: the loop root (made on first use), the run's per-drive step
+    limit (the drives of its tree keep it after the run's workflow ended: an answer, a
+    decision), and the user's message to it."""
     state = bind(rt, task_path, member=member)
+    if max_steps is not None:
+        ls.record_step_limit(rt.store, state.root_id, max_steps)
     if message is not None:
         rt.post_user_message(state.root_id, message)
     return state

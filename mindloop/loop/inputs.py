@@ -100,7 +100,7 @@ def node_text(state: WorkspaceState, node_id: str, rtws: Path, lang: Lang) -> st
     n = state.nodes[node_id]
     counters = (
         f"status {n.status.value}; attempt {n.attempt}; adjusted {n.adjust_count}×; "
-        f"step budget {n.step_budget}"
+        f"DO steps used {n.steps_used} of its step budget {n.step_budget} this attempt"
     )
     extra = []
     if n.notes:

@@ -15,7 +15,10 @@ and processing effectively once.
 A failed delivery (the KB package cannot be written, the member is unusable) is retried
 with backoff — 1 s, doubling, capped at `loop.kb.backoff_cap_seconds` — until
 `loop.kb.retry_hours` after the request, when the row becomes `dead`. A sent row becomes
-`acked` once the KB dialog has answered after it. Nobody waits for any of this: the
+`acked` once the KB dialog has answered after it; one not answered within
+`loop.kb.reply_timeout_seconds` is redelivered with the same backoff — the KB dialog holds
+the request already (a second copy would be a duplicate), so it is woken to drive again —
+and becomes `dead` at the end of the retry window. Nobody waits for any of this: the
 requesting phase has moved on when its step committed.
 
 Who delivers: every `mindloop run` (a ticker of its scheduler), and `mindloop run TASK`
@@ -137,7 +140,8 @@ class KbDispatcher:
                     self.outbox.mark_delivered(rec.id, seen.dialog_id, duplicate_of=seen.msg_id)
                     log.info("kb request %s is a duplicate of %s", rec.id, seen.msg_id)
                     return False
-                if not self.outbox.mark_delivered(rec.id, kb.id):
+                reply_by = time.time() + self.cfg.reply_timeout_seconds
+                if not self.outbox.mark_delivered(rec.id, kb.id, reply_by=reply_by):
                     return False  # another dispatcher delivered it meanwhile
                 self.keys.add(self.cfg.member, rec.idempotency_key, rec.id, kb.id)
                 self.rt.post_user_message(kb.id, render_request(rec))
@@ -147,27 +151,54 @@ class KbDispatcher:
         log.info("kb request %s delivered to %s", rec.id, kb.id)
         return True
 
+    def _retry_at(self, rec: OutboxRecord, now: float) -> float | None:
+        """When to try `rec` again after its attempt number `attempts + 1` failed: 1 s,
+        doubling, capped; None once that is past the retry window (the row dies)."""
+        delay = min(2.0**rec.attempts, self.cfg.backoff_cap_seconds)
+        deadline = rec.created_at + self.cfg.retry_hours * 3600
+        return now + delay if now + delay <= deadline else None
+
     def _failed(self, rec: OutboxRecord, exc: Exception) -> None:
         now = time.time()
         attempts = rec.attempts + 1
-        delay = min(2.0 ** (attempts - 1), self.cfg.backoff_cap_seconds)
-        deadline = rec.created_at + self.cfg.retry_hours * 3600
-        retry_at = now + delay if now + delay <= deadline else None
+        retry_at = self._retry_at(rec, now)
         error = f"{type(exc).__name__}: {exc}"
         self.outbox.mark_failed(rec.id, error, retry_at)
         if retry_at is None:
             log.warning("kb request %s is dead after %d attempts: %s", rec.id, attempts, error)
         else:
-            log.info("kb request %s not delivered (%s); retry in %.0f s", rec.id, error, delay)
+            log.info("kb request %s not delivered (%s); retry at %.0f", rec.id, error, retry_at)
 
-    def ack_answered(self) -> int:
-        """Sent rows the KB dialog has answered since become `acked`; how many."""
+    def ack_answered(self, now: float | None = None) -> int:
+        """Sent rows the KB dialog has answered since become `acked`; how many. A row
+        whose reply is overdue (`loop.kb.reply_timeout_seconds`, then the backoff) is
+        redelivered: the KB dialog holds the request already (its key is registered, so
+        a second copy would only be acknowledged as a duplicate), so it is marked to
+        drive again; past the retry window the row is dead (§9.2)."""
+        now = time.time() if now is None else now
         acked = 0
         for rec in self.outbox.sent():
-            if (
-                rec.delivered_to is not None
-                and rec.sent_at is not None
-                and self.outbox.answered(rec.delivered_to, rec.sent_at)
-            ):
+            if rec.delivered_to is None or rec.sent_at is None:
+                continue
+            if self.outbox.answered(rec.delivered_to, rec.sent_at):
                 acked += self.outbox.mark_acked(rec.id)
+            elif rec.next_attempt_at is not None and now >= rec.next_attempt_at:
+                self._overdue(rec, now)
         return acked
+
+    def _overdue(self, rec: OutboxRecord, now: float) -> None:
+        assert rec.delivered_to is not None and rec.sent_at is not None
+        waited = int(now - rec.sent_at)
+        error = f"no reply from @{self.cfg.member} {waited} s after delivery"
+        retry_at = self._retry_at(rec, now)
+        with self.rt.store.tx():
+            if not self.outbox.mark_overdue(rec.id, error, retry_at):
+                return  # answered or handled meanwhile
+            kb = self.rt.store.get_dialog(rec.delivered_to)
+            if retry_at is not None and kb.status != "running" and not kb.needs_drive:
+                self.rt.store.update_dialog(kb.id, needs_drive=True)
+        if retry_at is None:
+            log.warning("kb request %s is dead: %s", rec.id, error)
+        else:
+            self.rt.wake.set()
+            log.info("kb request %s: %s; the KB dialog is woken", rec.id, error)

@@ -3,8 +3,8 @@
 Each failure class counts toward one rung of the ladder (or none); each rung has a limit
 (`loop.retries` in team.yaml), a scope it is counted in, and what happens when it is
 exhausted. `after_failure(level, failures, config)` is the one decision: retry, or the
-rung's exhaustion outcome. Transient failures back off (1, 2, 4 s) and then count as
-tool errors; waiting conditions count toward nothing (the node waits). The task caps
+rung's exhaustion outcome. Transient failures back off (1, 2, 4 s: the tool registry
+retries a `TransientToolError`) and then count as tool errors; waiting conditions count toward nothing (the node waits). The task caps
 (ADJUST → PLAN once per task, 200 model steps per drive, an optional cost per drive) end
 in a question to the human (`drive_cap`).
 """
@@ -124,13 +124,6 @@ def after_failure(level: Level, failures: int, config: RetriesConfig) -> Retry |
     return Exhausted(
         level=level, outcome=rung.outcome, node_status=rung.node_status, tell_user=rung.tell_user
     )
-
-
-def transient_delay(attempt: int, config: RetriesConfig) -> float | None:
-    """Seconds to wait before retry `attempt` (1-based) of a transient failure; None when
-    the backoff is used up and the failure counts as a TOOL_ERROR."""
-    delays = config.transient_backoff
-    return delays[attempt - 1] if 1 <= attempt <= len(delays) else None
 
 
 def may_replan(replans: int, config: RetriesConfig) -> bool:

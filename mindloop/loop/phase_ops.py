@@ -27,12 +27,14 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
 from mindloop.loop import self_improve as si
+from mindloop.loop import step_budget
 from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
+from mindloop.loop.routing import HINT_ILLEGAL
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.toolsets.workspace import NODE_SINK
@@ -262,6 +264,7 @@ def close(
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
@@ -270,10 +273,11 @@ def close(
                 ref = workspace_ref(rt.rtws)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
-        if state.phase is Phase.SELF_IMPROVE and state.batch_end is not None:
-            # the batch is done: its self_md_patch and kb_request calls have returned
-            # (both dedupe, so a crash before this commit re-processes it harmlessly)
-            si.save_cursor(store, state.root_id, si.SelfImproveCursor(**state.batch_end))
+        if state.phase is Phase.SELF_IMPROVE:
+            # past the batch if the entry processed it (its self_md_patch and kb_request
+            # calls have returned; both dedupe, so a crash before this commit re-processes
+            # it harmlessly); kept if the runtime stopped the entry (errors in a row)
+            si.close_batch(store, state)
         messages = phase_messages(rt, state)
         state = ls.save(
             store,
@@ -281,6 +285,7 @@ def close(
                 update={
                     "last_summary": state.ended.summary,
                     "refusals": state.refusals + count_refusals(messages),
+                    "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
                     "entry_steps": state.entry_steps + steps,
                     "drive_steps": state.drive_steps + steps,
                     "drive_cost": state.drive_cost + cost,

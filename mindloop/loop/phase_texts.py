@@ -29,14 +29,16 @@ PHASE_END_RULES: dict[Lang, str] = {
     "en": "## Ending the phase\n"
     "End the phase with one `phase_end` call: `next_behavior` (your hint, one of {hints}), "
     "`summary` {{progress, key_decisions[], pending[], risks[]}} of at most 300 tokens, and "
-    "`reason`. The runtime picks the next phase from the node statuses; a hint that does not "
-    "fit them is dropped. A reply without any tool call or tellask also ends the phase, "
+    "`reason`. The runtime picks the next phase from the node statuses; a hint this phase "
+    "may not give is refused (`HINT_ILLEGAL`: call phase_end again), one that does not fit "
+    "the statuses is dropped. A reply without any tool call or tellask also ends the phase, "
     "without a hint. Tools or tellasks this phase does not allow are refused with "
     "`TOOL_NOT_ALLOWED_IN_PHASE`.",
     "zh": "## 结束阶段\n"
     "用一次 `phase_end` 调用结束本阶段：`next_behavior`（你的建议，取值之一：{hints}）、"
     "`summary` {{progress, key_decisions[], pending[], risks[]}}（不超过 300 token）以及 "
-    "`reason`。下一阶段由运行时根据节点状态决定；与状态不符的建议会被丢弃。"
+    "`reason`。下一阶段由运行时根据节点状态决定；本阶段不能给出的建议会被拒绝（`HINT_ILLEGAL`："
+    "请重新调用 phase_end），与状态不符的建议会被丢弃。"
     "不含任何工具调用或诉请的回复也会结束本阶段（视为没有建议）。本阶段不允许的工具或诉请会被以 "
     "`TOOL_NOT_ALLOWED_IN_PHASE` 拒绝。",
 }
@@ -65,7 +67,8 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
     },
     Phase.DO: {
         "en": "- Work only the current node shown in the input; decide each step from the "
-        "last step's result.\n"
+        "last step's result. Change only that node: its notes and artifacts "
+        "(`node_update`) and its status; other nodes are PLAN's and ADJUST's.\n"
         "- Finish with a self-check: lint, tests, and each acceptance criterion, one by one. "
         "When it passes, record the artifacts (`node_update`) and move the node to COMPLETE "
         "(`node_transition` with `self_check`).\n"
@@ -75,7 +78,8 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "per entry; an attempt that changes nothing since an earlier one is refused; after "
         "the last one the entry ends and ADJUST takes the node.\n"
         "- If the node needs a teammate's reply, ask (`!?@<member>`) and wait for it.",
-        "zh": "- 只处理输入中给出的当前节点；每一步都基于上一步的结果决定。\n"
+        "zh": "- 只处理输入中给出的当前节点；每一步都基于上一步的结果决定。只修改该节点：它的备注和产物"
+        "（`node_update`）以及它的状态；其他节点由 PLAN 和 ADJUST 处理。\n"
         "- 以自检结束：lint、测试、逐条对照验收标准。通过后记录产物（`node_update`），并把节点移到 "
         "COMPLETE（带 `self_check` 的 `node_transition`）。\n"
         "- 自检失败就修复：先做出修改，再用 `retry_propose` 记录这次尝试（失败类别与失败输出、简短反思、"
@@ -90,12 +94,19 @@ PROCESS_RULES: dict[Phase, dict[Lang, str]] = {
         "- Move each checked node: DONE (with a conclusion and the workspace ref as evidence) "
         "or CHECK_FAILED (with the failing evidence). A BENCH node passes only if every "
         "`verify` command passes.\n"
-        "- Write the structured check report into the summary.",
+        "- Write the structured check report into the summary.\n"
+        "- Fix nothing and write nothing but the verdicts, notes and conclusions of the nodes "
+        "under check. The shell runs test runners only (`loop.check.test_runners`: pytest, "
+        "npm test, go test, cargo test, make test, …, optionally piped into tail or grep) or "
+        "exactly the `verify` command of a criterion of a node under check.",
         "zh": "- 验证输入中给出的 COMPLETE 节点和就绪的 BENCH 节点：先整体验证（结构、一致性、规范），"
         "再边缘验证（极端、异常、契约）。\n"
         "- 处理每个检查过的节点：DONE（附结论，并以工作区引用为证据）或 CHECK_FAILED（附失败证据）。"
         "BENCH 节点只有在每条 `verify` 命令都通过时才通过。\n"
-        "- 把结构化的检查报告写进摘要。",
+        "- 把结构化的检查报告写进摘要。\n"
+        "- 不修复任何东西；除被检查节点的结论、备注外不写任何东西。shell 只能运行测试运行器"
+        "（`loop.check.test_runners`：pytest、npm test、go test、cargo test、make test 等，可用管道接 "
+        "tail 或 grep），或被检查节点验收标准中的 `verify` 命令原文。",
     },
     Phase.ADJUST: {
         "en": "- Mostly read-only: update the plan, add acceptance criteria or blockers, split "

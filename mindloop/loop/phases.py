@@ -11,6 +11,38 @@ writes are (DO): a loop phase never runs a tool whose effects nobody classified.
 loop-owned tools (`phase_end`, the workspace tools, `wait_for`, `self_md_patch`,
 `kb_request`, `retry_propose`; DESIGN.md §8.9) are offered by the phase whatever the member's toolsets
 say; every other tool must also be one of the member's.
+
+Some cells depend on a call's arguments, not only on the tool; a row says how
+(`node_scope`, `node_fields`, `shell`) and the turn policy checks the call
+(`phase_calls.py`). How the cells that need reading are read:
+
+- **DO, node updates: "own node: notes and artifacts".** `node_update`,
+  `node_transition`, `node_dispatch` and a `doc_lookup` that references docs on a node
+  act only on the node the entry works (`NodeScope.OWN`); `node_update` sets only notes
+  and artifacts (a conclusion belongs to a terminal status, which DO never sets); the
+  moves are those the transition table gives DO (COMPLETE, CHECK_FAILED), checked by the
+  workspace. Dispatching its own node to a member is DO's "wait on a member's reply".
+- **CHECK, node updates: "report"**, and "must not write anything but the check report".
+  The report is the phase's summary (`phase_end`) plus, on each node under check (the
+  entry's targets, `NodeScope.TARGETS`), its verdict (`node_transition` to DONE or
+  CHECK_FAILED with evidence and a conclusion) and its notes or conclusion
+  (`node_update`); a node's artifacts, and nodes not under check, are not CHECK's. No
+  workspace write tool is offered.
+- **CHECK, shell: "test runners only".** A command line made of the test runners of
+  `loop.check.test_runners` (optionally piped into `loop.check.pipe_filters`), or exactly
+  a `verify` command of a criterion of a node under check (`runners.py`).
+- **PLAN, workspace write: "structure only".** No file writes and no shell; nodes, deps,
+  doc references, rules and summaries: `node_update` sets notes and conclusions, not
+  artifacts (those are deliverables). `change_mind` stays: PLAN records the plan's
+  progress in the Taskdoc and distills progress.md when it passes its budget (§7.1).
+- **The Taskdoc (`change_mind`)** has no row in the matrix; only PLAN and SELF_IMPROVE
+  (memory compaction) are offered it. DO works one node and must not widen the scope,
+  CHECK writes only its report, ADJUST changes the plan through the nodes.
+- **Control tools** (reminders, `clear_mind`) touch only the dialog's own memory, not the
+  workspace: every phase has them. **`doc_lookup`** is a read (it indexes the docs it
+  finds, bookkeeping of the index), with the node scope above when it names a node.
+- **SELF_IMPROVE, node updates: "consistency"**: any node, any field; it is no actor of
+  the transition table, so it moves no node.
 """
 
 from __future__ import annotations
@@ -20,6 +52,26 @@ from enum import StrEnum
 
 from mindloop.config.loop import LoopPhaseName, PhaseSteps
 from mindloop.store.loop_state import Hint, Phase
+
+
+class NodeScope(StrEnum):
+    """Which nodes a phase's node tools may act on."""
+
+    ANY = "any node"
+    OWN = "own node"  # the node the DO entry works
+    TARGETS = "nodes under check"  # the COMPLETE and ready BENCH nodes CHECK was given
+
+
+class ShellScope(StrEnum):
+    ANY = "any command"
+    TEST_RUNNERS = "test runners only"  # `loop.check`, or a verify command under check
+
+
+# The code of a call or tellask the phase's row of the matrix does not allow.
+TOOL_NOT_ALLOWED_IN_PHASE = "TOOL_NOT_ALLOWED_IN_PHASE"
+
+# `node_update`'s fields (agent-loop §5.1: a node's notes, artifacts, conclusion).
+UPDATE_FIELDS: frozenset[str] = frozenset({"notes", "artifacts", "conclusion"})
 
 
 class ToolClass(StrEnum):
@@ -127,6 +179,9 @@ class PhaseSpec:
     actor: str | None  # who the phase is in the transition table (workspace `Actor`)
     # Asked to distill progress.md (change_mind) when the Taskdoc passed its budget (§7.1).
     distills_taskdoc: bool = False
+    node_scope: NodeScope = NodeScope.ANY  # the nodes its node tools may act on
+    node_fields: frozenset[str] = UPDATE_FIELDS  # what its `node_update` may set
+    shell: ShellScope = ShellScope.ANY  # what its shell may run (where it has one)
 
     def allows(self, tool: str) -> bool:
         return tool_class(tool) in self.tools
@@ -144,15 +199,17 @@ PHASES: dict[Phase, PhaseSpec] = {
         hints=(Hint.DO, Hint.WAIT, Hint.END),
         actor="PLAN",
         distills_taskdoc=True,
+        node_fields=frozenset({"notes", "conclusion"}),  # structure only: no deliverables
     ),
     Phase.DO: PhaseSpec(
         Phase.DO,
-        tools=_ALWAYS
-        | {_C.WRITE, _C.SHELL, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR, _C.RETRY},
+        tools=_ALWAYS | {_C.WRITE, _C.SHELL, _C.NODE_UPDATE, _C.DISPATCH, _C.WAIT_FOR, _C.RETRY},
         tellask=True,
         q4h=True,
         hints=(Hint.CHECK, Hint.ADJUST, Hint.WAIT),
         actor="DO",
+        node_scope=NodeScope.OWN,  # "own node: notes and artifacts"
+        node_fields=frozenset({"notes", "artifacts"}),
     ),
     Phase.CHECK: PhaseSpec(
         Phase.CHECK,
@@ -161,11 +218,13 @@ PHASES: dict[Phase, PhaseSpec] = {
         q4h=False,
         hints=(Hint.DO, Hint.ADJUST, Hint.END),
         actor="CHECK",
+        node_scope=NodeScope.TARGETS,  # "report": verdicts and notes on what it checks
+        node_fields=frozenset({"notes", "conclusion"}),
+        shell=ShellScope.TEST_RUNNERS,
     ),
     Phase.ADJUST: PhaseSpec(
         Phase.ADJUST,
-        tools=_ALWAYS
-        | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.TASKDOC, _C.WAIT_FOR, _C.RETRY},
+        tools=_ALWAYS | {_C.NODE_STRUCTURE, _C.NODE_UPDATE, _C.DISPATCH, _C.WAIT_FOR, _C.RETRY},
         tellask=True,
         q4h=True,
         hints=(Hint.DO, Hint.PLAN, Hint.WAIT, Hint.END),
@@ -183,6 +242,9 @@ PHASES: dict[Phase, PhaseSpec] = {
 }
 
 
+_NODE_TOOLS = frozenset({ToolClass.NODE_STRUCTURE, ToolClass.NODE_UPDATE, ToolClass.DISPATCH})
+
+
 def matrix_markdown() -> str:
     """The tool matrix as the docs print it (checked against the table by a test)."""
     order = list(Phase)
@@ -196,6 +258,13 @@ def matrix_markdown() -> str:
     for label, attr in (("tellask `!?@member`, `!?@self`", "tellask"), ("Q4H `!?@human`", "q4h")):
         cells = ["✓" if getattr(PHASES[p], attr) else "–" for p in order]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    # the cells that depend on the arguments (`phase_calls`)
+    cells = [PHASES[p].node_scope.value if PHASES[p].tools & _NODE_TOOLS else "–" for p in order]
+    lines.append("| node tools act on | " + " | ".join(cells) + " |")
+    cells = [", ".join(sorted(PHASES[p].node_fields)) for p in order]
+    lines.append("| `node_update` sets | " + " | ".join(cells) + " |")
+    cells = [PHASES[p].shell.value if ToolClass.SHELL in PHASES[p].tools else "–" for p in order]
+    lines.append("| shell runs | " + " | ".join(cells) + " |")
     caps = PhaseSteps()  # the defaults of `loop.phases` in team.yaml
     lines.append(
         "| steps per entry (default) | " + " | ".join(str(step_cap(caps, p)) for p in order) + " |"

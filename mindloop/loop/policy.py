@@ -8,6 +8,9 @@ phase gets `LoopPolicy(phase)`:
   (DESIGN.md §8.9); computed once per member and kept;
 - **calls**: anything else is refused with `TOOL_NOT_ALLOWED_IN_PHASE` (a member tool the
   phase does not allow) or the engine's `TOOL_NOT_ALLOWED` (a tool the member lacks);
+  and so is an allowed tool called with arguments the row does not allow (CHECK's shell
+  beyond test runners, DO on a node other than its own, …: `phase_calls`), or
+  `phase_end` with a hint the phase may not give (`HINT_ILLEGAL`);
 - **tellasks**: `!?@human` only where the matrix has Q4H, `!?@member` and `!?@self` only
   where it has tellasks; a refused one becomes a failed tellask with the same code;
 - **request**: the member's system prompt plus the phase's rules (byte-stable within the
@@ -16,12 +19,14 @@ phase gets `LoopPolicy(phase)`:
   steps in a row failed on format (L0 used up: the phase ends with FORMAT_EXHAUSTED), or,
   in DO, until the stuck detector (`loop.stuck`: identical action/observation pairs,
   identical failing actions) fires on the latest steps; the driver then ends the entry
-  (in DO with its node CHECK_FAILED) and says why (`take_stuck`). Only loop roots run
-  these checks, over their last few turns.
+  (in DO with its node CHECK_FAILED) and says why (`take_stuck`); in SELF_IMPROVE, until
+  `loop.self_improve.max_consecutive_errors` calls in a row failed (agent-loop §9.3: the
+  run stops until its next trigger). Only loop roots run these checks, over their last
+  few turns.
 
-Refusals are counted from the stored history when the phase ends (`count_refusals`): they
-are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what is stored
-costs nothing per step and survives a crash.
+Refusals are counted from the stored history when the phase ends (`count_refusals`, by
+code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
+is stored costs nothing per step and survives a crash.
 """
 
 from __future__ import annotations
@@ -34,11 +39,25 @@ from mindloop.dialogs.outcomes import StepOutcome
 from mindloop.dialogs.policy import TOOL_NOT_ALLOWED, DefaultPolicy, Refusal
 from mindloop.dialogs.routing import Route, RouteKind, refuse_route
 from mindloop.i18n import Lang
+from mindloop.loop.phase_calls import EntryLookup, PhaseCalls
 from mindloop.loop.phase_texts import system_section
-from mindloop.loop.phases import LOOP_OWNED, PHASE_END, PHASES, Phase, PhaseSpec
+from mindloop.loop.phases import (
+    LOOP_OWNED,
+    PHASE_END,
+    PHASES,
+    TOOL_NOT_ALLOWED_IN_PHASE,
+    Phase,
+    PhaseSpec,
+)
 from mindloop.loop.retry_tool import ENDS_ENTRY, RETRY_TOOL
+from mindloop.loop.self_improve import ErrorsInARow, errors_in_a_row
 from mindloop.loop.stuck import FormatExhausted, Stuck, format_exhausted, stuck_in
-from mindloop.providers.base import AssistantMessage, GenerationRequest, ToolResultMessage
+from mindloop.providers.base import (
+    AssistantMessage,
+    GenerationRequest,
+    ToolCall,
+    ToolResultMessage,
+)
 from mindloop.store import MessageRecord
 from mindloop.tools.base import Tool
 
@@ -46,7 +65,10 @@ if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog
     from mindloop.dialogs.request import RequestBuilder
 
-TOOL_NOT_ALLOWED_IN_PHASE = "TOOL_NOT_ALLOWED_IN_PHASE"
+__all__ = ["TOOL_NOT_ALLOWED_IN_PHASE", "LoopPolicy", "PolicyTable", "Stop", "count_refusals"]
+
+# Why `goes_on` stopped a drive (the driver ends the entry with its `reason()`).
+Stop = Stuck | FormatExhausted | ErrorsInARow
 
 
 def _none() -> BudgetedRequests | None:
@@ -60,16 +82,23 @@ class LoopPolicy(DefaultPolicy):
     """The turn policy of a loop root in one phase (one instance per phase, shared)."""
 
     def __init__(
-        self, phase: Phase, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none
+        self,
+        phase: Phase,
+        lang: Lang,
+        memory: Callable[[], BudgetedRequests | None] = _none,
+        entry_of: EntryLookup | None = None,
     ) -> None:
         self.spec: PhaseSpec = PHASES[phase]
         self.phase = phase
         self.lang: Lang = lang
+        self._calls = PhaseCalls(self.spec)
+        # the loop root's current entry (its node, its targets), for the node scope
+        self._entry_of = entry_of
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         # dialog id -> why goes_on stopped its drive
-        self._stuck: dict[str, Stuck | FormatExhausted] = {}
+        self._stuck: dict[str, Stop] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -137,6 +166,16 @@ class LoopPolicy(DefaultPolicy):
             f"tool {name!r} is not allowed in phase {self.phase}; available in this phase: {names}",
         )
 
+    def check_arguments(
+        self, live: LiveDialog, parts: RequestBuilder, call: ToolCall
+    ) -> Refusal | None:
+        """The row's cells that depend on the arguments (`phase_calls`)."""
+        if call.name not in self._calls.watched:
+            return None
+        return self._calls.refusal(
+            live.id, call.name, call.arguments, parts.config.team.loop.check, self._entry_of
+        )
+
     def check_routes(
         self, live: LiveDialog, parts: RequestBuilder, routes: list[Route]
     ) -> list[Route]:
@@ -164,17 +203,20 @@ class LoopPolicy(DefaultPolicy):
         if phase_end_called(messages):
             return False
         retries = parts.config.team.loop.retries
-        stop: Stuck | FormatExhausted | None = format_exhausted(messages, retries.format_requeries)
+        stop: Stop | None = format_exhausted(messages, retries.format_requeries)
         if stop is None and self.phase is Phase.DO:
             stop = stuck_in(messages, config=retries)
+        elif stop is None and self.phase is Phase.SELF_IMPROVE:
+            limit = parts.config.team.loop.self_improve.max_consecutive_errors
+            stop = errors_in_a_row(messages, limit)
         if stop is not None:
             self._stuck[live.id] = stop
             return False
         return True
 
-    def take_stuck(self, dialog_id: str) -> Stuck | FormatExhausted | None:
-        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, or L0 used
-        up."""
+    def take_stuck(self, dialog_id: str) -> Stop | None:
+        """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
+        up, or (SELF_IMPROVE) too many failed calls in a row."""
         return self._stuck.pop(dialog_id, None)
 
 
@@ -192,14 +234,15 @@ def phase_end_called(messages: Sequence[object]) -> bool:
     return False
 
 
-def count_refusals(messages: Iterable[MessageRecord]) -> int:
-    """Calls and tellasks refused as not allowed in the phase, among stored messages."""
-    prefix = f"Error [{TOOL_NOT_ALLOWED_IN_PHASE}]"
+def count_refusals(messages: Iterable[MessageRecord], code: str = TOOL_NOT_ALLOWED_IN_PHASE) -> int:
+    """Calls and tellasks refused with `code` (by default: as not allowed in the phase;
+    `HINT_ILLEGAL`: `phase_end` calls whose hint was dropped), among stored messages."""
+    prefix = f"Error [{code}]"
 
     def refused(m: MessageRecord) -> bool:
         if m.kind == "tool_result":
             return str(m.data.get("content", "")).startswith(prefix)
-        return m.kind == "tellask_result" and m.data.get("code") == TOOL_NOT_ALLOWED_IN_PHASE
+        return m.kind == "tellask_result" and m.data.get("code") == code
 
     return sum(1 for m in messages if refused(m))
 
@@ -208,9 +251,14 @@ class PolicyTable:
     """The policy of each phase in one work language (built once per runtime), with the
     loop's budgeted requests when it has them."""
 
-    def __init__(self, lang: Lang, memory: Callable[[], BudgetedRequests | None] = _none) -> None:
+    def __init__(
+        self,
+        lang: Lang,
+        memory: Callable[[], BudgetedRequests | None] = _none,
+        entry_of: EntryLookup | None = None,
+    ) -> None:
         self.lang: Lang = lang
-        self._policies = {p: LoopPolicy(p, lang, memory) for p in Phase}
+        self._policies = {p: LoopPolicy(p, lang, memory, entry_of) for p in Phase}
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]

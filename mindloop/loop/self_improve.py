@@ -8,18 +8,26 @@ batches of at most `loop.self_improve.batch_messages` (40) messages. The phase a
 in the transaction that holds the batch's effects (use `cursor_effect` as a store effect
 of the step's last tool result, or `save_cursor` inside a `store.tx()`), after every
 `self_md_patch` of the batch has returned: a crash re-processes the batch, harmlessly,
-because both tools dedupe. After `loop.self_improve.max_consecutive_errors` (4) failed
-batches in a row the pass stops until the next trigger (`stalled`).
+because both tools dedupe.
+
+After `loop.self_improve.max_consecutive_errors` (4) tool calls in a row that failed
+(`errors_in_a_row`: the phase's turn policy asks after each step) the run stops until the
+next trigger: the entry ends (the task still ends DONE) and its batch counts as not
+processed — the cursor stays where the run began, one failed run counted
+(`close_batch`), so the next SELF_IMPROVE run reads the same messages again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
-from mindloop.config.loop import SelfImproveConfig
+from mindloop.loop.stuck import INTERRUPTED_PREFIX
+from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
 from mindloop.store import MessageRecord, Store
+from mindloop.store import loop_state as ls
 from mindloop.store.cursors import Cursors, message_batch
 from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
 from mindloop.tools.base import StoreEffect
@@ -33,11 +41,7 @@ class SelfImproveCursor(BaseModel):
 
     course: int = 1
     message_id: int = 0  # the last message processed (0: none)
-    errors: int = 0  # failed batches in a row
-
-    def stalled(self, config: SelfImproveConfig) -> bool:
-        """`loop.self_improve.max_consecutive_errors` batches in a row failed."""
-        return self.errors >= config.max_consecutive_errors
+    errors: int = 0  # runs in a row that stopped on errors before processing the batch
 
 
 def load_cursor(store: Store, root_id: str) -> SelfImproveCursor:
@@ -80,6 +84,57 @@ def next_batch(
 def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
     """The cursor after a batch that failed: not moved, one more error counted."""
     return cursor.model_copy(update={"errors": cursor.errors + 1})
+
+
+# How a SELF_IMPROVE entry may end and still count its batch as processed: `phase_end`,
+# a reply, its step cap. The runtime stopping it (errors in a row, format failures) or a
+# stale resume sending the task back to PLAN leaves the batch to the next run.
+PROCESSED_BY = frozenset({ls.EndedBy.TOOL, ls.EndedBy.REPLY, ls.EndedBy.STEP_CAP})
+
+
+def close_batch(store: Store, state: ls.LoopState) -> None:
+    """When a SELF_IMPROVE entry is closed (in that transaction): the cursor moves past
+    its batch if the entry processed it (every `self_md_patch` of it returned), else it
+    stays, with the failed run counted."""
+    if state.batch_end is None:
+        return
+    if state.ended is not None and state.ended.by in PROCESSED_BY:
+        save_cursor(store, state.root_id, SelfImproveCursor(**state.batch_end))
+    else:
+        save_cursor(store, state.root_id, failed_batch(load_cursor(store, state.root_id)))
+
+
+class ErrorsInARow(BaseModel):
+    """The SELF_IMPROVE run stops: `count` tool calls in a row failed (agent-loop §9.3)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int
+
+    def reason(self) -> str:
+        return (
+            f"{self.count} tool calls in a row failed (loop.self_improve."
+            "max_consecutive_errors): SELF_IMPROVE stops until its next run, which reads "
+            "the same messages again"
+        )
+
+
+def errors_in_a_row(messages: Sequence[ChatMessage], limit: int) -> ErrorsInARow | None:
+    """Whether the latest tool results, since the latest input, are `limit` failures in a
+    row. A call a restart interrupted is the runtime's doing, not a failure of the model's:
+    it neither counts nor breaks the row."""
+    count = 0
+    for msg in reversed(messages):
+        if isinstance(msg, ToolResultMessage):
+            if not msg.is_error:
+                break
+            if not msg.content.startswith(INTERRUPTED_PREFIX):
+                count += 1
+                if count >= limit:
+                    return ErrorsInARow(count=count)
+        elif not isinstance(msg, AssistantMessage):
+            break  # an input: a new situation
+    return None
 
 
 def dead_line(r: OutboxRecord) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mindloop.dialogs.approvals import is_proposal
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.staleness import Staleness, StaleSignal, WorkspaceRef
 from mindloop.i18n import Lang
@@ -68,9 +69,14 @@ class Resumed:
 
 def resumed(rt: DialogRuntime, state: ls.LoopState) -> Resumed | None:
     """The verdict on the root's waits closed since `state.stale_checked_at` (None: none
-    closed)."""
+    closed). Only waits that held the root count (not a node's, not an approval of a
+    change SELF_IMPROVE proposed, which nothing waited for)."""
     since = max(state.stale_checked_at, state.created_at)
-    waits = [w for w in rt.waits.resolved_since(state.root_id, since) if w.node is None]
+    waits = [
+        w
+        for w in rt.waits.resolved_since(state.root_id, since)
+        if w.node is None and not is_proposal(w)
+    ]
     if not waits:
         return None
     closed = max(w.resolved_at or since for w in waits)

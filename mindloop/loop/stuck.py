@@ -17,7 +17,9 @@ to the latest input at most.
 
 In the running loop the DO phase's turn policy (`loop.policy.LoopPolicy.goes_on`) asks
 after every step of the loop root (no other dialog pays for it): the first two rules stop
-the drive there; the step budget is the DO entry's step cap, which the driver applies.
+the drive there; the step budget — the node's `step_budget` across the DO entries of an
+attempt, and the entry's step cap — the driver applies by the steps it lets a drive take
+(`loop.step_budget`), and the entry ends the same way.
 """
 
 from __future__ import annotations

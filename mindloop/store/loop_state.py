@@ -201,6 +201,27 @@ def checks(store: Store, root_id: str) -> dict[str, tuple[float, str]]:
     }
 
 
+# The per-drive step limit the task's last `run TASK --max-steps N` gave (the scale-out
+# workers: a drive of its tree enqueued after that run's workflow ended — an answer, a
+# decision — takes it, not the workers' default). A cursor of its own: written by `run`
+# while the loop may be writing its state, without a version race.
+STEP_LIMIT = "step_limit"
+
+
+def record_step_limit(store: Store, root_id: str, max_steps: int) -> None:
+    """Record the task's run's per-drive step limit (joins the caller's transaction)."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, not {max_steps}")
+    Cursors(store).set(root_id, STEP_LIMIT, {"max_steps": max_steps})
+
+
+def step_limit(store: Store, root_id: str) -> int | None:
+    """The per-drive step limit of the task's last run (None: none was recorded)."""
+    found = Cursors(store).get(root_id, STEP_LIMIT)
+    value = found.value.get("max_steps") if found is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def get(store: Store, task_path: str) -> LoopState | None:
     """The loop state of a task (None: it has no loop root yet)."""
     return _of(store, store.task_by_path(task_path))

@@ -97,13 +97,14 @@ _DELIVERED = (
         delivered_to=sa.bindparam("_dialog"),
         duplicate_of=sa.bindparam("_of"),
         attempts=_o.attempts + 1,
-        next_attempt_at=None,
+        next_attempt_at=sa.bindparam("_next"),
         last_error=None,
     )
 )
+# A failed attempt (from `pending`) or a reply overdue (from `sent`): again later, or dead.
 _FAILED = (
     sa.update(t.outbox)
-    .where(_o.id == sa.bindparam("_id"), _o.status == OutboxStatus.PENDING.value)
+    .where(_o.id == sa.bindparam("_id"), _o.status == sa.bindparam("_from"))
     .values(
         status=sa.bindparam("_status"),
         attempts=_o.attempts + 1,
@@ -183,10 +184,16 @@ class Outbox:
         return self.store._records(OutboxRecord, _SENT)
 
     def mark_delivered(
-        self, msg_id: str, dialog_id: str, *, duplicate_of: str | None = None
+        self,
+        msg_id: str,
+        dialog_id: str,
+        *,
+        duplicate_of: str | None = None,
+        reply_by: float | None = None,
     ) -> bool:
         """`pending` → `sent` (or `duplicate` of the msg_id first received), once: False
-        when the row was not pending (someone else delivered it)."""
+        when the row was not pending (someone else delivered it). A sent row's
+        `next_attempt_at` is `reply_by`: when its missing reply makes it overdue."""
         status = OutboxStatus.DUPLICATE if duplicate_of else OutboxStatus.SENT
         params = {
             "_id": msg_id,
@@ -194,15 +201,27 @@ class Outbox:
             "_now": time.time(),
             "_dialog": dialog_id,
             "_of": duplicate_of,
+            "_next": None if duplicate_of else reply_by,
         }
         return self.store._write(_DELIVERED, params) == 1
 
     def mark_failed(self, msg_id: str, error: str, next_attempt_at: float | None) -> bool:
         """A failed attempt: try again at `next_attempt_at`, or `dead` when None."""
+        return self._again(msg_id, OutboxStatus.PENDING, error, next_attempt_at)
+
+    def mark_overdue(self, msg_id: str, error: str, next_attempt_at: float | None) -> bool:
+        """A sent row whose reply is overdue: redelivered (its receiver woken, the
+        attempt counted) and looked at again at `next_attempt_at`, or `dead` when None."""
+        return self._again(msg_id, OutboxStatus.SENT, error, next_attempt_at)
+
+    def _again(
+        self, msg_id: str, status: OutboxStatus, error: str, next_attempt_at: float | None
+    ) -> bool:
         dead = next_attempt_at is None
         params = {
             "_id": msg_id,
-            "_status": (OutboxStatus.DEAD if dead else OutboxStatus.PENDING).value,
+            "_from": status.value,
+            "_status": (OutboxStatus.DEAD if dead else status).value,
             "_next": next_attempt_at,
             "_error": error,
         }

@@ -15,6 +15,7 @@ from mindloop.tools.base import (
     Tool,
     ToolContext,
     ToolOutput,
+    TransientToolError,
     call_key,
 )
 from mindloop.tools.pathguard import AccessDenied, is_encapsulated, resolve_agent_path
@@ -33,6 +34,7 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "ToolRegistry",
+    "TransientToolError",
     "call_key",
     "is_encapsulated",
     "resolve_agent_path",

@@ -138,6 +138,30 @@ class WorkspaceAccess(Protocol):
         goes back to work from ADJUSTING only on one it has not used yet."""
         ...
 
+    def bench_checks(self, task_path: str) -> Any:
+        """The passing CHECKs the task's loop recorded and the nodes its CHECK entry under
+        way verifies (`mindloop.workspace.ref.CheckMarks`): what a BENCH node's "nothing
+        changed since the checks" is judged against."""
+        ...
+
+    def loop_entry(self, dialog_id: str) -> int | None:
+        """The phase entry the work loop whose root is `dialog_id` is in (numbered from 1
+        per task, stable across a resume); None when the dialog is no loop root. A
+        SELF_IMPROVE run is one such entry (`self_md_patch` counts its calls per run)."""
+        ...
+
+    def step_budgets(self) -> tuple[int, int]:
+        """A new node's DO step budget, and the most a node may be given (`loop.nodes`)."""
+        ...
+
+
+class TransientToolError(Exception):
+    """Raised by a tool whose call did not take effect and may succeed if tried again (a
+    service's 429 or 5xx, a connection refused, a sandbox restarting). The engine waits
+    and retries the call (`ToolContext.transient_backoff`: 1, 2, 4 s by default), then
+    reports the last failure as the call's error (agent-loop §8.1 TRANSIENT → TOOL_ERROR).
+    Raise it only when a second call cannot act twice."""
+
 
 class StepLocal:
     """What the calls of one step share until the step commits: a tool keeps here what
@@ -191,6 +215,9 @@ class ToolContext:
     phase: str | None = None
     # The human's approval this call runs under (a call they approved), else None.
     approval_id: str | None = None
+    # The waits before each retry of a call that failed transiently (`TransientToolError`;
+    # `loop.retries.transient_backoff`); empty: no retry.
+    transient_backoff: tuple[float, ...] = ()
     # Shared by the calls of one tool step (`StepLocal`); None outside a step.
     step: StepLocal | None = None
 
@@ -276,6 +303,9 @@ class OpenWait:
     due_at: float | None = None
     wait_id: str | None = None
     mode: str = "all"
+    # Whether the wait parks the dialog; None: its kind's rule. A change a tool proposed
+    # for approval does not (`tools.approval.proposal_wait`).
+    blocks: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +318,18 @@ class StartDetached:
     sink: str
     payload: dict[str, Any] = field(default_factory=dict)
     side_id: str | None = None  # the side dialog's id (None: a new random one)
+
+
+@dataclass(frozen=True)
+class ProposalDecision:
+    """The human's decision on a change a tool proposed (`Tool.on_decision`)."""
+
+    rtws: Path
+    approval_id: str
+    member: str  # whose call proposed it
+    approve: bool  # False: rejected
+    by: str  # who decided
+    reason: str | None = None  # why (a rejection has one)
 
 
 # The closed set of effects a tool may return.
@@ -330,6 +372,11 @@ class Tool(Generic[ArgsT]):
     # engine's wording (`dialogs.approvals.request`), when the tool has its own status
     # for it (`self_md_patch`: PROPOSED): None, the engine's wording.
     approval_text: Callable[[str, str], str] | None = None
+    # For a change the tool itself proposed for approval (its result registers a
+    # `tools.approval.proposal_wait`): carries out the human's decision, when they
+    # approve or reject, before the decision is recorded; returns what it did, one line,
+    # or raises `MindloopError` to refuse (nothing is decided). None: it proposes nothing.
+    on_decision: Callable[[ProposalDecision], str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of the arguments, as providers expect it (shared: do not mutate)."""

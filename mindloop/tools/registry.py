@@ -10,6 +10,7 @@ storable text (no lone surrogates) and every error names rtws-relative paths onl
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Collection, Iterable
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mindloop.errors import MindloopError
-from mindloop.tools.base import Tool, ToolContext, ToolOutput, printable
+from mindloop.tools.base import Tool, ToolContext, ToolOutput, TransientToolError, printable
 from mindloop.tools.pathguard import AccessDenied, os_error_text, scrub_rtws
 
 _LOOP_OWNED = "owned by the work loop: its phases offer it, members do not select it"
@@ -185,7 +186,11 @@ class ToolRegistry:
             return ToolOutput(_describe_validation_error(tool_name, err), is_error=True)
 
         try:
-            result = await tool.run(args, ctx)
+            result = await _run_retrying(tool, args, ctx)
+        except TransientToolError as err:
+            attempts = len(ctx.transient_backoff) + 1
+            text = f"{tool_name} failed (transient, {attempts} attempts): {err}"
+            return ToolOutput(cap_text(printable(scrub_rtws(text, ctx.rtws)), cap), is_error=True)
         except AccessDenied as err:
             return ToolOutput(cap_text(printable(str(err)), cap), is_error=True)
         except OSError as err:  # what the file system refused, named rtws-relative
@@ -199,6 +204,17 @@ class ToolRegistry:
         text = cap_text(printable(result.text), cap)
         # Most results are short printable text: returned as they are, not copied.
         return result if text is result.text else dataclasses.replace(result, text=text)
+
+
+async def _run_retrying(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> ToolOutput:
+    """Run the call; a transient failure is tried again after each wait of the context's
+    backoff, and the last one raised."""
+    for delay in ctx.transient_backoff:
+        try:
+            return await tool.run(args, ctx)
+        except TransientToolError:
+            await asyncio.sleep(delay)
+    return await tool.run(args, ctx)
 
 
 def _parse_arguments(tool_name: str, raw: str) -> dict[str, Any] | ToolOutput:

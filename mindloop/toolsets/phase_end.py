@@ -30,8 +30,9 @@ TOOLSET = "loop"
 
 DESCRIPTION = (
     "End the current work-loop phase. next_behavior is your hint for what should follow "
-    "(PLAN, DO, CHECK, ADJUST, WAIT or END; the runtime decides from the node statuses and "
-    "drops a hint that does not fit). summary: {{progress, key_decisions[], pending[], "
+    "(PLAN, DO, CHECK, ADJUST, WAIT or END; one the phase may not give is refused with "
+    "HINT_ILLEGAL, and the runtime decides from the node statuses, dropping a hint that does "
+    "not fit them). summary: {{progress, key_decisions[], pending[], "
     "risks[]}}, at most {cap} tokens in all; it is the next phase's last step summary. "
     "reason: why the phase ends now."
 )

@@ -30,7 +30,8 @@ function receives an absolute path inside the rtws, or the call fails with the g
 ACCESS_DENIED before the function runs; `resolve_path(ctx, raw, mode)` does the same for
 a path a tool finds on its own.
 
-An exception the function raises becomes the tool's error result, with its message; a
+An exception the function raises becomes the tool's error result, with its message
+(`mindloop.tools.TransientToolError`: after the engine's retries with backoff); a
 returned `ToolOutput` is used as it is, a string as the text, anything else as JSON.
 Plain functions run on a worker thread (a blocking call does not stall other dialogs),
 `async def` ones on the event loop.

@@ -9,7 +9,11 @@ by `'*'`), offered only by a turn policy — the work loop's SELF_IMPROVE phase
   member's: the file is chosen by the call's member, not by an argument), with a base
   hash against concurrent edits, the engine's call key as idempotency key, a history
   entry per change and, with `loop.self_md.git_commit`, a git commit of just self.md and
-  its history (`toolsets.self_md`, `toolsets.self_md_git`).
+  its history (`toolsets.self_md`, `toolsets.self_md_git`). At most
+  `loop.self_md.max_calls_per_run` per SELF_IMPROVE run (`run_of`: one phase entry).
+  With `loop.self_md.require_approval` it proposes instead: a `proposed` entry and an
+  approval the dialog does not wait for; `mindloop approve` applies it, `reject` records
+  it rejected (`decide_self_md`, the tool's `on_decision`).
 - `kb_request` describes a need of the team's knowledge base. It sends nothing: its
   result carries a store effect that inserts an outbox row in the transaction that
   records the result, so the request exists exactly when the step does; the dispatcher
@@ -30,7 +34,8 @@ from mindloop.config.loop import LoopConfig
 from mindloop.config.loop_kb import KbConfig
 from mindloop.config.loop_self_md import SelfMdConfig
 from mindloop.store.outbox import Outbox, OutboxRecord
-from mindloop.tools.base import StoreEffect, Tool, ToolContext, ToolOutput
+from mindloop.tools.approval import proposal_wait
+from mindloop.tools.base import ProposalDecision, StoreEffect, Tool, ToolContext, ToolOutput
 from mindloop.tools.registry import ToolArgs, ToolRegistry
 from mindloop.toolsets import self_md_git as git
 from mindloop.toolsets.privacy import privacy_problem
@@ -147,6 +152,38 @@ def revert_self_md(rtws: Path, member: str, seq: int, config: SelfMdConfig) -> P
     return result
 
 
+def decide_self_md(
+    rtws: Path,
+    member: str,
+    approval_id: str,
+    approve: bool,
+    by: str,
+    reason: str | None,
+    config: SelfMdConfig,
+) -> HistoryEntry:
+    """The human's decision on a proposed change (`mindloop approve` / `reject` under
+    `loop.self_md.require_approval`): applied — and committed like a patch — or recorded
+    rejected. Raises `SelfMdError` when it cannot be applied as proposed."""
+    file = SelfMdFile(rtws, member)
+    with file.locked():
+        entry = file.decide_locked(
+            approval_id, approve=approve, by=by, reason=reason, config=config
+        )
+        if entry.status == "applied":
+            result = PatchResult(
+                result=PatchStatus.APPLIED, history_seq=entry.seq, sha256=entry.new_sha256
+            )
+            _maybe_commit(file, config, result, entry)
+    return entry
+
+
+def run_of(ctx: ToolContext) -> str:
+    """The SELF_IMPROVE run a call belongs to: its loop root's current phase entry
+    (`<root>#<entry>`), or, outside the work loop, its dialog."""
+    entry = ctx.workspace.loop_entry(ctx.dialog_id) if ctx.workspace is not None else None
+    return ctx.dialog_id if entry is None else f"{ctx.dialog_id}#{entry}"
+
+
 def self_md_patch_tool(config: SelfMdConfig) -> Tool[SelfMdPatchArgs]:
     async def run(args: SelfMdPatchArgs, ctx: ToolContext) -> ToolOutput:
         req = PatchRequest(
@@ -159,16 +196,35 @@ def self_md_patch_tool(config: SelfMdConfig) -> Tool[SelfMdPatchArgs]:
             key=ctx.call_key,
             task_path=ctx.task_path,
             dialog_id=ctx.dialog_id,
+            run=run_of(ctx),
         )
         result = await asyncio.to_thread(patch_self_md, ctx.rtws, ctx.member, req, config)
-        return ToolOutput(result.model_dump_json(exclude_none=True), is_error=not result.ok)
+        out = ToolOutput(result.model_dump_json(exclude_none=True), is_error=result.failed)
+        if result.approval_id is not None:  # PROPOSED: the approval, with this result
+            out.effects = (
+                proposal_wait(
+                    result.approval_id,
+                    member=ctx.member,
+                    tool=SELF_MD_PATCH,
+                    toolset=tool.toolset,
+                    arguments=args.model_dump_json(),
+                    call_key=ctx.call_key,
+                ),
+            )
+        return out
 
-    def proposed(approval_id: str, text: str) -> str:
-        return PatchResult(result=PatchStatus.PROPOSED, message=text).model_dump_json(
-            exclude_none=True
+    def decided(d: ProposalDecision) -> str:
+        entry = decide_self_md(d.rtws, d.member, d.approval_id, d.approve, d.by, d.reason, config)
+        return (
+            f"self.md of @{d.member}: proposal #{entry.proposal_seq} {entry.status} as #{entry.seq}"
         )
 
-    return Tool(
+    proposes = (
+        ", or PROPOSED (the human approves it later; you do not wait)"
+        if config.require_approval
+        else ""
+    )
+    tool = Tool(
         name=SELF_MD_PATCH,
         description=(
             "Change one section of your own self.md (how you work: habits, pitfalls, "
@@ -176,19 +232,15 @@ def self_md_patch_tool(config: SelfMdConfig) -> Tool[SelfMdPatchArgs]:
             f"{config.max_net_tokens_per_call} tokens added per call, at most "
             f"{config.max_calls_per_run} changes per run; protected sections are for humans. "
             "Answers APPLIED, ALREADY_APPLIED, CONFLICT (re-read and retry), REJECTED with a "
-            f"reason{', or PROPOSED (waits for the human)' if config.require_approval else ''}."
+            f"reason{proposes}."
         ),
         args_model=SelfMdPatchArgs,
         run=run,
-        # With `require_approval`, every call waits for the human (`mindloop approve`); the
-        # approved call runs through `run` with exactly the approved arguments.
-        asks_approval=_always if config.require_approval else None,
-        approval_text=proposed,
+        # With `require_approval` a call proposes its change and the approval is decided
+        # later (`mindloop approve` applies it): SELF_IMPROVE does not wait (§9.1).
+        on_decision=decided,
     )
-
-
-def _always(arguments: str) -> bool:
-    return True
+    return tool
 
 
 # ---------------------------------------------------------------------- kb_request

@@ -11,7 +11,10 @@ when its heading ends with `(protected)`, e.g. `## Safety (protected)`.
 Every change is traceable: before `self.md` is replaced, an entry is appended to
 `.minds/team/<member>/self.history.jsonl` with the whole previous content, the change,
 its rationale and evidence, and the idempotency key of the call (the engine's call key).
-`revert` appends an entry too; the history is never rewritten.
+`revert` appends an entry too; the history is never rewritten. With
+`loop.self_md.require_approval` a call appends a `proposed` entry and leaves `self.md`
+as it is; the human's decision appends an `applied` entry (and replaces the file, as any
+change) or a `rejected` one, each naming the proposal (`decide_locked`).
 
 Crash safety (the Taskdoc audit's order, `taskdoc/audit.py`), all under an exclusive
 `flock` on `self.md.lock`:
@@ -46,6 +49,7 @@ from pydantic import BaseModel, Field, ValidationError
 from mindloop.config.loop_self_md import SelfMdConfig
 from mindloop.errors import MindloopError
 from mindloop.taskdoc.fsio import fsync_dir
+from mindloop.tools.approval import proposal_id
 from mindloop.toolsets.privacy import privacy_problem
 from mindloop.toolsets.self_md_doc import (
     PROTECTED_MARK,
@@ -119,13 +123,29 @@ class HistoryEntry(BaseModel):
     new_sha256: str
     rationale: str = ""
     evidence_refs: list[str] = Field(default_factory=list)
-    status: Literal["applied"] = "applied"
+    # applied: self.md was replaced. With `loop.self_md.require_approval` a call writes a
+    # `proposed` entry (self.md unchanged) and the human's decision a second entry,
+    # `applied` (self.md replaced) or `rejected` (nothing changed), naming the proposal.
+    status: Literal["applied", "proposed", "rejected"] = "applied"
     reverts_seq: int | None = None
+    # The SELF_IMPROVE run that made the call: `<loop root>#<phase entry>` (a dialog
+    # outside the work loop: its id); `loop.self_md.max_calls_per_run` counts per run.
+    run: str | None = None
+    approval_id: str | None = None  # a proposal's approval (`mindloop approve`)
+    proposal_seq: int | None = None  # on the decision's entry: the proposal it decided
+    decided_by: str | None = None
+    decision_reason: str | None = None
 
     def new_content(self) -> str:
+        """The whole file this entry leaves (a proposal: would leave, applied as is)."""
+        return self.applied_to(self.prev_content)
+
+    def applied_to(self, text: str) -> str:
+        """`text` with this entry's change made (`KeyError`: a delete of a section that
+        `text` lacks)."""
         if self.op == "revert":
             return self.content
-        return apply_op(self.prev_content, self.section, self.op, self.content)
+        return apply_op(text, self.section, self.op, self.content)
 
 
 def content_key(member: str, section: str, op: str, content: str) -> str:
@@ -163,10 +183,16 @@ class PatchResult(BaseModel):
     history_seq: int | None = None
     sha256: str | None = None  # the file's hash now (the base of a next call)
     git_commit: str | None = None
+    approval_id: str | None = None  # PROPOSED: the approval the human decides
 
     @property
     def ok(self) -> bool:
         return self.result in (PatchStatus.APPLIED, PatchStatus.ALREADY_APPLIED)
+
+    @property
+    def failed(self) -> bool:
+        """Nothing was applied or proposed (the tool's result is an error)."""
+        return self.result in (PatchStatus.CONFLICT, PatchStatus.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -180,6 +206,7 @@ class PatchRequest:
     key: str  # the call key
     task_path: str | None = None
     dialog_id: str | None = None
+    run: str | None = None  # the SELF_IMPROVE run (`HistoryEntry.run`)
 
 
 def base_matches(base: str, current_hash: str) -> bool | None:
@@ -292,6 +319,7 @@ class SelfMdFile:
         for tmp in temps:
             if (
                 last is not None
+                and last.status == "applied"
                 and current == last.prev_sha256
                 and sha256_hex(read_text(tmp)) == last.new_sha256
             ):
@@ -321,32 +349,45 @@ class SelfMdFile:
         fsync_dir(self.dir)
 
     def run_changes(self, history: list[HistoryEntry], req: PatchRequest) -> list[HistoryEntry]:
-        """The changes this member's calls already made in `req`'s run: its SELF_IMPROVE
-        pass, i.e. the calling dialog (the task's loop root) on the same task."""
+        """The changes this member's calls already made (or proposed) in `req`'s run: one
+        SELF_IMPROVE entry of its task's loop (`HistoryEntry.run`)."""
         return [
             e
             for e in history
-            if e.by == self.member
+            if e.run == req.run
+            and e.by == self.member
             and e.op != "revert"
-            and e.dialog_id == req.dialog_id
-            and e.task_path == req.task_path
+            and e.proposal_seq is None  # a decision: its proposal is counted
+            and e.status != "rejected"
         ]
 
     def patch_locked(
         self, req: PatchRequest, config: SelfMdConfig
     ) -> tuple[PatchResult, HistoryEntry | None]:
-        """Apply one `self_md_patch` call (the procedure of agent-loop §9.1); the caller
-        holds `locked()`. Returns the result and the entry written (None when nothing
-        was written)."""
+        """Apply one `self_md_patch` call (the procedure of agent-loop §9.1) — or, with
+        `loop.self_md.require_approval`, propose it: a `proposed` entry, self.md
+        unchanged. The caller holds `locked()`. Returns the result and the entry written
+        or found (None when there is none)."""
         history = self.history()
         current = self.read()
         cur_hash = sha256_hex(current)
         ckey = content_key(self.member, req.section, req.op, req.content)
-        for e in history:  # 1. a replayed call: applied once
+        for e in history:  # 1. a replayed call: applied (or proposed) once
             if e.idempotency_key == req.key:
+                if e.status == "proposed":
+                    return _proposed(e, cur_hash), e
                 return _result(PatchStatus.ALREADY_APPLIED, cur_hash, seq=e.seq), None
         last = history[-1] if history else None
-        if last is not None and last.content_key == ckey and last.new_sha256 == cur_hash:
+        if config.require_approval:
+            waiting = open_proposal(history, self.member, ckey, cur_hash)
+            if waiting is not None:  # the same change, proposed and not decided yet
+                return _proposed(waiting, cur_hash), waiting
+        elif (
+            last is not None
+            and last.status == "applied"
+            and last.content_key == ckey
+            and last.new_sha256 == cur_hash
+        ):
             # The same change again (a call re-issued after an interrupted result).
             return _result(PatchStatus.ALREADY_APPLIED, cur_hash, seq=last.seq), None
         done = self.run_changes(history, req)
@@ -391,22 +432,9 @@ class SelfMdFile:
             return _rejected(
                 RejectReason.NO_CHANGE, f"section {req.section!r} already says this", cur_hash
             ), None
-        old_tokens, new_tokens = count_tokens(current), count_tokens(new_text)
-        if new_tokens - old_tokens > config.max_net_tokens_per_call:
-            return _rejected(
-                RejectReason.TOO_LARGE,
-                f"this change adds {new_tokens - old_tokens} tokens; at most "
-                f"{config.max_net_tokens_per_call} per call (characters / 4): make it "
-                "shorter, or replace text instead of adding",
-                cur_hash,
-            ), None
-        if new_tokens > config.max_tokens and new_tokens > old_tokens:
-            return _rejected(
-                RejectReason.TOO_LARGE,
-                f"self.md would be {new_tokens} tokens; at most {config.max_tokens}: "
-                "condense or delete a section first",
-                cur_hash,
-            ), None
+        too_large = _size_problem(current, new_text, config)
+        if too_large is not None:
+            return _rejected(RejectReason.TOO_LARGE, too_large, cur_hash), None
         entry = HistoryEntry(
             seq=(last.seq + 1) if last is not None else 1,
             at=time.time(),
@@ -424,9 +452,93 @@ class SelfMdFile:
             new_sha256=sha256_hex(new_text),
             rationale=req.rationale,
             evidence_refs=list(req.evidence_refs),
+            run=req.run,
         )
+        if config.require_approval:  # 3'. proposed: only the history entry
+            entry.status, entry.approval_id = "proposed", proposal_id(req.key)
+            self._append_history(entry)
+            return _proposed(entry, cur_hash), entry
         self._write(entry, new_text)  # 3.
         return _result(PatchStatus.APPLIED, entry.new_sha256, seq=entry.seq), entry
+
+    def decide_locked(
+        self, approval_id: str, *, approve: bool, by: str, reason: str | None, config: SelfMdConfig
+    ) -> HistoryEntry:
+        """Carry out the human's decision on the proposal waiting for `approval_id`: apply
+        it (an `applied` entry, self.md replaced) or record it `rejected`. Idempotent: the
+        same decision again returns its entry. Applied exactly as proposed — on the file
+        as it was then, or on a file changed elsewhere whose section is as it was then;
+        else `SelfMdError`, nothing written. The caller holds `locked()`."""
+        history = self.history()
+        proposal = next(
+            (e for e in history if e.status == "proposed" and e.approval_id == approval_id), None
+        )
+        if proposal is None:
+            raise SelfMdError(
+                f"no self.md proposal waits for approval {approval_id} in "
+                f"{rel_paths(self.member)[1]}"
+            )
+        want = "applied" if approve else "rejected"
+        for e in history:
+            if e.proposal_seq == proposal.seq:
+                if e.status == want:  # decided already (a crash before it was recorded)
+                    return e
+                undo = (
+                    f"; `mindloop self revert {e.seq}` undoes it" if e.status == "applied" else ""
+                )
+                raise SelfMdError(
+                    f"proposal #{proposal.seq} was already {e.status} (#{e.seq}){undo}"
+                )
+        current = self.read()
+        cur_hash = sha256_hex(current)
+        new_text = current
+        if approve:
+            new_text = self._as_proposed(proposal, current, cur_hash, config)
+        entry = proposal.model_copy(
+            update={
+                "seq": history[-1].seq + 1,
+                "at": time.time(),
+                "idempotency_key": f"{proposal.idempotency_key}:{want}",
+                "prev_sha256": cur_hash,
+                "prev_content": current,
+                "new_sha256": sha256_hex(new_text),
+                "status": want,
+                "approval_id": approval_id,
+                "proposal_seq": proposal.seq,
+                "decided_by": by,
+                "decision_reason": reason,
+            }
+        )
+        if approve:
+            self._write(entry, new_text)
+        else:
+            self._append_history(entry)
+        return entry
+
+    def _as_proposed(
+        self, proposal: HistoryEntry, current: str, cur_hash: str, config: SelfMdConfig
+    ) -> str:
+        """self.md with `proposal` applied: what it proposed, when nothing changed since;
+        its section changed the same way, when only other sections changed."""
+        if cur_hash == proposal.prev_sha256:
+            return proposal.new_content()
+        why = f"section {proposal.section!r} changed since"
+        if section_text(current, proposal.section) == section_text(
+            proposal.prev_content, proposal.section
+        ):
+            try:
+                new_text = proposal.applied_to(current)
+            except KeyError:
+                new_text = None
+            too_large = None if new_text is None else _size_problem(current, new_text, config)
+            if new_text is not None and too_large is None:
+                return new_text
+            why = too_large or why
+        raise SelfMdError(
+            f"cannot apply proposal #{proposal.seq} (approval {proposal.approval_id}): {why}; "
+            f"reject it (`mindloop reject {proposal.approval_id} --reason …`) and edit self.md "
+            "yourself, or let a later run propose again"
+        )
 
     def revert_locked(self, seq: int, *, key: str | None = None) -> HistoryEntry:
         """Undo change `seq` (a human's `mindloop self revert`): the whole file as it was
@@ -434,6 +546,11 @@ class SelfMdFile:
         has not changed since. Appends an entry; raises `SelfMdError` when it cannot. The
         caller holds `locked()`."""
         target = self.entry(seq)
+        if target.status != "applied":
+            raise SelfMdError(
+                f"cannot revert #{seq}: it is a {target.status} change, not an applied one "
+                "(self.md never held it)"
+            )
         history = self.history()
         current = self.read()
         cur_hash = sha256_hex(current)
@@ -480,8 +597,54 @@ class SelfMdFile:
         return entry
 
 
+def open_proposal(
+    history: list[HistoryEntry], member: str, ckey: str, cur_hash: str
+) -> HistoryEntry | None:
+    """`member`'s undecided proposal of the change `ckey` on the file as it is, if any:
+    a second call proposing it names the same approval."""
+    decided = {e.proposal_seq for e in history if e.proposal_seq is not None}
+    for e in reversed(history):
+        if (
+            e.status == "proposed"
+            and e.seq not in decided
+            and e.by == member
+            and e.content_key == ckey
+            and e.prev_sha256 == cur_hash
+        ):
+            return e
+    return None
+
+
 def _result(status: PatchStatus, sha: str, *, seq: int | None) -> PatchResult:
     return PatchResult(result=status, history_seq=seq, sha256=sha)
+
+
+def _proposed(entry: HistoryEntry, sha: str) -> PatchResult:
+    return PatchResult(
+        result=PatchStatus.PROPOSED,
+        history_seq=entry.seq,
+        sha256=sha,
+        approval_id=entry.approval_id,
+        message=f"proposed as #{entry.seq}: self.md changes when the human approves it "
+        f"(`mindloop approve {entry.approval_id}`); you do not wait for it",
+    )
+
+
+def _size_problem(current: str, new_text: str, config: SelfMdConfig) -> str | None:
+    """Why `new_text` may not replace `current` by size (loop.self_md limits), if it may not."""
+    old_tokens, new_tokens = count_tokens(current), count_tokens(new_text)
+    if new_tokens - old_tokens > config.max_net_tokens_per_call:
+        return (
+            f"this change adds {new_tokens - old_tokens} tokens; at most "
+            f"{config.max_net_tokens_per_call} per call (characters / 4): make it "
+            "shorter, or replace text instead of adding"
+        )
+    if new_tokens > config.max_tokens and new_tokens > old_tokens:
+        return (
+            f"self.md would be {new_tokens} tokens; at most {config.max_tokens}: "
+            "condense or delete a section first"
+        )
+    return None
 
 
 def _rejected(reason: RejectReason, message: str, sha: str) -> PatchResult:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.i18n import Lang
-from mindloop.store import Store
+from mindloop.store import Store, loop_state
 from mindloop.store import workspace as ws_rows
 from mindloop.store.retries import RetryRows
 from mindloop.tools.base import (
@@ -70,6 +70,7 @@ from mindloop.workspace.models import (
     RefAction,
     SelfCheck,
 )
+from mindloop.workspace.ref import CheckMarks, since_checks
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Actor, Authority
 
@@ -85,6 +86,7 @@ class StoreWorkspaceAccess:
 
     store: Store
     member_ids: frozenset[str] = frozenset()
+    node_budgets: tuple[int, int] = (12, 30)  # `loop.nodes`: step_budget, max_step_budget
 
     def load(self, task_path: str) -> WorkspaceState:
         return repo.load(self.store, task_path)
@@ -101,6 +103,20 @@ class StoreWorkspaceAccess:
     def adjust_cycles(self, task_path: str, node_id: str) -> int:
         return sum(1 for r in RetryRows(self.store).of_node(task_path, node_id) if r.level == "L3")
 
+    def bench_checks(self, task_path: str) -> CheckMarks:
+        state = loop_state.get(self.store, task_path)
+        if state is None:
+            return CheckMarks()
+        checking = state.targets if state.phase is loop_state.Phase.CHECK and state.in_phase else ()
+        return CheckMarks(loop_state.checks(self.store, state.root_id), frozenset(checking))
+
+    def loop_entry(self, dialog_id: str) -> int | None:
+        state = loop_state.by_root(self.store, dialog_id)
+        return None if state is None else state.entry
+
+    def step_budgets(self) -> tuple[int, int]:
+        return self.node_budgets
+
 
 AuthorityFor = Callable[[ToolContext], Authority]
 
@@ -109,7 +125,9 @@ def chat_authority(ctx: ToolContext) -> Authority:
     """A dialog without phases acts for the phases; a work-loop phase acts as itself (a
     phase that is no actor of the transition table, SELF_IMPROVE, moves no node). The
     work loop's ADJUST sends a node back to work only on an accepted ADJUST cycle (a
-    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`)."""
+    RetryRecord, agent-loop §5.4 and §8.3: `retry_propose`); its CHECK tests a BENCH node
+    only if nothing changed since its scope's checks (agent-loop §5.5 condition 3, as
+    routing judges it: the loop's record of its checks)."""
     who = f"@{ctx.member}"
     if ctx.phase is None:
         return Authority.chat(who)
@@ -118,7 +136,11 @@ def chat_authority(ctx: ToolContext) -> Authority:
         return Authority(frozenset(), who)
     access = ctx.workspace
     cycles = access.adjust_cycles if actor is Actor.ADJUST and access is not None else None
-    return Authority.phase(actor, who, adjust_cycles=cycles)
+    gate = None
+    if actor is Actor.CHECK and access is not None and ctx.task_path:
+        task = ctx.task_path
+        gate = since_checks(Path(ctx.rtws), lambda: access.bench_checks(task))
+    return Authority.phase(actor, who, adjust_cycles=cycles, since_checks=gate)
 
 
 # ---------------------------------------------------------------------- shared
@@ -205,7 +227,16 @@ class Tools:
     # ------------------------------------------------------------------ nodes
 
     async def node_create(self, a: NodeCreateArgs, ctx: ToolContext) -> ToolOutput:
+        default, most = ctx.workspace.step_budgets() if ctx.workspace else (None, None)
+
         def command(s: Session) -> Node:
+            if a.step_budget is not None and most is not None and a.step_budget > most:
+                raise WorkspaceError(
+                    "STEP_BUDGET_TOO_HIGH",
+                    f"{a.step_budget} DO steps per attempt is more than "
+                    f"loop.nodes.max_step_budget ({most})",
+                    arg="step_budget",
+                )
             return s.create_node(
                 parent_id=a.parent_id,
                 kind=a.kind,
@@ -222,6 +253,7 @@ class Tools:
                 assignee=a.assignee,
                 can_start_immediately=a.can_start_immediately,
                 supersedes=a.supersedes,
+                step_budget=a.step_budget if a.step_budget is not None else default,
             )
 
         return self._write(ctx, command, lambda n, ch: f"created {_line(ch.after, n)}")

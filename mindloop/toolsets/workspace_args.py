@@ -71,6 +71,12 @@ class NodeCreateArgs(ToolArgs):
         description="A terminal node (DONE, FAILED, CANCELLED) this one reopens; terminal "
         "nodes are final, so new work on them is a new node pointing back.",
     )
+    step_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="DO steps one attempt at this node may take (default: the team's "
+        "loop.nodes.step_budget); give a large node more, up to loop.nodes.max_step_budget.",
+    )
 
 
 class NodeSplitArgs(ToolArgs):

@@ -183,9 +183,14 @@ class Session(Moves):
         node_id: str | None = None,
         isolate: bool = False,
         supersedes: str | None = None,
+        step_budget: int | None = None,
     ) -> Node:
         self._require_init()
         kind = enum_value("kind", NodeKind, kind)
+        if step_budget is not None and step_budget < 1:
+            raise WorkspaceError(
+                "INVALID_VALUE", f"step_budget must be >= 1, got {step_budget}", arg="step_budget"
+            )
         type = enum_value("type", NodeType, type)
         parent = self.node(parent_id, "parent_id")
         if parent.kind is not NodeKind.PLANNING:
@@ -240,11 +245,14 @@ class Session(Moves):
                     arg="supersedes",
                 )
         status = NodeStatus.NEW
-        by: Actor | None = None
         if kind is NodeKind.EXECUTION:
             status = NodeStatus.WAIT if type is NodeType.BENCH else NodeStatus.NEW
-            rows = find_rows(None, status, type)
-            by = self._authorise(rows, None, status, type)
+            by = self._authorise(find_rows(None, status, type), None, status, type)
+        else:
+            # a planning node's status is derived (invariant 7), but creating one is a
+            # plan change all the same: the creation row's actors only (PLAN, ADJUST)
+            new, task = NodeStatus.NEW, NodeType.TASK
+            by = self._authorise(find_rows(None, new, task), None, new, task)
         node = Node(
             id=nid,
             parent_id=parent.id,
@@ -266,6 +274,8 @@ class Session(Moves):
             updated_at=self.now,
             dir=dir_name(t, nid),
         )
+        if step_budget is not None:
+            node.step_budget = step_budget
         self.state.nodes[nid] = node
         parent.children.append(nid)
         self._check_cycle("deps")
@@ -274,10 +284,10 @@ class Session(Moves):
             nid,
             "create",
             f"created {kind.value.lower()} node {nid} {t!r} under {parent.id}",
-            by=by.value if by else None,
+            by=by.value,
             docs=[d.path for d in refs],
         )
-        if by is not None:
+        if kind is NodeKind.EXECUTION:  # a planning node's status is derived, not set
             self._log(
                 nid,
                 "transition",
@@ -333,6 +343,7 @@ class Session(Moves):
             docs=docs,
             node_id=node_id,
             isolate=not inherit_context,
+            step_budget=parent.step_budget,  # the parts of a split node keep its budget
         )
         self._log(
             parent.id,
@@ -351,6 +362,7 @@ class Session(Moves):
                 skills=parent.skills,
                 deps=[child.id],
                 node_id=rest_id,
+                step_budget=parent.step_budget,
             )
             rest.acceptance_criteria = parent.acceptance_criteria
             rest.artifacts = parent.artifacts

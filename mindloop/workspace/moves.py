@@ -22,6 +22,7 @@ from mindloop.workspace.models import (
     NodeType,
     SelfCheck,
 )
+from mindloop.workspace.ref import bench_scope
 from mindloop.workspace.session import SessionBase, enum_value
 from mindloop.workspace.state import is_ready
 from mindloop.workspace.transitions import (
@@ -184,6 +185,10 @@ class Moves(SessionBase):
                 arg="to",
             )
         elif g is Guard.WAITS_DONE:
+            if node.type is NodeType.BENCH:  # its wait is BENCH_READY (§5.2): CHECK's
+                problem = self.bench_not_ready(node)
+                if problem:
+                    raise WorkspaceError("BENCH_NOT_READY", problem, arg="node_id")
             if node.dispatch is not None:
                 raise WorkspaceError(
                     "WAIT_OPEN", f"{node.id} still waits on @{node.dispatch.member}", arg="to"
@@ -222,14 +227,11 @@ class Moves(SessionBase):
             )
 
     def bench_not_ready(self, bench: Node) -> str | None:
-        """agent-loop §5.5 conditions 1, 2 and 4 (condition 3, the workspace ref against
-        the last checked ref, is the CHECK phase's to verify)."""
+        """agent-loop §5.5: why a BENCH node may not be tested now (None: it may) —
+        conditions 1, 2 and 4, then condition 3 (the workspace ref against the last
+        checked ref) when the authority carries its gate (the work loop's CHECK)."""
         nodes = self.state.view()
-        scope = bench.deps or [
-            c
-            for c in (nodes[bench.parent_id].children if bench.parent_id else [])
-            if c != bench.id and nodes[c].type is NodeType.TASK
-        ]
+        scope = bench_scope(self.state, bench)
         open_ = [d for d in scope if nodes[d].status is not NodeStatus.DONE]
         if open_:
             return f"scope not done: {', '.join(open_)} not DONE"
@@ -246,7 +248,8 @@ class Moves(SessionBase):
             return f"workspace not quiescent: {', '.join(busy)} at work"
         if not all(c.verify for c in bench.acceptance_criteria):
             return "every criterion needs a `verify`"
-        return None
+        gate = self.authority.since_checks
+        return gate(scope) if gate is not None else None
 
     def _move(
         self, node: Node, to: NodeStatus, actor: Actor, reason: str, evidence: str, row: Row
@@ -261,8 +264,9 @@ class Moves(SessionBase):
             if effect is Effect.STARTED:
                 node.started = True
                 self.state.focus = node.id
-            elif effect is Effect.ATTEMPT:
+            elif effect is Effect.ATTEMPT:  # a new attempt: a fresh step budget (§5.1)
                 node.attempt += 1
+                node.steps_used = 0
             elif effect is Effect.ADJUST:
                 node.adjust_count += 1
             elif effect is Effect.CHECKPOINT:
@@ -278,6 +282,20 @@ class Moves(SessionBase):
             reason=reason,
             evidence=evidence,
         )
+
+    def count_steps(self, *, node_id: str, steps: int) -> Node:
+        """The runtime counts the model steps a DO entry spent on a node: its `steps_used`
+        in the current attempt, against its `step_budget` (agent-loop §5.1, §8.1)."""
+        if Actor.RT not in self.authority.actors:
+            raise WorkspaceError(
+                "RUNTIME_ONLY", "only the runtime counts a node's steps", arg="node_id"
+            )
+        if steps < 0:
+            raise WorkspaceError("INVALID_VALUE", f"steps must be >= 0, got {steps}", arg="steps")
+        node = self.node(node_id)
+        if steps and not node.terminal:
+            node.steps_used += steps
+        return node
 
     # ------------------------------------------------------------------ dispatch
 

@@ -15,7 +15,7 @@ runtime takes on wait events (a member's reply, a wait resolved) it alone takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -216,6 +216,10 @@ TRANSITIONS: tuple[Row, ...] = tuple(_ROWS)
 # The ADJUST cycles accepted for a node so far: (task path, node id) -> count.
 AdjustCycles = Callable[[str, str], int]
 
+# agent-loop §5.5 condition 3 ("nothing changed since the checks") for a BENCH node whose
+# scope is these nodes: why it fails, None when it holds (`workspace.ref.since_checks`).
+SinceChecks = Callable[[Sequence[str]], str | None]
+
 
 @dataclass(frozen=True)
 class Authority:
@@ -224,18 +228,25 @@ class Authority:
     (the work loop's ADJUST) a node leaves ADJUSTING for work (the RETRY guard, a
     re-dispatch) only on an accepted ADJUST cycle it has not used yet (agent-loop §5.4:
     "RetryRecord accepted"); the count of accepted cycles is then the cap, not
-    `MAX_ADJUSTS`."""
+    `MAX_ADJUSTS`. With `since_checks` (the work loop's CHECK) a BENCH node is tested
+    only when §5.5 condition 3 holds too; without, conditions 1, 2 and 4 decide."""
 
     actors: frozenset[Actor]
     who: str = ""
     free: bool = False
     adjust_cycles: AdjustCycles | None = None
+    since_checks: SinceChecks | None = None
 
     @classmethod
     def phase(
-        cls, actor: Actor, who: str = "", *, adjust_cycles: AdjustCycles | None = None
+        cls,
+        actor: Actor,
+        who: str = "",
+        *,
+        adjust_cycles: AdjustCycles | None = None,
+        since_checks: SinceChecks | None = None,
     ) -> Authority:
-        return cls(frozenset({actor}), who, adjust_cycles=adjust_cycles)
+        return cls(frozenset({actor}), who, adjust_cycles=adjust_cycles, since_checks=since_checks)
 
     @classmethod
     def chat(cls, who: str = "") -> Authority:

@@ -166,3 +166,35 @@ def test_the_readmes_loop_block_states_the_defaults() -> None:
     ]
     written = LoopConfig.model_validate(yaml.safe_load(block)["loop"])
     assert written == LoopConfig(router=RouterConfig(member="dev"))
+
+
+def test_check_shell_patterns_are_words_with_their_defaults(tmp_path: Path) -> None:
+    """`loop.check` (agent-loop §3: CHECK's shell runs test runners only): the runners'
+    command patterns, the read-only filters their output may be piped into, and the
+    arguments that turn a checker into a fixer."""
+    write_config(tmp_path)
+    check = load_config(tmp_path).team.loop.check
+    assert {"pytest", "python -m pytest", "npm test", "go test", "cargo test"} <= set(
+        check.test_runners
+    )
+    assert {"make test", "ruff check", "mypy"} <= set(check.test_runners)
+    assert {"tail", "grep"} <= set(check.pipe_filters) and "--fix" in check.refused_args
+    team = SAMPLE_TEAM + (
+        "loop:\n"  # 13
+        "  check:\n"
+        "    test_runners:\n"
+        "      - pytest\n"  # 16
+        "      - 'pytest; rm -rf /'\n"  # 17
+        "      - '  '\n"  # 18
+        '      - "pytest -k \'x"\n'  # 19
+        "    pipe_filter: [tail]\n"  # 20
+    )
+    write_config(tmp_path, team=team)
+    assert problem_lines(tmp_path) == [
+        f"{TEAM}:17: loop.check.test_runners.1: 'pytest; rm -rf /' is not a command's "
+        "leading words: shell operators (; & | < > ( ) ` $( ) are not allowed in a pattern",
+        f"{TEAM}:18: loop.check.test_runners.2: a pattern must name a command",
+        f"{TEAM}:19: loop.check.test_runners.3: \"pytest -k 'x\" is not a command's leading "
+        "words: No closing quotation",
+        f"{TEAM}:20: loop.check.pipe_filter: unknown key (did you mean pipe_filters?)",
+    ]

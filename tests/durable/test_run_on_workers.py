@@ -79,3 +79,63 @@ def test_run_on_a_worker_reports_as_a_local_run_and_takes_max_steps(
     assert "already under way" not in out, out
     assert "stopped at the step limit (1); drive it on with" in out, out
     assert "state.sqlite" not in out
+
+
+def _drives_of(database: str, dialog_id: str) -> list[str]:
+    """The `mindloop.drive` workflows of one dialog, oldest first."""
+    import psycopg
+
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT workflow_uuid FROM dbos.workflow_status WHERE name = %s "
+            "AND workflow_uuid LIKE %s ORDER BY created_at",
+            ("mindloop.drive", f"drive-{dialog_id}-%"),
+        ).fetchall()
+    return [str(w) for (w,) in rows]
+
+
+def test_drives_after_an_answer_keep_the_step_limit_of_the_tasks_run(
+    tmp_path: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run TASK --max-steps 1` stops at the PLAN question (its loop's workflow ends);
+    the answer, given while a worker is live, lets the worker enqueue the loop again and
+    the drives of its tree: they take the limit of the task's run, not the workers'
+    default. The reviewer's node takes two model steps (write, reply): with the run's
+    limit its drive stops at the step limit after one."""
+    from mindloop.durable.client import FleetClient
+    from mindloop.store import Store
+
+    demo = prepare_demo_rtws(tmp_path / "demo")
+    procs = procs_on(demo, tmp_path / "logs", database)
+    env = {DATABASE_URL_ENV: database}
+    monkeypatch.setenv(DATABASE_URL_ENV, database)
+    store = Store.for_rtws(demo)
+    client = FleetClient(database)
+    try:
+        start_worker(procs, "W0", ttl=WORKER_TTL)
+        first = ml(
+            "-C", str(demo), "run", DEMO_TASK, "-m", DEMO_PROMPT, "--max-steps", "1", env=env
+        )
+        assert first.returncode == 4, first.stdout + first.stderr  # the PLAN question
+        assert _settle_open(demo, database) == (1, 0)  # the worker drives it on
+
+        def reviewer_drive_ended() -> tuple[str, dict[str, object]] | None:
+            for d in store.list_dialogs():
+                if d.member != "reviewer":
+                    continue
+                for wid in _drives_of(database, d.id):
+                    st = client.state(wid)
+                    if st.ended and st.output is not None:
+                        return wid, st.output
+            return None
+
+        wid, output = wait_until(
+            reviewer_drive_ended, TIMEOUT, "the reviewer's first drive to end", interval=0.2
+        )
+        limit = client.max_steps(wid)
+    finally:
+        procs.close()
+        client.close()
+        store.close()
+    assert limit == 1, output
+    assert output["reason"] == "step_limit" and output["steps"] == 1, output

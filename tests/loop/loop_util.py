@@ -44,6 +44,7 @@ def create(
     bench: bool = False,
     assignee: str = "MAIN",
     verify: str | None = "true",
+    step_budget: int | None = None,
 ) -> Call:
     args: dict[str, Any] = {
         "parent_id": "root",
@@ -57,6 +58,8 @@ def create(
         args["deps"] = deps
     if bench:
         args["type"] = "BENCH"
+    if step_budget is not None:
+        args["step_budget"] = step_budget
     return call("node_create", **args)
 
 

@@ -184,3 +184,73 @@ async def test_plan_adds_deps_to_an_existing_bench_so_it_runs_last(rtws: Path) -
     targets = [c.split("## Workspace tree")[0] for c in checks]
     assert len(targets) == 3 and ["acceptance" in t for t in targets] == [False, False, True]
     await rt.aclose()
+
+
+async def test_a_bench_whose_scope_changed_since_its_checks_is_refused_and_not_routed(
+    rtws: Path,
+) -> None:
+    """Condition 3 holds at the CHECK transition too, not only in routing: the BENCH is a
+    CHECK target (its dep was checked at this workspace ref), but a deliverable changes
+    before CHECK moves it, so `node_transition` refuses it (BENCH_NOT_READY, naming the
+    change), it stays WAIT, and routing does not send it to CHECK again while the
+    workspace differs. Once the file is as it was checked, the next run checks it."""
+    from collections import deque
+    from collections.abc import Callable
+
+    from mindloop.loop.driver import LoopOutcome
+    from mindloop.providers.base import GenerationRequest
+    from mindloop.testing import FunctionModel, Turn
+    from tests.loop.loop_util import complete, create, end, phase_of, run_task, turn, verdict
+    from tests.loop.loop_util import workspace as ws_of
+    from tests.scenario_util import write_team
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    app = rtws / "src" / "app.py"
+    app.parent.mkdir()
+    app.write_text("x = 1\n")
+
+    def edit() -> None:
+        app.write_text("x = 2  # changed after the checks\n")
+
+    script: deque[tuple[Turn, Callable[[], None] | None]] = deque(
+        [
+            (turn(create("api")), None),  # PLAN
+            (turn(create("acceptance", bench=True, deps=["n1"]), end("DO")), None),
+            (turn(complete("n1"), end("CHECK")), None),  # DO n1
+            (turn(verdict("n1"), end("END")), None),  # CHECK n1: its ref recorded
+            (turn(verdict("n2")), edit),  # CHECK the BENCH, but the workspace changed
+            (turn(end("END", "the bench waits")), None),
+        ]
+    )
+
+    def respond(req: GenerationRequest) -> Turn:
+        assert script, f"no turn left for a request in {phase_of(req)}"
+        t, effect = script.popleft()
+        if effect is not None:
+            effect()
+        return t
+
+    model = FunctionModel(respond)
+    report, rt = await run_task(rtws, model, "ship the api, then its acceptance test")
+    try:
+        assert not script, f"{len(script)} turns left; the loop ended: {report.outcome}"
+        history = rt.store.load_history(report.root_id)
+        results = [m.data["content"] for m in history if m.kind == "tool_result"]
+        refused = next(r for r in results if "BENCH_NOT_READY" in r)
+        assert "changed since the checks" in refused, refused
+        assert ws_of(rt).nodes["n2"].status is NodeStatus.WAIT
+        assert report.outcome is not LoopOutcome.DONE
+        # routing holds it back too: no CHECK entry targets it while the file differs
+        inputs = [m.data for m in history if "loop" in m.data]
+        assert [d["loop"]["phase"] for d in inputs] == ["PLAN", "DO", "CHECK", "CHECK"]
+    finally:
+        await rt.aclose()
+    app.write_text("x = 1\n")  # as checked: the BENCH may run
+    script.extend([(turn(verdict("n2"), end("END")), None), (turn(end("END")), None)])
+    report, rt = await run_task(rtws, model)
+    try:
+        assert report.outcome is LoopOutcome.DONE, report.reason
+        assert not script
+        assert ws_of(rt).nodes["n2"].status is NodeStatus.DONE
+    finally:
+        await rt.aclose()

@@ -182,12 +182,46 @@ async def test_a_node_dispatched_to_a_teammate_does_not_hold_up_other_work(rtws:
     await rt.aclose()
 
 
-async def test_an_illegal_hint_is_dropped_logged_and_counted(rtws: Path) -> None:
+async def test_an_illegal_hint_is_refused_as_a_repair_prompt_and_counted(rtws: Path) -> None:
+    """A hint the ended phase may not give (agent-loop §4's table) is dropped: the
+    `phase_end` carrying it is refused with HINT_ILLEGAL (a FORMAT failure, L0 of §8.2:
+    the error is the model's repair prompt) and the phase goes on; the status counts it."""
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     model = ScriptedModel(
         [
-            turn(create("a"), end("CHECK")),  # PLAN may not hint CHECK: dropped, R4 DO wins
-            turn(complete("n1"), end("END")),  # DO may not hint END: dropped, R3 CHECK
+            turn(create("a"), end("CHECK")),  # PLAN may not hint CHECK: refused
+            turn(end("DO")),  # repaired: the phase ends
+            turn(complete("n1"), end("END")),  # DO may not hint END: refused
+            turn(end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "do a")
+    assert report.outcome is LoopOutcome.DONE
+    assert phases(model) == ["PLAN", "PLAN", "DO", "DO", "CHECK", "SELF_IMPROVE"]
+    ends = [
+        m.data
+        for m in rt.store.load_history(report.root_id)
+        if m.kind == "tool_result" and m.data["name"] == "phase_end"
+    ]
+    refused = [e["content"] for e in ends if e["is_error"]]
+    assert len(refused) == 2 and all(t.startswith("Error [HINT_ILLEGAL]") for t in refused)
+    assert "CHECK is not a legal hint after PLAN (legal: DO, WAIT, END)" in refused[0]
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.hints_dropped == 2
+    await rt.aclose()
+
+
+async def test_a_hint_illegal_only_by_the_facts_is_dropped_when_routing(rtws: Path) -> None:
+    """WAIT is legal after DO only if DO registered a wait, which `phase_end` cannot know
+    when it runs (a wait opened by a call of the same step commits with it): routing drops
+    such a hint, logs it and says so in the next phase's input."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("DO")),
+            turn(complete("n1"), end("WAIT")),  # no wait registered: dropped, R3 CHECK
             turn(verdict("n1"), end("END")),
             turn(end("END")),
         ]
@@ -199,12 +233,12 @@ async def test_an_illegal_hint_is_dropped_logged_and_counted(rtws: Path) -> None
     assert report.outcome is LoopOutcome.DONE
     assert phases(model) == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
     dropped = [r for r in routed if r.hint_dropped]
-    assert [(r.hint, r.target) for r in dropped] == [("CHECK", "DO"), ("END", "CHECK")]
+    assert [(r.hint, r.target) for r in dropped] == [("WAIT", "CHECK")]
     state = ls.get(rt.store, TASK)
-    assert state is not None and state.hints_dropped == 2
+    assert state is not None and state.hints_dropped == 1
     # the next phase's input says so
     inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
-    assert "HINT_ILLEGAL: hint CHECK dropped" in inputs[1]
+    assert "HINT_ILLEGAL: hint WAIT dropped" in inputs[2]
     await rt.aclose()
 
 

@@ -125,3 +125,39 @@ async def test_the_next_self_improve_is_shown_the_requests_that_died(rtws: Path)
     assert "kb-8" not in improve
     assert all("kb-7" not in t for t in inputs[:-1])  # SELF_IMPROVE's alone
     await rt.aclose()
+
+
+async def test_a_sent_request_the_kb_never_answers_is_redelivered_then_dies(
+    rt: DialogRuntime,
+) -> None:
+    """§9.2: without a reply within `loop.kb.reply_timeout_seconds` (1 h) a sent row is
+    redelivered with backoff — the KB dialog, which holds the request already (its key is
+    registered), is marked to drive again rather than sent a second copy — until the retry
+    window ends, when the row is dead (and shown to the next SELF_IMPROVE)."""
+    box = Outbox(rt.store)
+    box.enqueue(_row(created_at=time.time()))
+    dispatcher = KbDispatcher(rt)
+    (row,) = box.all()
+    assert dispatcher.deliver(row) is True
+    (row,) = box.all()
+    assert row.status is OutboxStatus.SENT and row.sent_at is not None
+    assert row.next_attempt_at == pytest.approx(row.sent_at + 3600)
+    kb = rt.store.get_dialog(row.delivered_to or "")
+    rt.store.update_dialog(kb.id, needs_drive=False)  # as if its drive had failed
+
+    assert dispatcher.ack_answered(now=row.sent_at + 10) == 0  # not yet overdue
+    assert box.all()[0].attempts == 1 and not rt.store.get_dialog(kb.id).needs_drive
+
+    late = row.sent_at + 3601
+    dispatcher.ack_answered(now=late)
+    (row,) = box.all()
+    assert row.status is OutboxStatus.SENT and row.attempts == 2
+    assert row.next_attempt_at == pytest.approx(late + 2)
+    assert row.last_error is not None and "no reply" in row.last_error
+    assert rt.store.get_dialog(kb.id).needs_drive  # woken, not re-posted
+    assert sum(m.kind == "user" for m in rt.store.load_history(kb.id)) == 1
+
+    dispatcher.ack_answered(now=row.created_at + 24 * 3600 + 1)  # past the window
+    (row,) = box.all()
+    assert row.status is OutboxStatus.DEAD and row.next_attempt_at is None
+    await rt.aclose()

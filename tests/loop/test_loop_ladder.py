@@ -17,7 +17,6 @@ from mindloop.loop.ladder import (
     after_failure,
     drive_cap,
     may_replan,
-    transient_delay,
 )
 
 CFG = RetriesConfig()
@@ -67,10 +66,6 @@ def test_every_failure_class_has_a_rule_and_waiting_counts_for_nothing() -> None
     assert TAXONOMY[FailureClass.FORMAT].counts_toward is Level.L0
     assert TAXONOMY[FailureClass.STUCK].counts_toward is Level.L3
     assert set(LADDER) == set(Level)
-
-
-def test_transient_failures_back_off_then_count_as_tool_errors() -> None:
-    assert [transient_delay(i, CFG) for i in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, None]
 
 
 def test_adjust_may_go_back_to_plan_once_per_task() -> None:

@@ -42,7 +42,9 @@ async def test_a_long_do_entry_keeps_its_requests_within_b(rtws: Path) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
     team = rtws / ".minds" / "team.yaml"
     data = yaml.safe_load(team.read_text("utf-8"))
-    data["loop"] = {"phases": {"do": READS + 5}}
+    # one long DO entry: its step cap and its node's step budget both allow it
+    long = READS + 5
+    data["loop"] = {"phases": {"do": long}, "nodes": {"step_budget": long, "max_step_budget": long}}
     team.write_text(yaml.safe_dump(data), "utf-8")
     for i in range(2):  # ~15k tokens a read
         (rtws / f"big{i}.txt").write_text(f"line of output {i}\n" * 4000, "utf-8")

@@ -1,21 +1,24 @@
 """The SELF_IMPROVE cursor (agent-loop §9.3): batches of at most 40 messages across the
 root dialog's courses; the cursor moves only with the commit that carries it, so a crash
-re-reads the batch; four failed batches in a row stall the pass."""
+re-reads the batch; four failed calls in a row stop the run, its batch kept for the next."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from mindloop.config.loop import SelfImproveConfig
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.loop.self_improve import (
     SelfImproveCursor,
     cursor_effect,
+    errors_in_a_row,
     failed_batch,
     load_cursor,
     next_batch,
     save_cursor,
 )
+from mindloop.providers.base import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from mindloop.testing import ScriptedModel
 from tests.scenario_util import write_team
 
@@ -74,11 +77,40 @@ async def test_the_cursor_moves_only_with_its_commit(rtws: Path) -> None:
     await rt.aclose()
 
 
-def test_failed_batches_in_a_row_stall_the_pass_at_the_configured_count() -> None:
-    """`loop.self_improve.max_consecutive_errors` (default 4) failed batches stall it."""
-    for config in (CONFIG, SelfImproveConfig(max_consecutive_errors=2)):
-        cursor = SelfImproveCursor(course=1, message_id=7)
-        for _ in range(config.max_consecutive_errors - 1):
-            cursor = failed_batch(cursor)
-            assert not cursor.stalled(config) and cursor.message_id == 7
-        assert failed_batch(cursor).stalled(config)
+def _step(n: int, *results: bool | str) -> list[Any]:
+    """One assistant turn and its results: True ok, False an error, a string its text
+    (an error)."""
+    calls = [ToolCall(id=f"c{n}.{i}", name="self_md_patch") for i in range(len(results))]
+    out: list[Any] = [AssistantMessage(tool_calls=calls)]
+    for call, r in zip(calls, results, strict=True):
+        text = r if isinstance(r, str) else ("ok" if r else "REJECTED")
+        out.append(
+            ToolResultMessage(call_id=call.id, name=call.name, content=text, is_error=r is not True)
+        )
+    return out
+
+
+def test_errors_in_a_row_count_failed_calls_since_the_input() -> None:
+    """`loop.self_improve.max_consecutive_errors` (default 4) failed calls in a row stop
+    the run: calls, not steps; a success breaks the row, so does a new input; a call a
+    restart interrupted is neither."""
+    limit = CONFIG.max_consecutive_errors
+    start: list[Any] = [UserMessage(text="[work loop] Phase SELF_IMPROVE")]
+    three = [*start, *_step(1, False, False), *_step(2, False)]
+    assert errors_in_a_row(three, limit) is None
+    stop = errors_in_a_row([*three, *_step(3, False)], limit)
+    assert stop is not None and stop.count == 4 and "4 tool calls in a row failed" in stop.reason()
+    assert errors_in_a_row([*three, *_step(3, True, False)], limit) is None  # in call order
+    assert errors_in_a_row([*three, *_step(3, False, True)], limit) is None
+    interrupted = _step(3, "[mindloop] this call was interrupted by a runtime restart")
+    assert errors_in_a_row([*three, *interrupted], limit) is None
+    assert errors_in_a_row([*three, *interrupted, *_step(4, False)], limit) is not None
+    note = [UserMessage(text="[mindloop] a note")]
+    assert errors_in_a_row([*three, *note, *_step(4, False)], limit) is None
+    assert errors_in_a_row([*start, *_step(1, False, False)], 2) is not None  # configurable
+
+
+def test_a_failed_batch_keeps_the_cursor_and_counts_the_failure() -> None:
+    cursor = SelfImproveCursor(course=1, message_id=7)
+    failed = failed_batch(failed_batch(cursor))
+    assert (failed.course, failed.message_id, failed.errors) == (1, 7, 2)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.loop.driver import LoopOutcome
@@ -24,9 +26,23 @@ from mindloop.providers.base import (
     ToolResultMessage,
     UserMessage,
 )
+from mindloop.store import loop_state as ls
 from mindloop.testing import ScriptedModel, call
 from mindloop.workspace import repo
-from tests.loop.loop_util import TASK, create, end, give_up, phases, run_task, turn
+from tests.loop.loop_util import (
+    TASK,
+    complete,
+    create,
+    cycle,
+    end,
+    give_up,
+    phases,
+    retry,
+    run_task,
+    turn,
+    verdict,
+    workspace,
+)
 from tests.scenario_util import write_team
 
 CFG = RetriesConfig()
@@ -194,4 +210,108 @@ async def test_steps_failing_on_format_end_the_phase_after_two_repair_prompts(
         if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
     ]
     assert failed.startswith("FORMAT_EXHAUSTED: 3 steps in a row"), failed
+    await rt.aclose()
+
+
+async def test_repeated_illegal_hints_end_the_phase_as_format_exhausted(rtws: Path) -> None:
+    """An illegal hint counts toward L0 like any FORMAT failure (agent-loop §4, §8.2): the
+    third `phase_end` in a row refused with HINT_ILLEGAL ends the phase with
+    FORMAT_EXHAUSTED, and the rules pick the next phase without a hint."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("CHECK")),
+            turn(end("CHECK")),
+            turn(end("CHECK")),  # the third in a row: PLAN ends (R4: DO next)
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "do a")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    assert phases(model) == ["PLAN", "PLAN", "PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    inputs = [m.data["text"] for m in rt.store.load_history(report.root_id) if "loop" in m.data]
+    do_input = next(t for t in inputs if t.startswith("[work loop] Phase DO"))
+    assert "the PLAN entry was ended by the runtime: FORMAT_EXHAUSTED: 3 steps" in do_input
+    state = ls.get(rt.store, TASK)
+    assert state is not None and state.hints_dropped == 3
+    await rt.aclose()
+
+
+async def test_a_node_that_used_its_step_budget_ends_its_do_entry_as_stuck(rtws: Path) -> None:
+    """A node's `step_budget` (12) bounds the DO steps of one attempt across DO entries
+    (agent-loop §5.1, §8.1): the first entry takes 9 steps (8 writes and a reply that
+    ends it), so the next may take 3; then it ends as CHECK_FAILED(STUCK), counted in
+    the node's `steps_used`. ADJUST's new attempt starts a fresh budget."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+
+    def write(i: int) -> Any:
+        return turn(call("write_file", path=f"f{i}.txt", content=str(i)))
+
+    model = ScriptedModel(
+        [
+            turn(create("a"), end("DO")),
+            *[write(i) for i in range(8)],
+            "Pausing here; more to write.",  # a reply without calls: the entry ends
+            *[write(i) for i in range(8, 11)],  # the next entry: 3 steps left
+            turn(cycle("write the files in one step instead")),
+            turn(retry("n1"), end("DO")),
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(end("END")),
+        ]
+    )
+    report, rt = await run_task(rtws, model, "write the files")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert model.remaining == 0
+    assert phases(model) == [
+        "PLAN",
+        *["DO"] * 9,
+        *["DO"] * 3,
+        "ADJUST",
+        "ADJUST",
+        "DO",
+        "CHECK",
+        "SELF_IMPROVE",
+    ]
+    [failed] = [
+        e.data["reason"]
+        for e in repo.log(rt.store, TASK)
+        if e.node_id == "n1" and e.kind == "transition" and e.data["to"] == "CHECK_FAILED"
+    ]
+    assert failed.startswith("STUCK (step_budget): node n1 used 12 steps of its budget of 12"), (
+        failed
+    )
+    node = workspace(rt).nodes["n1"]
+    assert (node.attempt, node.steps_used, node.step_budget) == (1, 1, 12)
+    await rt.aclose()
+
+
+async def test_step_budgets_come_from_loop_nodes_and_plan_may_raise_one(rtws: Path) -> None:
+    """A new node's budget is `loop.nodes.step_budget`; PLAN may give a node more, up to
+    `loop.nodes.max_step_budget` (agent-loop §5.1)."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    team = rtws / ".minds" / "team.yaml"
+    data = yaml.safe_load(team.read_text("utf-8"))
+    data["loop"] = {"nodes": {"step_budget": 5, "max_step_budget": 20}}
+    team.write_text(yaml.safe_dump(data), "utf-8")
+    model = ScriptedModel(
+        [
+            turn(create("small"), create("big", step_budget=20), create("huge", step_budget=21)),
+            "Is this plan right?\n!?@human Three nodes: small, big, huge. Right?\n",
+        ]
+    )
+    report, rt = await run_task(rtws, model, "plan")
+    assert report.outcome is LoopOutcome.WAITING, report.reason
+    ws = workspace(rt)
+    assert (ws.nodes["n1"].step_budget, ws.nodes["n2"].step_budget) == (5, 20)
+    assert "n3" not in ws.nodes
+    [refused] = [
+        m.data["content"]
+        for m in rt.store.load_history(report.root_id)
+        if m.kind == "tool_result" and m.data["is_error"]
+    ]
+    assert "step_budget" in refused and "loop.nodes.max_step_budget (20)" in refused
     await rt.aclose()

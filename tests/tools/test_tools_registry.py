@@ -20,6 +20,7 @@ from mindloop.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
+    TransientToolError,
 )
 from mindloop.toolsets import standard_registry
 
@@ -250,3 +251,48 @@ async def test_results_are_storable_text(registry: ToolRegistry, ctx: ToolContex
     """A lone surrogate (a file name that is not UTF-8, say) comes back escaped."""
     out = await registry.execute("a1", '{"text": "name\\udcff"}', ctx)
     assert out.text == "name\\udcff" and out.text.encode("utf-8")
+
+
+class _Flaky:
+    """A tool that fails transiently `fails` times, then answers."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+        self.calls = 0
+
+    async def __call__(self, args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise TransientToolError(f"HTTP 503 from the service (call {self.calls})")
+        return ToolOutput(f"ok after {self.calls}")
+
+
+async def test_a_transient_failure_is_retried_after_each_backoff_then_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agent-loop §8.1 TRANSIENT: back off 1, 2, 4 s (`loop.retries.transient_backoff`),
+    then TOOL_ERROR; the model sees only the outcome."""
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    monkeypatch.setattr("mindloop.tools.registry.asyncio.sleep", sleep)
+    flaky = _Flaky(fails=2)
+    reg = ToolRegistry()
+    reg.add_toolset("net", [Tool("fetch", "fetch tool", EchoArgs, flaky)])
+    ctx = ToolContext.for_test(tmp_path, transient_backoff=(1.0, 2.0, 4.0))
+    out = await reg.execute("fetch", '{"text": "x"}', ctx)
+    assert (out.text, out.is_error, flaky.calls, slept) == ("ok after 3", False, 3, [1.0, 2.0])
+
+    slept.clear()
+    always = _Flaky(fails=99)
+    reg.add_toolset("down", [Tool("fetch2", "fetch tool", EchoArgs, always)])
+    out = await reg.execute("fetch2", '{"text": "x"}', ctx)
+    assert out.is_error and always.calls == 4 and slept == [1.0, 2.0, 4.0]
+    assert "transient" in out.text and "4 attempts" in out.text and "call 4" in out.text
+
+    once = _Flaky(fails=1)  # without a backoff (a context outside the engine): no retry
+    reg.add_toolset("plain", [Tool("fetch3", "fetch tool", EchoArgs, once)])
+    out = await reg.execute("fetch3", '{"text": "x"}', ToolContext.for_test(tmp_path))
+    assert out.is_error and once.calls == 1

@@ -87,6 +87,20 @@ def maybe(path: ReadPath | None = None) -> None:
 
 def helper() -> int:  # not a tool
     return 1
+
+
+CALLS = {"fetch": 0}
+
+
+@tool
+def fetch_status(url: str) -> str:
+    """Ask a service that answers 503 at first."""
+    from mindloop.tools import TransientToolError
+
+    CALLS["fetch"] += 1
+    if CALLS["fetch"] < 3:
+        raise TransientToolError(f"HTTP 503 from {url}")
+    return f"200 from {url} at call {CALLS['fetch']}"
 '''
 
 
@@ -132,7 +146,7 @@ def test_a_module_becomes_a_toolset_named_after_it(project: tuple[Path, str, Too
     rtws, module, registry = project
     assert module in registry.toolset_names
     names = [t.name for t in registry.select([module])]
-    assert names == ["word_count", "lookup_user", "write_note", "peek", "maybe"]
+    assert names == ["word_count", "lookup_user", "write_note", "peek", "maybe", "fetch_status"]
     assert str(rtws.resolve()) in sys.path  # how the module was found
 
 
@@ -326,3 +340,36 @@ def test_google_style_args_are_read_back(summary: str, params: dict[str, str], t
     got_summary, got = parse_docstring("\n".join(lines))
     assert got_summary == summary
     assert got == params
+
+
+async def test_a_transient_failure_is_retried_by_the_engine_with_the_configured_backoff(
+    project: tuple[Path, str, ToolRegistry],
+) -> None:
+    """A Python tool raising `mindloop.tools.TransientToolError` is called again after each
+    wait of `loop.retries.transient_backoff` (agent-loop §8.1): the model sees one result."""
+    from mindloop.dialogs.runtime import DialogRuntime
+    from mindloop.testing import Call, ScriptedModel, Turn
+
+    rtws, module, _ = project
+    team_file = rtws / ".minds" / "team.yaml"
+    team = yaml.safe_load(team_file.read_text())
+    team.setdefault("loop", {})["retries"] = {"transient_backoff": ["0s", "0s"]}
+    for member in team["members"].values():
+        member["toolsets"] = [module]
+    team_file.write_text(yaml.safe_dump(team, sort_keys=False))
+    model = ScriptedModel(
+        [
+            Turn(tool_calls=[Call(name="fetch_status", arguments={"url": "svc"})]),
+            Turn(text="done"),
+        ]
+    )
+    rt = DialogRuntime(rtws, providers={"mock": model})
+    try:
+        did = rt.create_root_dialog("tasks/example.tsk", member=next(iter(team["members"]))).id
+        rt.post_user_message(did, "check the service")
+        await rt.drive(did)
+        (result,) = [m for m in rt.store.load_history(did) if m.kind == "tool_result"]
+        assert result.data["content"] == "200 from svc at call 3"
+        assert not result.data["is_error"]
+    finally:
+        await rt.aclose()

@@ -1,8 +1,8 @@
 """`self_md_patch`'s per-run limit and approval (agent-loop §9.1): at most
 `loop.self_md.max_calls_per_run` (3) accepted calls per SELF_IMPROVE run — counted from
 the history file, so a resumed run counts what it did — and, with
-`loop.self_md.require_approval`, a call that is PROPOSED, waits for `mindloop approve` and
-is then applied exactly once, as approved."""
+`loop.self_md.require_approval`, a call that is PROPOSED (its dialog does not wait) and
+is applied exactly once, as proposed, when `mindloop approve` decides it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.rtws import init_rtws
 from mindloop.testing import ScriptedModel, Turn, call
-from mindloop.tools.base import ToolContext, call_key
+from mindloop.tools.base import OpenWait, ToolContext, call_key
 from mindloop.tools.registry import ToolRegistry
 from mindloop.toolsets import self_md as sm
 from mindloop.toolsets import self_md_doc as doc
@@ -66,6 +66,7 @@ async def _patch(reg: ToolRegistry, rtws: Path, ctx: ToolContext, content: str) 
     out = await reg.execute("self_md_patch", json.dumps(args), ctx)
     result: dict[str, Any] = json.loads(out.text)
     assert out.is_error == (result["result"] in ("CONFLICT", "REJECTED"))
+    assert bool(out.effects) == (result["result"] == "PROPOSED")  # its approval
     return result
 
 
@@ -106,8 +107,9 @@ async def test_the_limit_is_configurable(tmp_path: Path) -> None:
 async def test_with_approval_a_call_is_proposed_and_applied_once_when_approved(
     tmp_path: Path,
 ) -> None:
-    """Through the engine: the member's call waits as an approval (nothing written), and
-    `approve` applies exactly the approved patch, once."""
+    """Through the engine: the member's call proposes its change (a `proposed` history
+    entry, self.md unchanged) and the dialog goes on without waiting; `approve` applies
+    exactly the proposed patch, at once and once."""
     rtws = tmp_path / "proj"
     init_rtws(rtws, provider="mock")
     reg = standard_registry()
@@ -125,24 +127,69 @@ async def test_with_approval_a_call_is_proposed_and_applied_once_when_approved(
     model = ScriptedModel([Turn(tool_calls=[call("self_md_patch", **args)]), "noted"])
     rt = DialogRuntime(rtws, providers={"mock": model}, tools=reg)
     root, _ = rt.start_root_dialog("tasks/example.tsk", "improve yourself", "dev")
-    assert (await rt.drive(root.id)).reason == "waiting"
-    assert _files(rtws) == (START, "")  # nothing written
+    assert (await rt.drive(root.id)).reason == "done"  # it did not wait
+    text, _ = _files(rtws)
+    assert text == START  # nothing applied
+    [proposal] = sm.SelfMdFile(rtws, "dev").history()
     [view] = rt.pending_approvals()
-    assert (view.member, view.tool) == ("dev", "self_md_patch")
+    assert (view.member, view.tool, view.toolset) == ("dev", "self_md_patch", "selfmd")
+    assert (view.proposal, view.blocks) == (True, False)
+    assert (proposal.status, proposal.approval_id) == ("proposed", view.id)
     [result] = [m.data for m in rt.store.load_history(root.id) if m.kind == "tool_result"]
     answered = json.loads(result["content"])
-    assert answered["result"] == "PROPOSED" and view.id in answered["message"]
-    assert not result["is_error"]
+    assert answered["result"] == "PROPOSED" and answered["approval_id"] == view.id
+    assert view.id in answered["message"] and not result["is_error"]
 
     rt.approve(view.id, by="lead", expected_digest=view.args_digest)
-    await Scheduler(rt).run()
     text, history = _files(rtws)
     assert text == START + "Run the tests first.\n"
-    [entry] = sm.SelfMdFile(rtws, "dev").history()
-    assert (entry.op, entry.content, entry.rationale) == (
+    _, entry = sm.SelfMdFile(rtws, "dev").history()
+    assert (entry.op, entry.content, entry.rationale, entry.status) == (
         "append",
         "Run the tests first.",
         args["rationale"],
+        "applied",
     )
+    assert (entry.proposal_seq, entry.decided_by) == (proposal.seq, "lead")
     await Scheduler(rt).run()  # nothing runs it again
-    assert len(sm.SelfMdFile(rtws, "dev").history()) == 1 and history == _files(rtws)[1]
+    assert len(sm.SelfMdFile(rtws, "dev").history()) == 2 and history == _files(rtws)[1]
+    assert model.remaining == 0
+    await rt.aclose()
+
+
+async def test_a_replayed_or_repeated_proposal_names_the_same_approval(tmp_path: Path) -> None:
+    """A call replayed with its key, or the same change proposed again by another call
+    before it is decided, names the first proposal and its approval: one entry."""
+    _write(tmp_path, START)
+    reg = _registry(SelfMdConfig(require_approval=True))
+    first = await _patch(reg, tmp_path, _ctx(tmp_path, 0), "Test first.")
+    out = await reg.execute(
+        "self_md_patch",
+        json.dumps(
+            {
+                "section": "Habits",
+                "op": "append",
+                "content": "Test first.",
+                "base_sha256": doc.sha256_hex(START),
+                "rationale": "it helps",
+            }
+        ),
+        _ctx(tmp_path, 0),
+    )
+    [wait] = out.effects
+    assert isinstance(wait, OpenWait) and (wait.wait_id, wait.blocks) == (
+        first["approval_id"],
+        False,
+    )
+    again = await _patch(reg, tmp_path, _ctx(tmp_path, 1), "Test first.")
+    assert first["result"] == again["result"] == "PROPOSED"
+    assert first["approval_id"] == again["approval_id"] and first["history_seq"] == 1
+    assert [e.status for e in sm.SelfMdFile(tmp_path, "dev").history()] == ["proposed"]
+    assert _files(tmp_path)[0] == START
+    # a proposal counts toward the run's limit like an applied change
+    for n in (2, 3):
+        assert (await _patch(reg, tmp_path, _ctx(tmp_path, n), f"Habit {n}."))["result"] == (
+            "PROPOSED"
+        )
+    fourth = await _patch(reg, tmp_path, _ctx(tmp_path, 4), "Habit 4.")
+    assert fourth["reason"] == "LIMIT"

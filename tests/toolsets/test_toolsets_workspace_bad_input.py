@@ -191,7 +191,10 @@ async def _raised(fn: Callable[[], Any]) -> str:
 
 
 async def _bench_in_progress(env: Env) -> None:
-    """n4 (BENCH) WAIT → NEW by the runtime (waits done, not started), then started."""
+    """n4 (BENCH) WAIT → NEW by the runtime (waits done, not started: its BENCH_READY
+    holds once it tests only the DONE n3), then started."""
+    out = await env.call("node_add_deps", node_id="n4", deps=["n3"])
+    assert not out.is_error, out.text
     _api(env).command(
         lambda s: s.transition(node_id="n4", to=NodeStatus.NEW, reason="waits done"),
         authority=Authority.runtime(),

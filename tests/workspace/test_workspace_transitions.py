@@ -10,7 +10,7 @@ from mindloop.workspace.commands import CriterionInput, Session
 from mindloop.workspace.errors import IllegalTransition, WorkspaceError
 from mindloop.workspace.invariants import problems
 from mindloop.workspace.models import NodeKind, NodeStatus, NodeType, SelfCheck
-from mindloop.workspace.state import planning_status
+from mindloop.workspace.state import WorkspaceState, planning_status
 from mindloop.workspace.transitions import (
     TRANSITIONS,
     Actor,
@@ -387,3 +387,152 @@ def test_split_creates_its_nodes_by_the_creation_row_only(parent: str) -> None:
         created = [e for e in ch.log if e.kind == "transition"]
         assert created and all(e.data["by"] == actor.value for e in created)
         assert ch.after.focus not in state.nodes
+
+
+@pytest.mark.parametrize("kind", [NodeKind.PLANNING, NodeKind.EXECUTION])
+def test_only_plan_and_adjust_create_nodes_of_either_kind(kind: NodeKind) -> None:
+    """Who may create a child under a planning node (agent-loop §3's tool matrix, §5.4's
+    creation row `– → NEW` by PLAN, ADJUST): a planning node is no exception — its status
+    is derived, but creating it is still a plan change. DO, CHECK, SELF_IMPROVE (a phase
+    that is no actor), the runtime and the user are refused, and nothing changes."""
+    state = tree()
+
+    def create(s: Session) -> None:
+        s.create_node(parent_id="root", kind=kind, title="Frontend", requirement="f")
+
+    for authority in (
+        Authority.phase(Actor.DO, "@d"),
+        Authority.phase(Actor.CHECK, "@c"),
+        Authority(frozenset(), "@self-improve"),
+        RT,
+        Authority.user(),
+    ):
+        session = Session(state, authority, now=2.0)
+        with pytest.raises(IllegalTransition) as err:
+            create(session)
+        assert "{from: –, to: NEW" in str(err.value) and "only ADJUST, PLAN" in str(err.value)
+        assert session.log == [] and session.state.nodes.view() == state.nodes
+        assert state.nodes["root"].children == session.state.nodes["root"].children
+    for authority in (Authority.phase(Actor.PLAN, "@p"), Authority.phase(Actor.ADJUST, "@a"), CHAT):
+        ch = change(state, create, authority)
+        [new] = [n for n in ch.after.nodes if n not in state.nodes]
+        assert ch.after.nodes[new].kind is kind and new in ch.after.nodes["root"].children
+        [made] = [e for e in ch.log if e.kind == "create"]
+        assert made.data["by"] in ("PLAN", "ADJUST")
+
+
+def _bench_over_n2() -> WorkspaceState:
+    """tree() with n5, a BENCH over n2, and n2 DONE: conditions 1, 2 and 4 hold."""
+    state = apply(
+        tree(),
+        lambda s: s.create_node(
+            parent_id="root",
+            kind=NodeKind.EXECUTION,
+            type=NodeType.BENCH,
+            title="E2E",
+            requirement="r",
+            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
+            deps=["n2"],
+        ),
+    )
+    return done(state, "n2")
+
+
+def test_condition_3_gates_the_bench_transition_when_the_authority_carries_it() -> None:
+    """agent-loop §5.5 condition 3 at the CHECK transition: the gate is asked with the
+    BENCH's scope, only once conditions 1, 2 and 4 hold; its reason refuses the move
+    (BENCH_NOT_READY) and nothing changes. A BENCH leaves WAIT for work (the runtime's
+    "waits satisfied" rows) only under the same rule: it is tested by CHECK, not
+    started early."""
+    state = _bench_over_n2()
+    asked: list[list[str]] = []
+
+    def changed(scope: object) -> str | None:
+        asked.append(list(scope))  # type: ignore[call-overload]
+        return "the workspace changed since the checks (a → b)"
+
+    check = Authority.phase(Actor.CHECK, "@c", since_checks=changed)
+    for to in (S.DONE, S.CHECK_FAILED):
+        session = Session(state, check, now=2.0)
+        with pytest.raises(WorkspaceError) as err:
+            session.transition(node_id="n5", to=to, reason="x", conclusion="c")
+        assert err.value.code == "BENCH_NOT_READY" and "changed since the checks" in str(err.value)
+        assert session.log == [] and session.state.nodes.view() == state.nodes
+    assert asked == [["n2"], ["n2"]]
+    # condition 1 fails first: the (costly) gate is not asked
+    asked.clear()
+    early = apply(
+        tree(),
+        lambda s: s.create_node(
+            parent_id="root",
+            kind=NodeKind.EXECUTION,
+            type=NodeType.BENCH,
+            title="E2E",
+            requirement="r",
+            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
+        ),
+    )
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            early,
+            lambda s: s.transition(node_id="n5", to=S.DONE, reason="x", conclusion="c"),
+            check,
+        )
+    assert "scope not done" in str(err.value) and asked == []
+    # the gate satisfied: the move is taken
+    fine = Authority.phase(Actor.CHECK, "@c", since_checks=lambda scope: None)
+    moved = apply(
+        state, lambda s: s.transition(node_id="n5", to=S.DONE, reason="ok", conclusion="c"), fine
+    )
+    assert moved.nodes["n5"].status is S.DONE
+    # the runtime cannot take a BENCH out of WAIT for work while BENCH_READY fails
+    blocked = apply(
+        tree(),
+        lambda s: s.create_node(
+            parent_id="root",
+            kind=NodeKind.EXECUTION,
+            type=NodeType.BENCH,
+            title="E2E",
+            requirement="r",
+            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
+            deps=["n2"],
+        ),
+    )
+    with pytest.raises(WorkspaceError) as err:
+        apply(blocked, lambda s: s.transition(node_id="n5", to=S.NEW, reason="x"), RT)
+    assert err.value.code == "BENCH_NOT_READY" and "n2" in str(err.value)
+
+
+def test_the_runtime_counts_a_nodes_steps_and_a_new_attempt_starts_again() -> None:
+    """`steps_used` (agent-loop §5.1): the runtime adds each DO entry's steps; nobody else
+    may; ADJUST's next attempt starts from 0."""
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"))
+    state = apply(state, lambda s: s.count_steps(node_id="n3", steps=7), RT)
+    state = apply(state, lambda s: s.count_steps(node_id="n3", steps=5), RT)
+    assert state.nodes["n3"].steps_used == 12
+    with pytest.raises(WorkspaceError) as err:
+        apply(state, lambda s: s.count_steps(node_id="n3", steps=1))  # a dialog acting
+    assert err.value.code == "RUNTIME_ONLY"
+    for to in (S.CHECK_FAILED, S.ADJUSTING, S.IN_PROGRESS):
+        state = apply(state, lambda s, to=to: s.transition(node_id="n3", to=to, reason="again"))
+    assert (state.nodes["n3"].attempt, state.nodes["n3"].steps_used) == (1, 0)
+
+
+def test_a_node_is_given_its_step_budget_and_its_split_parts_keep_it() -> None:
+    def big(s: Session) -> None:
+        s.create_node(
+            parent_id="root", kind=NodeKind.EXECUTION, title="Big", requirement="b", step_budget=20
+        )
+        s.transition(node_id="n5", to=S.IN_PROGRESS, reason="go")
+        s.split_node(parent_id="n5", title="First", requirement="the first part")
+
+    state = apply(tree(), big)
+    assert [state.nodes[n].step_budget for n in ("n3", "n6", "n7")] == [12, 20, 20]
+    with pytest.raises(WorkspaceError) as err:
+        apply(
+            state,
+            lambda s: s.create_node(
+                parent_id="root", kind=NodeKind.EXECUTION, title="X", requirement="x", step_budget=0
+            ),
+        )
+    assert err.value.arg == "step_budget"

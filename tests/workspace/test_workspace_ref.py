@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from mindloop.loop import bench
-from mindloop.loop.bench import workspace_ref
+from mindloop.workspace import ref
+from mindloop.workspace.ref import workspace_ref
 
 
 def _plain(root: Path) -> str:
@@ -71,7 +71,7 @@ def test_outside_git_no_process_runs_and_the_hash_is_the_plain_walks(
 def test_an_unchanged_file_is_not_read_again_a_changed_one_is(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bench, "_RACY_NS", 0)  # every file old enough to be trusted
+    monkeypatch.setattr(ref, "_RACY_NS", 0)  # every file old enough to be trusted
     reads: list[str] = []
     real = open
 
@@ -79,7 +79,7 @@ def test_an_unchanged_file_is_not_read_again_a_changed_one_is(
         reads.append(str(path))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "open", counting, raising=False)
+    monkeypatch.setattr(ref, "open", counting, raising=False)
     first = workspace_ref(root)
     assert reads
     reads.clear()
@@ -101,4 +101,24 @@ def test_a_git_repository_above_the_rtws_is_seen_without_a_process(
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     inner = tmp_path / "repo" / "sub"
     inner.mkdir()
-    assert bench._in_git(inner) and not bench._in_git(tmp_path)
+    assert ref._in_git(inner) and not ref._in_git(tmp_path)
+
+
+def test_since_checks_holds_only_at_the_ref_of_the_scopes_latest_check(root: Path) -> None:
+    """Condition 3 as a transition's gate: the latest passing CHECK of the scope must be
+    at the ref now; a scope node the CHECK entry under way passed counts as checked now
+    (the loop records its mark when the entry ends)."""
+    from mindloop.workspace.ref import CheckMarks, since_checks
+
+    at = workspace_ref(root)
+    checked = {"a": (2.0, at), "b": (1.0, "tree:older")}
+    gate = since_checks(root, lambda: CheckMarks(checked))
+    assert gate(["a", "b"]) is None  # b's older check is not the latest
+    assert gate(["b"]) == f"the workspace changed since the checks (tree:older → {at})"
+    assert gate(["c"]) == "no check of its scope was recorded"
+    (root / "src" / "app.py").write_text("x = 5\n")
+    now = workspace_ref(root)
+    assert gate(["a"]) == f"the workspace changed since the checks ({at} → {now})"
+    checking = since_checks(root, lambda: CheckMarks(checked, frozenset({"c"})))
+    assert checking(["a", "c"]) is None and checking(["c"]) is None
+    assert checking(["a"]) is not None
