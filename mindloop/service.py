@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -46,13 +46,16 @@ from mindloop.config import (
 from mindloop.dialogs.approvals import ApprovalView
 from mindloop.dialogs.runtime import DEFAULT_MAX_STEPS, DialogRuntime, DriveEnd, DriveResult
 from mindloop.dialogs.scheduler import Scheduler
+from mindloop.dialogs.wait_kinds import SystemEvent
 from mindloop.errors import MindloopError, NotFoundError, RtwsError
 from mindloop.events.otel_setup import Tracing, tracing_from_env
 from mindloop.events.types import Event, ProviderRetried
+from mindloop.i18n import Lang
 from mindloop.loop import api as loop_api
 from mindloop.loop.driver import LoopPolicies, LoopReport
 from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.router import Router, RoutingFailed
+from mindloop.loop.router_copy import WHICH_TASK
 from mindloop.loop.tasks import create_task_package, one_line, post_to_task, task_candidates
 from mindloop.providers.base import Provider
 from mindloop.providers.mock import MockProvider
@@ -65,6 +68,7 @@ from mindloop.store import (
     GenerationRecord,
     MessageRecord,
     QuestionRecord,
+    RouterCandidate,
     RouterRecord,
     Store,
     TaskRecord,
@@ -73,6 +77,12 @@ from mindloop.store import (
     loop_state,
 )
 from mindloop.store.location import database_url
+from mindloop.store.router_questions import (
+    ASKING,
+    open_router_questions,
+    router_record,
+    settle_router_question,
+)
 from mindloop.store.waits import open_waits_of_kind
 from mindloop.taskdoc import TaskPackage, discover_packages
 from mindloop.taskdoc.fsio import atomic_write
@@ -505,13 +515,43 @@ def post(project: Project, dialog: str, message: str, *, drive_here: bool = Fals
     return Posted(dialog=rec, message=msg, tree=store.list_dialogs(root_id=rec.root_id))
 
 
+ROUTE_QUESTION_PREFIX = "route-"  # the id of a Router question: route-<its run's id>
+
+
+class RouterQuestion(BaseModel):
+    """The Router asks the human which task a message should continue (agent-loop §3):
+    answered with `answer` (an option's id or number, or `new`), which posts the message
+    there and runs that task's loop."""
+
+    id: str  # route-<the Router run's id>
+    message: str
+    question: str
+    options: list[RouterCandidate]  # the listed tasks it could continue, in the Router's order
+    asked_at: float
+
+    @classmethod
+    def of(cls, rec: RouterRecord, lang: Lang = "en") -> RouterQuestion:
+        assert rec.decision is not None
+        topics = {c.task: c for c in rec.candidates}
+        return cls(
+            id=f"{ROUTE_QUESTION_PREFIX}{rec.id}",
+            message=rec.message,
+            question=rec.decision.question or WHICH_TASK[lang],
+            options=[topics[t] for t in rec.decision.options if t in topics],
+            asked_at=rec.created_at,
+        )
+
+
 class Asked(BaseModel):
-    """A message the Router routed (`ask`): its decision, as recorded, and where it went."""
+    """A message the Router routed (`ask`): its decision, as recorded, and where it went —
+    or, when the Router asks which task should continue, that question (`asking`: nothing
+    was posted yet)."""
 
     routing: RouterRecord  # the Router's run as stored (candidates, decision, usage)
-    task: TaskRecord  # the task the message went to
-    posted: Posted  # the message, in the task's loop root
+    task: TaskRecord | None = None  # the task the message went to
+    posted: Posted | None = None  # the message, in the task's loop root
     created_task: str | None = None  # the package made for the message, if any
+    asking: RouterQuestion | None = None  # the human is asked which task should continue
 
     @property
     def reply(self) -> str | None:
@@ -546,15 +586,14 @@ async def ask(project: Project, message: str) -> Asked:
     decision = routing.decision
     if decision is None:
         raise RoutingFailed(store.record_router_decision(routing))
+    if decision.ask_which_task:  # agent-loop §3: the human says which task continues
+        asking = store.record_router_decision(routing.model_copy(update={"status": ASKING}))
+        log.info("asked: the Router asks which task (%s)", ", ".join(decision.options))
+        return Asked(routing=asking, asking=RouterQuestion.of(asking, rt.lang))
     created = topic = None
     if decision.create_new_task:
         topic = one_line(decision.new_task_topic or "") or one_line(message)
-        goal = message if one_line(message) == topic else f"# {topic}\n\n{message}"
-        slug = decision.new_task_slug or topic
-        pkg = create_task_package(
-            project.rtws, store, slug, goal, actor=ROUTER_ACTOR, reserved=[kb]
-        )
-        created = pkg.rel_path
+        created = _new_routed_task(project, message, topic, decision.new_task_slug or topic)
     target = created or decision.target_task_id or ""
     stored: list[RouterRecord] = []
 
@@ -577,6 +616,88 @@ async def ask(project: Project, message: str) -> Asked:
     return Asked(routing=stored[-1], task=task, posted=posted, created_task=created)
 
 
+def _new_routed_task(project: Project, message: str, topic: str, slug: str) -> str:
+    """A new package for a routed message (goals.md: the topic and the message), audited
+    as made by the Router; its path."""
+    kb = task_key(project.rtws, project.config.team.loop.kb.task_path)
+    goal = message if one_line(message) == topic else f"# {topic}\n\n{message}"
+    pkg = create_task_package(
+        project.rtws, project.runtime.store, slug, goal, actor=ROUTER_ACTOR, reserved=[kb]
+    )
+    return pkg.rel_path
+
+
+NEW_TASK_ANSWER = "new"  # the answer to a Router question that makes a new task
+
+
+def list_router_questions(source: Source) -> list[RouterQuestion]:
+    """The Router's open questions (which task should a message continue), oldest first."""
+    with _reading(source) as store:
+        if store is None:
+            return []
+        return [RouterQuestion.of(r) for r in open_router_questions(store)]
+
+
+def _router_question(project: Project, question_id: str) -> RouterRecord:
+    raw = question_id.removeprefix(ROUTE_QUESTION_PREFIX)
+    rec = router_record(project.runtime.store, int(raw)) if raw.isdigit() else None
+    if rec is None or rec.decision is None or not rec.decision.ask_which_task:
+        raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
+    if rec.status != ASKING:
+        raise NotFoundError(
+            f"question {question_id} is answered, not open (its message went to {rec.task_path})"
+        )
+    return rec
+
+
+def _chosen_task(q: RouterQuestion, text: str, rtws: Path) -> str | None:
+    """The task an answer to a Router question names: an option's id (as users type task
+    paths) or number; None for `new`. Anything else is refused, naming the choices."""
+    said = text.strip()
+    if said.casefold() == NEW_TASK_ANSWER:
+        return None
+    ids = [c.task for c in q.options]
+    if said.isdigit() and 1 <= int(said) <= len(ids):
+        return ids[int(said) - 1]
+    try:
+        key = task_key(rtws, said)
+    except MindloopError:
+        key = said
+    if key in ids:
+        return key
+    choices = ", ".join(f"{i} {t}" for i, t in enumerate(ids, 1))
+    raise MindloopError(
+        f"answer {q.id} with one of its tasks ({choices}) or `{NEW_TASK_ANSWER}` for a new "
+        f"task; {said!r} is none of them (nothing was posted)"
+    )
+
+
+def _answer_router(project: Project, question_id: str, text: str) -> Answered:
+    """The human chose the task a routed message continues: the message goes to that
+    task's loop root (a new task with `new`), the Router's record settled with it, in one
+    transaction; the task's loop runs on the next drive of that root."""
+    rec = _router_question(project, question_id)
+    q = RouterQuestion.of(rec, project.runtime.lang)
+    target = _chosen_task(q, text, project.rtws)
+    project.check_member(project.config.team.default_responder)  # the loop root's member
+    topic = None
+    if target is None:
+        topic = one_line(rec.message)
+        target = _new_routed_task(project, rec.message, topic, topic)
+    created = topic is not None
+    store = project.runtime.store
+
+    def settle(task: TaskRecord, _msg: MessageRecord) -> None:
+        if not settle_router_question(
+            store, rec.id, task_path=task.task_path, root_id=task.root_id, created_task=created
+        ):
+            raise NotFoundError(f"question {question_id} was answered meanwhile")
+
+    task, _msg = post_to_task(project.runtime, target, rec.message, topic=topic, also=settle)
+    log.info("answered %s: the message went to %s", question_id, task.task_path)
+    return Answered(question_id=question_id, dialog_id=task.root_id, root_id=task.root_id)
+
+
 def answer(
     project: Project, question_id: str, text: str, *, check_provider: bool = True
 ) -> Answered:
@@ -586,6 +707,8 @@ def answer(
     _check_text(text, "the answer is empty")
     if not project.has_state():
         raise NotFoundError(f"no question with id {question_id!r} (see `mindloop questions`)")
+    if question_id.startswith(ROUTE_QUESTION_PREFIX):  # the Router asks which task
+        return _answer_router(project, question_id, text)
     store = project.runtime.store
     if check_provider:
         try:
@@ -704,6 +827,71 @@ def _approval_dialog(project: Project, approval_id: str, check_provider: bool) -
     if check_provider and wait.status == "open":
         project.check_member(dialog.member)
     return dialog
+
+
+class Delivered(BaseModel):
+    """A system event delivered from outside (`mindloop event`, the web's POST
+    /system-events): the `wait_for` waits it resolved, whose dialogs are now driven on, or
+    the id it is kept under until a wait for it opens (agent-loop §6.3: an event that
+    comes before its wait is matched at registration)."""
+
+    event_type: str
+    key: str | None = None
+    resolved: list[str] = []  # wait ids
+    dialogs: list[str] = []  # the dialogs those waits held (each now drivable)
+    root_ids: list[str] = []  # … and their trees' roots
+    kept: int | None = None
+
+    @property
+    def root_id(self) -> str | None:
+        """The one tree the event woke (what `event` drives on), else None."""
+        return self.root_ids[0] if len(self.root_ids) == 1 else None
+
+
+def event_payload(text: str | None, where: str = "--payload") -> dict[str, Any]:
+    """An event's payload as given by a person or a script: a JSON object (or nothing)."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MindloopError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise MindloopError(f"{where}: a JSON object is needed, got {type(value).__name__}")
+    return value
+
+
+def deliver_event(
+    project: Project,
+    event_type: str,
+    *,
+    key: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> Delivered:
+    """Deliver a system event (`SystemEvent`) to the runtime (`DialogRuntime.deliver`): it
+    resolves the open WAIT_SYSTEM_EVENT waits of `event_type` whose filter it matches
+    (`key` is matched as the filter's `key`), or is kept for a wait still to come."""
+    _check_text(event_type, "the event type is empty: name it, e.g. deploy")
+    event = SystemEvent(event_type=event_type.strip(), key=key or None, payload=dict(payload or {}))
+    rt = project.runtime
+    done = rt.deliver(event)
+    dialogs = list(dict.fromkeys(w.dialog_id for w in done.resolved))
+    roots = list(dict.fromkeys(rt.store.get_dialog(d).root_id for d in dialogs))
+    log.info(
+        "event %s (key %s): resolved %s%s",
+        event.event_type,
+        event.key,
+        [w.id for w in done.resolved] or "nothing",
+        f", kept as {done.kept}" if done.kept is not None else "",
+    )
+    return Delivered(
+        event_type=event.event_type,
+        key=event.key,
+        resolved=[w.id for w in done.resolved],
+        dialogs=dialogs,
+        root_ids=roots,
+        kept=done.kept,
+    )
 
 
 def retry(project: Project, dialog: str | None = None) -> list[str]:
@@ -1050,6 +1238,14 @@ def list_approvals(source: Source, *, task: str | None = None) -> list[ApprovalV
             key = task_key(_rtws_of(source), task)
             roots = [d.id for d in store.list_dialogs(task_path=key) if d.kind == "root"]
         return [ApprovalView.of(r) for r in open_waits_of_kind(store, "approval", root_ids=roots)]
+
+
+def tasks_of(source: Source, dialog_ids: Iterable[str]) -> dict[str, str]:
+    """The task package of each dialog (what a list of questions shows beside them)."""
+    with _reading(source) as store:
+        if store is None:
+            return {}
+        return {did: store.get_dialog(did).task_path for did in set(dialog_ids)}
 
 
 def dialog_trees(source: Source, target: str) -> list[list[TreeNode]]:

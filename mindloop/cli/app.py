@@ -24,6 +24,7 @@ from mindloop.cli.ask_cmd import ask
 from mindloop.cli.chat_cmd import chat, run
 from mindloop.cli.common import err_console
 from mindloop.cli.demo_cmd import demo
+from mindloop.cli.event_cmd import event
 from mindloop.cli.loop_cmds import status
 from mindloop.cli.questions_cmds import answer, questions
 from mindloop.cli.setup_cmds import check, init, schema
@@ -95,6 +96,7 @@ app.command()(questions)
 app.command()(answer)
 app.command()(approve)
 app.command()(reject)
+app.command()(event)
 app.command()(demo)
 app.command()(status)
 app.command()(web)

@@ -2,8 +2,8 @@
 approval (DESIGN §8.10). Never `answer`: an approval is decided only here (or by the same
 use cases from the Python API and the web UI).
 
-Both drive the dialog's tree on, as `answer` does, unless `--no-drive`. Exit codes: 0 done,
-1 error, 3 a cap reached, 4 waiting on the human again, 130 interrupted.
+Both drive the dialog's tree on, as `answer` does, unless `--no-drive`; the exit codes are
+`common.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import typer
 
 from mindloop.cli.chat_cmd import JSON_HELP, settle_and_drive
 from mindloop.cli.common import (
+    drives,
     get_rtws,
     global_option,
     run_async,
@@ -31,6 +32,7 @@ DIGEST_HELP = (
 )
 
 
+@drives
 def approve(
     ctx: typer.Context,
     approval_id: Annotated[str, typer.Argument(help="The approval id (apv-…).")],
@@ -52,6 +54,7 @@ def approve(
     raise typer.Exit(code)
 
 
+@drives
 def reject(
     ctx: typer.Context,
     approval_id: Annotated[str, typer.Argument(help="The approval id (apv-…).")],

@@ -22,6 +22,7 @@ from mindloop.cli.common import (
     FILE_OPTION_HELP,
     OUTCOME_EXIT_CODES,
     console,
+    drives,
     get_rtws,
     global_option,
     print_json,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from mindloop import service
 
 
+@drives
 def ask(
     ctx: typer.Context,
     message: Annotated[
@@ -43,10 +45,8 @@ def ask(
     thinking: Annotated[bool, typer.Option(help="Show thinking output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Let the Router pick the task for a message (or create one), then drive that task.
-
-    Exit codes: 0 done, 1 error, 3 step limit or cap, 4 waiting on your answer, 5 the
-    task FAILED, 130 interrupted."""
+    """Let the Router pick the task for a message (or create one), then drive that task's
+    work loop, as `run TASK` does."""
     rtws = get_rtws(ctx)
     text = read_message(message, file)
     verbose = bool(global_option(ctx, "verbose"))
@@ -54,9 +54,40 @@ def ask(
     raise typer.Exit(code)
 
 
+def _asking(asked: service.Asked, q: service.RouterQuestion, rtws: Path, as_json: bool) -> int:
+    """The Router asks which task the message continues: the question, its choices and
+    how to answer; exit 4 (waiting on the human)."""
+    code = OUTCOME_EXIT_CODES["waiting"]
+    if as_json:
+        print_json(
+            {
+                "outcome": "waiting",
+                "exit_code": code,
+                "question": q.model_dump(mode="json"),
+                "routing": asked.routing.model_dump(mode="json"),
+            }
+        )
+        return code
+    print_router_question(q, rtws)
+    return code
+
+
+def print_router_question(q: service.RouterQuestion, rtws: Path) -> None:
+    console.print(f"[cyan]router: question {q.id}:[/] {escape(q.question)}")
+    for i, c in enumerate(q.options, 1):
+        console.print(f"  {i}. {escape(c.task)} — {escape(c.topic)}")
+    console.print(
+        f'  answer with: mindloop answer -C {rtws} {q.id} "{q.options[0].task}" '
+        "(an option's id or number, or `new` for a new task)",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 def print_routing(asked: service.Asked) -> None:
     """The Router's decision, in a line or three."""
     task = asked.task
+    assert task is not None
     decision = asked.routing.decision
     where = "new task" if asked.created_task else "task"
     console.print(f"[cyan]router:[/] {where} {task.task_path} — {escape(task.topic)}")
@@ -78,6 +109,9 @@ async def _ask(
     try:
         asked = await service.ask(project, message)
         start_logging(project, verbose)
+        if asked.asking is not None:  # the human says which task: nothing to drive yet
+            return _asking(asked, asked.asking, rtws, as_json)
+        assert asked.posted is not None and asked.task is not None
         root = asked.posted.dialog
         if renderer is not None:
             print_routing(asked)
@@ -99,13 +133,10 @@ async def _ask(
                 code,
                 state_location(project.rtws),
                 created_task=asked.created_task,
-                task=asked.task.model_dump(mode="json"),
+                task=asked.task.model_dump(mode="json") if asked.task else None,
                 routing=asked.routing.model_dump(mode="json"),
                 reply=asked.reply,
             )
         )
         return code
-    from mindloop.cli.loop_cmds import print_loop
-
-    print_loop(report, project.rtws)
     return report_tree(report, project.rtws, state_location(project.rtws))

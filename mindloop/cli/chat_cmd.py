@@ -23,6 +23,7 @@ from mindloop.cli.common import (
     FILE_OPTION_HELP,
     OUTCOME_EXIT_CODES,
     console,
+    drives,
     err_console,
     get_rtws,
     global_option,
@@ -44,6 +45,7 @@ JSON_HELP = "Print one JSON summary instead of the live transcript."
 HEARTBEAT = 0.5
 
 
+@drives
 def chat(
     ctx: typer.Context,
     message: Annotated[
@@ -61,10 +63,8 @@ def chat(
     thinking: Annotated[bool, typer.Option(help="Show thinking output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Send a message to a root dialog and drive its whole tree until it answers.
-
-    Exit codes: 0 answered, 1 error, 3 step limit, 4 waiting on your answer or approval,
-    130 interrupted."""
+    """Send a message to a root dialog and drive its whole tree until it answers (the
+    root of a task's work loop: that loop, as `run TASK` does)."""
     rtws = get_rtws(ctx)
     if task is not None and not task.strip():
         raise MindloopError("--task is empty: name a task package, e.g. tasks/example.tsk")
@@ -85,12 +85,14 @@ class _Options:
 
 
 def make_renderer(as_json: bool, **kwargs: Any) -> TranscriptRenderer | None:
-    """The live transcript on the console, or None with `--json` (stdout is the JSON's)."""
+    """The live transcript on the console, or None with `--json` (stdout is the JSON's).
+    A drive of a task's loop root runs the task's loop: its lines (phases, routing, the
+    progress bar) are shown as `run TASK` shows them, whichever command drives it."""
     if as_json:
         return None
-    from mindloop.cli.render import TranscriptRenderer
+    from mindloop.cli.loop_render import LoopRenderer
 
-    return TranscriptRenderer(console, **kwargs)
+    return LoopRenderer(console, **kwargs)
 
 
 def start_logging(project: service.Project, verbose: bool) -> None:
@@ -169,7 +171,7 @@ def summary(report: service.DriveReport, code: int, state: str, **extra: Any) ->
     }
 
 
-def _summary(error: str | None) -> str:
+def error_line(error: str | None) -> str:
     """An error on one line: its first line, and the next when the first only introduces
     it (`invalid mock script:`); the whole error was rendered live already."""
     lines = [line.strip() for line in (error or "").strip().splitlines() if line.strip()]
@@ -190,11 +192,11 @@ def print_failures(report: service.DriveReport) -> None:
     live transcript) and per drive that raised."""
     for r in report.failed:
         err_console.print(
-            f"error: {_who(report, r.dialog_id)} stopped on error: {_summary(r.error)}",
+            f"error: {_who(report, r.dialog_id)} stopped on error: {error_line(r.error)}",
             markup=False,
         )
     for crash in report.crashed:
-        err_console.print(f"error: a drive failed: {_summary(crash)}", markup=False)
+        err_console.print(f"error: a drive failed: {error_line(crash)}", markup=False)
 
 
 async def settle_and_drive(
@@ -206,9 +208,10 @@ async def settle_and_drive(
     as_json: bool,
     verbose: bool,
 ) -> int:
-    """Record the human's input — `settle` returns the record (an answer, a decision: it
-    has `root_id`) and the line to print — then drive its tree on (unless `no_drive`) and
-    report as `run` does, the record under `key` in the JSON summary."""
+    """Record the human's input — `settle` returns the record (an answer, a decision, an
+    event delivered: it has `root_id`, None when there is no one tree to drive) and the
+    line to print — then drive its tree on (unless `no_drive`) and report as `run` does,
+    the record under `key` in the JSON summary."""
     from mindloop import service
     from mindloop.store.location import state_location
 
@@ -223,6 +226,8 @@ async def settle_and_drive(
         start_logging(project, verbose)
         if not as_json:
             console.print(line)
+        if record.root_id is None:  # nothing (or no one tree) to drive on here
+            no_drive = True
         if not no_drive and _fleet(rtws) is not None:
             no_drive = True  # live workers drive it on (a drive here would race them)
             if not as_json:
@@ -259,9 +264,14 @@ def _fleet(rtws: Path) -> str | None:
 
 
 def report_tree(report: service.DriveReport, rtws: Path, state: str) -> int:
-    """Print what a drive of one tree came to; return the command's exit code."""
+    """Print what a drive of one tree came to; return the command's exit code. The tree
+    of a task's loop is reported as `run TASK` reports it."""
     from mindloop.cli.usage import usage_line
 
+    if report.loop is not None:
+        from mindloop.cli.loop_cmds import report_task
+
+        return report_task(report, rtws, state)
     root_id = report.root_id or ""
     print_failures(report)
     if report.answer is not None:
@@ -330,6 +340,7 @@ def print_capped(report: service.DriveReport) -> None:
         console.print(f"[yellow]{_who(report, r.dialog_id)}: {escape(cap)}[/]")
 
 
+@drives
 def run(
     ctx: typer.Context,
     task: Annotated[
@@ -370,10 +381,7 @@ def run(
 ) -> None:
     """Run a task's work loop (PLAN → DO → CHECK → ADJUST → SELF_IMPROVE) until it is DONE,
     FAILED, reaches a cap or waits on you; without TASK, resume every task's loop and
-    drive every other drivable dialog.
-
-    Exit codes: 0 done, 1 error, 3 a cap or step limit, 4 waiting on your answer or
-    approval, 5 the task FAILED, 130 interrupted (state saved: `run` resumes)."""
+    drive every other drivable dialog."""
     rtws = get_rtws(ctx)
     if task is not None:
         if watch or retry_errors or dialog is not None:

@@ -6,11 +6,12 @@ loads every command module.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,6 +23,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 INTERRUPTED_EXIT = 130
+USAGE_EXIT = 2  # click's: an unknown option, a missing argument …
 
 # DESIGN §8.6: what a command that drives dialogs came to, as its exit code (keyed by
 # `service.Outcome`'s values, so this table needs no import of the service).
@@ -33,6 +35,52 @@ OUTCOME_EXIT_CODES: dict[str, int] = {
     "waiting": 4,
     "failed": 5,  # a task's work loop ended FAILED
 }
+
+
+# What each exit code of a command that drives dialogs means: the one list every such
+# command's help ends with (and the README's).
+EXIT_CODES: dict[int, str] = {
+    0: "done",
+    1: "error",
+    USAGE_EXIT: "usage error (a bad option or argument; nothing was done)",
+    3: "a cap or the step limit reached",
+    4: "waiting on your answer or approval",
+    5: "the task FAILED",
+    INTERRUPTED_EXIT: "interrupted (state saved: `mindloop run` resumes)",
+}
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def exit_codes_help() -> str:
+    return "Exit codes: " + ", ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) + "."
+
+
+def drives(command: _F) -> _F:
+    """Mark a command that drives dialogs: its help ends with the exit codes."""
+    command.__doc__ = f"{inspect.cleandoc(command.__doc__ or '')}\n\n{exit_codes_help()}"
+    return command
+
+
+def when(ts: float, now: float | None = None) -> str:
+    """A moment as people read it: local time and how far off (`2026-05-03 14:02 (in
+    47h)`, `… (3 min ago)`)."""
+    import time
+    from datetime import datetime
+
+    now = time.time() if now is None else now
+    delta = ts - now
+    span = abs(delta)
+    if span < 60:
+        far = f"{span:.0f}s"
+    elif span < 3600:
+        far = f"{span // 60:.0f} min"
+    elif span < 72 * 3600:
+        far = f"{span // 3600:.0f}h"
+    else:
+        far = f"{span // 86400:.0f} days"
+    rel = f"in {far}" if delta >= 0 else f"{far} ago"
+    return f"{datetime.fromtimestamp(ts).strftime('%Y-%m-%d %H:%M')} ({rel})"
 
 
 def print_json(data: Any) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json
+from mindloop.cli.common import OUTCOME_EXIT_CODES, console, get_rtws, print_json, when
 
 if TYPE_CHECKING:
     from mindloop import service
@@ -57,20 +57,11 @@ async def run_task(
     thinking: bool = False,
 ) -> int:
     from mindloop import service
-    from mindloop.cli.chat_cmd import (
-        TASK_STEP_HINT,
-        print_approvals,
-        print_capped,
-        print_failures,
-        print_questions,
-        print_step_limited,
-        start_logging,
-    )
-    from mindloop.cli.loop_render import LoopRenderer
+    from mindloop.cli.chat_cmd import make_renderer, start_logging
     from mindloop.store.location import state_location
 
     project = service.open_project(rtws, max_steps=max_steps)
-    renderer = None if as_json else LoopRenderer(console, show_thinking=thinking)
+    renderer = make_renderer(as_json, show_thinking=thinking)
     if renderer is not None:
         project.subscribe(renderer.handle)
     try:
@@ -83,25 +74,56 @@ async def run_task(
         if renderer is not None:
             renderer.close()
         await project.aclose()
-    code = OUTCOME_EXIT_CODES[report.outcome]
     if as_json:
         from mindloop.cli.chat_cmd import summary
 
+        code = OUTCOME_EXIT_CODES[report.outcome]
         print_json(summary(report, code, state_location(project.rtws)))
         return code
+    return report_task(report, rtws, state_location(rtws))
+
+
+# What to do next, after a run of a task's loop came to this outcome ("": nothing).
+NEXT_STEP: dict[str, str] = {
+    "error": "fix the cause, then go on with: mindloop run -C {rtws} {task}",
+    "cap_reached": "raise the cap, then go on with: mindloop run -C {rtws} {task}",
+    "step_limit": "go on with: mindloop run -C {rtws} {task}",
+    "waiting": "",  # how to answer or decide was printed with each question or approval
+    "failed": 'give it new scope with: mindloop run -C {rtws} {task} -m "…"',
+    "done": "",
+}
+
+
+def report_task(report: service.DriveReport, rtws: Path, state: str) -> int:
+    """What a run of a task's loop came to — `run TASK`, and `answer` / `approve` /
+    `reject` / `ask` / `chat` when what they drive is a task's loop root: the failures
+    (one line each on stderr; the whole error was in the live transcript), what waits on
+    the human and how to decide it, the task's line, usage, and the next step. Returns
+    the exit code."""
+    from mindloop.cli.chat_cmd import (
+        TASK_STEP_HINT,
+        print_approvals,
+        print_capped,
+        print_failures,
+        print_questions,
+        print_step_limited,
+    )
+    from mindloop.cli.usage import usage_line
+
+    loop = report.loop
+    assert loop is not None, "report_task reports a run of a task's loop"
     print_failures(report)
     print_capped(report)
     print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
     print_questions(report.questions, rtws)
     print_approvals(report.approvals, rtws)
     print_loop(report, rtws)
-    from mindloop.cli.usage import usage_line
-
     console.print(f"[dim]usage: {usage_line(report.usage)} (this run)[/]")
-    console.print(
-        f"[dim]state in {escape(state_location(rtws))} · `mindloop status {task}` shows it[/]"
-    )
-    return code
+    console.print(f"[dim]state in {escape(state)} · `mindloop status {loop.task}` shows it[/]")
+    step = NEXT_STEP[report.outcome].format(rtws=rtws, task=loop.task)
+    if step:
+        console.print(escape(step))
+    return OUTCOME_EXIT_CODES[report.outcome]
 
 
 def print_loop(report: service.DriveReport, rtws: Path) -> None:
@@ -111,15 +133,21 @@ def print_loop(report: service.DriveReport, rtws: Path) -> None:
     if loop is None:
         return
     color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(loop.outcome, "yellow")
+    # an error was shown whole in the live transcript and in a line on stderr: not again
+    why = loop.reason if loop.outcome != "error" else ""
     console.print(
         f"[{color}]task {escape(loop.task)}: {loop.outcome}[/]"
-        + (f" — {escape(loop.reason)}" if loop.reason else "")
+        + (f" — {escape(why)}" if why else "")
     )
     if loop.kb_delivered:
         console.print(
             f"[dim]{loop.kb_delivered} KB request(s) delivered to the KB dialog; "
             f"`mindloop run -C {rtws}` lets the KB teammate process them[/]"
         )
+
+
+# What `status` says of a loop root that stopped short (its dialog's status).
+STOPPED_SHORT = {"error": "stopped on an error", "stopped": "stopped at the step limit"}
 
 
 def status(
@@ -148,11 +176,22 @@ def show_status(st: TaskStatus) -> None:
         where = f"phase {st.phase} (entry {st.entry})" if st.phase else "not started"
         if st.phase and not st.in_phase:
             where += ", ended"
+        stopped = STOPPED_SHORT.get(st.root_status or "")
+        # a reason naming an open question is that question's line below: not twice
+        said = stopped or any(q.id in st.reason for q in st.questions)
         console.print(
-            f"[bold]{escape(st.task)}[/] · {st.status} · {where}"
+            f"[bold]{escape(st.task)}[/] · "
+            + (f"[red]{stopped}[/]" if stopped else str(st.status))
+            + f" · {where}"
             + (f" · node {st.node}" if st.node and st.in_phase else "")
-            + (f"\n  {escape(st.reason)}" if st.reason else "")
+            + (f"\n  {escape(st.reason)}" if st.reason and not said else "")
         )
+        if stopped:
+            from mindloop.cli.chat_cmd import error_line
+
+            if st.root_error:
+                console.print(f"  [red]error:[/] {escape(error_line(st.root_error))}")
+            console.print(f"  fix the cause, then go on with: mindloop run {escape(st.task)}")
     console.print(progress_bar(st.done, st.total))
     for n in st.nodes:
         extra = []
@@ -172,10 +211,17 @@ def show_status(st: TaskStatus) -> None:
         )
         if n.check_report:
             console.print(f"{'  ' * n.depth}  [dim]report {escape(n.check_report)}[/]")
+    # a question's own wait (its timeout) is shown on the question's line, not again
+    asked = {w.key: w for w in st.waits if w.kind == "user_input"}
     for q in st.questions:
-        console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}")
+        wait = asked.get(q.id)
+        due = f" [dim](due {when(wait.due_at)})[/]" if wait is not None and wait.due_at else ""
+        console.print(f"[cyan]question {q.id}[/]: {escape(q.headline)}{due}")
+    shown = {q.id for q in st.questions}
     for w in st.waits:
-        due = f", due {w.due_at:.0f}" if w.due_at else ""
+        if w.kind == "user_input" and w.key in shown:
+            continue
+        due = f", due {when(w.due_at)}" if w.due_at else ""
         console.print(f"[cyan]wait {w.id}[/] {w.kind} {escape(w.key)}{due}")
     for r in st.retry_records:
         what = "DO repair" if r.level == "L2" else "ADJUST cycle"

@@ -13,6 +13,7 @@ from mindloop.cli.chat_cmd import JSON_HELP, settle_and_drive
 from mindloop.cli.common import (
     FILE_OPTION_HELP,
     console,
+    drives,
     get_rtws,
     global_option,
     print_json,
@@ -26,8 +27,9 @@ def questions(
     task: Annotated[str | None, typer.Option("--task", help="Only questions of this task.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List what waits on the human, across all dialogs: open questions (`answer`) and
-    calls waiting for approval (`approve` / `reject`)."""
+    """List what waits on the human, across all dialogs: open questions (`answer`), calls
+    waiting for approval (`approve` / `reject`), and the Router's questions of which task
+    a message continues (`answer`)."""
     from rich.table import Table
 
     from mindloop import service
@@ -35,32 +37,51 @@ def questions(
     rtws = get_rtws(ctx)
     qs = service.list_questions(rtws, task=task)
     aps = service.list_approvals(rtws, task=task)
+    routes = service.list_router_questions(rtws) if task is None else []
+    tasks = service.tasks_of(rtws, [*(q.dialog_id for q in qs), *(a.dialog_id for a in aps)])
     if as_json:
         print_json(
-            [{"kind": "question", **q.model_dump(mode="json")} for q in qs]
-            + [{"kind": "approval", **a.model_dump(mode="json")} for a in aps]
+            [
+                {"kind": "question", "task": tasks[q.dialog_id], **q.model_dump(mode="json")}
+                for q in qs
+            ]
+            + [
+                {"kind": "approval", "task": tasks[a.dialog_id], **a.model_dump(mode="json")}
+                for a in aps
+            ]
+            + [{"kind": "route", "task": None, **r.model_dump(mode="json")} for r in routes]
         )
         return
-    if not qs and not aps:
+    if not qs and not aps and not routes:
         console.print("no open questions or approvals")
         return
-    table = Table("id", "kind", "dialog", "asked", "what")
+    # Ids are what the user types next (`answer ID`): never cut, whatever the width; the
+    # task, dialog and time share one column so the question keeps room in 80 columns.
+    table = Table("id", "task · dialog · asked", "what")
+    table.columns[0].no_wrap = True
+    table.columns[1].overflow = "fold"
     for q in qs:
-        text = q.headline + (f"\n{q.body}" if q.body else "")
-        table.add_row(q.id, "question", q.dialog_id, _when(q.asked_at), escape(text))
+        text = "question: " + q.headline + (f"\n{q.body}" if q.body else "")
+        table.add_row(q.id, _where(tasks[q.dialog_id], q.dialog_id, q.asked_at), escape(text))
     for a in aps:
         text = (
-            f"@{a.member} asks to run {a.tool} with:\n{a.arguments}\n"
+            f"approval: @{a.member} asks to run {a.tool} with:\n{a.arguments}\n"
             f"digest {a.args_digest[:16]}…  (approve / reject --reason …)"
         )
-        table.add_row(a.id, "approval", a.dialog_id, _when(a.asked_at), escape(text))
+        table.add_row(a.id, _where(tasks[a.dialog_id], a.dialog_id, a.asked_at), escape(text))
+    for r in routes:  # the Router asks which task a message continues
+        choices = "\n".join(f"{i}. {c.task}" for i, c in enumerate(r.options, 1))
+        text = f"which task: {r.question}\n“{r.message}”\n{choices}\n(or `new`)"
+        table.add_row(r.id, _where("(no task yet)", "router", r.asked_at), escape(text))
     console.print(table)
 
 
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+def _where(task: str, dialog_id: str, asked: float) -> str:
+    when = datetime.fromtimestamp(asked).strftime("%Y-%m-%d %H:%M")
+    return escape(f"{task}\n{dialog_id}\n{when}")
 
 
+@drives
 def answer(
     ctx: typer.Context,
     question_id: Annotated[str, typer.Argument(help="The question id (q4h-…).")],
@@ -75,11 +96,9 @@ def answer(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Answer a question; the asking dialog (and its tree) is driven on. (An approval is
-    decided with `approve` / `reject`, never answered.)
-
-    Exit codes: 0 done, 1 error, 3 step limit, 4 another question or approval waits on you, 130
-    interrupted."""
+    """Answer a question; the asking dialog (and its tree) is driven on — a task's work
+    loop as `run TASK` drives it. (An approval is decided with `approve` / `reject`, never
+    answered.)"""
     rtws = get_rtws(ctx)
     reply = read_message(text, file, what="answer")
     verbose = bool(global_option(ctx, "verbose"))

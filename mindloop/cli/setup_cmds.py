@@ -69,9 +69,17 @@ def init(
             f"rtws {report.rtws} ready; provider unchanged (the kept .minds/team.yaml sets "
             "no member_defaults.provider)"
         )
-    console.print(
-        f'next: mindloop chat -C {target} --task tasks/example.tsk "list the files and summarise README.md"'
-    )
+    for i, line in enumerate(NEXT_STEPS):
+        lead = "next: " if i == 0 else "      "
+        console.print(lead + line.format(rtws=target), markup=False, soft_wrap=True)
+
+
+# What a new user runs after `init` (each works offline on the scaffolded mock script).
+NEXT_STEPS = (
+    "mindloop run -C {rtws} tasks/example.tsk    (the example task's work loop, to DONE)",
+    'mindloop chat -C {rtws} --task tasks/example.tsk "list the files and summarise README.md"',
+    "mindloop demo    (a whole team's task, offline)",
+)
 
 
 def _problem(p: Any) -> dict[str, Any]:

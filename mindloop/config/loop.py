@@ -166,14 +166,14 @@ class RouterConfig(BaseModel):
     """`loop.router`: the standalone call that routes a message without a task to one
     (`mindloop ask`). It runs on `member`'s provider, model and model_params (default:
     `default_responder`), sees the `recent_tasks` most recently active tasks, and is
-    called again once (`max_attempts: 2`) when its answer is refused (an id that is not a
-    candidate, a malformed decision)."""
+    called again when its answer is refused (an id that is not a candidate, a malformed
+    decision), up to `max_attempts` calls in all: agent-loop §3 gives the Router 3 steps."""
 
     model_config = STRICT
 
     member: str | None = None
     recent_tasks: int = Field(default=20, ge=1)
-    max_attempts: int = Field(default=2, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
 
 
 # ---------------------------------------------------------------- the composition

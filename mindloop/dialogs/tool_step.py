@@ -37,6 +37,7 @@ from mindloop.tools.base import (
     EffectResult,
     OpenWait,
     StartDetached,
+    StepLocal,
     StoreEffect,
     Tool,
     ToolContext,
@@ -87,10 +88,14 @@ class ToolStep:
         registry = self.parts.tools
         offered_names = [t.name for t in offered]
         repeats = live.repeats
+        # what a call leaves for the later calls of this step (one call: nothing)
+        step = StepLocal() if len(calls) > 1 else None
 
         async def one(index: int, call: ToolCall) -> ToolOutput:
             key = call_key(did, generation_id, index)
             ctx = self.context_for(live, key)
+            if step is not None:
+                ctx = ctx.in_step(step)
             self.bus.publish(
                 ToolCalled(dialog_id=did, call_id=call.id, name=call.name, arguments=call.arguments)
             )

@@ -21,6 +21,7 @@ from mindloop.dialogs import formats
 from mindloop.dialogs.approvals import APPROVED
 from mindloop.dialogs.fbr import fbr_request_message
 from mindloop.dialogs.routing import Route, RouteKind
+from mindloop.dialogs.tellask.grammar import parse_q4h_fields
 from mindloop.dialogs.wait_kinds import (
     Q4hAnswered,
     Resolution,
@@ -206,7 +207,17 @@ class DialogTree:
         return self.store.append_messages([rec])[0]
 
     def _ask_human(self, caller: DialogRecord, call: Any) -> QuestionRecord:
-        return self.ask(caller, call.headline.strip(), call.body.strip(), call_id=call.call_id)
+        """A `!?@human` question; its body's `Options:` and `Default:` lines (the tellask
+        grammar's `Q4H_FIELD_LABELS`) set its wait's options and default assumption."""
+        options, default = parse_q4h_fields(call.body)
+        return self.ask(
+            caller,
+            call.headline.strip(),
+            call.body.strip(),
+            call_id=call.call_id,
+            options=options,
+            default_assumption=default,
+        )
 
     def ask(
         self,

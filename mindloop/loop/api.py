@@ -14,6 +14,7 @@ from mindloop.loop.driver import LoopOutcome, LoopPolicies, LoopReport, TaskLoop
 from mindloop.loop.roots import LoopRoots
 from mindloop.store import QuestionRecord, Store, UsageTotals, WaitRecord
 from mindloop.store import loop_state as ls
+from mindloop.store.drive_log import last_drive_end
 from mindloop.store.retries import RetryRows
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeKind
@@ -141,6 +142,10 @@ class TaskStatus(BaseModel):
     root_id: str | None = None
     status: str | None = None
     reason: str = ""
+    # The loop root stopped short of its work (`error`, or `stopped` at the step limit)
+    # and why: `run TASK` goes on once the cause is fixed. None: it did not.
+    root_status: str | None = None
+    root_error: str = ""
     phase: str | None = None
     entry: int = 0
     in_phase: bool = False
@@ -215,9 +220,14 @@ def task_status(store: Store, task: str) -> TaskStatus:
     if state is None:
         return out
     tree = store.list_dialogs(root_id=state.root_id)
+    root = next((d for d in tree if d.id == state.root_id), None)
+    stopped = root is not None and root.status.retriable
+    ended = last_drive_end(store, state.root_id) if stopped else None
     return out.model_copy(
         update={
             "root_id": state.root_id,
+            "root_status": root.status.value if root is not None and stopped else None,
+            "root_error": (ended or {}).get("error") or "",
             "status": state.status.value,
             "reason": state.status_reason,
             "phase": state.phase.value if state.phase else None,

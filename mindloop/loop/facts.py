@@ -10,6 +10,7 @@ the tree (the run waits for it), or nothing that will move by itself.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -109,7 +110,8 @@ def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
         return Park.WORK, f"{len(busy)} dialog(s) at work: {', '.join(busy[:3])}"
     timers = [w for w in waits if w.due_at is not None]
     if timers:
-        return Park.WORK, f"a {timers[0].kind} wait until {timers[0].due_at:.0f}"
+        due = time.strftime("%Y-%m-%d %H:%M", time.localtime(timers[0].due_at))
+        return Park.WORK, f"a {timers[0].kind} wait until {due}"
     ws = repo.load(store, state.task_path)
     waiting = [
         n.id

@@ -12,7 +12,7 @@ being refused.
 from __future__ import annotations
 
 from mindloop.i18n import Lang
-from mindloop.loop.phases import Phase
+from mindloop.loop.phases import PHASES, Phase
 
 PHASE_HEADER: dict[Lang, str] = {
     "en": "# Work loop phase: {phase}\n"
@@ -242,13 +242,27 @@ SUMMARY_LABELS: dict[Lang, tuple[str, str, str, str]] = {
 }
 
 
+# How a question states its options and default (the tellask grammar's
+# `Q4H_FIELD_LABELS`), in the phases that may ask the human (agent-loop §6.2).
+Q4H_RULES: dict[Lang, str] = {
+    "en": "## Asking the human\n"
+    "A question (`!?@human …`) may end with an `!?Options: a | b | c` line (the answers you "
+    "offer) and a `!?Default: a` line (what you will assume if no answer comes in time: the "
+    "runtime then answers with it and tells the human).",
+    "zh": "## 向人类提问\n"
+    "问题（`!?@human …`）末尾可以加一行 `!?选项：甲 | 乙 | 丙`（你提供的答案）和一行 "
+    "`!?默认：甲`（到时仍无回答时你将采用的假设：届时运行时以它作答并告知人类）。",
+}
+
+
 def system_section(phase: Phase, lang: Lang, hints: str) -> str:
     """The phase's part of the system prompt (fixed for the whole phase)."""
-    return "\n\n".join(
-        [
-            PHASE_HEADER[lang].format(phase=phase.value),
-            PROCESS_RULES_HEADING[lang] + "\n" + PROCESS_RULES[phase][lang],
-            POLICY_HEADING[lang] + "\n" + POLICY[phase][lang],
-            PHASE_END_RULES[lang].format(hints=hints),
-        ]
-    )
+    parts = [
+        PHASE_HEADER[lang].format(phase=phase.value),
+        PROCESS_RULES_HEADING[lang] + "\n" + PROCESS_RULES[phase][lang],
+        POLICY_HEADING[lang] + "\n" + POLICY[phase][lang],
+    ]
+    if PHASES[phase].q4h:
+        parts.append(Q4H_RULES[lang])
+    parts.append(PHASE_END_RULES[lang].format(hints=hints))
+    return "\n\n".join(parts)

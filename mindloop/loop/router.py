@@ -8,7 +8,8 @@ tool). The model proposes; the Router checks:
 - exactly one call of `route_message`, its arguments a valid decision;
 - an existing task only by an id from the list: an id that is not a candidate is refused,
   never matched loosely ("never guesses an id"); `create_new_task` is the way to a task
-  that does not exist yet.
+  that does not exist yet; `ask_which_task` (with two or more listed ids as `options`)
+  puts an ambiguous message to the human ("which task should continue?", agent-loop §3).
 
 A refused answer is sent back with the reason as the tool's result and the call is made
 again, up to `loop.router.max_attempts` calls in all. Whatever happens, the run comes
@@ -196,10 +197,10 @@ class Router:
             decision = RouterDecision.model_validate(json.loads(call.arguments or "{}"))
         except (ValueError, ValidationError) as exc:
             return None, t["invalid"].format(why=_why(exc)), call.arguments
-        target = decision.target_task_id
-        if target is not None and target not in ids:
-            listed = ", ".join(ids) or "-"
-            return None, t["not_listed"].format(id=target, ids=listed), call.arguments
+        for target in (decision.target_task_id, *decision.options):
+            if target is not None and target not in ids:
+                listed = ", ".join(ids) or "-"
+                return None, t["not_listed"].format(id=target, ids=listed), call.arguments
         return decision, "", call.arguments
 
     def _repair(self, out: GenerationOutcome, problem: str) -> list[ChatMessage]:

@@ -18,6 +18,9 @@ work and you do not plan it: you only route the message, by calling `{tool}` exa
   the list below.
 - Never guess or invent an id. When no listed task clearly fits, set create_new_task to
   true and give the new task a short slug and a one-line topic.
+- When the message could continue two or more listed tasks and nothing in it says which,
+  set ask_which_task to true, list their ids in options and write a one-line question:
+  the human is asked which task should continue.
 - You may add a short quick_reply for the user (what happens next), never the work itself.
 - Set should_reply_user to false when the input needs no reply (an event, a notice).
 - Do not create or change work items, files, plans or the workspace.
@@ -34,6 +37,8 @@ work and you do not plan it: you only route the message, by calling `{tool}` exa
 - 只有当消息明确是在继续某个任务时才选择它，并从下面的列表中原样复制它的 id。
 - 绝不臆测或编造 id。若列表中没有明确匹配的任务，把 create_new_task 设为 true，
   并为新任务给出简短的 slug 和一行主题。
+- 若消息可能是在继续列表中的两个或更多任务，而消息本身看不出是哪一个，把 ask_which_task
+  设为 true，把这些任务的 id 列在 options 中，并写一行问题：由人类决定继续哪个任务。
 - 可以给用户一句简短的 quick_reply（接下来会发生什么），但绝不是工作本身。
 - 若输入无需回复用户（事件、通知），把 should_reply_user 设为 false。
 - 不要创建或修改工作项、文件、计划或工作区。
@@ -55,6 +60,13 @@ TOOL_DESCRIPTION: dict[Lang, str] = {
     "new task made from the message (create_new_task).",
     "zh": "路由这条消息：发往列表中的某个任务（target_task_id，原样复制），或由消息创建"
     "新任务（create_new_task）。",
+}
+
+# The human's question when the Router asks which task should continue without one of
+# its own (`RouterDecision.question`).
+WHICH_TASK: dict[Lang, str] = {
+    "en": "Which task should this message continue?",
+    "zh": "这条消息应该继续哪个任务？",
 }
 
 # Why an answer was refused; shown to the model in the retry, and recorded.

@@ -41,12 +41,91 @@ A small example project created by `mindloop init`. Replace it with your own wor
 """
 
 _GOALS = "Keep this project's README accurate and useful.\n"
+
+
+def _phase_end(hint: str, progress: str) -> dict[str, object]:
+    return {
+        "name": "phase_end",
+        "arguments": {"next_behavior": hint, "summary": {"progress": progress}, "reason": progress},
+    }
+
+
 _CONSTRAINTS = "- MUST NOT delete user files.\n- MUST keep answers short.\n"
 
-# The mock script answers the README's example chat offline, with real tool calls.
-# The first matching entry wins, so the most specific entries come first.
+LOOP = "[work loop] Phase "  # how the work loop's phase inputs start
+EXAMPLE_NODE = "Summarise README.md"
+
+# `mindloop run tasks/example.tsk` on the mock: the example task's work loop plans one node,
+# works it (reads README.md), checks it and ends; every entry is one step of that run.
+_LOOP_ENTRIES: list[dict[str, object]] = [
+    # first: SELF_IMPROVE's input quotes earlier messages of the dialog
+    {"contains": LOOP + "SELF_IMPROVE", "tool_calls": [_phase_end("END", "nothing to keep")]},
+    {
+        "contains": LOOP + "PLAN",
+        "tool_calls": [
+            {
+                "name": "node_create",
+                "arguments": {
+                    "parent_id": "root",
+                    "kind": "EXECUTION",
+                    "title": EXAMPLE_NODE,
+                    "requirement": "Read README.md and say in a few sentences what it holds.",
+                    "acceptance_criteria": [
+                        {"when": "README.md is read", "then": "its summary is given"}
+                    ],
+                },
+            }
+        ],
+    },
+    {"role": "tool", "contains": "created n1", "tool_calls": [_phase_end("DO", "planned")]},
+    {
+        "contains": LOOP + "DO",
+        "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
+    },
+    {
+        "role": "tool",
+        "contains": "README.md (lines",
+        "context_contains": [LOOP + "DO"],
+        "response": "README.md describes a small example project created by `mindloop init`.",
+        "tool_calls": [
+            {
+                "name": "node_transition",
+                "arguments": {
+                    "node_id": "n1",
+                    "to": "COMPLETE",
+                    "reason": "README.md read and summarised",
+                    "self_check": [
+                        {"criterion": "AC1", "passed": True, "evidence": "read README.md"}
+                    ],
+                    "no_artifacts_reason": "the summary is the answer",
+                },
+            }
+        ],
+    },
+    {"role": "tool", "contains": "→ COMPLETE", "tool_calls": [_phase_end("CHECK", "summarised")]},
+    {
+        "contains": LOOP + "CHECK",
+        "tool_calls": [
+            {
+                "name": "node_transition",
+                "arguments": {
+                    "node_id": "n1",
+                    "to": "DONE",
+                    "reason": "the summary matches README.md",
+                    "conclusion": "README.md summarised",
+                },
+            },
+            _phase_end("END", "checked"),
+        ],
+    },
+]
+
+# The mock script answers the README's example chat and the example task's work loop
+# offline, with real tool calls (edit it to script your own). The first matching entry
+# wins, so the most specific entries come first.
 _MOCK_SCRIPT = {
     "responses": [
+        *_LOOP_ENTRIES,
         {
             "match": EXAMPLE_PROMPT,
             "response": "Let me look at the files first.",

@@ -69,18 +69,50 @@ class RouterDecision(BaseModel):
         description="Optional: a short reply shown to the user at once (e.g. what will "
         "happen next). Never the work itself.",
     )
+    ask_which_task: bool = Field(
+        default=False,
+        description="True when the message could continue two or more listed tasks and "
+        "nothing in it says which: the human is asked which task should continue.",
+    )
+    question: str | None = Field(
+        default=None,
+        description="With ask_which_task: the question for the human, one short line.",
+    )
+    options: list[str] = Field(
+        default_factory=list,
+        description="With ask_which_task: the ids of the listed tasks the message could "
+        "continue (two or more), each copied exactly from the list.",
+    )
     reason: str = Field(default="", description="One sentence: why this task.")
 
     @model_validator(mode="after")
     def _one_target(self) -> RouterDecision:
-        if self.create_new_task and self.target_task_id:
-            raise ValueError(
-                "set either target_task_id (an existing task) or create_new_task, not both"
+        chosen = [
+            name
+            for name, on in (
+                ("target_task_id", bool(self.target_task_id)),
+                ("create_new_task", self.create_new_task),
+                ("ask_which_task", self.ask_which_task),
             )
-        if not self.create_new_task and not self.target_task_id:
+            if on
+        ]
+        if len(chosen) > 1:
             raise ValueError(
-                "no target: set target_task_id to a listed task's id, or create_new_task to true"
+                "set one of target_task_id (an existing task), create_new_task or "
+                f"ask_which_task, not both {chosen[0]} and {chosen[1]}"
             )
+        if not chosen:
+            raise ValueError(
+                "no target: set target_task_id to a listed task's id, create_new_task to "
+                "true, or ask_which_task when several listed tasks fit"
+            )
+        if self.ask_which_task and len(set(self.options)) < 2:
+            raise ValueError(
+                "ask_which_task needs the ids of the two or more listed tasks the message "
+                "could continue, in options"
+            )
+        if self.options and not self.ask_which_task:
+            raise ValueError("options go with ask_which_task")
         return self
 
 
@@ -100,7 +132,9 @@ class RouterRecord(BaseModel):
     created_at: float = 0.0
     message: str
     candidates: list[RouterCandidate]
-    status: Literal["accepted", "failed"]
+    # asking: the decision asks the human which task should continue (`ask_which_task`);
+    # the record becomes accepted, with its task, once the human answered
+    status: Literal["accepted", "failed", "asking"]
     decision: RouterDecision | None = None
     attempts: list[RouterAttempt] = Field(default_factory=list)
     error: str | None = None  # why it failed

@@ -164,6 +164,24 @@ class TransientToolError(Exception):
     Raise it only when a second call cannot act twice."""
 
 
+class StepLocal:
+    """What the calls of one step share until the step commits: a tool keeps here what
+    its later calls in the same step must see, e.g. the workspace with the step's
+    earlier changes applied (their effects commit only with the step's results). The
+    engine makes one per tool step; it is gone with the step, committed or not."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self._items.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self._items[key] = value
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
     """What a running tool may know and use: where it is, on whose behalf, which call.
@@ -201,6 +219,8 @@ class ToolContext:
     # The waits before each retry of a call that failed transiently (`TransientToolError`;
     # `loop.retries.transient_backoff`); empty: no retry.
     transient_backoff: tuple[float, ...] = ()
+    # Shared by the calls of one tool step (`StepLocal`); None outside a step.
+    step: StepLocal | None = None
 
     def __post_init__(self) -> None:
         if not _CALL_KEY.fullmatch(self.call_key):
@@ -228,6 +248,12 @@ class ToolContext:
             raise ValueError(f"call_key must be a sha256 hex digest, got {key!r}")
         ctx = object.__new__(type(self))
         ctx.__dict__.update(self.__dict__, call_key=key)
+        return ctx
+
+    def in_step(self, step: StepLocal) -> ToolContext:
+        """This context for a call of the tool step that `step` belongs to."""
+        ctx = object.__new__(type(self))
+        ctx.__dict__.update(self.__dict__, step=step)
         return ctx
 
     @property

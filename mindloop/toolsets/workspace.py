@@ -20,6 +20,7 @@ phase's authority (`workspace_tools(authority_for=...)`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +204,7 @@ class Tools:
             change = s.finish()
         except WorkspaceError as exc:
             return ToolOutput(str(exc), is_error=True)
+        _step_applied(ctx, task, change)
         text = describe(result, change) + _first_use(change)
 
         def apply(store: Any) -> EffectResult | None:
@@ -361,7 +363,7 @@ class Tools:
         if isinstance(task, ToolOutput):
             return task
         assert ctx.workspace is not None
-        state: WorkspaceState = ctx.workspace.load(task)
+        state = _current(ctx, task)
         if not state.exists:
             return self._write(
                 ctx, lambda s: s.node(a.node_id), lambda n, ch: _details(ch.after, n, [])
@@ -387,7 +389,7 @@ class Tools:
         if isinstance(task, ToolOutput):
             return task
         assert ctx.workspace is not None
-        state: WorkspaceState = ctx.workspace.load(task)
+        state = _current(ctx, task)
 
         def listing(st: WorkspaceState, offers: bool = True) -> str:
             if a.root_id not in st.nodes:
@@ -464,7 +466,7 @@ class Tools:
         if isinstance(task, ToolOutput):
             return task
         assert ctx.workspace is not None
-        state: WorkspaceState = ctx.workspace.load(task)
+        state = _current(ctx, task)
         q = " ".join(a.query.split()).casefold()
         hits = [d for d in state.index if q in d.path.casefold() or q in d.description.casefold()]
         if hits:
@@ -596,10 +598,32 @@ class Tools:
 
 def _dry_session(ctx: ToolContext, task: str, authority: Authority) -> Session:
     """A session on the workspace as it is now (nothing is written through it)."""
-    assert ctx.workspace is not None
     return api.session_for(
-        ctx.workspace.load(task), Path(ctx.rtws), authority, lang=ctx.work_language, acl=ctx.acl
+        _current(ctx, task), Path(ctx.rtws), authority, lang=ctx.work_language, acl=ctx.acl
     )
+
+
+_STEP_KEY = "workspace:"
+
+
+def _current(ctx: ToolContext, task: str) -> WorkspaceState:
+    """The workspace as a call sees it: as stored, with the changes of the step's earlier
+    calls applied (they commit only with the step's results, in call order), so a node
+    created by one call can be the dep of the next."""
+    assert ctx.workspace is not None
+    if ctx.step is not None:
+        pending: WorkspaceState | None = ctx.step.get(_STEP_KEY + task)
+        if pending is not None:
+            return pending
+    return ctx.workspace.load(task)
+
+
+def _step_applied(ctx: ToolContext, task: str, change: Change) -> None:
+    """Keep `change` for the step's later calls. Its value carries no store stamp: the
+    effect of a later call, computed on it, runs its command again at commit, on the
+    workspace the earlier effects have written by then."""
+    if ctx.step is not None and (change.log or change.changed_nodes):
+        ctx.step.put(_STEP_KEY + task, dataclasses.replace(change.after, stamp=""))
 
 
 def _offers(state: WorkspaceState) -> list[str]:

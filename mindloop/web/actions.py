@@ -1,7 +1,7 @@
 """What the browser changes (POST): start a task, start a chat, ask (the Router routes the
 message to a task's loop root), send a task's work loop a message, post to a dialog,
 answer a question, approve or reject a call waiting for approval, replace one Taskdoc
-section, retry a stopped tree.
+section, retry a stopped tree, deliver a system event (a `wait_for` waits for it).
 
 An approval is decided only by its two buttons, never by free text (`answer` refuses an
 approval id, naming the buttons): the form posts back the digest of the call it showed, so
@@ -75,6 +75,9 @@ async def ask(request: Request) -> Response:
     state = web(request)
     form = await fields(request)
     asked = await service.ask(state.project, form.get("message", ""))
+    if asked.asking is not None:  # which task? answered at POST /questions/<id>/answer
+        return done(request, "/inbox", asking=asked.asking)
+    assert asked.posted is not None and asked.task is not None
     root = asked.posted.dialog
     state.driver.kick(root.root_id)
     return done(
@@ -177,6 +180,36 @@ def _digest(form: dict[str, str]) -> str:
     return digest
 
 
+async def system_event(request: Request) -> Response:
+    """A system event from outside (`mindloop event`'s use case): `event_type`, an optional
+    `key` and `payload` (a JSON object; in a form, its JSON text). The trees it woke are
+    driven on here."""
+    state = web(request)
+    payload: object = None
+    if request.headers.get("content-type", "").startswith("application/json"):
+        body = await request.json()
+        form = (
+            {k: "" if v is None else str(v) for k, v in body.items()}
+            if isinstance(body, dict)
+            else {}
+        )
+        payload = body.get("payload") if isinstance(body, dict) else None
+    else:
+        form = await fields(request)
+    if payload is None or isinstance(payload, str):
+        payload = service.event_payload(
+            form.get("payload") if payload is None else payload, "payload"
+        )
+    if not isinstance(payload, dict):
+        raise MindloopError(f"payload: a JSON object is needed, got {type(payload).__name__}")
+    delivered = service.deliver_event(
+        state.project, form.get("event_type", ""), key=form.get("key") or None, payload=payload
+    )
+    for root_id in delivered.root_ids:
+        state.driver.kick(root_id)
+    return done(request, _back(form, "/inbox"), delivered=delivered)
+
+
 async def edit(request: Request) -> Response:
     """Replace one section, recorded with the human as the actor; refused if the section
     changed since the form was drawn (`expected` is its content hash then)."""
@@ -215,4 +248,5 @@ routes = [
     Route("/approvals/{id}/approve", approve, methods=["POST"]),
     Route("/approvals/{id}/reject", reject, methods=["POST"]),
     Route("/taskdoc/edit", edit, methods=["POST"]),
+    Route("/system-events", system_event, methods=["POST"]),
 ]

@@ -124,11 +124,11 @@ def test_a_router_that_keeps_guessing_fails_and_posts_nothing(tmp_path: Path) ->
     proj = _project(tmp_path, [route(match="guess", target_task_id="tasks/guessed.tsk")])
     out = ml("ask", "-C", str(proj), "guess the task", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert out.stderr.startswith("error: the Router gave no acceptable decision in 2 call(s)")
+    assert out.stderr.startswith("error: the Router gave no acceptable decision in 3 call(s)")
     assert "'tasks/guessed.tsk' is not the id of a listed task" in out.stderr
     assert "nothing was posted" in out.stderr and "Traceback" not in out.stderr
     [failed] = _decisions(proj)
-    assert failed.status == "failed" and failed.decision is None and len(failed.attempts) == 2
+    assert failed.status == "failed" and failed.decision is None and len(failed.attempts) == 3
     assert read_store(proj, lambda s: (s.list_dialogs(), list(s.iter_tasks()))) == ([], [])
 
 

@@ -64,7 +64,7 @@ def test_no_loop_block_gives_the_references_defaults(tmp_path: Path) -> None:
     assert (loop.self_md.max_net_tokens_per_call, loop.self_md.max_tokens) == (200, 1500)
     assert (loop.kb.member, loop.kb.task_path, loop.kb.retry_hours) == ("kb", "tasks/kb.tsk", 24)
     assert loop.self_improve.batch_messages == 40
-    assert loop.router.member is None and loop.router.max_attempts == 2
+    assert loop.router.member is None and loop.router.max_attempts == 3
 
 
 def test_values_written_override_their_defaults_only(tmp_path: Path) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 
 from mindloop.loop.api import task_status
 from mindloop.loop.driver import LoopOutcome
-from mindloop.testing import Call, ScriptedModel, call
+from mindloop.testing import Call, call
 from mindloop.workspace import repo
 from mindloop.workspace.ref import workspace_ref
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     create,
     end,
     give_up,
@@ -55,7 +56,7 @@ async def test_refs_are_the_workspace_at_complete_and_check_and_the_report_is_th
     rtws: Path,
 ) -> None:
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("a"), create("b"), end("DO")),  # PLAN
             turn(write("a.txt", "a\n")),  # DO n1
@@ -65,7 +66,6 @@ async def test_refs_are_the_workspace_at_complete_and_check_and_the_report_is_th
             turn(complete("n2", "looks fine"), end("CHECK")),
             turn(verdict("n2", ok=False), end("ADJUST")),  # CHECK: n2 fails ("AC1 failed")
             turn(give_up("n2", "b cannot be done"), end("END")),  # ADJUST
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "make a and b")
@@ -131,13 +131,12 @@ async def test_in_git_the_refs_are_head_plus_what_differs_from_it(rtws: Path) ->
     _git(rtws, "add", "-A")
     _git(rtws, "commit", "-q", "-m", "start")
     head = _git(rtws, "rev-parse", "HEAD")
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("a"), end("DO")),  # PLAN
             turn(write("a.txt", "a\n")),  # DO
             turn(complete("n1", "HEAD is fine"), end("CHECK")),
             turn(verdict("n1"), end("END")),  # CHECK
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "make a")

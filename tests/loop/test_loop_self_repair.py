@@ -27,19 +27,20 @@ from mindloop.loop.self_repair import (
 )
 from mindloop.providers.base import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from mindloop.store.retries import RetryRows
-from mindloop.testing import Call, ScriptedModel, call
+from mindloop.testing import Call, call
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeStatus
 from tests.loop.loop_util import (
     TASK,
+    WorkScript,
     complete,
     create,
     end,
     give_up,
-    phases,
     run_task,
     turn,
     verdict,
+    work_phases,
     workspace,
 )
 from tests.scenario_util import write_team
@@ -96,7 +97,7 @@ async def test_a_failed_self_check_blocks_changes_until_a_repair_and_the_third_e
     rtws: Path,
 ) -> None:
     team(rtws)
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("marker", verify=VERIFY, step_budget=20), end("DO")),  # PLAN
             turn(shell()),  # DO: a baseline run before any change is no self-check
@@ -112,12 +113,11 @@ async def test_a_failed_self_check_blocks_changes_until_a_repair_and_the_third_e
             turn(write("almost\n")),
             turn(shell()),  # the third failure: DO_EXHAUSTED, no proposal needed
             turn(give_up("n1", "the marker cannot be written"), end("END")),  # ADJUST
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "write the marker")
     assert report.outcome is LoopOutcome.FAILED and model.remaining == 0, report.reason
-    assert phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
+    assert work_phases(model) == ["PLAN", *["DO"] * 12, "ADJUST", "SELF_IMPROVE"]
     out = [r for r in results(rt, report.root_id) if r[0] != "node_create"]
     do = out[1:]  # after PLAN's phase_end
     assert do[0][:2] == ("run_shell", False) and do[0][2].startswith("exit code 2")  # no file
@@ -130,7 +130,8 @@ async def test_a_failed_self_check_blocks_changes_until_a_repair_and_the_third_e
     assert do[5] == ("run_shell", False, "exit code 1\n(no output)")
     assert do[6][2].startswith("ACCEPTED: DO self-repair attempt 1 of 2")
     assert do[9][2].startswith("ACCEPTED: DO self-repair attempt 2 of 2")
-    assert len(do) == 12 + 3  # nothing after the third failure (then ADJUST, SELF_IMPROVE)
+    # nothing after the third failure: then ADJUST's two calls, a phase_end per review entry
+    assert len(do) == 12 + 2 + model.self_improve
     assert (rtws / "out.txt").read_text() == "almost\n"  # the refused write never ran
     records = RetryRows(rt.store).of_node(TASK, "n1")
     assert [(r.level, r.attempt, r.failure_class) for r in records] == [
@@ -146,7 +147,7 @@ async def test_a_failed_self_check_blocks_changes_until_a_repair_and_the_third_e
 
 async def test_a_repair_that_passes_its_self_check_completes_the_node(rtws: Path) -> None:
     team(rtws)
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("marker", verify=VERIFY), end("DO")),  # PLAN
             turn(write("broken\n")),  # DO
@@ -156,7 +157,6 @@ async def test_a_repair_that_passes_its_self_check_completes_the_node(rtws: Path
             turn(shell()),  # passes
             turn(complete("n1"), end("CHECK")),
             turn(verdict("n1"), end("END")),  # CHECK
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "write the marker")
@@ -175,18 +175,17 @@ async def test_a_test_runner_failing_is_a_self_check_and_no_repairs_end_do_at_on
     exits non-zero after a change is a failed self-check too; with
     `loop.retries.do_repairs: 0` the first one ends the entry."""
     team(rtws, {"retries": {"do_repairs": 0}, "check": {"test_runners": ["sh check.sh"]}})
-    model = ScriptedModel(
+    model = WorkScript(
         [
             turn(create("checked", verify="MANUAL: read it"), end("DO")),  # PLAN
             turn(write("exit 3\n", "check.sh")),  # DO
             turn(shell("sh check.sh")),  # exit code 3: VERIFY_FAIL, no repair allowed
             turn(give_up("n1", "the check cannot pass"), end("END")),  # ADJUST
-            turn(end("END")),  # SELF_IMPROVE
         ]
     )
     report, rt = await run_task(rtws, model, "make the check pass")
     assert report.outcome is LoopOutcome.FAILED and model.remaining == 0, report.reason
-    assert phases(model) == ["PLAN", "DO", "DO", "ADJUST", "SELF_IMPROVE"]
+    assert work_phases(model) == ["PLAN", "DO", "DO", "ADJUST", "SELF_IMPROVE"]
     [failed] = [m for m in moves(rt) if m[1] == "CHECK_FAILED"]
     assert failed[2] == "RT" and failed[3].startswith("DO_EXHAUSTED:")
     assert "sh check.sh" in failed[3] and "exit code 3" in failed[3]

@@ -82,12 +82,13 @@ async def test_a_guessed_id_is_refused_and_the_call_retried_with_the_reason(tmp_
     assert rec.input_tokens == first.input_tokens + second.input_tokens  # type: ignore[operator]
 
 
-async def test_a_second_refusal_fails_the_run_and_says_why(tmp_path: Path) -> None:
+async def test_a_third_refusal_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    """The Router has agent-loop §3's 3 steps by default (`loop.router.max_attempts`)."""
     rtws = project(tmp_path, [route(target_task_id="tasks/elsewhere.tsk")], {})
     rec = await _route(rtws, "continue the login work")
     assert rec.status == "failed" and rec.decision is None
-    assert len(rec.attempts) == 2 and all(a.error for a in rec.attempts)
-    assert rec.error is not None and "no acceptable decision in 2 call(s)" in rec.error
+    assert len(rec.attempts) == 3 and all(a.error for a in rec.attempts)
+    assert rec.error is not None and "no acceptable decision in 3 call(s)" in rec.error
     assert "'tasks/elsewhere.tsk' is not the id of a listed task" in rec.error
 
 
@@ -104,10 +105,7 @@ async def test_malformed_answers_are_refused_as_such(tmp_path: Path) -> None:
         ]
     )
     rtws = project(tmp_path, [], {})
-    (rtws / ".minds" / "team.yaml").write_text(
-        (rtws / ".minds" / "team.yaml").read_text() + "loop:\n  router: {max_attempts: 3}\n"
-    )
-    rec = await _route(rtws, "login again", {"mock": model})
+    rec = await _route(rtws, "login again", {"mock": model})  # 3 calls: the default
     assert rec.status == "accepted" and rec.decision is not None and rec.decision.create_new_task
     no_call, both, _ok = rec.attempts
     assert no_call.answer == "It is the login task."
@@ -144,3 +142,33 @@ async def test_a_failed_model_call_fails_the_run_at_once(tmp_path: Path) -> None
     assert rec.error is not None and rec.error.startswith(
         "the Router's model call failed: bad request"
     )
+
+
+async def test_it_may_ask_which_listed_task_should_continue(tmp_path: Path) -> None:
+    """agent-loop §3: an ambiguous message is put to the human ("which task should
+    continue?") with the listed ids it could continue; an option that is not listed is
+    refused like a guessed id, and one option is no question."""
+    rtws = project(
+        tmp_path,
+        [
+            route(
+                role="tool",
+                match="not the id of a listed task",
+                ask_which_task=True,
+                question="The login page or the invoices?",
+                options=["tasks/login.tsk", "tasks/invoices.tsk"],
+            ),
+            route(role="tool", match="two or more", ask_which_task=True, options=["x", "y"]),
+            route(match="continue", ask_which_task=True, options=["tasks/login.tsk"]),
+        ],
+        {},
+    )
+    rec = await _route(rtws, "continue the work")
+    assert rec.status == "accepted" and rec.decision is not None, rec.error
+    d = rec.decision
+    assert d.ask_which_task and d.target_task_id is None and not d.create_new_task
+    assert d.options == ["tasks/login.tsk", "tasks/invoices.tsk"]
+    assert d.question == "The login page or the invoices?"
+    one, unlisted, _ok = rec.attempts
+    assert one.error is not None and "two or more" in one.error
+    assert unlisted.error is not None and "'x' is not the id of a listed task" in unlisted.error

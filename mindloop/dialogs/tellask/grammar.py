@@ -43,6 +43,27 @@ FENCE_MIN_RUN: Final = 3  # a fence marker is at least three backticks or tildes
 FENCE_MAX_INDENT: Final = 3  # spaces allowed before a fence marker (four is indented code)
 FENCE_CLOSE_TRAILING_OK: Final = " \t\r\n"  # a closing fence may be followed only by these
 
+# --- a question's fields (`!?@human`, agent-loop §6.2 WAIT_USER_INPUT) -----------------------
+
+
+class Q4hField(StrEnum):
+    """What a body line of a `!?@human` question may set on the question's wait."""
+
+    DEFAULT = "default_assumption"  # assumed (the user told) if no answer comes in time
+    OPTIONS = "options"  # the answers offered
+
+
+# A body line `<label>: <value>` (the label in any case, an ASCII or a full-width colon)
+# sets the field; the first line of a field counts. The lines stay in the question's text.
+Q4H_FIELD_LABELS: Final[dict[str, Q4hField]] = {
+    "default": Q4hField.DEFAULT,
+    "默认": Q4hField.DEFAULT,
+    "options": Q4hField.OPTIONS,
+    "选项": Q4hField.OPTIONS,
+}
+Q4H_FIELD_RE: Final = re.compile(r"^\s*([^\s:：]+)\s*[:：]\s*(.*?)\s*$")
+Q4H_OPTIONS_SEPARATOR: Final = "|"  # `Options: SQLite | PostgreSQL`
+
 # --- errors ------------------------------------------------------------------------------
 
 
@@ -194,3 +215,22 @@ def error_message(reason: TellaskErrorReason, first_line: str, **fields: str) ->
     if len(shown) > FIRST_LINE_PREVIEW_CHARS:
         shown = shown[: FIRST_LINE_PREVIEW_CHARS - 1] + "…"
     return REASON_MESSAGES[reason].format(first_line=shown, **fields)
+
+
+def parse_q4h_fields(body: str) -> tuple[list[str], str | None]:
+    """The options and the default assumption a `!?@human` body states (`Options: a | b`,
+    `Default: a`): ([], None) when it states neither. Empty values state nothing; options
+    are trimmed, empty ones and repeats dropped."""
+    options: list[str] | None = None
+    default: str | None = None
+    for line in body.splitlines():
+        m = Q4H_FIELD_RE.match(line)
+        field = Q4H_FIELD_LABELS.get(m.group(1).casefold()) if m else None
+        if m is None or field is None or not m.group(2):
+            continue
+        if field is Q4hField.DEFAULT and default is None:
+            default = m.group(2)
+        elif field is Q4hField.OPTIONS and options is None:
+            parts = (o.strip() for o in m.group(2).split(Q4H_OPTIONS_SEPARATOR))
+            options = list(dict.fromkeys(o for o in parts if o))
+    return options or [], default
