@@ -334,8 +334,9 @@ class TaskLoop:
 
     def _decide(self, state: ls.LoopState, messages: list[MessageRecord]) -> _Plan:
         """Where to go after a phase or a wake (agent-loop §4), with what routing does on
-        the way: abandoned dispatches stopped, ready member nodes dispatched, a dropped
-        hint counted, the decision published."""
+        the way: abandoned dispatches stopped, nodes whose own waits closed moved on
+        (`node_waits.settle`), ready member nodes dispatched, a dropped hint counted, the
+        decision published."""
         rt = self.rt
         ws = repo.load(rt.store, self.task)
         # a note to the root says which side dialogs were stopped
