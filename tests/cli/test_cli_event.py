@@ -23,11 +23,12 @@ SCRIPT: list[dict[str, Any]] = [
     {"contains": "Phase SELF_IMPROVE (entry", "tool_calls": [_end("END")]},
     {"contains": "Phase PLAN (entry", "tool_calls": [_create("release")]},
     {"role": "tool", "contains": "created n1", "tool_calls": [_end("DO")]},
-    {"contains": "Phase DO (entry", "tool_calls": [WAIT]},
+    # the node waits for the deploy; DO takes it up again with the event in its input
     {
         "contains": "system event 'deploy'",
         "tool_calls": [_move("n1", "COMPLETE", **COMPLETE), _end("CHECK")],
     },
+    {"contains": "Phase DO (entry", "tool_calls": [WAIT]},
     {
         "contains": "Phase CHECK (entry",
         "tool_calls": [_move("n1", "DONE", conclusion="deployed"), _end("END")],
@@ -64,7 +65,7 @@ def test_an_event_resolves_the_loops_wait_and_drives_the_task_on(tmp_path: Path)
     out = ml("event", "deploy", "--key", "v2", "--payload", '{"env": "prod"}', *c, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
     assert "event deploy (key v2): resolved 1 wait(s)" in out.stdout
-    for line in ("━━ CHECK (entry 3)", "1/1 nodes", f"task {TASK}: done"):
+    for line in ("━━ DO (entry 3)", "━━ CHECK (entry 4)", "1/1 nodes", f"task {TASK}: done"):
         assert line in out.stdout, out.stdout[-3000:]
     assert not read_store(proj, _event_waits)
     st = json.loads(ml("status", TASK, "--json", *c, cwd=tmp_path).stdout)

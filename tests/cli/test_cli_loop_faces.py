@@ -66,8 +66,9 @@ def test_approve_and_ask_show_the_loop_and_the_run_task_hint(tmp_path: Path) -> 
         {"contains": "Phase SELF_IMPROVE (entry", "tool_calls": [_end("END")]},
         {"contains": "Phase PLAN (entry", "tool_calls": [_create("file")]},
         {"role": "tool", "contains": "created n1", "tool_calls": [_end("DO")]},
-        {"contains": "Phase DO (entry", "tool_calls": [WRITE]},
+        # n1 waits for the approval; DO takes it up again and the approved call runs first
         {"contains": "The human approved", "tool_calls": [_move("n1", "COMPLETE", **COMPLETE)]},
+        {"contains": "Phase DO (entry", "tool_calls": [WRITE]},
         {"role": "tool", "contains": "IN_PROGRESS → COMPLETE", "tool_calls": [_end("CHECK")]},
         {
             "contains": "Phase CHECK (entry",
@@ -85,7 +86,8 @@ def test_approve_and_ask_show_the_loop_and_the_run_task_hint(tmp_path: Path) -> 
     [item] = json.loads(ml("questions", "--json", *c, cwd=tmp_path).stdout)
     approved = ml("approve", item["id"], *c, cwd=tmp_path)
     assert approved.returncode == 0, approved.stdout[-3000:] + approved.stderr
-    assert "━━ CHECK (entry 3)" in approved.stdout and "1/1 nodes" in approved.stdout
+    assert "━━ DO (entry 3) · node n1" in approved.stdout
+    assert "━━ CHECK (entry 4)" in approved.stdout and "1/1 nodes" in approved.stdout
     assert f"task {TASK}: done" in approved.stdout and "--dialog" not in approved.stdout
     assert (proj / "out.txt").read_text() == "hi\n"
 
