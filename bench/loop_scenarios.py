@@ -320,7 +320,7 @@ def scenario6(steps: int, result_chars: int) -> dict[str, Any]:
     out["at"] = {str(m): tokens[m - 1] for m in marks}
     work = tokens[marks[0] - 1 : steps]  # from the first mark to the task's last DO step
     out["max_from_first_mark"] = max(work)
-    out["after"] = tokens[steps:]  # CHECK and SELF_IMPROVE, after the work
+    out["after"] = tokens[steps:]  # CHECK and SELF_IMPROVE's review entries, after the work
     out["peak_rss"] = peak_rss_bytes()
     return out
 

@@ -679,8 +679,8 @@ def _print_tokens(s6: dict[str, Any], size: dict[str, Any]) -> None:
         f"   mindloop: B = {mind['budget']:,} tokens of compiled context (window"
         f" {mind['window']:,}) + a system prompt ≤ {mind['system_cap']:,};"
         f" dialog compacted at steps: {compacted};\n"
-        f"   after the work, CHECK and SELF_IMPROVE asked with"
-        f" {' and '.join(f'{t:,}' for t in mind['after_the_work'])} tokens;"
+        f"   after the work, CHECK and SELF_IMPROVE (an entry per batch of the history)"
+        f" asked with {', '.join(f'{t:,}' for t in mind['after_the_work'])} tokens;"
         f" the task took {mind['wall_s']:.1f} s"
     )
     print(
@@ -693,7 +693,7 @@ def _print_tokens(s6: dict[str, Any], size: dict[str, Any]) -> None:
 def _print_overhead(s7: dict[str, Any]) -> None:
     print(
         f"7. loop overhead: {s7['nodes']} nodes planned (one PLAN step), each done (DO) and"
-        " checked (CHECK) in one step, then SELF_IMPROVE; zero-latency mock"
+        " checked (CHECK) in one step, then SELF_IMPROVE (an entry per 40 messages); zero-latency mock"
     )
     print(
         f"   {'own ms/node':>22}  {'CPU ms/node':>20}  {'ms/transition':>18}  {'own µs/step':>22}"

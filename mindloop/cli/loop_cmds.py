@@ -100,21 +100,12 @@ def report_task(report: service.DriveReport, rtws: Path, state: str) -> int:
     (one line each on stderr; the whole error was in the live transcript), what waits on
     the human and how to decide it, the task's line, usage, and the next step. Returns
     the exit code."""
-    from mindloop.cli.chat_cmd import (
-        TASK_STEP_HINT,
-        print_approvals,
-        print_capped,
-        print_failures,
-        print_questions,
-        print_step_limited,
-    )
+    from mindloop.cli.chat_cmd import print_approvals, print_questions
     from mindloop.cli.usage import usage_line
 
     loop = report.loop
     assert loop is not None, "report_task reports a run of a task's loop"
-    print_failures(report)
-    print_capped(report)
-    print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
+    print_stops(report, rtws)
     print_questions(report.questions, rtws)
     print_approvals(report.approvals, rtws)
     print_loop(report, rtws)
@@ -124,6 +115,20 @@ def report_task(report: service.DriveReport, rtws: Path, state: str) -> int:
     if step:
         console.print(escape(step))
     return OUTCOME_EXIT_CODES[report.outcome]
+
+
+def print_stops(report: service.DriveReport, rtws: Path) -> None:
+    """What stopped a task's run short: failed dialogs (a line each), caps, step limits."""
+    from mindloop.cli.chat_cmd import (
+        TASK_STEP_HINT,
+        print_capped,
+        print_failures,
+        print_step_limited,
+    )
+
+    print_failures(report)
+    print_capped(report)
+    print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
 
 
 def print_loop(report: service.DriveReport, rtws: Path) -> None:

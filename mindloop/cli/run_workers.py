@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from mindloop.cli.common import INTERRUPTED_EXIT, OUTCOME_EXIT_CODES, console, print_json
-from mindloop.cli.loop_cmds import GLYPH, progress_bar
+from mindloop.cli.loop_cmds import GLYPH, print_loop, print_stops, progress_bar
 from mindloop.store import DialogRecord, DialogStatus
 
 if TYPE_CHECKING:
@@ -247,22 +247,14 @@ def _drive_report(
 def _report(
     project: service.Project, task: str, wf: Any, view: _Progress, as_json: bool, max_steps: int
 ) -> int:
-    from mindloop.cli.chat_cmd import (
-        TASK_STEP_HINT,
-        print_approvals,
-        print_capped,
-        print_failures,
-        print_questions,
-        print_step_limited,
-        summary,
-    )
+    from mindloop.cli.chat_cmd import print_approvals, print_questions, summary
     from mindloop.store.location import state_location
 
     report = _drive_report(project, task, wf, view, max_steps)
     code = OUTCOME_EXIT_CODES[report.outcome]
     loop = report.loop
     assert loop is not None
-    outcome, reason = str(report.outcome), loop.reason
+    reason = loop.reason
     st = view.status()
     rtws = project.rtws
     if as_json:
@@ -282,20 +274,14 @@ def _report(
             )
         )
         return code
-    print_failures(report)
-    print_capped(report)
-    print_step_limited(report, TASK_STEP_HINT.format(rtws=rtws))
+    print_stops(report, rtws)
     for n in st.nodes:
         console.print(
             f"{'  ' * n.depth}{GLYPH.get(n.status, '?')} {n.id} {n.status} {escape(n.title)}"
         )
     print_questions(st.questions, rtws)
     print_approvals(report.approvals, rtws)
-    color = {"done": "green", "failed": "red", "waiting": "cyan"}.get(outcome, "yellow")
-    console.print(
-        f"[{color}]task {escape(task)}: {loop.outcome}[/]"
-        + (f" — {escape(reason)}" if reason else "")
-    )
+    print_loop(report, rtws)
     console.print(
         f"[dim]on the workers (`mindloop workers`); state in {escape(state_location(rtws))} · "
         f"`mindloop status {task}` shows it[/]"

@@ -138,10 +138,17 @@ class Driver:
         try:
             with self.claims.heartbeat(did):
                 end = await self._steps(live, state, max_steps, result, approved)
+                approved = []  # they ran
                 while segue is not None and end in SEGUE_ENDS:
                     # to observers each segment is a drive of its own (a loop phase's)
                     self._ended(live, result, end)
                     said = True
+                    # a drive's boundary: what was queued meanwhile (a post from another
+                    # process, replies) comes in before the segue looks, as a new drive
+                    # would take it; approved calls stay queued for the next segment
+                    if self.store.undelivered_responses(did):
+                        with self.store.tx(durable=False):
+                            approved = self._take_inbox(live)
                     more = await segue(end, result)
                     if more is None:
                         break
@@ -151,12 +158,15 @@ class Driver:
                     live.history.extend(
                         self.store.messages_after(did, live.record.course, live.history.last_id)
                     )
-                    approved = []
-                    if live.node is not None:  # a node taken up: its news, its approved calls
+                    if approved or live.node is not None:
+                        # the approved calls this segment runs are those of the node it
+                        # works (`LiveDialog.node`, as the segue left it); taken again
+                        # (a held call stays queued until it ran), with the node's news
                         with self.store.tx(durable=False):
                             approved = self._take_inbox(live)
                     self._started(live)
                     end = await self._steps(live, state, more, result, approved)
+                    approved = []
         except ClaimLost as exc:
             # Another process drives it now (this one stalled past the claim's expiry): the
             # turn in hand was rolled back; nothing more is written here.

@@ -269,6 +269,21 @@ class DialogRuntime:
         self.wake.set()
         return stored
 
+    def take_queued(self, dialog_id: str) -> bool:
+        """What waits in the inbox of a dialog no drive holds now (a post or a reply that
+        came in as its last drive ended: `queue_post`) comes into its history, as the next
+        drive would take it; True when anything did. For a caller that must judge the
+        history without driving it (the work loop, before it ends a task)."""
+        if not self.store.undelivered_responses(dialog_id):
+            return False
+        with self.store.tx(durable=False):
+            rec = self.store.get_dialog(dialog_id)
+            if rec.status is DialogStatus.RUNNING:  # a drive holds it: it takes them
+                return False
+            taken = self.tree.take_responses(rec)
+        self.live.evict(dialog_id)
+        return bool(taken)
+
     def answer_question(self, question_id: str, answer: str) -> str:
         """Record the human's answer; the asking dialog becomes drivable. Returns its id."""
         if not answer.strip():

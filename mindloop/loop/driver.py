@@ -298,7 +298,7 @@ class TaskLoop:
         while True:
             if self._plan is not None:  # decided at the end of a drive's last phase
                 plan, self._plan = self._plan, None
-                if await self._act(plan, report):
+                if await self._act(plan, report) and not self._news(report):
                     return
                 continue
             known, self._next = self._next, None
@@ -306,7 +306,7 @@ class TaskLoop:
             state = self._check_stale(state)
             report.phase = state.phase
             if state.in_phase:
-                if await self._drive_phase(state, report):
+                if await self._drive_phase(state, report) and not self._news(report):
                     return
                 continue
             if state.ended is not None and not state.closed:
@@ -322,9 +322,23 @@ class TaskLoop:
                     LoopOutcome.DONE if state.status is ls.LoopStatus.DONE else LoopOutcome.FAILED
                 )
                 report.reason = state.status_reason
+                if not self._news(report):
+                    return
+                continue
+            if await self._route(state, messages, report) and not self._news(report):
                 return
-            if await self._route(state, messages, report):
-                return
+
+    def _news(self, report: LoopReport) -> bool:
+        """The run would end with the task DONE or FAILED: a message that reached the
+        root while its last drive still held it waits in the root's inbox (another
+        process posted it then). Taken into the history now, it is new scope (R0) and the
+        run goes on with it; True then."""
+        if report.outcome not in (LoopOutcome.DONE, LoopOutcome.FAILED):
+            return False
+        if not self.rt.take_queued(self.root):
+            return False
+        report.outcome, report.reason = LoopOutcome.DONE, ""
+        return True
 
     async def _route(
         self, state: ls.LoopState, messages: list[MessageRecord], report: LoopReport

@@ -48,7 +48,8 @@ def test_loop_scenarios_print_their_figures_beside_the_peers(tmp_path: Path) -> 
     assert all(v > 0 for v in mind["at"].values())
     assert mind["max_from_first_mark"] >= mind["at"]["10"]
     assert mind["goal_met"] == (mind["growth"] <= 1.2)
-    assert len(mind["after_the_work"]) == 2  # CHECK and SELF_IMPROVE
+    # CHECK, then SELF_IMPROVE's review: an entry per batch of the history (agent-loop §9.3)
+    assert len(mind["after_the_work"]) >= 2
     assert "6. tokens stay flat: a 24-step task" in text
     assert re.search(r"^ +mindloop +[\d,]+ +[\d,]+ +×\d", text, re.M)
     for key in ("langgraph", "agents"):
@@ -69,8 +70,9 @@ def test_loop_scenarios_print_their_figures_beside_the_peers(tmp_path: Path) -> 
 
     s7 = report["scenarios"]["7"]
     assert s7["nodes"] == 3
-    assert s7["phase_entries"]["median"] == 2 * 3 + 2  # PLAN, DO and CHECK per node, SELF_IMPROVE
-    assert s7["steps"]["median"] == 2 * 3 + 2
+    # PLAN, DO and CHECK per node, then SELF_IMPROVE: an entry per batch of the history
+    assert s7["phase_entries"]["median"] >= 2 * 3 + 2
+    assert s7["steps"]["median"] == s7["phase_entries"]["median"]  # one step each
     for key in ("own_ms_per_node", "cpu_ms_per_node", "transition_ms", "own_us_per_step"):
         assert s7[key]["median"] > 0
     assert s7["commits_per_node"]["median"] >= 1

@@ -588,3 +588,43 @@ async def test_a_node_ended_elsewhere_has_its_side_dialog_stopped_when_the_loop_
     assert rt.store.open_questions() == []
     assert rt.store.get_dialog(q.dialog_id).status == "error"
     await rt.aclose()
+
+
+async def test_a_message_posted_as_the_last_phase_ends_is_taken_as_new_scope(
+    rtws: Path,
+) -> None:
+    """A message that reaches the loop root while its last drive still holds it waits in
+    the root's inbox; the loop takes it before it ends the task, so the run goes on with
+    it (R0: new scope, PLAN) instead of ending DONE with the message never read."""
+    from mindloop.events.types import Event, PhaseEnded
+    from mindloop.loop.driver import TaskLoop
+    from tests.loop.loop_util import WorkScript, runtime, work_phases
+
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    model = WorkScript(
+        [
+            turn(create("a"), end("DO")),
+            turn(complete("n1"), end("CHECK")),
+            turn(verdict("n1"), end("END")),
+            turn(create("b"), end("DO")),  # PLAN for the late message
+            turn(complete("n2"), end("CHECK")),
+            turn(verdict("n2"), end("END")),
+        ]
+    )
+    rt, policies = runtime(rtws, model)
+    loop = TaskLoop(rt, policies, TASK)
+    posted: list[str] = []
+
+    def late(ev: Event) -> None:  # the first review ends: the root's drive still holds it
+        if isinstance(ev, PhaseEnded) and ev.phase == "SELF_IMPROVE" and not posted:
+            posted.append(rt.post_user_message(loop.root, "also do b").data["text"])
+
+    rt.bus.subscribe(late)
+    report = await loop.run("do a")
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert posted == ["also do b"]
+    texts = [m.data.get("text") for m in rt.store.load_history(loop.root) if m.kind == "user"]
+    assert "also do b" in texts
+    assert work_phases(model)[-4:] == ["PLAN", "DO", "CHECK", "SELF_IMPROVE"]
+    assert model.remaining == 0
+    await rt.aclose()
