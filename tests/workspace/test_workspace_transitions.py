@@ -229,30 +229,9 @@ def test_invariant_4_terminal_needs_a_conclusion_and_is_final() -> None:
 
 def test_invariant_5_bench_rules() -> None:
     with pytest.raises(WorkspaceError) as err:
-        apply(
-            tree(),
-            lambda s: s.create_node(
-                parent_id="root",
-                kind=NodeKind.EXECUTION,
-                type=NodeType.BENCH,
-                title="E2E",
-                requirement="r",
-                acceptance_criteria=[CriterionInput("a", "b")],
-            ),
-        )
+        _with_bench(tree(), verify=None)
     assert err.value.code == "BENCH_NEEDS_VERIFY"
-    state = apply(
-        tree(),
-        lambda s: s.create_node(
-            parent_id="root",
-            kind=NodeKind.EXECUTION,
-            type=NodeType.BENCH,
-            title="E2E",
-            requirement="r",
-            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
-            deps=["n2"],
-        ),
-    )
+    state = _with_bench(tree(), deps=["n2"])
     assert state.nodes["n5"].status is S.WAIT  # created waiting for BENCH_READY
     with pytest.raises(WorkspaceError) as err:
         apply(
@@ -421,20 +400,27 @@ def test_only_plan_and_adjust_create_nodes_of_either_kind(kind: NodeKind) -> Non
         assert made.data["by"] in ("PLAN", "ADJUST")
 
 
-def _bench_over_n2() -> WorkspaceState:
-    """tree() with n5, a BENCH over n2, and n2 DONE: conditions 1, 2 and 4 hold."""
-    state = apply(
-        tree(),
+def _with_bench(
+    state: WorkspaceState, *, verify: str | None = "pytest", deps: list[str] | None = None
+) -> WorkspaceState:
+    """`state` with n5, a BENCH "E2E" (its criterion's verify, its deps)."""
+    return apply(
+        state,
         lambda s: s.create_node(
             parent_id="root",
             kind=NodeKind.EXECUTION,
             type=NodeType.BENCH,
             title="E2E",
             requirement="r",
-            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
-            deps=["n2"],
+            acceptance_criteria=[CriterionInput("a", "b", verify=verify)],
+            deps=deps or [],
         ),
     )
+
+
+def _bench_over_n2() -> WorkspaceState:
+    """tree() with n5, a BENCH over n2, and n2 DONE: conditions 1, 2 and 4 hold."""
+    state = _with_bench(tree(), deps=["n2"])
     return done(state, "n2")
 
 
@@ -461,17 +447,7 @@ def test_condition_3_gates_the_bench_transition_when_the_authority_carries_it() 
     assert asked == [["n2"], ["n2"]]
     # condition 1 fails first: the (costly) gate is not asked
     asked.clear()
-    early = apply(
-        tree(),
-        lambda s: s.create_node(
-            parent_id="root",
-            kind=NodeKind.EXECUTION,
-            type=NodeType.BENCH,
-            title="E2E",
-            requirement="r",
-            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
-        ),
-    )
+    early = _with_bench(tree())
     with pytest.raises(WorkspaceError) as err:
         apply(
             early,
@@ -486,18 +462,7 @@ def test_condition_3_gates_the_bench_transition_when_the_authority_carries_it() 
     )
     assert moved.nodes["n5"].status is S.DONE
     # the runtime cannot take a BENCH out of WAIT for work while BENCH_READY fails
-    blocked = apply(
-        tree(),
-        lambda s: s.create_node(
-            parent_id="root",
-            kind=NodeKind.EXECUTION,
-            type=NodeType.BENCH,
-            title="E2E",
-            requirement="r",
-            acceptance_criteria=[CriterionInput("a", "b", verify="pytest")],
-            deps=["n2"],
-        ),
-    )
+    blocked = _with_bench(tree(), deps=["n2"])
     with pytest.raises(WorkspaceError) as err:
         apply(blocked, lambda s: s.transition(node_id="n5", to=S.NEW, reason="x"), RT)
     assert err.value.code == "BENCH_NOT_READY" and "n2" in str(err.value)
