@@ -158,7 +158,9 @@ class Driver:
                     live.history.extend(
                         self.store.messages_after(did, live.record.course, live.history.last_id)
                     )
-                    if approved or live.node is not None:
+                    if approved or (
+                        live.node is not None and self.store.undelivered_responses(did)
+                    ):
                         # the approved calls this segment runs are those of the node it
                         # works (`LiveDialog.node`, as the segue left it); taken again
                         # (a held call stays queued until it ran), with the node's news
