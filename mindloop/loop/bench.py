@@ -15,11 +15,11 @@ from pathlib import Path
 
 from mindloop.workspace.commands import Session
 from mindloop.workspace.models import Node, NodeKind, NodeStatus, NodeType
-from mindloop.workspace.ref import bench_scope, tree_hash, unchanged_since_checks, workspace_ref
+from mindloop.workspace.ref import bench_scope, unchanged_since_checks, workspace_ref
 from mindloop.workspace.state import WorkspaceState
 from mindloop.workspace.transitions import Authority
 
-__all__ = ["bench_candidates", "bench_scope", "ready_benches", "tree_hash", "workspace_ref"]
+__all__ = ["bench_candidates", "ready_benches"]
 
 
 def bench_candidates(state: WorkspaceState) -> list[Node]:

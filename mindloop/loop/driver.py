@@ -315,9 +315,7 @@ class TaskLoop:
             await self.policies.run_summaries(self.rt, self._member())
             if messages is None:
                 messages = phase_ops.phase_messages(self.rt, state)
-            if state.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
-                is_user_input(m) for m in messages
-            ):
+            if _ended(state, messages):
                 report.outcome = (
                     LoopOutcome.DONE if state.status is ls.LoopStatus.DONE else LoopOutcome.FAILED
                 )
@@ -574,9 +572,7 @@ class TaskLoop:
         with self.rt.store.tx(durable=False):
             closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
             self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
-            if closed.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
-                is_user_input(m) for m in messages
-            ):
+            if _ended(closed, messages):
                 self._next = (closed, messages)
                 return None
             plan = self._decide(closed, messages)
@@ -807,6 +803,13 @@ _ENDED_BY = {
     DriveEnd.STEP_LIMIT: ls.EndedBy.STEP_CAP,
     DriveEnd.STOPPED: ls.EndedBy.RUNTIME,
 }
+
+
+def _ended(state: ls.LoopState, messages: list[MessageRecord]) -> bool:
+    """The task is DONE or FAILED and nothing the human said since asks for more."""
+    return state.status in (ls.LoopStatus.DONE, ls.LoopStatus.FAILED) and not any(
+        is_user_input(m) for m in messages
+    )
 
 
 def _replied(messages: list[MessageRecord]) -> bool:

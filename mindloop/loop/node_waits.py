@@ -44,16 +44,15 @@ from dataclasses import dataclass, field
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WAIT_KINDS, OnTimeout, Resolution, WaitKind, WaitOutcome
 from mindloop.dialogs.waits import NodeHook, wait_note
-from mindloop.loop.phase_ops import RUNTIME, one_line_reason
+from mindloop.loop import phase_ops
+from mindloop.loop.phase_ops import one_line_reason
 from mindloop.store import WaitRecord, WaitStatus
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
-from mindloop.workspace import api, repo
-from mindloop.workspace.commands import Session
+from mindloop.workspace import repo
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState
-from mindloop.workspace.transitions import Authority
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +70,6 @@ class Settled:
     resolved: list[str] = field(default_factory=list)
 
 
-def _transition(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str) -> None:
-    """The runtime moves a node (joining the caller's transaction)."""
-
-    def command(s: Session) -> None:
-        s.transition(node_id=node_id, to=to, reason=reason)
-
-    api.execute(rt.store, rt.rtws, task, Authority.runtime(RUNTIME), command)
-
-
 def on_open(rt: DialogRuntime) -> NodeHook:
     """The engine's `Waits.node_opened` hook: the node a wait was opened for, if it is at
     work, moves IN_PROGRESS → WAIT in the registering transaction (agent-loop §5.4)."""
@@ -92,7 +82,7 @@ def on_open(rt: DialogRuntime) -> NodeHook:
             return
         ref = WAIT_KINDS[WaitKind(rec.kind)].ref
         try:
-            _transition(rt, task_path, node.id, NodeStatus.WAIT, f"{ref} {rec.id} registered")
+            phase_ops.move(rt, task_path, node.id, NodeStatus.WAIT, f"{ref} {rec.id} registered")
         except WorkspaceError as exc:  # the wait stays the node's; the entry still ends
             log.warning("node %s could not wait on %s: %s", node.id, rec.id, exc)
 
@@ -185,7 +175,7 @@ def settle(
             if bad is not None:
                 reason = one_line_reason(failure(bad))
                 with rt.store.tx():
-                    _transition(rt, task, node.id, NodeStatus.CHECK_FAILED, reason)
+                    phase_ops.move(rt, task, node.id, NodeStatus.CHECK_FAILED, reason)
                     for w in still:
                         _cancel(rt, w, f"node {node.id} failed: {reason}")
                 out.notes.append(f"node {node.id}: WAIT → CHECK_FAILED ({reason})")
@@ -194,7 +184,7 @@ def settle(
             if still or (node.started and busy):  # more to come; or after the node at work
                 continue
             to = NodeStatus.IN_PROGRESS if node.started else NodeStatus.NEW
-            _transition(rt, task, node.id, to, "its waits are satisfied")
+            phase_ops.move(rt, task, node.id, to, "its waits are satisfied")
         except WorkspaceError as exc:  # moved meanwhile: the next routing looks again
             log.warning("node %s: its closed waits could not move it: %s", node.id, exc)
             continue

@@ -85,7 +85,8 @@ def store_entries(store_of: Callable[[], Store | None]) -> EntryLookup:
     return entry_of
 
 
-def _arguments(raw: str) -> dict[str, Any] | None:
+def call_arguments(raw: str) -> dict[str, Any] | None:
+    """A call's arguments as an object, or None when they are not one."""
     try:
         found = json.loads(raw or "{}")
     except ValueError:
@@ -117,7 +118,7 @@ class PhaseCalls:
     ) -> Refusal | None:
         if name not in self.watched:
             return None
-        args = _arguments(raw_args)
+        args = call_arguments(raw_args)
         if args is None:
             return None
         if name == PHASE_END:

@@ -28,7 +28,6 @@ from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
 from mindloop.loop import review_pass, step_budget
 from mindloop.loop import self_improve as si
-from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
@@ -45,6 +44,7 @@ from mindloop.workspace.context import node_context
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.fields import LIMITS
 from mindloop.workspace.models import MAIN, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.ref import workspace_ref
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
 
@@ -66,9 +66,7 @@ def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
     return repo.load(rt.store, task)
 
 
-def _move(
-    rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str
-) -> WorkspaceState:
+def move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str) -> WorkspaceState:
     """The runtime moves a node (in the caller's transaction; `WorkspaceError` if the
     table or an invariant refuses, with nothing written); the workspace as written."""
 
@@ -139,11 +137,11 @@ def enter_phase(
         if phase is Phase.DO:
             node = current_do_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.NEW:
-                ws = _move(rt, task, node, NodeStatus.IN_PROGRESS, "selected on DO entry")
+                ws = move(rt, task, node, NodeStatus.IN_PROGRESS, "selected on DO entry")
         elif phase is Phase.ADJUST:
             node = adjust_node(ws)
             if node is not None and ws.nodes[node].status is NodeStatus.CHECK_FAILED:
-                ws = _move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
+                ws = move(rt, task, node, NodeStatus.ADJUSTING, "ADJUST starts on the node")
             elif node is None:  # plan mode: the nodes it is for (`loop.plan_mode`)
                 targets = blocked_nodes(ws)
         elif phase is Phase.CHECK:
@@ -274,7 +272,7 @@ def close(
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
-                    _move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+                    move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
         passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:

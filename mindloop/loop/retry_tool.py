@@ -45,7 +45,6 @@ from pydantic import Field
 from mindloop.config.loop_retries import RetriesConfig
 from mindloop.dialogs.wait_kinds import WaitKind, WaitOutcome
 from mindloop.errors import NotFoundError
-from mindloop.loop.bench import workspace_ref
 from mindloop.loop.ladder import TAXONOMY, Exhausted, FailureClass, Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.retries import (
@@ -63,6 +62,7 @@ from mindloop.tools.base import EffectResult, StoreEffect, Tool, ToolContext, To
 from mindloop.tools.registry import ToolArgs
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeType
+from mindloop.workspace.ref import workspace_ref
 
 RETRY_TOOL = "retry_propose"
 RETRY_TOOLSET = "loop_retries"

@@ -36,9 +36,7 @@ is kept by history length).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -46,7 +44,7 @@ from mindloop.config.loop import LoopConfig
 from mindloop.config.loop_check import CheckConfig
 from mindloop.dialogs.policy import Refusal
 from mindloop.loop.ladder import FailureClass, Outcome
-from mindloop.loop.phase_calls import SHELL_TOOLS, EntryLookup
+from mindloop.loop.phase_calls import SHELL_TOOLS, EntryLookup, call_arguments
 from mindloop.loop.phase_texts import INPUT_HEADER
 from mindloop.loop.phases import Phase, ToolClass, tool_class
 from mindloop.loop.retry_tool import L2_ACCEPTED, RETRY_TOOL
@@ -120,14 +118,6 @@ def shell_passed(content: str) -> bool | None:
     return None
 
 
-def _arguments(call: ToolCall) -> dict[str, Any]:
-    try:
-        found = json.loads(call.arguments or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def entry_start(messages: Sequence[ChatMessage]) -> int:
     """Where the current DO entry's messages begin: after its phase input (0: not seen,
     e.g. a history cleared since)."""
@@ -163,7 +153,7 @@ def repair_state(
                 attempts, pending, changed = attempts + 1, None, False
         elif call.name in SHELL_TOOLS:
             passed = shell_passed(msg.content)
-            command = _arguments(call).get(SHELL_TOOLS[call.name])
+            command = (call_arguments(call.arguments) or {}).get(SHELL_TOOLS[call.name])
             if passed is None or not isinstance(command, str):
                 continue
             if not is_check(command):
@@ -230,11 +220,11 @@ class SelfRepair:
         name = call.name
         command: str | None = None
         if name in SHELL_TOOLS:
-            found = _arguments(call).get(SHELL_TOOLS[name])
+            found = (call_arguments(call.arguments) or {}).get(SHELL_TOOLS[name])
             command = found if isinstance(found, str) else None
             what = "a shell command that is not a self-check"
         elif name == TRANSITION:
-            if _arguments(call).get("to") != "COMPLETE":
+            if (call_arguments(call.arguments) or {}).get("to") != "COMPLETE":
                 return None
             what = "COMPLETE (it needs a self-check that passes)"
         elif tool_class(name) is ToolClass.WRITE:

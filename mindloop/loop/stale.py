@@ -5,7 +5,7 @@ and a hash of goals.md and constraints.md) and judges a resume against the task 
 then (`Waits.staleness`). This module is the loop's side of it:
 
 - `workspace_ref_for`: the workspace ref the loop's runtime photographs — the
-  deliverables' ref (`bench.workspace_ref`: git HEAD plus what differs from it, or a tree
+  deliverables' ref (`workspace.ref.workspace_ref`: git HEAD plus what differs from it, or a tree
   hash) for a task with a loop, nothing for other dialogs' tasks (a wait of a free chat
   costs one indexed read, no git call);
 - `resumed`: the loop root's own waits (those that parked it: questions, approvals,
@@ -28,11 +28,11 @@ from mindloop.dialogs.approvals import is_proposal
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.staleness import Staleness, StaleSignal, WorkspaceRef
 from mindloop.i18n import Lang
-from mindloop.loop.bench import workspace_ref
 from mindloop.loop.inputs import tree_text
 from mindloop.store import Store
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
+from mindloop.workspace.ref import workspace_ref
 
 SIGNAL_TEXT: dict[StaleSignal, str] = {
     StaleSignal.WORKSPACE_CHANGED: "the workspace changed (files someone else wrote, or a commit)",

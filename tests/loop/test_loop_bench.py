@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mindloop.loop.bench import ready_benches, workspace_ref
+from mindloop.loop.bench import ready_benches
 from mindloop.workspace.commands import CriterionInput, Session
 from mindloop.workspace.models import NodeKind, NodeStatus, NodeType, SelfCheck
+from mindloop.workspace.ref import workspace_ref
 from mindloop.workspace.state import WorkspaceState
 from mindloop.workspace.transitions import Actor, Authority
 
