@@ -111,8 +111,6 @@ def request(member: str, call: ToolCall, tool: Tool[Any], call_key: str) -> Tool
         f"It has not run. The human decides with `mindloop approve {aid}` or "
         f"`mindloop reject {aid} --reason …`; the outcome comes to you as a note."
     )
-    if tool.approval_text is not None:
-        text = tool.approval_text(aid, text)
     wait = OpenWait(WaitKind.APPROVAL, aid, payload.model_dump(), wait_id=aid)
     return ToolOutput(text, effects=(wait,))
 

@@ -185,6 +185,21 @@ def dbos_config(database_url: str, executor_id: str) -> Any:
     return config
 
 
+async def _queued_inputs(queue: str, workflow: str, *, load_input: bool) -> dict[str, Any]:
+    """The workflows of `workflow` queued or running on `queue` now: dialog -> the input
+    it was enqueued with (when `load_input`; else None). One query."""
+    from dbos import DBOS
+
+    def read() -> list[Any]:
+        return list(
+            DBOS.list_queued_workflows(
+                queue_name=queue, name=workflow, load_input=load_input, load_output=False
+            )
+        )
+
+    return {_dialog_of(w.workflow_id): w.input for w in await _outside_workflow(read)}
+
+
 def _dialog_of(workflow_id: str) -> str:
     """The dialog a workflow's id names (`drive-<dialog id>-<nonce>`, `loop-<root id>-
     <nonce>`)."""
@@ -432,33 +447,13 @@ class Worker:
     async def _queued(self, queue: str, workflow: str) -> set[str]:
         """Dialogs whose drive (or loop) is queued or running now (one query, so that a
         long queue is not enqueued again, deduplicated one by one, at every look)."""
-        from dbos import DBOS
-
-        def read() -> list[Any]:
-            return list(
-                DBOS.list_queued_workflows(
-                    queue_name=queue, name=workflow, load_input=False, load_output=False
-                )
-            )
-
-        return {_dialog_of(w.workflow_id) for w in await _outside_workflow(read)}
+        return set(await _queued_inputs(queue, workflow, load_input=False))
 
     async def _loops(self) -> dict[str, int | None]:
         """The loops queued or running now: loop root -> the step limit each was
         enqueued with (one query, inputs included)."""
-        from dbos import DBOS
-
-        def read() -> list[Any]:
-            return list(
-                DBOS.list_queued_workflows(
-                    queue_name=LOOP_QUEUE, name=LOOP_WORKFLOW, load_input=True, load_output=False
-                )
-            )
-
-        return {
-            _dialog_of(w.workflow_id): input_max_steps(w.input)
-            for w in await _outside_workflow(read)
-        }
+        found = await _queued_inputs(LOOP_QUEUE, LOOP_WORKFLOW, load_input=True)
+        return {root: input_max_steps(given) for root, given in found.items()}
 
     async def enqueue(self, dialog_id: str, max_steps: int | None = None) -> None:
         from dbos import DBOS

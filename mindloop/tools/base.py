@@ -369,10 +369,6 @@ class Tool(Generic[ArgsT]):
     # member's `approval_required`, as the tool's own rule says (e.g. `retry_propose`
     # relaxing an acceptance criterion): None, never.
     asks_approval: Callable[[str], bool] | None = None
-    # The result a call waiting for approval answers, from the approval id and the
-    # engine's wording (`dialogs.approvals.request`), when the tool has its own status
-    # for it (`self_md_patch`: PROPOSED): None, the engine's wording.
-    approval_text: Callable[[str, str], str] | None = None
     # For a change the tool itself proposed for approval (its result registers a
     # `tools.approval.proposal_wait`): carries out the human's decision, when they
     # approve or reject, before the decision is recorded; returns what it did, one line,

@@ -144,11 +144,13 @@ def revert_self_md(rtws: Path, member: str, seq: int, config: SelfMdConfig) -> P
     """A human's `mindloop self revert SEQ`: the new entry, committed like a patch."""
     file = SelfMdFile(rtws, member)
     with file.locked():
-        entry = file.revert_locked(seq)
-        result = PatchResult(
-            result=PatchStatus.APPLIED, history_seq=entry.seq, sha256=entry.new_sha256
-        )
-        _maybe_commit(file, config, result, entry)
+        return _commit_applied(file, config, file.revert_locked(seq))
+
+
+def _commit_applied(file: SelfMdFile, config: SelfMdConfig, entry: HistoryEntry) -> PatchResult:
+    """An entry the human's command applied, committed like a patch; its result."""
+    result = PatchResult(result=PatchStatus.APPLIED, history_seq=entry.seq, sha256=entry.new_sha256)
+    _maybe_commit(file, config, result, entry)
     return result
 
 
@@ -170,10 +172,7 @@ def decide_self_md(
             approval_id, approve=approve, by=by, reason=reason, config=config
         )
         if entry.status == "applied":
-            result = PatchResult(
-                result=PatchStatus.APPLIED, history_seq=entry.seq, sha256=entry.new_sha256
-            )
-            _maybe_commit(file, config, result, entry)
+            _commit_applied(file, config, entry)
     return entry
 
 
