@@ -19,6 +19,10 @@ from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, 
 from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
 from mindloop.providers.base import ChatMessage, UserMessage
 
+# What joins a section's lines. It is text like any other: under a calibrated ratio above
+# 1 one break costs more than one token, so costs count it with the counter.
+BREAK = "\n"
+
 _DATA_FENCE: dict[Lang, str] = {"en": "--- data ---", "zh": "--- 数据 ---"}
 
 
@@ -42,7 +46,7 @@ def section_text(section: Section, lang: Lang = "en") -> str:
         lines.append(fence(lang))
     else:
         lines += [p.text for p in section.parts]
-    return "\n".join(lines)
+    return BREAK.join(lines)
 
 
 def section_messages(section: Section, lang: Lang = "en") -> list[ChatMessage]:
@@ -58,7 +62,7 @@ def base_cost(kind: SectionKind, counter: TokenCounter, lang: Lang = "en") -> in
         return 0
     cost = MESSAGE_OVERHEAD + counter.count(heading(kind, lang))
     if kind is SectionKind.RETRIEVED:
-        cost += 1 + counter.count(fence(lang))
+        cost += counter.count(BREAK) + counter.count(fence(lang))
     return cost
 
 
@@ -66,9 +70,9 @@ def part_cost(kind: SectionKind, part: Part, counter: TokenCounter, lang: Lang =
     """What one part adds to its section (a line break included)."""
     if kind in MESSAGE_SECTIONS:
         return sum(message_tokens(m, counter) for m in part.messages)
-    cost = 1 + counter.count(part.text)
+    cost = counter.count(BREAK) + counter.count(part.text)
     if kind is SectionKind.RETRIEVED:
-        cost += 1 + counter.count(fence(lang))
+        cost += counter.count(BREAK) + counter.count(fence(lang))
     return cost
 
 

@@ -3,7 +3,7 @@ each section's trim rule."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mindloop.config.loop_memory import MemoryConfig
@@ -19,7 +19,7 @@ from mindloop.memory import (
     budgets,
     history_sections,
 )
-from mindloop.memory.render import section_cost
+from mindloop.memory.render import section_cost, section_messages
 from mindloop.memory.tokens import messages_tokens
 from mindloop.providers.base import (
     AssistantMessage,
@@ -325,6 +325,26 @@ def test_when_b_is_below_the_floors_everything_is_cut_under_them_and_logged() ->
 def test_a_calibrated_counter_scales_the_base_count() -> None:
     c = CalibratedCounter(CharCounter(), 1.5)
     assert c.count("x" * 400) == 150
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(TEXT_KINDS),
+    st.lists(st.integers(0, 3000), min_size=1, max_size=6),
+    st.floats(0.25, 4.0),
+)
+@example(SectionKind.INPUT, [1296], 2.0)  # "## Input\n" + 1296 chars: the break costs 2
+def test_a_text_section_never_renders_above_its_cost(
+    kind: SectionKind, sizes: list[int], ratio: float
+) -> None:
+    # The line break between parts is a character like any other: under a calibrated
+    # ratio above 1 it costs more than one token, and the cost must say so.
+    counter = CalibratedCounter(CharCounter(), ratio)
+    section = Section(
+        kind=kind, parts=tuple(Part(id=f"p{i}", text=words(n, i)) for i, n in enumerate(sizes))
+    )
+    sent = section_messages(section)
+    assert messages_tokens(sent, counter) <= section_cost(section, counter)
 
 
 @settings(max_examples=80, deadline=None)
