@@ -69,17 +69,20 @@ class PhaseInput:
     reflections: Sequence[str] = ()  # the node's last retry reflections (agent-loop §8.3)
 
 
-def node_line(state: WorkspaceState, n: Node) -> str:
-    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
+def node_line(state: WorkspaceState, n: Node, *, ready: bool | None = None) -> str:
+    """One node as the tree lists it: id, status, kind/type, title, assignee, deps
+    (`ready`: whether it is, when the caller knows)."""
     kind = n.kind.value if n.kind is NodeKind.PLANNING else n.type.value
-    ready = " ready" if is_ready(state, n) else ""
+    if ready is None:
+        ready = is_ready(state, n)
+    mark = " ready" if ready else ""
     extra = []
     if n.assignee != "MAIN":
         extra.append(n.assignee)
     if n.deps:
         extra.append("deps " + ", ".join(n.deps))
     tail = f" ({'; '.join(extra)})" if extra else ""
-    return f"{n.id} [{n.status.value}{ready}] {kind} {n.title!r}{tail}"
+    return f"{n.id} [{n.status.value}{mark}] {kind} {n.title!r}{tail}"
 
 
 def tree_text(state: WorkspaceState, lang: Lang) -> str:
@@ -211,6 +214,47 @@ def render(inp: PhaseInput) -> str:
     return "\n\n".join(b.text for b in blocks(inp))
 
 
+@dataclass(frozen=True)
+class _Marks:
+    """What splits a posted input of one language into blocks, built once: the headings
+    of the blocks `posted_blocks` keeps (by key) and the regex of the break before one
+    (a blank line, then the heading as a whole line)."""
+
+    heading: dict[str, str]  # the input's headings by key (INPUT_SECTIONS)
+    keys: dict[str, str]  # key by heading, for the blocks kept
+    breaks: re.Pattern[str]
+
+
+_MARKS: dict[Lang, _Marks] = {}
+
+
+def _marks(lang: Lang) -> _Marks:
+    found = _MARKS.get(lang)
+    if found is None:
+        h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+        keys = {h[k]: k for k in INPUT_SECTIONS if k not in ("tree", "last_summary")}
+        keys |= {OFFERED[lang]: "offered", DEAD_KB[lang]: "dead_kb"}
+        assert not any(k.startswith("\n") for k in keys)  # see `_breaks`
+        marks = [re.escape(k) + "(?:\n|$)" for k in keys]
+        found = _MARKS[lang] = _Marks(h, keys, re.compile("\n\n(?=" + "|".join(marks) + ")"))
+    return found
+
+
+def _breaks(text: str, marks: _Marks, heads: Sequence[str]) -> list[int]:
+    """Where each block after the first starts: after every blank line that a kept
+    heading or a target node's head follows. Found as one scan for the headings and
+    one `find` per head: as the alternation of them all would find them (no heading or
+    head starts with a line break, so no two breaks found overlap)."""
+    at = {m.end() for m in marks.breaks.finditer(text)}
+    for head in heads:
+        needle = "\n\n" + head
+        i = text.find(needle)
+        while i >= 0:
+            at.add(i + 2)
+            i = text.find(needle, i + 1)
+    return sorted(at)
+
+
 def posted_blocks(
     text: str,
     lang: Lang,
@@ -228,18 +272,17 @@ def posted_blocks(
     only where it is exactly what `render` wrote from `last_summary`, the tree only at
     the last tree heading before it (a tree's lines never hold one). A heading a model
     wrote into a node's requirement can only split a block in two."""
-    h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+    marks = _marks(lang)
+    h = marks.heading
     if last_summary is not None:
         tail = f"\n\n{h['last_summary']}\n{summary_text(last_summary, lang)}"
         text = text.removesuffix(tail)
     at = text.rfind(f"\n\n{h['tree']}\n")
     if at >= 0:
         text = text[:at]
-    keys = {h[k]: k for k in INPUT_SECTIONS if k not in ("tree", "last_summary")}
-    keys |= {OFFERED[lang]: "offered", DEAD_KB[lang]: "dead_kb"}
+    keys = marks.keys
     heads = {node_head(t, lang): t for t in targets}
-    marks = [re.escape(k) + "(?:\n|$)" for k in keys] + [re.escape(head) for head in heads]
-    starts = [0] + [m.end() for m in re.finditer("\n\n(?=" + "|".join(marks) + ")", text)]
+    starts = [0, *_breaks(text, marks, list(heads))]
     out: list[InputBlock] = []
     for i, start in enumerate(starts):
         chunk = text[start : starts[i + 1] - 2] if i + 1 < len(starts) else text[start:]

@@ -54,8 +54,8 @@ from mindloop.store import loop_state as ls
 from mindloop.store import workspace as ws_rows
 from mindloop.store.messages import message_by_id
 from mindloop.workspace import repo
-from mindloop.workspace.models import Node
-from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.models import ROOT_ID, Node
+from mindloop.workspace.state import WorkspaceState, is_ready
 
 KEPT = 1024  # roots whose entry is remembered (a fixed amount of memory)
 
@@ -92,10 +92,14 @@ class _Entry:
     handed: bool = True  # by this process's loop (else its state is read at each step)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Tree:
+    """A root's tree section as last built (for its key), and each node's part as last
+    built (`NodeParts`: reused while the node is the same value)."""
+
     key: tuple[object, ...]
     section: Section
+    parts: NodeParts
 
 
 class LoopSections:
@@ -118,6 +122,15 @@ class LoopSections:
         self._stamp = stamp or (lambda task: ws_rows.stamp(store, task))
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._trees: dict[str, _Tree] = {}
+        self._memories: dict[str, MemberMemory] = {}  # by member (each keeps its section)
+
+    def _memory(self, member: str) -> MemberMemory:
+        found = self._memories.get(member)
+        if found is None:
+            found = self._memories[member] = MemberMemory(
+                self.rtws, member, min_confidence=self.config.min_confidence
+            )
+        return found
 
     def entered(self, state: ls.LoopState, text: str | None = None) -> None:
         """The loop entered (or resumes) a phase of `state.root_id`: its state, and the
@@ -139,13 +152,11 @@ class LoopSections:
             return None
         self._prepare(live, entry)
         skip, around = self._locate(live.history, entry)
-        memory = MemberMemory(
-            self.rtws, live.member.id, min_confidence=self.config.min_confidence
-        ).section()
+        memory = self._memory(live.member.id).section()
         before, after = around
         parts = (*_some(before), *entry.blocks, *_some(after))
         sections = [
-            Section(kind=SectionKind.INPUT, parts=parts),
+            Section.model_construct(kind=SectionKind.INPUT, parts=parts),
             self._tree(live.id, entry.state, phase),
             memory,
         ]
@@ -236,19 +247,20 @@ class LoopSections:
 
     def _tree(self, root_id: str, state: ls.LoopState, phase: Phase) -> Section:
         """The tree section, built again only when the workspace's stamp moved (or the
-        entry's node or targets did)."""
+        entry's node or targets did); then only the nodes that changed get a new part."""
         stamp = self._stamp(state.task_path)
         focus = (phase, state.node_id, tuple(state.targets))
         held = self._trees.get(root_id)
         if held is not None and held.key == (stamp, *focus):
             return held.section
         ws = repo.load(self.store, state.task_path) if stamp is not None else None
+        parts = held.parts if held is not None else NodeParts()
         if ws is None or not ws.exists:
             section = Section.text(SectionKind.WORKSPACE_TREE, NO_TREE[self.lang], id="tree")
         else:
-            section = tree_section(ws, phase, state.node_id, state.targets, self.lang)
+            section = tree_section(ws, phase, state.node_id, state.targets, self.lang, parts)
         key = (ws.stamp if ws is not None and ws.exists else None, *focus)
-        self._trees[root_id] = _Tree(key, section)
+        self._trees[root_id] = _Tree(key, section, parts)
         return section
 
 
@@ -260,7 +272,7 @@ def _input_part(block: InputBlock, *, lead: bool) -> Part:
     node = block.node
     whole = f'node_get {{"node_id": "{node}"}}' if node is not None else None
     text = "\n" + block.text if lead else block.text
-    return Part(id=node or block.key, text=text, pinned=True, whole=whole)
+    return Part.model_construct(id=node or block.key, text=text, pinned=True, whole=whole)
 
 
 def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | None]:
@@ -279,32 +291,102 @@ def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | No
     return before, part("messages-after", message[at + len(text) :], "\n" + heading + "\n{}")
 
 
+class NodeParts:
+    """Each node's tree part as last built, with what it was built from: the node value
+    (a workspace value loaded from the store is shared and never changed in place, so a
+    node that did not change is the very same object: `repo.load`), its depth, whether
+    it is pinned and whether it was ready. A tree rebuilt after a write builds parts only
+    for the nodes the write changed (or whose readiness or place did)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[Node, int, bool, bool, Part]] = {}
+
+    def part(self, ws: WorkspaceState, n: Node, depth: int, pinned: bool) -> Part:
+        ready = is_ready(ws, n)
+        held = self._held.get(n.id)
+        if (
+            held is not None
+            and held[0] is n
+            and held[1] == depth
+            and held[2] is pinned
+            and held[3] is ready
+        ):
+            return held[4]
+        part = _node_part(ws, n, depth, pinned, ready)
+        self._held[n.id] = (n, depth, pinned, ready, part)
+        return part
+
+
 def tree_section(
     ws: WorkspaceState,
     phase: Phase,
     node: str | None,
     targets: Sequence[str],
     lang: Lang,
+    parts: NodeParts | None = None,
 ) -> Section:
     """The workspace tree (an existing one) as a section: one part per node, indented as
     the input's tree. Pinned (never folded): the current node, its ancestors and deps,
     the nodes to check and their deps, every node not terminal; the others fold to
     `id status title`. In DO with a node: that node and its deps only (agent-loop §7.1's
-    DO override)."""
-    focus = [n for n in (node, *targets) if n is not None and n in ws.nodes]
+    DO override), found without walking the tree. `parts`: the parts built before, to
+    reuse for nodes that did not change."""
+    known = parts if parts is not None else NodeParts()
+    nodes = ws.nodes
+    if phase is Phase.DO and node is not None and node in nodes:
+        keep = _in_walk_order(ws, [node, *nodes[node].deps])
+        out = tuple(known.part(ws, n, 0, True) for n in keep)
+        return Section.model_construct(kind=SectionKind.WORKSPACE_TREE, parts=out)
+    focus = [n for n in (node, *targets) if n is not None and n in nodes]
     related: set[str] = set(focus)
     for nid in focus:
         related |= {a.id for a in ws.ancestors(nid)}
-        related |= set(ws.nodes[nid].deps)
-    if phase is Phase.DO and node is not None and node in ws.nodes:
-        keep = {node, *ws.nodes[node].deps}
-        parts = [_node_part(ws, n, 0, True) for n, _ in ws.walk() if n.id in keep]
-        return Section(kind=SectionKind.WORKSPACE_TREE, parts=tuple(parts))
-    parts = [_node_part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()]
-    return Section(kind=SectionKind.WORKSPACE_TREE, parts=tuple(parts))
+        related |= set(nodes[nid].deps)
+    out = tuple(
+        known.part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()
+    )
+    return Section.model_construct(kind=SectionKind.WORKSPACE_TREE, parts=out)
 
 
-def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool) -> Part:
+def _in_walk_order(ws: WorkspaceState, ids: Sequence[str]) -> list[Node]:
+    """The nodes of `ids` that `ws.walk()` reaches, in its order (pre-order, children in
+    their parent's order), each once: sorted by the path of child positions from the
+    root, so the cost is their depth, not the tree's size."""
+    keyed: dict[str, tuple[tuple[int, ...], Node]] = {}
+    for nid in ids:
+        node = ws.peek(nid)
+        if node is None or nid in keyed:
+            continue
+        path = _path(ws, node)
+        if path is not None:
+            keyed[nid] = (path, node)
+    return [n for _, n in sorted(keyed.values(), key=lambda pn: pn[0])]
+
+
+def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
+    """The node's place in the walk from the root: each ancestor's position among its
+    parent's children, root first (None: the walk never reaches it)."""
+    out: list[int] = []
+    current = node
+    limit = len(ws.nodes)
+    while current.id != ROOT_ID:
+        parent = ws.peek(current.parent_id) if current.parent_id is not None else None
+        if parent is None or len(out) > limit:
+            return None
+        try:
+            out.append(parent.children.index(current.id))
+        except ValueError:
+            return None
+        current = parent
+    out.reverse()
+    return tuple(out)
+
+
+def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool, ready: bool) -> Part:
     indent = "  " * depth + "- "
     folded = None if pinned else f"{indent}{n.id} {n.status.value} {n.title}"
-    return Part(id=n.id, text=indent + node_line(ws, n), pinned=pinned, folded=folded)
+    return Part.model_construct(
+        id=n.id, text=indent + node_line(ws, n, ready=ready), pinned=pinned, folded=folded
+    )

@@ -162,6 +162,20 @@ class MemoryCompiler:
         self.base_counter: TokenCounter = counter or CharCounter(config.chars_per_token)
         self.calibration = calibration or Calibration()
         self.lang: Lang = lang
+        # B and the section budgets by (window, phase): the same for every step of a
+        # phase, so computed once (again if `config` is replaced).
+        self._budgets: dict[tuple[int, str | None], Budgets] = {}
+        self._budgets_of: MemoryConfig = config
+
+    def budgets(self, window: int, phase: str | None) -> Budgets:
+        """`budget.budgets` for this compiler's config, kept by (window, phase)."""
+        if self._budgets_of is not self.config:
+            self._budgets, self._budgets_of = {}, self.config
+        key = (window, phase)
+        found = self._budgets.get(key)
+        if found is None:
+            found = self._budgets[key] = budgets(self.config, window, phase)
+        return found
 
     def counter(self, model: str | None) -> TokenCounter:
         """The base counter scaled by `model`'s learned ratio (fixed for one compile)."""
@@ -184,7 +198,7 @@ class MemoryCompiler:
         counter = self.counter(model)
         lang = self.lang
         cfg = self.config
-        b = budgets(cfg, window, phase)
+        b = self.budgets(window, phase)
         params = TrimParams(
             counter=counter,
             lang=lang,
@@ -201,11 +215,14 @@ class MemoryCompiler:
             by_kind[s.kind] = s
         trims: list[TrimRecord] = []
         compact: list[SectionKind] = []
+        # each section's cost, counted once and again only after a trim changed it
+        costs = {k: section_cost(s, counter, lang) for k, s in by_kind.items()}
 
         def cut(kind: SectionKind, target: int, reason: TrimReason) -> None:
-            section, record = trim(by_kind[kind], target, params, reason)
+            section, record = trim(by_kind[kind], target, params, reason, cost=costs[kind])
             if record is not None:
                 by_kind[kind] = section
+                costs[kind] = record.tokens_after
                 trims.append(record)
 
         for kind in list(by_kind):
@@ -214,7 +231,6 @@ class MemoryCompiler:
             if len(trims) > before:
                 compact.append(kind)
 
-        costs = {k: section_cost(s, counter, lang) for k, s in by_kind.items()}
         total = sum(costs.values())
         if total > b.total:  # reverse priority, down to the floors
             for kind in _REVERSE:
@@ -224,9 +240,8 @@ class MemoryCompiler:
                     continue
                 floor = self._floor(kind, by_kind[kind], b, counter)
                 target = max(floor, costs[kind] - (total - b.total))
-                cut(kind, target, TrimReason.TOTAL)
                 total -= costs[kind]
-                costs[kind] = section_cost(by_kind[kind], counter, lang)
+                cut(kind, target, TrimReason.TOTAL)
                 total += costs[kind]
         if total > b.total:  # B is below the floors: cut under them, logged
             for kind in (*_REVERSE, *_P0_LAST):
@@ -235,9 +250,8 @@ class MemoryCompiler:
                 if kind not in by_kind:
                     continue
                 target = max(0, costs[kind] - (total - b.total))
-                cut(kind, target, TrimReason.FLOOR_BREACHED)
                 total -= costs[kind]
-                costs[kind] = section_cost(by_kind[kind], counter, lang)
+                cut(kind, target, TrimReason.FLOOR_BREACHED)
                 total += costs[kind]
 
         taskdoc_tokens = counter.count(taskdoc) if taskdoc else 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from enum import StrEnum
@@ -83,25 +84,30 @@ class MemberMemory:
     def __init__(self, rtws: Path, member: str, *, min_confidence: float = 0.55) -> None:
         self.path = rtws / ".minds" / "team" / member / "memory.jsonl"
         self.min_confidence = min_confidence
+        self._section: tuple[tuple[MemoryItem, ...], Section] | None = None
 
     def items(self) -> list[MemoryItem]:
         """The items, in the order they were first written. A damaged line is an error
         naming the file and line (nothing is dropped silently). Read again only when the
         file changed (its stat), so a loop asking at each step costs a `stat`."""
+        return list(self._items())
+
+    def _items(self) -> tuple[MemoryItem, ...]:
+        """The items as last read (shared: not to change)."""
         try:
-            st = self.path.stat()
+            st = os.stat(self.path)
         except FileNotFoundError:
-            return []
+            return ()
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         held = _read.get(self.path)
         if held is not None and held[0] == stamp:
-            return list(held[1])
+            return held[1]
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return []
-        items = self._parse(text)
-        _read[self.path] = (stamp, tuple(items))
+            return ()
+        items = tuple(self._parse(text))
+        _read[self.path] = (stamp, items)
         if len(_read) > KEPT:
             del _read[next(iter(_read))]
         return items
@@ -146,6 +152,13 @@ class MemberMemory:
         return MemoryWrite(status=status, item=item)
 
     def section(self) -> Section:
-        """The P1 section: each item scored by its confidence."""
-        parts = tuple(Part(id=i.id, text=f"- {i.text}", score=i.confidence) for i in self.items())
-        return Section(kind=SectionKind.MEMBER_MEMORY, parts=parts)
+        """The P1 section: each item scored by its confidence (built again only when the
+        file was read again)."""
+        items = self._items()
+        held = self._section
+        if held is not None and held[0] is items:
+            return held[1]
+        parts = tuple(Part(id=i.id, text=f"- {i.text}", score=i.confidence) for i in items)
+        section = Section(kind=SectionKind.MEMBER_MEMORY, parts=parts)
+        self._section = (items, section)
+        return section

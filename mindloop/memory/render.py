@@ -77,10 +77,16 @@ def part_cost(kind: SectionKind, part: Part, counter: TokenCounter, lang: Lang =
 
 
 def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:
-    """Tokens the section adds to a request (0 when empty)."""
-    if not section.parts:
+    """Tokens the section adds to a request (0 when empty): `base_cost` plus each part's
+    `part_cost`, with what every part of the kind adds counted once."""
+    parts = section.parts
+    if not parts:
         return 0
     kind = section.kind
-    return base_cost(kind, counter, lang) + sum(
-        part_cost(kind, p, counter, lang) for p in section.parts
-    )
+    if kind in MESSAGE_SECTIONS:
+        return sum(message_tokens(m, counter) for p in parts for m in p.messages)
+    count = counter.count
+    each = count(BREAK)
+    if kind is SectionKind.RETRIEVED:
+        each += count(BREAK) + count(fence(lang))
+    return base_cost(kind, counter, lang) + each * len(parts) + sum(count(p.text) for p in parts)

@@ -130,11 +130,17 @@ class _Work:
 
 
 def trim(
-    section: Section, target: int, params: TrimParams, reason: TrimReason
+    section: Section,
+    target: int,
+    params: TrimParams,
+    reason: TrimReason,
+    *,
+    cost: int | None = None,
 ) -> tuple[Section, TrimRecord | None]:
-    """`section` within `target` tokens by its kind's rule, and what was done."""
+    """`section` within `target` tokens by its kind's rule, and what was done. `cost`:
+    the section's `section_cost` when the caller has it already."""
     counter, lang = params.counter, params.lang
-    before = section_cost(section, counter, lang)
+    before = section_cost(section, counter, lang) if cost is None else cost
     rule = SECTIONS[section.kind].rule
     if before <= target or rule is TrimRule.NEVER:
         return section, None
