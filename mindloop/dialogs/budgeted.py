@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.policy import PolicyError
@@ -50,7 +50,7 @@ from mindloop.memory import (
 )
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
-from mindloop.memory.turns import Turn, history_sections, split_turns
+from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
 from mindloop.providers.base import ChatMessage, GenerationRequest
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
@@ -85,6 +85,7 @@ class _DialogState:
     counted: int = -1  # messages tallied, the last excluded (-1: tally afresh)
     raw_tokens: int = 0  # their tokens (and the summary's) by the base counter
     tried_at: int = -1  # messages when a compaction last changed nothing
+    turns: TurnParts = field(default_factory=TurnParts)  # the last request's turn parts
 
 
 class BudgetedRequests:
@@ -127,6 +128,7 @@ class BudgetedRequests:
         system: str | None = None,
         skip: int | None = None,
         since: int = 0,
+        taskdoc: str | None = None,
     ) -> BudgetedRequest:
         """A request whose messages are compiled within B. `sections` are the policy's
         own (input, last step summary, tree, summaries, memory, retrieved); a history or
@@ -136,7 +138,8 @@ class BudgetedRequests:
         index `since`. `system` replaces the default system prompt
         (persona, rules, Taskdoc), which must then still carry the Taskdoc whole; without
         the Taskdoc it may not pass `loop.memory.system_prompt` tokens
-        (`SystemPromptOverCap`)."""
+        (`SystemPromptOverCap`). `taskdoc`: the effective Taskdoc when the caller has
+        just rendered it (`RequestBuilder.taskdoc`; rendered here otherwise)."""
         member = live.member
         model = parts.model_name(member)
         window = parts.config.model_info(member.id).context_length
@@ -145,12 +148,15 @@ class BudgetedRequests:
         given = {s.kind for s in sections}
         own: list[Section] = []
         if SectionKind.RECENT_HISTORY not in given or SectionKind.TOOL_RESULTS not in given:
-            history, last = self._history(live.history.messages, state.compaction, skip, since)
+            history, last = self._history(
+                live.history.messages, state.compaction, skip, since, state.turns
+            )
             own += [s for s in (history, last) if s.kind not in given]
         if SectionKind.DIALOG_SUMMARY not in given and state.compaction is not None:
             summary = state.compaction.summary_parts(self.compiler.lang)
             own.append(Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(summary)))
-        taskdoc = parts.context.taskdoc(live.record, live.root_member)
+        if taskdoc is None:
+            taskdoc = parts.taskdoc(live)
         compiled = self.compiler.compile(
             [*sections, *own],
             window=window,
@@ -160,7 +166,7 @@ class BudgetedRequests:
             anchor=skip,
         )
         self._maybe_resummarize(live.id, compiled, state.compaction, model)
-        system_text = parts.system_prompt(live) if system is None else system
+        system_text = parts.system_prompt(live, taskdoc=taskdoc) if system is None else system
         self._check_system(system_text, compiled.taskdoc_tokens, model, live)
         messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
         specs = parts.specs(tools)
@@ -226,15 +232,17 @@ class BudgetedRequests:
         compaction: DialogCompaction | None,
         skip: int | None = None,
         since: int = 0,
+        kept: TurnParts | None = None,
     ) -> tuple[Section, Section]:
         """The recent turns and the last step, from the end of the (compacted) dialog,
-        without the message at `skip` and the turns before `since`."""
+        without the message at `skip` and the turns before `since` (`kept`: the parts of
+        the dialog's last request, reused for unchanged turns)."""
         k = self.compiler.config.history_turns
         if compaction is None:
-            return history_sections(messages, k, since, skip=skip)
+            return history_sections(messages, k, since, skip=skip, kept=kept)
         start = max(compaction.upto, since)
         return history_sections(
-            messages, k, start, lambda t: self._folded(t, compaction), skip=skip
+            messages, k, start, lambda t: self._folded(t, compaction), skip=skip, kept=kept
         )
 
     def _folded(self, turn: Turn, c: DialogCompaction) -> Turn:

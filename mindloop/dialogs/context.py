@@ -112,7 +112,19 @@ class ContextBuilder:
             lang=self.lang,
         )
 
-    def system_prompt(self, dialog: DialogRecord, member: MemberConfig, root_member: str) -> str:
+    def system_prompt(
+        self,
+        dialog: DialogRecord,
+        member: MemberConfig,
+        root_member: str,
+        *,
+        taskdoc: str | None = None,
+    ) -> str:
+        """Persona, self.md, the runtime's rules, the roster, the encapsulation and
+        workspace rules, and the effective Taskdoc (`taskdoc`: as the caller just
+        rendered it with `self.taskdoc`, else rendered here)."""
+        if taskdoc is None:
+            taskdoc = self.taskdoc(dialog, root_member)
         parts = [
             self.persona(member),
             self.self_md(member),
@@ -120,6 +132,6 @@ class ContextBuilder:
             self.team_roster(member),
             encapsulation_rules(self.lang),
             self.rules(dialog.task_path) if self.rules is not None else "",
-            self.taskdoc(dialog, root_member),
+            taskdoc,
         ]
         return "\n\n".join(p for p in parts if p)

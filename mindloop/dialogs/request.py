@@ -79,8 +79,15 @@ class RequestBuilder:
     def model_name(self, member: MemberConfig) -> str:
         return self.config.model_info(member.id).name or member.model
 
-    def system_prompt(self, live: LiveDialog) -> str:
-        return self.context.system_prompt(live.record, live.member, live.root_member)
+    def taskdoc(self, live: LiveDialog) -> str:
+        """The effective Taskdoc the system prompt carries (whole)."""
+        return self.context.taskdoc(live.record, live.root_member)
+
+    def system_prompt(self, live: LiveDialog, *, taskdoc: str | None = None) -> str:
+        """`taskdoc`: the dialog's effective Taskdoc when the caller has it (`taskdoc`)."""
+        return self.context.system_prompt(
+            live.record, live.member, live.root_member, taskdoc=taskdoc
+        )
 
     def messages(self, live: LiveDialog) -> list[ChatMessage]:
         return with_reminders(live.history.messages, live.reminders)

@@ -173,7 +173,8 @@ class LoopPolicy(DefaultPolicy):
         summary, the recent turns and the last step's results) when the loop has its
         memory, else the history as it is."""
         member = live.member
-        system = parts.system_prompt(live) + "\n\n" + self._system
+        taskdoc = parts.taskdoc(live)  # rendered once: for the prompt and to measure
+        system = parts.system_prompt(live, taskdoc=taskdoc) + "\n\n" + self._system
         memory = self._memory()
         if memory is not None:
             builder = self._sections()
@@ -187,6 +188,7 @@ class LoopPolicy(DefaultPolicy):
                 sections=own.sections if own is not None else (),
                 skip=own.skip if own is not None else None,
                 since=own.since if own is not None else 0,
+                taskdoc=taskdoc,
             )
             over = out.compiled.taskdoc_over
             if over is not None and self.spec.distills_taskdoc:  # sent whole, but say so

@@ -156,7 +156,7 @@ class LoopSections:
         before, after = around
         parts = (*_some(before), *entry.blocks, *_some(after))
         sections = [
-            Section.model_construct(kind=SectionKind.INPUT, parts=parts),
+            Section(kind=SectionKind.INPUT, parts=parts),
             self._tree(live.id, entry.state, phase),
             memory,
         ]
@@ -272,7 +272,7 @@ def _input_part(block: InputBlock, *, lead: bool) -> Part:
     node = block.node
     whole = f'node_get {{"node_id": "{node}"}}' if node is not None else None
     text = "\n" + block.text if lead else block.text
-    return Part.model_construct(id=node or block.key, text=text, pinned=True, whole=whole)
+    return Part(id=node or block.key, text=text, pinned=True, whole=whole)
 
 
 def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | None]:
@@ -338,7 +338,7 @@ def tree_section(
     if phase is Phase.DO and node is not None and node in nodes:
         keep = _in_walk_order(ws, [node, *nodes[node].deps])
         out = tuple(known.part(ws, n, 0, True) for n in keep)
-        return Section.model_construct(kind=SectionKind.WORKSPACE_TREE, parts=out)
+        return Section(kind=SectionKind.WORKSPACE_TREE, parts=out)
     focus = [n for n in (node, *targets) if n is not None and n in nodes]
     related: set[str] = set(focus)
     for nid in focus:
@@ -347,7 +347,7 @@ def tree_section(
     out = tuple(
         known.part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()
     )
-    return Section.model_construct(kind=SectionKind.WORKSPACE_TREE, parts=out)
+    return Section(kind=SectionKind.WORKSPACE_TREE, parts=out)
 
 
 def _in_walk_order(ws: WorkspaceState, ids: Sequence[str]) -> list[Node]:
@@ -387,6 +387,6 @@ def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
 def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool, ready: bool) -> Part:
     indent = "  " * depth + "- "
     folded = None if pinned else f"{indent}{n.id} {n.status.value} {n.title}"
-    return Part.model_construct(
+    return Part(
         id=n.id, text=indent + node_line(ws, n, ready=ready), pinned=pinned, folded=folded
     )

@@ -77,16 +77,47 @@ def turn_part(turn: Turn, prefix: str = "turn") -> Part:
     return Part(id=f"{prefix}-{turn.start}", messages=turn.messages, at=turn.start)
 
 
+class TurnParts:
+    """The parts of the turns a dialog's last request showed, kept for its next: a turn
+    made of the very same messages (a history's messages are appended, never changed in
+    place) gets the same part back, so a step builds parts only for its new turns."""
+
+    __slots__ = ("_held", "_shown")
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, int], Part] = {}
+        self._shown: dict[tuple[str, int], Part] = {}
+
+    def parts(self, turns: Sequence[Turn], prefix: str) -> tuple[Part, ...]:
+        out = []
+        for turn in turns:
+            key = (prefix, turn.start)
+            held = self._held.get(key)
+            # a tuple compares its items by identity first: the same messages cost no
+            # model comparison
+            if held is None or held.messages != turn.messages:
+                held = turn_part(turn, prefix)
+            out.append(held)
+            self._shown[key] = held
+        return tuple(out)
+
+    def keep(self) -> None:
+        """Keep what this request showed (only that) for the next."""
+        self._held, self._shown = self._shown, {}
+
+
 def history_sections(
     messages: Sequence[ChatMessage],
     turns: int,
     start: int = 0,
     fold: Callable[[Turn], Turn] | None = None,
     skip: int | None = None,
+    kept: TurnParts | None = None,
 ) -> tuple[Section, Section]:
     """(recent history: the `turns` turns before the last step, the last step's calls
     and results) of `messages[start:]` without the message at `skip` (see `tail_turns`),
-    each turn passed through `fold` if given (a compaction's view of old messages)."""
+    each turn passed through `fold` if given (a compaction's view of old messages);
+    `kept`: the parts of the dialog's previous call, reused where a turn is unchanged."""
     all_turns = tail_turns(messages, turns + 1, start, skip)
     if fold is not None:
         all_turns = [fold(t) for t in all_turns]
@@ -95,7 +126,13 @@ def history_sections(
         last = [all_turns.pop()]
     # fewer than `turns` may exist: a negative start would keep only the newest few
     recent = all_turns[max(0, len(all_turns) - turns) :] if turns > 0 else []
+    if kept is None:
+        history = tuple(turn_part(t) for t in recent)
+        step = tuple(turn_part(t, "step") for t in last)
+    else:
+        history, step = kept.parts(recent, "turn"), kept.parts(last, "step")
+        kept.keep()
     return (
-        Section(kind=SectionKind.RECENT_HISTORY, parts=tuple(turn_part(t) for t in recent)),
-        Section(kind=SectionKind.TOOL_RESULTS, parts=tuple(turn_part(t, "step") for t in last)),
+        Section(kind=SectionKind.RECENT_HISTORY, parts=history),
+        Section(kind=SectionKind.TOOL_RESULTS, parts=step),
     )
