@@ -69,20 +69,17 @@ class PhaseInput:
     reflections: Sequence[str] = ()  # the node's last retry reflections (agent-loop §8.3)
 
 
-def node_line(state: WorkspaceState, n: Node, *, ready: bool | None = None) -> str:
-    """One node as the tree lists it: id, status, kind/type, title, assignee, deps
-    (`ready`: whether it is, when the caller knows)."""
+def node_line(state: WorkspaceState, n: Node) -> str:
+    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
     kind = n.kind.value if n.kind is NodeKind.PLANNING else n.type.value
-    if ready is None:
-        ready = is_ready(state, n)
-    mark = " ready" if ready else ""
+    ready = " ready" if is_ready(state, n) else ""
     extra = []
     if n.assignee != "MAIN":
         extra.append(n.assignee)
     if n.deps:
         extra.append("deps " + ", ".join(n.deps))
     tail = f" ({'; '.join(extra)})" if extra else ""
-    return f"{n.id} [{n.status.value}{mark}] {kind} {n.title!r}{tail}"
+    return f"{n.id} [{n.status.value}{ready}] {kind} {n.title!r}{tail}"
 
 
 def tree_text(state: WorkspaceState, lang: Lang) -> str:

@@ -34,7 +34,7 @@ when its stat changed. Dialogs that are not loop roots never get here.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +42,10 @@ from mindloop.config.loop_memory import MemoryConfig
 from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
 from mindloop.i18n import Lang
-from mindloop.loop.inputs import InputBlock, node_line, posted_blocks, summary_text
+from mindloop.loop.inputs import InputBlock, posted_blocks, summary_text
 from mindloop.loop.phase_texts import INPUT_SECTIONS, NO_TREE
 from mindloop.loop.phases import Phase
+from mindloop.loop.request_tree import TreeParts, tree_section
 from mindloop.memory.member import MemberMemory
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.memory.workspace_summary import workspace_summary
@@ -54,8 +55,6 @@ from mindloop.store import loop_state as ls
 from mindloop.store import workspace as ws_rows
 from mindloop.store.messages import message_by_id
 from mindloop.workspace import repo
-from mindloop.workspace.models import ROOT_ID, Node
-from mindloop.workspace.state import WorkspaceState, is_ready
 
 KEPT = 1024  # roots whose entry is remembered (a fixed amount of memory)
 
@@ -94,12 +93,12 @@ class _Entry:
 
 @dataclass
 class _Tree:
-    """A root's tree section as last built (for its key), and each node's part as last
-    built (`NodeParts`: reused while the node is the same value)."""
+    """A root's tree section as last built (for its key), and its whole tree as last
+    built (`TreeParts`: the next one is built from it)."""
 
     key: tuple[object, ...]
     section: Section
-    parts: NodeParts
+    parts: TreeParts
 
 
 class LoopSections:
@@ -254,7 +253,7 @@ class LoopSections:
         if held is not None and held.key == (stamp, *focus):
             return held.section
         ws = repo.load(self.store, state.task_path) if stamp is not None else None
-        parts = held.parts if held is not None else NodeParts()
+        parts = held.parts if held is not None else TreeParts()
         if ws is None or not ws.exists:
             section = Section.text(SectionKind.WORKSPACE_TREE, NO_TREE[self.lang], id="tree")
         else:
@@ -289,104 +288,3 @@ def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | No
 
     before = part("messages-before", message[:at], heading + "\n{}\n")
     return before, part("messages-after", message[at + len(text) :], "\n" + heading + "\n{}")
-
-
-class NodeParts:
-    """Each node's tree part as last built, with what it was built from: the node value
-    (a workspace value loaded from the store is shared and never changed in place, so a
-    node that did not change is the very same object: `repo.load`), its depth, whether
-    it is pinned and whether it was ready. A tree rebuilt after a write builds parts only
-    for the nodes the write changed (or whose readiness or place did)."""
-
-    __slots__ = ("_held",)
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[Node, int, bool, bool, Part]] = {}
-
-    def part(self, ws: WorkspaceState, n: Node, depth: int, pinned: bool) -> Part:
-        ready = is_ready(ws, n)
-        held = self._held.get(n.id)
-        if (
-            held is not None
-            and held[0] is n
-            and held[1] == depth
-            and held[2] is pinned
-            and held[3] is ready
-        ):
-            return held[4]
-        part = _node_part(ws, n, depth, pinned, ready)
-        self._held[n.id] = (n, depth, pinned, ready, part)
-        return part
-
-
-def tree_section(
-    ws: WorkspaceState,
-    phase: Phase,
-    node: str | None,
-    targets: Sequence[str],
-    lang: Lang,
-    parts: NodeParts | None = None,
-) -> Section:
-    """The workspace tree (an existing one) as a section: one part per node, indented as
-    the input's tree. Pinned (never folded): the current node, its ancestors and deps,
-    the nodes to check and their deps, every node not terminal; the others fold to
-    `id status title`. In DO with a node: that node and its deps only (agent-loop §7.1's
-    DO override), found without walking the tree. `parts`: the parts built before, to
-    reuse for nodes that did not change."""
-    known = parts if parts is not None else NodeParts()
-    nodes = ws.nodes
-    if phase is Phase.DO and node is not None and node in nodes:
-        keep = _in_walk_order(ws, [node, *nodes[node].deps])
-        out = tuple(known.part(ws, n, 0, True) for n in keep)
-        return Section(kind=SectionKind.WORKSPACE_TREE, parts=out)
-    focus = [n for n in (node, *targets) if n is not None and n in nodes]
-    related: set[str] = set(focus)
-    for nid in focus:
-        related |= {a.id for a in ws.ancestors(nid)}
-        related |= set(nodes[nid].deps)
-    out = tuple(
-        known.part(ws, n, depth, n.id in related or not n.terminal) for n, depth in ws.walk()
-    )
-    return Section(kind=SectionKind.WORKSPACE_TREE, parts=out)
-
-
-def _in_walk_order(ws: WorkspaceState, ids: Sequence[str]) -> list[Node]:
-    """The nodes of `ids` that `ws.walk()` reaches, in its order (pre-order, children in
-    their parent's order), each once: sorted by the path of child positions from the
-    root, so the cost is their depth, not the tree's size."""
-    keyed: dict[str, tuple[tuple[int, ...], Node]] = {}
-    for nid in ids:
-        node = ws.peek(nid)
-        if node is None or nid in keyed:
-            continue
-        path = _path(ws, node)
-        if path is not None:
-            keyed[nid] = (path, node)
-    return [n for _, n in sorted(keyed.values(), key=lambda pn: pn[0])]
-
-
-def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
-    """The node's place in the walk from the root: each ancestor's position among its
-    parent's children, root first (None: the walk never reaches it)."""
-    out: list[int] = []
-    current = node
-    limit = len(ws.nodes)
-    while current.id != ROOT_ID:
-        parent = ws.peek(current.parent_id) if current.parent_id is not None else None
-        if parent is None or len(out) > limit:
-            return None
-        try:
-            out.append(parent.children.index(current.id))
-        except ValueError:
-            return None
-        current = parent
-    out.reverse()
-    return tuple(out)
-
-
-def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool, ready: bool) -> Part:
-    indent = "  " * depth + "- "
-    folded = None if pinned else f"{indent}{n.id} {n.status.value} {n.title}"
-    return Part(
-        id=n.id, text=indent + node_line(ws, n, ready=ready), pinned=pinned, folded=folded
-    )

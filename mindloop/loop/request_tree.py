@@ -1,0 +1,160 @@
+"""The workspace tree section of a loop root's request (agent-loop §7.1, P4), built at a
+cost that follows what changed, not the tree's size.
+
+`tree_section` is the definition: one part per node in walk order, indented as the
+input's tree; pinned (never folded): the current node, its ancestors and deps, the
+nodes to check and their deps, every node not terminal; the others fold to
+`id status title`. In DO with a node: that node and its deps only (the DO override),
+found by their place in the tree without walking it.
+
+`TreeParts` keeps one root's last whole tree and builds the next from it: a workspace
+value loaded from the store is shared and never changed in place (`repo.load`; a write
+copies the nodes it changes), so a node that did not change is the very same object.
+The next tree finds the nodes that changed by identity, keeps the walk order while no
+node changed its parent, children or deps (and none was added), and builds parts again
+only for the changed nodes, the nodes that depend on them (their readiness) and the
+nodes whose pinning moved with the focus. The result is the same section
+`tree_section` builds from scratch (tests/loop/test_loop_request_tree.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from mindloop.i18n import Lang
+from mindloop.loop.inputs import node_line
+from mindloop.loop.phases import Phase
+from mindloop.memory.sections import Part, Section, SectionKind
+from mindloop.workspace.models import ROOT_ID, Node
+from mindloop.workspace.state import WorkspaceState
+
+_KIND = SectionKind.WORKSPACE_TREE
+
+
+def tree_section(
+    ws: WorkspaceState,
+    phase: Phase,
+    node: str | None,
+    targets: Sequence[str],
+    lang: Lang,
+    parts: TreeParts | None = None,
+) -> Section:
+    """The workspace tree (an existing one) as a section (see the module doc); `parts`:
+    the root's tree as last built, to build this one from."""
+    nodes = ws.view()
+    if phase is Phase.DO and node is not None and node in nodes:
+        keep = _in_walk_order(ws, [node, *nodes[node].deps])
+        return Section(kind=_KIND, parts=tuple(_node_part(ws, n, 0, True) for n in keep))
+    related = _related(ws, [n for n in (node, *targets) if n is not None and n in nodes])
+    if parts is None:
+        parts = TreeParts()
+    return Section(kind=_KIND, parts=parts.whole(ws, related))
+
+
+def _related(ws: WorkspaceState, focus: Sequence[str]) -> frozenset[str]:
+    """The focus nodes, their ancestors and their deps (pinned whatever their status)."""
+    out: set[str] = set(focus)
+    for nid in focus:
+        out |= {a.id for a in ws.ancestors(nid)}
+        found = ws.peek(nid)
+        if found is not None:
+            out |= set(found.deps)
+    return frozenset(out)
+
+
+class TreeParts:
+    """One root's whole tree as last built (see the module doc)."""
+
+    __slots__ = ("_at", "_dependents", "_nodes", "_order", "_parts", "_related")
+
+    def __init__(self) -> None:
+        self._nodes: Mapping[str, Node] | None = None  # the nodes it was built from
+        self._related: frozenset[str] = frozenset()
+        self._order: list[tuple[str, int]] = []  # (node, depth) in walk order
+        self._at: dict[str, int] = {}  # node -> its place in `_order` (None: rebuild)
+        self._dependents: dict[str, list[str]] = {}  # node -> the nodes whose deps name it
+        self._parts: list[Part] = []
+
+    def whole(self, ws: WorkspaceState, related: frozenset[str]) -> tuple[Part, ...]:
+        """Every node's part in walk order, `related` ones pinned."""
+        nodes = ws.view()
+        before = self._nodes
+        if before is None or len(before) != len(nodes) or len(self._at) != len(self._order):
+            return self._build(ws, nodes, related)
+        changed = [k for k, n in nodes.items() if before.get(k) is not n]
+        for k in changed:
+            old, new = before[k], nodes[k]
+            if old.parent_id != new.parent_id or old.children != new.children:
+                return self._build(ws, nodes, related)
+            if old.deps != new.deps:
+                return self._build(ws, nodes, related)
+        todo = set(changed).union(self._related.symmetric_difference(related))
+        for k in changed:
+            todo.update(self._dependents.get(k, ()))
+        order, at, parts = self._order, self._at, self._parts
+        for k in todo:
+            i = at.get(k)
+            if i is not None:
+                n = nodes[k]
+                parts[i] = _node_part(ws, n, order[i][1], k in related or not n.terminal)
+        self._nodes, self._related = dict(nodes), related
+        return tuple(parts)
+
+    def _build(
+        self, ws: WorkspaceState, nodes: Mapping[str, Node], related: frozenset[str]
+    ) -> tuple[Part, ...]:
+        order: list[tuple[str, int]] = []
+        parts: list[Part] = []
+        dependents: dict[str, list[str]] = {}
+        for n, depth in ws.walk():
+            order.append((n.id, depth))
+            parts.append(_node_part(ws, n, depth, n.id in related or not n.terminal))
+        for n in nodes.values():
+            for d in n.deps:
+                dependents.setdefault(d, []).append(n.id)
+        # a copy: what it was built from, whatever becomes of the mapping
+        self._nodes, self._related = dict(nodes), related
+        self._order, self._parts, self._dependents = order, parts, dependents
+        # a node the walk reaches twice (listed by two parents) rebuilds every time
+        self._at = {nid: i for i, (nid, _) in enumerate(order)}
+        return tuple(parts)
+
+
+def _in_walk_order(ws: WorkspaceState, ids: Sequence[str]) -> list[Node]:
+    """The nodes of `ids` that `ws.walk()` reaches, in its order (pre-order, children in
+    their parent's order), each once: sorted by the path of child positions from the
+    root, so the cost is their depth, not the tree's size."""
+    keyed: dict[str, tuple[tuple[int, ...], Node]] = {}
+    for nid in ids:
+        node = ws.peek(nid)
+        if node is None or nid in keyed:
+            continue
+        path = _path(ws, node)
+        if path is not None:
+            keyed[nid] = (path, node)
+    return [n for _, n in sorted(keyed.values(), key=lambda pn: pn[0])]
+
+
+def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
+    """The node's place in the walk from the root: each ancestor's position among its
+    parent's children, root first (None: the walk never reaches it)."""
+    out: list[int] = []
+    current = node
+    limit = len(ws.view())
+    while current.id != ROOT_ID:
+        parent = ws.peek(current.parent_id) if current.parent_id is not None else None
+        if parent is None or len(out) > limit:
+            return None
+        try:
+            out.append(parent.children.index(current.id))
+        except ValueError:
+            return None
+        current = parent
+    out.reverse()
+    return tuple(out)
+
+
+def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool) -> Part:
+    indent = "  " * depth + "- "
+    folded = None if pinned else f"{indent}{n.id} {n.status.value} {n.title}"
+    return Part(id=n.id, text=indent + node_line(ws, n), pinned=pinned, folded=folded)
