@@ -16,7 +16,6 @@ prints its calls and median/mean microseconds over RUNS loops (after a warm-up).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import statistics
 import sys
