@@ -58,6 +58,8 @@ class ContextBuilder:
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
         self._self_md_paths: dict[str, Path] = {}
         self._persona_paths: dict[str, Path] = {}  # (paths built once: read per generation)
+        self._rosters: dict[str, str] = {}  # by member, for `_rosters_of`
+        self._rosters_of = config
 
     def package(self, task_path: str) -> TaskPackage:
         pkg = self._packages.get(task_path)
@@ -93,6 +95,14 @@ class ContextBuilder:
         return rendered
 
     def team_roster(self, member: MemberConfig) -> str:
+        if self._rosters_of is not self.config:  # another config: built again
+            self._rosters, self._rosters_of = {}, self.config
+        found = self._rosters.get(member.id)
+        if found is None:
+            found = self._rosters[member.id] = self._roster(member)
+        return found
+
+    def _roster(self, member: MemberConfig) -> str:
         lines = []
         for mid, m in self.config.team.members.items():
             if mid == member.id or m.hidden:

@@ -48,7 +48,7 @@ from mindloop.loop.phases import Phase
 from mindloop.loop.request_tree import TreeParts, tree_section
 from mindloop.memory.member import MemberMemory
 from mindloop.memory.sections import Part, Section, SectionKind
-from mindloop.memory.workspace_summary import workspace_summary
+from mindloop.memory.workspace_summary import WorkspaceSummary, workspace_summary
 from mindloop.providers.base import UserMessage
 from mindloop.store import Store
 from mindloop.store import loop_state as ls
@@ -122,6 +122,7 @@ class LoopSections:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._trees: dict[str, _Tree] = {}
         self._memories: dict[str, MemberMemory] = {}  # by member (each keeps its section)
+        self._summaries: dict[str, tuple[WorkspaceSummary, Section]] = {}  # by task
 
     def _memory(self, member: str) -> MemberMemory:
         found = self._memories.get(member)
@@ -213,8 +214,16 @@ class LoopSections:
             entry.last_summary = Section.text(SectionKind.LAST_STEP_SUMMARY, text)
         found_summary = workspace_summary(self.store, state.task_path)
         if found_summary is not None:
-            entry.ws_summary = found_summary.section()
+            entry.ws_summary = self._summary_section(state.task_path, found_summary)
         entry.built = True
+
+    def _summary_section(self, task: str, summary: WorkspaceSummary) -> Section:
+        """The summary's section, built again only when the summary changed (it changes
+        on a CHECK pass and a PLAN entry, not at every entry)."""
+        held = self._summaries.get(task)
+        if held is None or held[0] != summary:
+            held = self._summaries[task] = (summary, summary.section())
+        return held[1]
 
     def _locate(
         self, history: History, entry: _Entry

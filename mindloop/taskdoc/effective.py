@@ -40,6 +40,30 @@ class _Entry:
     watch: tuple[str, ...]
     sig: tuple[_Sig, ...]
     text: str
+    # Each watched path's directory, as its index in `watch` (-1: not watched). A path
+    # whose directory is missing is missing too: it needs no `lstat` of its own (the
+    # `bearinmind/` files of a package without one).
+    parents: tuple[int, ...] = ()
+
+    def unchanged(self) -> bool:
+        """Whether every watched path still has its signature (stops at the first
+        that does not)."""
+        now: list[_Sig] = []
+        for path, parent, old in zip(self.watch, self.parents, self.sig, strict=True):
+            sig = None if parent >= 0 and now[parent] is None else _sig(path)
+            if sig != old:
+                return False
+            now.append(sig)
+        return True
+
+
+def _parents(watch: tuple[str, ...]) -> tuple[int, ...]:
+    at = {p: i for i, p in enumerate(watch)}
+    out = []
+    for i, path in enumerate(watch):
+        parent = at.get(os.path.dirname(path), -1)
+        out.append(parent if parent < i else -1)
+    return tuple(out)
 
 
 _cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
@@ -422,7 +446,7 @@ def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> 
     key = (str(pkg.path), variant)
     with _lock:
         entry = _cache.get(key)
-    if entry is not None and tuple(_sig(p) for p in entry.watch) == entry.sig:
+    if entry is not None and entry.unchanged():
         return entry.text
     reconcile_before_read(pkg)
     # Stat before reading: a change racing with the render leaves a stale signature,
@@ -431,7 +455,7 @@ def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> 
     sig = tuple(_sig(p) for p in watch)
     text = render()
     with _lock:
-        _cache[key] = _Entry(watch, sig, text)
+        _cache[key] = _Entry(watch, sig, text, _parents(watch))
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)

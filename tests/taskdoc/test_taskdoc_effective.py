@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +211,16 @@ def test_mindloop_check_reports_layout_violations(tmp_path: Path) -> None:
     assert all(line.startswith("tasks/example.tsk") for line in lines)
     assert "`goals.md` must not appear under any subdirectory" in lines[1]
     assert "ux/goals.md" in lines[1] and "bearinmind/extra.md" in lines[0]
+
+
+def test_cache_sees_bear_in_mind_come_and_go(tmp_path: Path) -> None:
+    """A hit skips the `lstat` of files whose directory is missing; the directory's own
+    signature still sees them arrive, change and go."""
+    pkg = make_package(tmp_path, goals="g")
+    assert "## Bear In Mind" not in render(pkg)
+    write(pkg.path, "bearinmind/runbook.md", "RUN")
+    assert "### runbook.md\nRUN" in render(pkg)
+    write(pkg.path, "bearinmind/runbook.md", "RUN FASTER")
+    assert "### runbook.md\nRUN FASTER" in render(pkg)
+    shutil.rmtree(pkg.path / "bearinmind")
+    assert "## Bear In Mind" not in render(pkg)
