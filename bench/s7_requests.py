@@ -10,7 +10,7 @@ receives as one JSON line (ids that differ between runs — dialog ids, uuids, t
 replaced by stable names in the order they first appear, so two runs of the same code
 diff clean). Run it from each worktree (it imports the mindloop of the current
 directory) and `diff` the two files. `time` wraps `LoopPolicy.compile_request` and
-prints its calls and median/mean microseconds over RUNS loops (after a warm-up).
+prints its calls and median/mean CPU microseconds over RUNS loops (after a warm-up).
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ def timed(nodes: int, runs: int) -> None:
     by_phase: dict[str, list[float]] = {}
 
     def compile_request(self: LoopPolicy, *args: Any, **kw: Any) -> GenerationRequest:
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU of this thread: what a loaded machine hides
         try:
             return real(self, *args, **kw)
         finally:
-            took.append(time.perf_counter() - t0)
+            took.append(time.thread_time() - t0)
             by_phase.setdefault(self.phase.value, []).append(took[-1])
 
     LoopPolicy.compile_request = compile_request  # type: ignore[method-assign]

@@ -142,7 +142,7 @@ class BudgetedRequests:
         just rendered it (`RequestBuilder.taskdoc`; rendered here otherwise)."""
         member = live.member
         model = parts.model_name(member)
-        window = parts.config.model_info(member.id).context_length
+        window = parts.model_info(member).context_length
         state = self._state(live)
         self._maybe_compact(live, state, window, model)
         given = {s.kind for s in sections}

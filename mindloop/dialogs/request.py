@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mindloop.config import Config, MemberConfig
+from mindloop.config import Config, MemberConfig, ModelInfo
 from mindloop.dialogs.context import ContextBuilder
 from mindloop.i18n import Lang
 from mindloop.providers.base import ChatMessage, ToolSpec, UserMessage
@@ -39,6 +39,7 @@ class RequestBuilder:
         self._member_tools: dict[tuple[str, bool], list[Tool]] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._params: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._models: dict[str, ModelInfo] = {}
 
     def member_tools(self, member: MemberConfig, *, is_root: bool) -> list[Tool]:
         """The tools a member's toolsets give it; root-only tools only in a root dialog."""
@@ -76,8 +77,15 @@ class RequestBuilder:
             params = self._params[key] = merged.as_request_params()
         return params
 
+    def model_info(self, member: MemberConfig) -> ModelInfo:
+        """The member's model as the config lists it (its name, context window)."""
+        found = self._models.get(member.id)
+        if found is None:
+            found = self._models[member.id] = self.config.model_info(member.id)
+        return found
+
     def model_name(self, member: MemberConfig) -> str:
-        return self.config.model_info(member.id).name or member.model
+        return self.model_info(member).name or member.model
 
     def taskdoc(self, live: LiveDialog) -> str:
         """The effective Taskdoc the system prompt carries (whole)."""

@@ -225,9 +225,12 @@ class MemoryCompiler:
                 costs[kind] = record.tokens_after
                 trims.append(record)
 
+        own = b.sections
         for kind in list(by_kind):
+            if costs[kind] <= own[kind]:
+                continue  # fits: `trim` would leave it as it is
             before = len(trims)
-            cut(kind, b.sections[kind], TrimReason.OWN_BUDGET)
+            cut(kind, own[kind], TrimReason.OWN_BUDGET)
             if len(trims) > before:
                 compact.append(kind)
 
