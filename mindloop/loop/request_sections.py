@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.dialogs.history import History
@@ -59,12 +60,11 @@ from mindloop.workspace import repo
 KEPT = 1024  # roots whose entry is remembered (a fixed amount of memory)
 
 
-@dataclass(frozen=True)
-class RequestSections:
+class RequestSections(NamedTuple):
     """What a loop root's step adds to its budgeted request: its sections, the index of
     the input's message in the live history (left out of the history, the input shown
     at its place; -1: not in it, shown before every turn), and where the history starts
-    (SELF_IMPROVE: after its input)."""
+    (SELF_IMPROVE: after its input). A tuple: one is built per step."""
 
     sections: tuple[Section, ...]
     skip: int = -1

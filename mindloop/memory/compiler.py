@@ -199,13 +199,6 @@ class MemoryCompiler:
         lang = self.lang
         cfg = self.config
         b = self.budgets(window, phase)
-        params = TrimParams(
-            counter=counter,
-            lang=lang,
-            event_body_tokens=cfg.sections.event_body,
-            tool_result_head=cfg.sections.tool_result_head,
-            tool_result_tail=cfg.sections.tool_result_tail,
-        )
         by_kind: dict[SectionKind, Section] = {}
         for s in sections:
             if s.kind is SectionKind.TASKDOC:
@@ -218,8 +211,20 @@ class MemoryCompiler:
         # each section's cost, counted once and again only after a trim changed it
         costs = {k: section_cost(s, counter, lang) for k, s in by_kind.items()}
 
+        params: list[TrimParams] = []  # made when a section is first cut
+
         def cut(kind: SectionKind, target: int, reason: TrimReason) -> None:
-            section, record = trim(by_kind[kind], target, params, reason, cost=costs[kind])
+            if not params:
+                params.append(
+                    TrimParams(
+                        counter=counter,
+                        lang=lang,
+                        event_body_tokens=cfg.sections.event_body,
+                        tool_result_head=cfg.sections.tool_result_head,
+                        tool_result_tail=cfg.sections.tool_result_tail,
+                    )
+                )
+            section, record = trim(by_kind[kind], target, params[0], reason, cost=costs[kind])
             if record is not None:
                 by_kind[kind] = section
                 costs[kind] = record.tokens_after

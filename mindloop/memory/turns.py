@@ -10,14 +10,13 @@ the "recent history" section.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(NamedTuple):  # (a tuple: a step builds a handful, cheaply)
     start: int  # index of its first message in the list it came from
     messages: tuple[ChatMessage, ...]
 
