@@ -3,10 +3,12 @@ leaves what the model sees byte-identical, and what compiling costs per request.
 
     PYTHONPATH=. python bench/s7_requests.py record NODES OUT.jsonl   # every request sent
     PYTHONPATH=. python bench/s7_requests.py diff A.jsonl B.jsonl     # exit 1 on a difference
+    PYTHONPATH=. python bench/s7_requests.py record6 STEPS CHARS OUT  # scenario 6's instead
     PYTHONPATH=. python bench/s7_requests.py time NODES RUNS          # µs per compile_request
 
 `record` runs one scenario-7 loop of NODES nodes and writes each request the mock
-receives as one JSON line (ids that differ between runs — dialog ids, uuids, times — are
+receives as one JSON line (`record6`: scenario 6's long task, whose requests are
+trimmed and compacted) (ids that differ between runs — dialog ids, uuids, times — are
 replaced by stable names in the order they first appear, so two runs of the same code
 diff clean). Run it from each worktree (it imports the mindloop of the current
 directory) and `diff` the two files. `time` wraps `LoopPolicy.compile_request` and
@@ -46,7 +48,7 @@ def _stable(text: str, names: dict[str, str]) -> str:
     return _VOLATILE.sub(name, text)
 
 
-async def _record(root: Path, nodes: int) -> list[str]:
+async def _record(root: Path, nodes: int, s6: tuple[int, int] | None = None) -> list[str]:
     seen: list[str] = []
     real = L.TimedProvider.stream
 
@@ -57,16 +59,19 @@ async def _record(root: Path, nodes: int) -> list[str]:
 
     L.TimedProvider.stream = stream  # type: ignore[method-assign]
     try:
-        await L._s7_run(root / "run", nodes)
+        if s6 is None:
+            await L._s7_run(root / "run", nodes)
+        else:
+            await L._s6_run(root / "run", *s6)
     finally:
         L.TimedProvider.stream = real  # type: ignore[method-assign]
     names: dict[str, str] = {}
     return [_stable(s, names) for s in seen]
 
 
-def record(nodes: int, out: Path) -> None:
+def record(nodes: int, out: Path, s6: tuple[int, int] | None = None) -> None:
     with scratch_dir() as root:
-        lines = asyncio.run(_record(root, nodes))
+        lines = asyncio.run(_record(root, nodes, s6))
     out.write_text("".join(line + "\n" for line in lines), "utf-8")
     print(f"{len(lines)} requests -> {out}")
 
@@ -133,6 +138,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "record":
         record(int(sys.argv[2]), Path(sys.argv[3]))
+    elif cmd == "record6":  # scenario 6: STEPS RESULT_CHARS OUT (compaction, trims)
+        record(0, Path(sys.argv[4]), (int(sys.argv[2]), int(sys.argv[3])))
     elif cmd == "diff":
         sys.exit(diff(Path(sys.argv[2]), Path(sys.argv[3])))
     elif cmd == "time":
