@@ -27,8 +27,10 @@ Cost per step: the entry's message, input blocks, last summary and workspace sum
 read and built once per entry (the loop hands the entry's state and text over when it
 enters a phase; a root no loop of this process drives has its state read at each step);
 the tree is rebuilt only when the workspace's stamp moved (the stamp the step's system
-prompt read for the workspace rules: no read of its own); the memory file is re-read only
-when its stat changed. Dialogs that are not loop roots never get here.
+prompt read for the workspace rules: no read of its own), and then from the root's last
+tree, building parts only for what changed (`request_tree`); the memory file is re-read
+and its section rebuilt only when its stat changed, and the workspace summary's section
+only when the summary did. Dialogs that are not loop roots never get here.
 """
 
 from __future__ import annotations
