@@ -151,7 +151,8 @@ def settle(
             status = node.status.value if node is not None else "gone"
             _cancel(rt, w, f"node {w.node} is {status}")
             out.moved = True
-    if not any(_own_wait(n) for n in ws.nodes.values()):  # the common case: one pass
+    wait = NodeStatus.WAIT
+    if not any(n.status is wait and _own_wait(n) for n in ws.nodes.values()):  # the common case
         return out
     task, root = state.task_path, state.root_id
     busy = any(

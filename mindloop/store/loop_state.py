@@ -172,9 +172,38 @@ def _hold(store: Store, state: LoopState) -> LoopState:
     return state
 
 
+# A state changed in a transaction and not written yet (`stage`), per store and task.
+_staged: weakref.WeakKeyDictionary[Store, dict[str, LoopState]] = weakref.WeakKeyDictionary()
+
+
+def stage(store: Store, state: LoopState) -> LoopState:
+    """Hold `state` — the task's state as stored (at its version), changed in the
+    caller's transaction — to be written later in that transaction, with what changes
+    next: reads in it (`get`, `by_root`) return it, the task's next `save` (of a state
+    read through them, or made from this one) writes it, and `flush` writes it if no save
+    did before the transaction ends (`discard` when it rolls back). Two writes of the row
+    in one transaction become one."""
+    _staged.setdefault(store, {})[state.task_path] = state
+    return state
+
+
+def flush(store: Store, task_path: str) -> LoopState | None:
+    """Write the task's staged state if no save wrote it yet: the state written."""
+    staged = _staged.get(store, {}).get(task_path)
+    return save(store, staged) if staged is not None else None
+
+
+def discard(store: Store, task_path: str) -> None:
+    """Forget the task's staged state (its transaction rolled back)."""
+    _staged.get(store, {}).pop(task_path, None)
+
+
 def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     if task is None:
         return None
+    staged = _staged.get(store, {}).get(task.task_path)
+    if staged is not None and staged.version == task.version:
+        return staged
     held = _held.get(store, {}).get(task.task_path)
     if held is not None and held.version == task.version and held.updated_at == task.updated_at:
         return held
@@ -262,6 +291,7 @@ def save(store: Store, state: LoopState) -> LoopState:
             )
         cursor = state.model_dump(mode="json", exclude=_NOT_IN_CURSOR)
         Cursors(store).set(task.root_id, CURSOR, cursor)
+    discard(store, state.task_path)  # a staged state is written with this one
     # `state` with the row's new fields: what a read would compose (validated already)
     return _hold(
         store,
