@@ -26,9 +26,12 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindloop.store import schema as t
 from mindloop.store.cursors import Cursors
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 from mindloop.store.tasks import LoopPhase as Phase
 from mindloop.store.tasks import TaskRecord
@@ -202,7 +205,10 @@ def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     if task is None:
         return None
     staged = _staged.get(store, {}).get(task.task_path)
-    if staged is not None and staged.version == task.version:
+    if staged is not None and (staged.version, staged.updated_at) == (
+        task.version,
+        task.updated_at,
+    ):
         return staged
     held = _held.get(store, {}).get(task.task_path)
     if held is not None and held.version == task.version and held.updated_at == task.updated_at:
@@ -259,8 +265,20 @@ def step_limit(store: Store, root_id: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# What identifies the task's row as it stands (see `_held`): read alone when a state is
+# known, so a current one costs two columns, not a whole record.
+_ROW_AT = sa.select(t.tasks.c.version, t.tasks.c.updated_at).where(
+    t.tasks.c.task_path == sa.bindparam("task_path")
+)
+
+
 def get(store: Store, task_path: str) -> LoopState | None:
     """The loop state of a task (None: it has no loop root yet)."""
+    known = _staged.get(store, {}).get(task_path) or _held.get(store, {}).get(task_path)
+    if known is not None:
+        rows = store._rows(_ROW_AT, {"task_path": task_path})
+        if rows and (rows[0][0], rows[0][1]) == (known.version, known.updated_at):
+            return known
     return _of(store, store.task_by_path(task_path))
 
 
@@ -327,3 +345,6 @@ def human_spoke(store: Store, root_id: str) -> None:
         if state is None or (state.drive_steps == 0 and state.drive_cost == 0.0):
             return
         save(store, state.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection
