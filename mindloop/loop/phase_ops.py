@@ -45,7 +45,7 @@ from mindloop.workspace.commands import Session
 from mindloop.workspace.context import node_context
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.fields import LIMITS
-from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.models import MAIN, ROOT_ID, Node, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.ref import workspace_ref
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
@@ -112,18 +112,36 @@ def move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str
 
 def current_do_node(state: WorkspaceState) -> str | None:
     """DO's node: the MAIN node IN_PROGRESS, else the first ready one in tree pre-order."""
-    order = [n for n, _ in state.walk()]
-    for n in order:
-        if (
-            n.kind is NodeKind.EXECUTION
-            and n.assignee == MAIN
-            and n.status is NodeStatus.IN_PROGRESS
-        ):
-            return n.id
-    for n in order:
-        if is_ready(state, n):
-            return n.id
-    return None
+    at_work = [
+        n
+        for n in state.view().values()
+        if n.status is NodeStatus.IN_PROGRESS
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    ]
+    if len(at_work) == 1 and _in_tree(state, at_work[0]):  # the usual case: no walk
+        return at_work[0].id
+    if at_work:
+        ids = {n.id for n in at_work}
+        found = next((n.id for n, _ in state.walk() if n.id in ids), None)
+        if found is not None:
+            return found
+    # the walk stops at the first ready node
+    new = NodeStatus.NEW
+    return next((n.id for n, _ in state.walk() if n.status is new and is_ready(state, n)), None)
+
+
+def _in_tree(state: WorkspaceState, node: Node) -> bool:
+    """`node` is reached by the tree's walk: each node up its parent chain is one of its
+    parent's children, up to the root."""
+    seen: set[str] = set()
+    while node.id != ROOT_ID:
+        parent = state.peek(node.parent_id) if node.parent_id is not None else None
+        if parent is None or node.id in seen or node.id not in parent.children:
+            return False
+        seen.add(node.id)
+        node = parent
+    return True
 
 
 def adjust_node(state: WorkspaceState) -> str | None:
@@ -138,14 +156,19 @@ def adjust_node(state: WorkspaceState) -> str | None:
 
 
 def check_targets(state: WorkspaceState, ready_benches: frozenset[str]) -> list[str]:
-    return [
-        n.id
-        for n, _ in state.walk()
+    """CHECK's nodes, in tree pre-order: every COMPLETE one, and the ready BENCH nodes."""
+    found = [
+        n
+        for n in state.view().values()
         if n.kind is NodeKind.EXECUTION
         and (
             n.status is NodeStatus.COMPLETE or (n.type is NodeType.BENCH and n.id in ready_benches)
         )
     ]
+    if len(found) == 1 and _in_tree(state, found[0]):  # the usual case: no walk
+        return [found[0].id]
+    ids = {n.id for n in found}
+    return [n.id for n, _ in state.walk() if n.id in ids] if ids else []
 
 
 def enter_phase(
