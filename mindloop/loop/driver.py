@@ -718,8 +718,8 @@ class TaskLoop:
     ) -> tuple[ls.LoopState, list[MessageRecord]]:
         """Close the current phase (`phase_ops.close`, with the drive's `steps` and
         `cost`); the next look routes from the closed state (returned, with the entry's
-        messages). Without `save` (the segue's transaction) the closed state is held
-        (`_pending`) and written once, with what follows it."""
+        messages). Without `save` (the segue's transaction) the closed state is staged
+        (`loop_state.stage`) and written once, with what follows it (`_flush`)."""
         closed, messages = phase_ops.close(
             self.rt, state, end, steps=steps, cost=cost, save=save, hand=hand
         )

@@ -185,8 +185,9 @@ def enter_phase(
 ) -> tuple[ls.LoopState, str]:
     """Enter `phase` (one lazy transaction); the new state and the input posted. `held`:
     the caller's drive holds the root and answers the input itself (not marked to drive).
-    `hand`: what the caller's transaction read already (the workspace as entered is left
-    in it). `state` may be staged (`close(save=False)`): it is written with the entry."""
+    `hand`: what the caller's transaction read already (the workspace is left in it
+    unless the entry moved a node). `state` may be staged (`close(save=False)`): it is
+    written with the entry."""
     task = state.task_path
     store = rt.store
     with store.tx(durable=False):
@@ -332,8 +333,8 @@ def close(
     a CHECK entry records the refs its nodes passed at. The closed state, and the
     entry's messages (read for the count).
 
-    `hand`: what the caller's transaction read already (the workspace as closed is left
-    in it). Without `save`, the closed state is staged (`loop_state.stage`): written with
+    `hand`: what the caller's transaction read already (the workspace is left in it
+    unless the close wrote it). Without `save`, the closed state is staged (`loop_state.stage`): written with
     the next save of the task in the caller's transaction (the next entry's), or by its
     `loop_state.flush`."""
     store = rt.store
