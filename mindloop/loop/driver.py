@@ -59,7 +59,7 @@ from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
-from mindloop.loop.routing import HINT_ILLEGAL, Decision, NodeTally, Target, route
+from mindloop.loop.routing import HINT_ILLEGAL, Decision, NodeTally, Target, count_nodes, route
 from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
@@ -360,18 +360,23 @@ class TaskLoop:
         ws = hand.workspace if hand is not None and hand.workspace is not None else None
         if ws is None:
             ws = repo.load(rt.store, self.task)
+        nodes = count_nodes(ws)  # one pass over the nodes serves settle, dispatch, routing
         # a note to the root says which side dialogs were stopped
         waits = phase_ops.cancel_abandoned(rt, ws, rt.store.open_waits(self.root))
-        settled = node_waits.settle(rt, state, ws, waits)  # nodes whose waits closed move on
+        # nodes whose waits closed move on
+        settled = node_waits.settle(rt, state, ws, waits, nodes)
         if settled.moved:
             ws = repo.load(rt.store, self.task)
+            nodes = count_nodes(ws)
             self._notes += settled.notes
             self._resolved += settled.resolved
-        dispatched = phase_ops.dispatch_ready(rt, state, ws)
+        dispatched = phase_ops.dispatch_ready(rt, state, ws, nodes)
         # one load (and one read of the waits) serves both, unless nodes moved since
-        fresh = dispatched or settled.moved
         ref = hand.ref if hand is not None else None
-        gathered = gather(rt, state, messages, *((None, None) if fresh else (ws, waits)), ref=ref)
+        if dispatched or settled.moved:
+            gathered = gather(rt, state, messages, ref=ref)
+        else:
+            gathered = gather(rt, state, messages, ws, waits, nodes=nodes, ref=ref)
         if hand is not None:
             hand.workspace = gathered.facts.workspace
         decision = route(gathered.facts)

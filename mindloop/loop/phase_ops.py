@@ -35,7 +35,13 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
-from mindloop.loop.routing import HINT_ILLEGAL, blocked_nodes
+from mindloop.loop.routing import (
+    HINT_ILLEGAL,
+    NodeTally,
+    blocked_nodes,
+    count_nodes,
+    dispatchable,
+)
 from mindloop.memory import workspace_summary as wsum
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
@@ -467,18 +473,20 @@ def cancel_abandoned(
 
 
 def dispatch_ready(
-    rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState | None = None
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    ws: WorkspaceState | None = None,
+    nodes: NodeTally | None = None,
 ) -> list[str]:
     """Dispatch every NEW member node whose deps are all DONE (the runtime's NEW → WAIT,
     agent-loop §5.4), each in one transaction with its detached side dialog. `ws`: the
-    workspace as just loaded, if the caller has it."""
+    workspace as just loaded, if the caller has it, and `nodes` its `count_nodes`."""
     if ws is None:
-        ws = _workspace(rt, state.task_path)
-    new = NodeStatus.NEW
-    ready = {n.id for n in ws.nodes.values() if n.status is new and _dispatchable(ws, n)}
+        ws, nodes = _workspace(rt, state.task_path), None
     out: list[str] = []
-    if not ready:  # the common case: one pass over the nodes, no walk
+    if not (nodes or count_nodes(ws)).dispatchable:  # the common case: no walk
         return out
+    ready = {n.id for n in ws.view().values() if n.status is NodeStatus.NEW and dispatchable(ws, n)}
     for node in [n for n, _ in ws.walk() if n.id in ready]:  # in tree order
         assert node.member is not None
         with contextlib.suppress(WorkspaceError):
@@ -487,17 +495,6 @@ def dispatch_ready(
     if out:
         rt.wake.set()
     return out
-
-
-def _dispatchable(ws: WorkspaceState, node: Node) -> bool:
-    """A NEW member node whose deps are all DONE (the runtime dispatches it)."""
-    return (
-        node.kind is NodeKind.EXECUTION
-        and node.type is NodeType.TASK
-        and node.status is NodeStatus.NEW
-        and node.member is not None
-        and all(ws.nodes[d].status is NodeStatus.DONE for d in node.deps if d in ws.nodes)
-    )
 
 
 def _dispatch(rt: DialogRuntime, state: ls.LoopState, node_id: str, member: str, v: int) -> None:

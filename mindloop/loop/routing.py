@@ -66,13 +66,41 @@ class NodeTally:
     main_ready: bool = False  # a MAIN node ready (`state.is_ready`)
     blocked: bool = False  # a NEW node blocked only by FAILED or CANCELLED deps (R5)
     benches_waiting: tuple[str, ...] = ()  # BENCH nodes in WAIT
+    # what routing does on the way (`TaskLoop._decide`): a MAIN node waits on its own
+    # waits (`node_waits.settle`), a member node is to dispatch (`phase_ops.dispatch_ready`)
+    own_waiting: bool = False
+    dispatchable: bool = False
+
+
+def own_wait(n: Node) -> bool:
+    """A MAIN node that waits and is no dispatch's (nor a BENCH waiting to be ready): its
+    waits are its own (`node_waits`)."""
+    return (
+        n.status is NodeStatus.WAIT
+        and n.dispatch is None
+        and n.type is NodeType.TASK
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    )
+
+
+def dispatchable(state: WorkspaceState, node: Node) -> bool:
+    """A NEW member node whose deps are all DONE: the runtime dispatches it (NEW → WAIT,
+    agent-loop §5.4)."""
+    return (
+        node.kind is NodeKind.EXECUTION
+        and node.type is NodeType.TASK
+        and node.status is NodeStatus.NEW
+        and node.member is not None
+        and all(d.status is NodeStatus.DONE for d in map(state.peek, node.deps) if d is not None)
+    )
 
 
 def count_nodes(state: WorkspaceState) -> NodeTally:
     """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
     NEW nodes)."""
     total = terminal = waiting = 0
-    check_failed = complete = at_work = ready = blocked = False
+    check_failed = complete = at_work = ready = blocked = own = member = False
     benches: list[str] = []
     peek = state.peek
     for n in state.view().values():  # read, none copied
@@ -86,13 +114,18 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
             waiting += 1
             if n.type is NodeType.BENCH:
                 benches.append(n.id)
+            own = own or own_wait(n)
         elif status is NodeStatus.CHECK_FAILED or status is NodeStatus.ADJUSTING:
             check_failed = True
         elif status is NodeStatus.COMPLETE:
             complete = True
         elif status is NodeStatus.IN_PROGRESS:
             at_work = at_work or n.assignee == MAIN
-        elif status is NodeStatus.NEW and (ready is False or blocked is False):
+        elif status is NodeStatus.NEW:
+            if n.member is not None and not member:
+                member = dispatchable(state, n)
+            if ready and blocked:
+                continue
             deps = [d for d in map(peek, n.deps) if d is not None]
             open_ = [d for d in deps if d.status is not NodeStatus.DONE]
             if not open_:
@@ -100,7 +133,17 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
             elif all(d.status in _FAILED_DEPS for d in open_):
                 blocked = True
     return NodeTally(
-        total, terminal, waiting, check_failed, complete, at_work, ready, blocked, tuple(benches)
+        total,
+        terminal,
+        waiting,
+        check_failed,
+        complete,
+        at_work,
+        ready,
+        blocked,
+        tuple(benches),
+        own,
+        member,
     )
 
 

@@ -221,6 +221,19 @@ def test_the_one_pass_tally_says_what_each_rule_asks_node_by_node(f: RouteFacts)
     assert set(t.benches_waiting) == {
         x.id for x in execution if x.type is NodeType.BENCH and x.status is S.WAIT
     }
+    # what routing does on the way: a MAIN node waiting on its own waits, a member node
+    # whose deps are done (dispatched)
+    assert t.own_waiting == any(
+        x.status is S.WAIT and x.dispatch is None and x.type is NodeType.TASK and x.assignee == MAIN
+        for x in execution
+    )
+    assert t.dispatchable == any(
+        x.status is S.NEW
+        and x.type is NodeType.TASK
+        and x.member is not None
+        and all(state.nodes[d].status is S.DONE for d in x.deps if d in state.nodes)
+        for x in execution
+    )
     # the facts count it once, and a tally handed in is the one the rules read
     assert f.tally() is f.tally()
     assert route(RouteFacts(**{**f.__dict__, "nodes": t})) == route(f)
