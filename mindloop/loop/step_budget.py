@@ -42,7 +42,7 @@ def entry_limit(
         return left, why
     if ws is None:
         ws = repo.load(rt.store, state.task_path)
-    node = ws.nodes.get(state.node_id)
+    node = ws.peek(state.node_id)
     if node is None:
         return left, why
     used = node.steps_used + state.entry_steps
@@ -74,7 +74,7 @@ def count(
         return ws
     if ws is None:
         ws = repo.load(rt.store, state.task_path)
-    node = ws.nodes.get(node_id)
+    node = ws.peek(node_id)
     if node is None or node.terminal:
         return ws
 
