@@ -610,7 +610,7 @@ class TaskLoop:
         it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
         written once: the closed state is staged, and written with the entry (`_flush`
         writes it when none follows)."""
-        hand = phase_ops.InHand(self.rt.rtws, course=self._course())
+        hand = phase_ops.InHand(self.rt.rtws, course=self._course(), member=self._member())
         steps, cost = result.segment_steps, result.segment_cost
         closed, messages = self._close(state, end, steps, cost, hand=hand, save=False)
         self._seg_stop, self._next = False, None  # closed: the control loop routes, unless

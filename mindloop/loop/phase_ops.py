@@ -67,13 +67,14 @@ RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
 class InHand:
     """What one transition has read already — the phase closed, the route decided and the
     next phase entered in one transaction (`TaskLoop._segue`) — handed on instead of read
-    again: the workspace as last read or written, the loop root's course, the workspace
-    ref. Valid only inside that transaction (it holds the write lock: nothing else moves
+    again: the workspace as last read or written, the loop root's course and member, the
+    workspace ref. Valid only inside that transaction (it holds the write lock: nothing else moves
     what was read, and nothing in it writes the deliverables the ref hashes)."""
 
     rtws: Path
     workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
     course: int | None = None
+    member: str | None = None
     _ref: str | None = None
 
     def ref(self) -> str:
@@ -223,7 +224,9 @@ def enter_phase(
             until = review_pass.pass_end(state)  # the history as the pass began
             batch, after = si.next_batch(store, state.root_id, cursor, limit, until=until)
             batch_end = after.model_dump()
-            member = store.get_dialog(state.root_id).member
+            member = hand.member if hand is not None else None
+            if member is None:
+                member = store.get_dialog(state.root_id).member
             dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
         reflections: list[str] = []
         if node is not None:  # the node's last reflections (agent-loop §8.3)
