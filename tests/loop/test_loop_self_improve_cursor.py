@@ -82,7 +82,7 @@ async def test_a_batch_counts_a_tool_call_as_part_of_its_assistant_message(rtws:
     # assistant message, read with its three calls
     assert [sum(k != "tool_call" for k in b) for b in batches] == [5, 5, 5, 1]
     assert batches[0] == [*whole, "assistant", *["tool_call"] * 3]
-    assert sum(batches, []) == whole * 4
+    assert [k for b in batches for k in b] == whole * 4
     await rt.aclose()
 
 
