@@ -70,3 +70,32 @@ def estimate_tokens(chars: int) -> int:
     """The mock provider's estimate of input tokens (characters / 4, rounded up), which
     the peers' fake models report too, so the figures compare."""
     return (chars + 3) // 4
+
+
+# Scenario 7 (loop overhead) on the peers: the same task shape as mindloop's — one PLAN
+# call creating N items, then per item one DO call completing it and one CHECK call
+# passing it — written the way each framework's users write a plan/do/check loop. The
+# scripted model reads the phase from the last user input and calls that phase's tool.
+LOOP_PLAN = "PLAN"
+LOOP_DO = "DO"
+LOOP_CHECK = "CHECK"
+LOOP_PROMPT = "You are Dev. Work through the task's items: plan, do, check."
+
+
+def loop_input(phase: str, item: str | None = None, nodes: int = 0) -> str:
+    """The user input that starts one phase call."""
+    if phase == LOOP_PLAN:
+        return f"{LOOP_PLAN}: split the task into {nodes} items"
+    return f"{phase}: item {item}"
+
+
+def loop_calls(text: str) -> list[tuple[str, dict[str, str]]]:
+    """What the scripted model calls for the phase input `text`: (tool, arguments)."""
+    phase, _, rest = text.partition(": ")
+    if phase == LOOP_PLAN:
+        nodes = int(rest.split()[4])
+        return [("todo_create", {"title": f"Item {k:04d}"}) for k in range(1, nodes + 1)]
+    item = rest.removeprefix("item ")
+    if phase == LOOP_DO:
+        return [("todo_complete", {"item": item})]
+    return [("todo_done", {"item": item})]

@@ -1,6 +1,7 @@
 """Scenarios 1 and 6 on the OpenAI Agents SDK: `Runner` with a file-backed `SQLiteSession`,
 and the same agent's input tokens over a long run (scenario 6, full history: what the
-runner sends by default).
+runner sends by default); scenario 7 as three agents (plan, do, check) run in turn on one
+session by a loop in Python, the way the SDK's users orchestrate phases.
 
 The session is the SDK's own SQLite store (WAL; SQLite's default synchronous=FULL), so
 every item the run saves is committed durably. The model is a zero-latency `Model`
@@ -13,6 +14,7 @@ mindloop's). Tracing is disabled so nothing leaves the machine.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +24,10 @@ from bench.common import (
     DEFAULT_RESULT_CHARS,
     DEFAULT_TOOL_CALLS,
     FINAL_TEXT,
+    LOOP_CHECK,
+    LOOP_DO,
+    LOOP_PLAN,
+    LOOP_PROMPT,
     PROBE_DESCRIPTION,
     PROBE_TOOL,
     START_TEXT,
@@ -29,6 +35,8 @@ from bench.common import (
     TOOL_NAME,
     estimate_tokens,
     history_texts,
+    loop_calls,
+    loop_input,
     probe_result_text,
     tool_result_text,
 )
@@ -175,6 +183,127 @@ def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
                 raise RuntimeError(f"Agents SDK run ended with {result.final_output!r}")
             if i:
                 samples.append({"us_per_step": elapsed / (DEFAULT_TOOL_CALLS + 1) * 1e6})
+        return samples
+
+    return asyncio.run(main())
+
+
+# ---------------------------------------------------------------------- scenario 7
+
+if AVAILABLE:
+
+    class LoopModel(Model):
+        """Calls the tools the phase input asks for (`bench.common.loop_calls`); the time
+        spent in `get_response` is the model's share of a run."""
+
+        def __init__(self) -> None:
+            self.seconds = 0.0
+            self.calls = 0
+
+        async def get_response(  # type: ignore[override]
+            self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            t0 = time.perf_counter()
+            self.calls += 1
+            if isinstance(input, str):
+                text = input
+            else:
+                text = next(
+                    _get(i, "content") for i in reversed(input) if _get(i, "role") == "user"
+                )
+            output = [
+                ResponseFunctionToolCall(
+                    arguments=json.dumps(args),
+                    call_id=f"call_{self.calls}_{k}",
+                    name=name,
+                    type="function_call",
+                    id=f"fc_{self.calls}_{k}",
+                    status="completed",
+                )
+                for k, (name, args) in enumerate(loop_calls(str(text)))
+            ]
+            usage = Usage(requests=1, input_tokens=100, output_tokens=10, total_tokens=110)
+            response = ModelResponse(output=list(output), usage=usage, response_id=None)
+            self.seconds += time.perf_counter() - t0
+            return response
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+            raise NotImplementedError("the benchmark runs the SDK without streaming")
+
+
+async def _loop_once(nodes: int, session: Any, model: Any) -> int:
+    """One loop: the planner creates the items, then the doer and the checker take each
+    pending one in turn; every phase is one `Runner.run` (one model call: each agent
+    stops on its tool's output) on the shared session. Returns the items done."""
+    todos: dict[str, str] = {}
+
+    def todo_create(title: str) -> str:
+        """Create an item."""
+        item = f"n{len(todos) + 1}"
+        todos[item] = "PENDING"
+        return f"created {item}: {title}"
+
+    def todo_complete(item: str) -> str:
+        """Mark an item complete."""
+        todos[item] = "COMPLETE"
+        return f"{item} complete"
+
+    def todo_done(item: str) -> str:
+        """Mark an item done."""
+        todos[item] = "DONE"
+        return f"{item} done"
+
+    def agent(name: str, tool: Any) -> Any:
+        return Agent(
+            name=name,
+            instructions=LOOP_PROMPT,
+            tools=[function_tool(tool)],
+            model=model,
+            tool_use_behavior="stop_on_first_tool",
+        )
+
+    planner = agent("planner", todo_create)
+    doer = agent("doer", todo_complete)
+    checker = agent("checker", todo_done)
+    run_config = RunConfig(tracing_disabled=True)
+    await Runner.run(
+        planner, loop_input(LOOP_PLAN, nodes=nodes), session=session, run_config=run_config
+    )
+    while (item := next((k for k, v in todos.items() if v == "PENDING"), None)) is not None:
+        await Runner.run(doer, loop_input(LOOP_DO, item), session=session, run_config=run_config)
+        await Runner.run(
+            checker, loop_input(LOOP_CHECK, item), session=session, run_config=run_config
+        )
+    return sum(v == "DONE" for v in todos.values())
+
+
+def run_loop(nodes: int, runs: int, workdir: Path) -> list[dict[str, float]]:
+    """Scenario 7: a warm-up, then `runs` loops of `nodes` items, each on a fresh
+    file-backed session (every item saved durably); the framework's own time (wall minus
+    `get_response`) and CPU time per item. The item list lives in the loop's Python
+    state, as the SDK keeps no state but the session."""
+    db = workdir / "agents-loop.sqlite"
+
+    async def main() -> list[dict[str, float]]:
+        samples = []
+        for i in range(runs + 1):
+            model = LoopModel()
+            session = SQLiteSession(f"loop{i}", db)
+            try:
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                done = await _loop_once(nodes, session, model)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            finally:
+                session.close()
+            if done != nodes:
+                raise RuntimeError(f"Agents SDK loop: {done}/{nodes} items done")
+            if i:
+                samples.append(
+                    {
+                        "own_ms_per_node": (wall - model.seconds) / nodes * 1e3,
+                        "cpu_ms_per_node": cpu / nodes * 1e3,
+                    }
+                )
         return samples
 
     return asyncio.run(main())

@@ -1,6 +1,6 @@
 """Scenarios 1 and 6 on LangGraph: `create_react_agent` with its SQLite checkpointer, and
 the same agent's input tokens over a long run (scenario 6, full history: its normal
-behaviour).
+behaviour); scenario 7 as a `StateGraph` plan → do ⇄ check loop on the same checkpointer.
 
 The graph checkpoints after every super-step (`durability="sync"`: the checkpoint is
 written before the next step starts) to a file database in WAL mode with
@@ -17,12 +17,16 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from bench.common import (
     DEFAULT_RESULT_CHARS,
     DEFAULT_TOOL_CALLS,
     FINAL_TEXT,
+    LOOP_CHECK,
+    LOOP_DO,
+    LOOP_PLAN,
+    LOOP_PROMPT,
     PROBE_DESCRIPTION,
     PROBE_TOOL,
     START_TEXT,
@@ -30,6 +34,8 @@ from bench.common import (
     TOOL_NAME,
     estimate_tokens,
     history_texts,
+    loop_calls,
+    loop_input,
     probe_result_text,
     tool_result_text,
 )
@@ -37,10 +43,19 @@ from bench.common import (
 try:
     from langchain_core.callbacks import CallbackManagerForLLMRun
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import (
+        AIMessage,
+        AnyMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import StructuredTool
     from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
     from langgraph.prebuilt import create_react_agent
     from pydantic import Field
 
@@ -160,6 +175,152 @@ def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
             steps = DEFAULT_TOOL_CALLS + 1
             if i:
                 samples.append({"us_per_step": elapsed / steps * 1e6})
+    finally:
+        conn.close()
+    return samples
+
+
+# ---------------------------------------------------------------------- scenario 7
+
+if AVAILABLE:
+
+    class LoopChatModel(BaseChatModel):
+        """Calls the tools the phase input asks for (`bench.common.loop_calls`); the time
+        spent in `_generate` is the model's share of a run."""
+
+        seconds: float = 0.0
+
+        @property
+        def _llm_type(self) -> str:
+            return "bench-loop"
+
+        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> LoopChatModel:  # type: ignore[override]
+            return self
+
+        def _generate(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None,
+            **kwargs: Any,
+        ) -> ChatResult:
+            t0 = time.perf_counter()
+            text = next(m.content for m in reversed(messages) if isinstance(m, HumanMessage))
+            start = sum(isinstance(m, AIMessage) for m in messages)
+            calls = [
+                {"name": name, "args": args, "id": f"call_{start}_{i}"}
+                for i, (name, args) in enumerate(loop_calls(str(text)))
+            ]
+            reply = AIMessage(
+                content="",
+                tool_calls=calls,
+                usage_metadata={"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+            )
+            result = ChatResult(generations=[ChatGeneration(message=reply)])
+            self.seconds += time.perf_counter() - t0
+            return result
+
+    class LoopState(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+        todos: dict[str, str]  # item id → PENDING | COMPLETE | DONE
+        current: str | None
+        nodes: int
+
+
+def _loop_graph(model: Any, saver: Any) -> Any:
+    """PLAN creates the items; DO completes the next pending one; CHECK passes it; the
+    router goes back to DO while an item is pending. Each phase is one model call whose
+    tool calls run through the tools (validated, as a ToolNode would) and update the
+    state the checkpointer saves."""
+
+    def todo_create(title: str) -> str:
+        return f"created {title}"
+
+    def todo_complete(item: str) -> str:
+        return f"{item} complete"
+
+    def todo_done(item: str) -> str:
+        return f"{item} done"
+
+    tools = {
+        f.__name__: StructuredTool.from_function(f, description=f.__name__.replace("_", " "))
+        for f in (todo_create, todo_complete, todo_done)
+    }
+
+    def call(state: LoopState, text: str) -> tuple[list[AnyMessage], dict[str, str]]:
+        human = HumanMessage(content=text)
+        ai = model.invoke([SystemMessage(content=LOOP_PROMPT), *state["messages"], human])
+        todos = dict(state["todos"])
+        out: list[AnyMessage] = [human, ai]
+        for c in ai.tool_calls:
+            out.append(tools[c["name"]].invoke({**c, "type": "tool_call"}))
+            if c["name"] == "todo_create":
+                todos[f"n{len(todos) + 1}"] = "PENDING"
+            else:
+                todos[c["args"]["item"]] = "COMPLETE" if c["name"] == "todo_complete" else "DONE"
+        return out, todos
+
+    def plan(state: LoopState) -> dict[str, Any]:
+        msgs, todos = call(state, loop_input(LOOP_PLAN, nodes=state["nodes"]))
+        return {"messages": msgs, "todos": todos}
+
+    def do(state: LoopState) -> dict[str, Any]:
+        item = next(k for k, v in state["todos"].items() if v == "PENDING")
+        msgs, todos = call(state, loop_input(LOOP_DO, item))
+        return {"messages": msgs, "todos": todos, "current": item}
+
+    def check(state: LoopState) -> dict[str, Any]:
+        msgs, todos = call(state, loop_input(LOOP_CHECK, state["current"]))
+        return {"messages": msgs, "todos": todos}
+
+    def route(state: LoopState) -> str:
+        return "do" if any(v == "PENDING" for v in state["todos"].values()) else END
+
+    g = StateGraph(LoopState)
+    g.add_node("plan", plan)
+    g.add_node("do", do)
+    g.add_node("check", check)
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "do")
+    g.add_edge("do", "check")
+    g.add_conditional_edges("check", route, ["do", END])
+    return g.compile(checkpointer=saver)
+
+
+def run_loop(nodes: int, runs: int, workdir: Path) -> list[dict[str, float]]:
+    """Scenario 7: a warm-up, then `runs` loops of `nodes` items, each on a fresh thread,
+    checkpointed after every phase (`durability="sync"`, synchronous=FULL); the
+    framework's own time (wall minus `_generate`) and CPU time per item."""
+    conn = sqlite3.connect(str(workdir / "langgraph-loop.sqlite"), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    conn.execute("PRAGMA synchronous=FULL")
+    samples = []
+    try:
+        for i in range(runs + 1):
+            model = LoopChatModel()
+            graph = _loop_graph(model, saver)
+            config: Any = {
+                "configurable": {"thread_id": f"loop{i}"},
+                "recursion_limit": 3 * nodes + 10,
+            }
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            out = graph.invoke(
+                {"messages": [], "todos": {}, "current": None, "nodes": nodes},
+                config,
+                durability="sync",
+            )
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            done = [k for k, v in out["todos"].items() if v == "DONE"]
+            if len(done) != nodes:
+                raise RuntimeError(f"LangGraph loop: {len(done)}/{nodes} items done")
+            if i:
+                samples.append(
+                    {
+                        "own_ms_per_node": (wall - model.seconds) / nodes * 1e3,
+                        "cpu_ms_per_node": cpu / nodes * 1e3,
+                    }
+                )
     finally:
         conn.close()
     return samples

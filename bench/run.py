@@ -133,6 +133,15 @@ def worker(
         out = {"installed": True, "name": peer.NAME, "tokens": tokens}
     elif case == "s7":
         out = loop_scenarios.scenario7(sizes.loop_nodes, runs)
+    elif case.startswith("s7-"):
+        peer = importlib.import_module(PEERS[case.removeprefix("s7-")])
+        if not peer.AVAILABLE:
+            return {"installed": False, "name": peer.NAME}
+        with tempfile.TemporaryDirectory(prefix="mindloop-bench-peer-") as tmp:
+            samples = peer.run_loop(sizes.loop_nodes, runs, Path(tmp))
+        out = {"installed": True, "name": peer.NAME}
+        out["samples"] = {key: [s[key] for s in samples] for key in samples[0]}
+        out["peak_rss"] = peak_rss_bytes()
     elif case.startswith("s4-"):
         peer = importlib.import_module(PEERS[case.removeprefix("s4-")])
         if not peer.AVAILABLE:
@@ -227,7 +236,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     if 6 in selected:
         cases += ["s6", "s6-langgraph", "s6-agents"]
     if 7 in selected:
-        cases.append("s7")
+        cases += ["s7", "s7-langgraph", "s7-agents"]
     raw = {}
     for case in cases:
         print(f"running {case} …", file=sys.stderr, flush=True)
@@ -416,8 +425,30 @@ def build_report(args: argparse.Namespace, collected: dict[str, Any]) -> dict[st
             report["scenarios"]["7"]["strace_fsyncs"] = s7["strace_fsyncs"]
         ms = cols["own_ms_per_node"]["median"]
         report["scenarios"]["7"]["goal_met"] = ms <= NODE_MS
+        report["scenarios"]["7"]["peers"] = _loop_peers(raw, ms)
         target(f"s7 {sizes.loop_nodes} nodes: own ms per node", ms, NODE_MS, ms <= NODE_MS, "ms")
     return report
+
+
+def _loop_peers(raw: dict[str, Any], ms: float) -> dict[str, Any]:
+    """Scenario 7 on each peer: own and CPU ms per item, and the ratio to mindloop's."""
+    out: dict[str, Any] = {}
+    for key in PEERS:
+        peer = raw.get(f"s7-{key}")
+        if peer is None:
+            continue
+        if not peer["installed"]:
+            out[key] = {"name": peer["name"], "installed": False}
+            continue
+        cols = {k: stats(v) for k, v in peer["samples"].items()}
+        out[key] = {
+            "name": peer["name"],
+            "installed": True,
+            **cols,
+            "ratio_to_mindloop": cols["own_ms_per_node"]["median"] / ms,
+            "peak_rss_bytes": peer["peak_rss"],
+        }
+    return out
 
 
 def postgres_report(raw: dict[str, Any], sizes: Sizes, latency_ms: float) -> dict[str, Any]:
@@ -713,7 +744,20 @@ def _print_overhead(s7: dict[str, Any]) -> None:
     )
     if "strace_fsyncs" in s7:
         print(f"   strace: {s7['strace_fsyncs']} fsync/fdatasync calls in the scenario-7 process")
-    print("   peers: not run (LangGraph and the Agents SDK have no PLAN/DO/CHECK loop to compare)")
+    if s7.get("peers"):
+        print(
+            "   the same task shape on the peers (one PLAN call creating the items, then per item"
+            " one DO and one CHECK call; the peers' durable history only):"
+        )
+        for peer in s7["peers"].values():
+            if not peer["installed"]:
+                print(f"   {peer['name']:>18}  {NOT_INSTALLED}")
+                continue
+            print(
+                f"   {peer['name']:>18}  own ms/node {_mm(peer['own_ms_per_node'], '{:.1f}')}"
+                f"  CPU ms/node {_mm(peer['cpu_ms_per_node'], '{:.1f}')}"
+                f"  ×{peer['ratio_to_mindloop']:.2f} of mindloop's"
+            )
     ms = s7["own_ms_per_node"]["median"]
     print(
         f"   goal: ≤ {NODE_MS} ms of the runtime's own time per node ({ms:.1f}): {_verdict(ms <= NODE_MS)}\n"

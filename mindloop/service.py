@@ -152,6 +152,15 @@ class Posted(BaseModel):
     created_task: str | None = None  # the package made for a chat started without a task
     answered: str | None = None  # the task's only open question, which the message answered
 
+    @classmethod
+    def to_root(
+        cls, store: Store, root_id: str, msg: MessageRecord | None, *, answered: str | None = None
+    ) -> Posted:
+        """A post to loop root `root_id`: the root and its tree, read once."""
+        tree = store.list_dialogs(root_id=root_id)
+        root = next(d for d in tree if d.id == root_id)
+        return cls(dialog=root, message=msg, tree=tree, answered=answered)
+
 
 class Answered(BaseModel):
     question_id: str
@@ -608,11 +617,13 @@ async def ask(project: Project, message: str) -> Asked:
         stored.append(store.record_router_decision(done))
 
     task, msg = post_to_task(rt, target, message, topic=topic, also=record)
-    root = store.get_dialog(task.root_id)
+    posted = Posted.to_root(store, task.root_id, msg)
     log.info(
-        "asked: routed to %s (loop root %s)%s", task.task_path, root.id, " (new)" if created else ""
+        "asked: routed to %s (loop root %s)%s",
+        task.task_path,
+        task.root_id,
+        " (new)" if created else "",
     )
-    posted = Posted(dialog=root, message=msg, tree=store.list_dialogs(root_id=root.id))
     return Asked(routing=stored[-1], task=task, posted=posted, created_task=created)
 
 
@@ -1082,16 +1093,13 @@ def message_task(project: Project, task: str, message: str, *, member: str | Non
         open_qs = rt.store.open_questions(root_ids=[state.root_id])
         if len(open_qs) == 1:
             rt.answer_question(open_qs[0].id, message)
-            root = rt.store.get_dialog(state.root_id)
             log.info("message to %s answered its open question %s", rel, open_qs[0].id)
-            tree = rt.store.list_dialogs(root_id=root.id)
-            return Posted(dialog=root, message=None, tree=tree, answered=open_qs[0].id)
+            return Posted.to_root(rt.store, state.root_id, None, answered=open_qs[0].id)
     bound, msg = post_to_task(
         rt, rel, message, member=member or project.config.team.default_responder
     )
-    root = rt.store.get_dialog(bound.root_id)
-    log.info("message to the work loop of %s (loop root %s)", rel, root.id)
-    return Posted(dialog=root, message=msg, tree=rt.store.list_dialogs(root_id=root.id))
+    log.info("message to the work loop of %s (loop root %s)", rel, bound.root_id)
+    return Posted.to_root(rt.store, bound.root_id, msg)
 
 
 def check_task(project: Project, task: str, member: str | None = None) -> str:

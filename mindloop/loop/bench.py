@@ -42,15 +42,17 @@ def ready_benches(
     state: WorkspaceState,
     rtws: Path,
     checked: Callable[[], Mapping[str, tuple[float, str]]],
+    ref_of: Callable[[], str] | None = None,
 ) -> tuple[frozenset[str], dict[str, str]]:
     """The BENCH nodes for which all four conditions hold, and why the others that pass
     1, 2 and 4 do not (condition 3). `checked()` gives the passing CHECKs recorded (read
-    only when a BENCH node is a candidate)."""
+    only when a BENCH node is a candidate), `ref_of()` the workspace ref as the caller
+    computes it (by default `workspace_ref(rtws)`)."""
     candidates = bench_candidates(state)
     if not candidates:
         return frozenset(), {}
     marks = checked()
-    ref = workspace_ref(rtws)
+    ref = ref_of() if ref_of is not None else workspace_ref(rtws)
     ready, why = set(), {}
     for node in candidates:
         problem = unchanged_since_checks(bench_scope(state, node), marks, ref)

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from mindloop.dialogs.budgeted import BudgetedRequests
@@ -59,7 +59,7 @@ from mindloop.loop.phases import Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
-from mindloop.loop.routing import HINT_ILLEGAL, Decision, Target, route
+from mindloop.loop.routing import HINT_ILLEGAL, Decision, NodeTally, Target, count_nodes, route
 from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
@@ -69,7 +69,6 @@ from mindloop.store import loop_state as ls
 from mindloop.workspace import projector, repo
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.rules import RulesText
-from mindloop.workspace.state import WorkspaceState
 
 POLL = 0.5  # seconds between looks at the store while the task waits for work under way
 # Tool calls whose results are verdicts a compaction keeps verbatim (DONE, FAILED …).
@@ -249,6 +248,8 @@ class TaskLoop:
         self._seg: ls.LoopState | None = None
         self._seg_stop: bool | None = None
         self._plan: _Plan | None = None
+        # The closed state the segue's transaction staged (`loop_state.stage`).
+        self._staged: ls.LoopState | None = None
         self._report = LoopReport(self.task, self.root, LoopOutcome.DONE)
 
     # ------------------------------------------------------------------ public
@@ -344,24 +345,40 @@ class TaskLoop:
         """Route after a phase or a wake; True when the run ends here."""
         return await self._act(self._decide(state, messages), report)
 
-    def _decide(self, state: ls.LoopState, messages: list[MessageRecord]) -> _Plan:
+    def _decide(
+        self,
+        state: ls.LoopState,
+        messages: list[MessageRecord],
+        hand: phase_ops.InHand | None = None,
+    ) -> _Plan:
         """Where to go after a phase or a wake (agent-loop §4), with what routing does on
         the way: abandoned dispatches stopped, nodes whose own waits closed moved on
         (`node_waits.settle`), ready member nodes dispatched, a dropped hint counted, the
-        decision published."""
+        decision published. `hand`: what the caller's transaction read already (the
+        workspace routed on is left in it)."""
         rt = self.rt
-        ws = repo.load(rt.store, self.task)
+        ws = hand.workspace if hand is not None and hand.workspace is not None else None
+        if ws is None:
+            ws = repo.load(rt.store, self.task)
+        nodes = count_nodes(ws)  # one pass over the nodes serves settle, dispatch, routing
         # a note to the root says which side dialogs were stopped
         waits = phase_ops.cancel_abandoned(rt, ws, rt.store.open_waits(self.root))
-        settled = node_waits.settle(rt, state, ws, waits)  # nodes whose waits closed move on
+        # nodes whose waits closed move on
+        settled = node_waits.settle(rt, state, ws, waits, nodes)
         if settled.moved:
             ws = repo.load(rt.store, self.task)
+            nodes = count_nodes(ws)
             self._notes += settled.notes
             self._resolved += settled.resolved
-        dispatched = phase_ops.dispatch_ready(rt, state, ws)
+        dispatched = phase_ops.dispatch_ready(rt, state, ws, nodes)
         # one load (and one read of the waits) serves both, unless nodes moved since
-        fresh = dispatched or settled.moved
-        gathered = gather(rt, state, messages, *((None, None) if fresh else (ws, waits)))
+        ref = hand.ref if hand is not None else None
+        if dispatched or settled.moved:
+            gathered = gather(rt, state, messages, ref=ref)
+        else:
+            gathered = gather(rt, state, messages, ws, waits, nodes=nodes, ref=ref)
+        if hand is not None:
+            hand.workspace = gathered.facts.workspace
         decision = route(gathered.facts)
         notes = list(self._notes)
         ended = state.ended
@@ -380,7 +397,7 @@ class TaskLoop:
             notes.append("a new message from the user: plan its scope")
         elif state.replan_stale and target is not Target.PARK:  # a stale resume (§6.3)
             target = Target.PLAN
-        self._publish_route(decision, target, gathered.facts.workspace)
+        self._publish_route(decision, target, gathered.facts.tally())
         return _Plan(state, target, decision, notes, gathered)
 
     async def _act(self, plan: _Plan, report: LoopReport) -> bool:
@@ -389,10 +406,18 @@ class TaskLoop:
             return await self._park(plan.state, report)
         return self._proceed(plan, report)
 
-    def _proceed(self, plan: _Plan, report: LoopReport, *, held: bool = False) -> bool:
+    def _proceed(
+        self,
+        plan: _Plan,
+        report: LoopReport,
+        *,
+        held: bool = False,
+        hand: phase_ops.InHand | None = None,
+    ) -> bool:
         """Carry out a decision other than parking (never suspends: it may run inside a
         transaction); True when the run ends here. `held`: this process's drive holds the
-        root's claim and carries on in the phase entered."""
+        root's claim and carries on in the phase entered; `hand`: what the caller's
+        transaction read already."""
         state, target, decision, notes, gathered = (
             plan.state,
             plan.target,
@@ -412,7 +437,7 @@ class TaskLoop:
                 review_pass.goes_on(rt.store, state) and self._drive_cap(state) is None
             ):
                 return self._enter(
-                    state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held=held
+                    state, Phase.SELF_IMPROVE, decision, notes, gathered, report, held, hand
                 )
             return self._finish(state, report)
         phase = target.phase
@@ -431,7 +456,7 @@ class TaskLoop:
             notes = [*notes, *plan_mode.entry_notes(gathered.facts.workspace)]
         replan = phase is Phase.PLAN and state.phase is Phase.ADJUST and decision.hint_used
         return self._enter(
-            state, phase, decision, notes, gathered, report, replan=replan, held=held
+            state, phase, decision, notes, gathered, report, held, hand, replan=replan
         )
 
     def _enter(
@@ -442,9 +467,10 @@ class TaskLoop:
         notes: list[str],
         gathered: Gathered,
         report: LoopReport,
+        held: bool = False,
+        hand: phase_ops.InHand | None = None,
         *,
         replan: bool = False,
-        held: bool = False,
     ) -> bool:
         try:
             state, text = phase_ops.enter_phase(
@@ -456,6 +482,7 @@ class TaskLoop:
                 ready_benches=gathered.facts.bench_ready,
                 replan=replan,
                 held=held,
+                hand=hand,
             )
         except ls.StaleLoopState:
             return False  # another process moved the loop first: look again
@@ -570,25 +597,59 @@ class TaskLoop:
         # closed, routed and entered in one transaction (one commit between two phases);
         # nothing in it suspends, so no other coroutine's statement lands inside it
         with self.rt.store.tx(durable=False):
-            closed, messages = self._close(state, end, result.segment_steps, result.segment_cost)
-            self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
-            if _ended(closed, messages):
-                self._next = (closed, messages)
-                return None
-            plan = self._decide(closed, messages)
-            if plan.target is Target.PARK:
-                self._plan = plan
-                return None
-            if self._proceed(plan, self._report, held=True):
-                self._seg_stop = True
-                return None
+            try:
+                more = self._transition(state, end, result)
+                self._flush()
+            finally:  # written, or rolled back with the transaction
+                self._staged = None
+                ls.discard(self.rt.store, self.task)
+        return more
+
+    def _transition(self, state: ls.LoopState, end: ls.PhaseEnd, result: DriveResult) -> int | None:
+        """`_segue`'s transaction: the phase closed, routed and the next one entered. What
+        it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
+        written once: the closed state is staged, and written with the entry (`_flush`
+        writes it when none follows)."""
+        hand = phase_ops.InHand(self.rt.rtws, course=self._course(), member=self._member())
+        steps, cost = result.segment_steps, result.segment_cost
+        closed, messages = self._close(state, end, steps, cost, hand=hand, save=False)
+        self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
+        if _ended(closed, messages):
+            self._next = (closed, messages)
+            return None
+        plan = self._decide(closed, messages, hand)
+        if plan.target is Target.PARK:
+            self._plan = plan
+            return None
+        if self._proceed(plan, self._report, held=True, hand=hand):
+            self._seg_stop = True
+            return None
         entered = self._next[0] if self._next is not None else None
         if entered is None or not entered.in_phase or entered.entry <= closed.entry:
             return None  # no phase entered (a question asked, a node failed): route again
         assert entered.phase is not None
         self._next, self._seg, self._seg_stop = None, entered, None
         cap = step_cap(self.rt.config.team.loop.phases, entered.phase)
-        return step_budget.entry_limit(self.rt, entered, cap, "")[0]  # DO: the node's budget
+        # DO: the node's budget, on the workspace as entered
+        return step_budget.entry_limit(self.rt, entered, cap, "", hand.workspace)[0]
+
+    def _course(self) -> int | None:
+        """The loop root's course as the drive holding it sees it (None: not held here)."""
+        live = self.rt.live.get(self.root)
+        return live.record.course if live is not None else None
+
+    def _flush(self) -> None:
+        """Write the closed state the segue's transaction staged, when nothing wrote it
+        since (the run parks, ends, asks, or routes again); what refers to it is given
+        the state as written."""
+        staged, self._staged = self._staged, None
+        saved = ls.flush(self.rt.store, self.task) if staged is not None else None
+        if saved is None:
+            return
+        if self._next is not None and self._next[0] is staged:
+            self._next = (saved, self._next[1])
+        if self._plan is not None and self._plan.state is staged:
+            self._plan = replace(self._plan, state=saved)
 
     def _end_of(self, state: ls.LoopState, reason: DriveEnd, cap: int) -> ls.PhaseEnd | None:
         """How the phase ended with a drive that ended for `reason`: `phase_end` records
@@ -651,12 +712,24 @@ class TaskLoop:
         self._close(state, ls.PhaseEnd(by=by, reason=reason, at=time.time()))
 
     def _close(
-        self, state: ls.LoopState, end: ls.PhaseEnd, steps: int = 0, cost: float = 0.0
+        self,
+        state: ls.LoopState,
+        end: ls.PhaseEnd,
+        steps: int = 0,
+        cost: float = 0.0,
+        *,
+        hand: phase_ops.InHand | None = None,
+        save: bool = True,
     ) -> tuple[ls.LoopState, list[MessageRecord]]:
         """Close the current phase (`phase_ops.close`, with the drive's `steps` and
         `cost`); the next look routes from the closed state (returned, with the entry's
-        messages)."""
-        closed, messages = phase_ops.close(self.rt, state, end, steps=steps, cost=cost)
+        messages). Without `save` (the segue's transaction) the closed state is staged
+        (`loop_state.stage`) and written once, with what follows it (`_flush`)."""
+        closed, messages = phase_ops.close(
+            self.rt, state, end, steps=steps, cost=cost, save=save, hand=hand
+        )
+        if not save:
+            self._staged = closed
         self._publish_end(closed)
         self._next = (closed, messages)
         return closed, messages
@@ -780,8 +853,7 @@ class TaskLoop:
             )
         )
 
-    def _publish_route(self, d: Decision, target: Target, ws: WorkspaceState) -> None:
-        exec_nodes = [n for n in ws.nodes.values() if n.kind is NodeKind.EXECUTION]
+    def _publish_route(self, d: Decision, target: Target, nodes: NodeTally) -> None:
         self.rt.bus.publish(
             LoopRouted(
                 dialog_id=self.root,
@@ -790,8 +862,8 @@ class TaskLoop:
                 rule=d.rule,
                 hint=d.hint.value if d.hint else None,
                 hint_dropped=d.hint_dropped,
-                done=sum(1 for n in exec_nodes if n.terminal),
-                total=len(exec_nodes),
+                done=nodes.terminal,
+                total=nodes.total,
             )
         )
 

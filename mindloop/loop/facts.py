@@ -11,7 +11,7 @@ the tree (the run waits for it), or nothing that will move by itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -19,7 +19,7 @@ from mindloop.dialogs.approvals import is_proposal
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.waits import WaitKind
 from mindloop.loop.bench import ready_benches
-from mindloop.loop.routing import RouteFacts
+from mindloop.loop.routing import NodeTally, RouteFacts, count_nodes
 from mindloop.store import DialogStatus, MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
 from mindloop.workspace import repo
@@ -49,22 +49,31 @@ def gather(
     messages: list[MessageRecord],
     ws: WorkspaceState | None = None,
     open_waits: Sequence[WaitRecord] | None = None,
+    *,
+    nodes: NodeTally | None = None,
+    ref: Callable[[], str] | None = None,
 ) -> Gathered:
     """`messages`: the root's messages since the current entry's input; `ws`: the
     workspace as just loaded, and `open_waits` the root's open waits as just read, if the
-    caller has them."""
+    caller has them; `nodes`: `routing.count_nodes(ws)`, if the caller counted it; `ref`:
+    the workspace ref as the caller computes it (once), if it does."""
     store = rt.store
     if ws is None:
         ws = repo.load(store, state.task_path)
+        nodes = None
+    if nodes is None:
+        nodes = count_nodes(ws)
     pending, _, questions, blocking = store.wait_state(state.root_id)
-    benches, why = ready_benches(ws, rt.rtws, lambda: ls.checks(store, state.root_id))
+    if nodes.benches_waiting:  # a BENCH node may be ready (else none is)
+        benches, why = ready_benches(ws, rt.rtws, lambda: ls.checks(store, state.root_id), ref)
+    else:
+        benches, why = frozenset(), {}
     ended = state.ended
     wait_registered = False
     if ended is not None and state.phase is not None:
         since = state.entered_at
-        wait_registered = any(
-            q.asked_at >= since for q in store.open_questions(dialog_id=state.root_id)
-        ) or any(
+        asked = store.open_questions(dialog_id=state.root_id) if questions else []
+        wait_registered = any(q.asked_at >= since for q in asked) or any(
             w.created_at >= since
             for w in (store.open_waits(state.root_id) if open_waits is None else open_waits)
         )
@@ -79,6 +88,7 @@ def gather(
         wait_registered=wait_registered,
         replan_left=state.plan_reentries < rt.config.team.loop.retries.plan_reentries,
         planned=state.planned,
+        nodes=nodes,
     )
     return Gathered(facts, why)
 

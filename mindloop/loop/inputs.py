@@ -28,7 +28,7 @@ from mindloop.loop.phase_texts import (
 from mindloop.loop.phases import Phase
 from mindloop.store import MessageRecord
 from mindloop.store.loop_state import Summary
-from mindloop.workspace.models import Node, NodeKind
+from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.texts import ctx_text
 
@@ -71,15 +71,17 @@ class PhaseInput:
 
 def node_line(state: WorkspaceState, n: Node) -> str:
     """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
-    kind = n.kind.value if n.kind is NodeKind.PLANNING else n.type.value
-    ready = " ready" if is_ready(state, n) else ""
-    extra = []
-    if n.assignee != "MAIN":
-        extra.append(n.assignee)
-    if n.deps:
-        extra.append("deps " + ", ".join(n.deps))
-    tail = f" ({'; '.join(extra)})" if extra else ""
-    return f"{n.id} [{n.status.value}{ready}] {kind} {n.title!r}{tail}"
+    kind = n.kind if n.kind is NodeKind.PLANNING else n.type
+    ready = " ready" if n.status is NodeStatus.NEW and is_ready(state, n) else ""
+    if n.assignee == MAIN:
+        tail = f" (deps {', '.join(n.deps)})" if n.deps else ""
+    elif n.deps:
+        tail = f" ({n.assignee}; deps {', '.join(n.deps)})"
+    else:
+        tail = f" ({n.assignee})"
+    # joined, not formatted: the enums are StrEnums, joined as their values without the
+    # cost of `Enum.__format__` (the request's tree section lists every node each step)
+    return "".join((n.id, " [", n.status, ready, "] ", kind, " ", repr(n.title), tail))
 
 
 def tree_text(state: WorkspaceState, lang: Lang) -> str:
@@ -90,7 +92,7 @@ def tree_text(state: WorkspaceState, lang: Lang) -> str:
         if len(lines) >= TREE_LINES:
             lines.append(f"… {len(state.nodes) - TREE_LINES} more")
             break
-        lines.append("  " * depth + "- " + node_line(state, n))
+        lines.append(f"{'  ' * depth}- {node_line(state, n)}")
     return "\n".join(lines)
 
 

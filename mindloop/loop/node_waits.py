@@ -46,12 +46,13 @@ from mindloop.dialogs.wait_kinds import WAIT_KINDS, OnTimeout, Resolution, WaitK
 from mindloop.dialogs.waits import NodeHook, wait_note
 from mindloop.loop import phase_ops
 from mindloop.loop.phase_ops import one_line_reason
+from mindloop.loop.routing import NodeTally, count_nodes, own_wait
 from mindloop.store import WaitRecord, WaitStatus
 from mindloop.store import loop_state as ls
 from mindloop.store.waits import resolved_since
 from mindloop.workspace import repo
 from mindloop.workspace.errors import WorkspaceError
-from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.models import MAIN, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 
 log = logging.getLogger(__name__)
@@ -128,22 +129,16 @@ def _spell_start(rt: DialogRuntime, task: str, node_id: str) -> float | None:
     return None
 
 
-def _own_wait(n: Node) -> bool:
-    """A MAIN node that waits and is no dispatch's (nor a BENCH waiting to be ready)."""
-    return (
-        n.status is NodeStatus.WAIT
-        and n.dispatch is None
-        and n.type is NodeType.TASK
-        and n.kind is NodeKind.EXECUTION
-        and n.assignee == MAIN
-    )
-
-
 def settle(
-    rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState, open_waits: Sequence[WaitRecord]
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    ws: WorkspaceState,
+    open_waits: Sequence[WaitRecord],
+    nodes: NodeTally | None = None,
 ) -> Settled:
     """Move on the nodes whose waits closed (see the module doc); `open_waits`: the loop
-    root's open waits as just read. Reads nothing more when no MAIN node waits."""
+    root's open waits as just read; `nodes`: `routing.count_nodes(ws)`, if the caller
+    counted it. Reads nothing more when no MAIN node waits."""
     out = Settled()
     for w in open_waits:  # a node that ended meanwhile waits on nothing (§6.3 Cancel)
         node = ws.nodes.get(w.node) if w.node is not None else None
@@ -151,14 +146,16 @@ def settle(
             status = node.status.value if node is not None else "gone"
             _cancel(rt, w, f"node {w.node} is {status}")
             out.moved = True
-    if not any(_own_wait(n) for n in ws.nodes.values()):  # the common case: one pass
+    if nodes is None:
+        nodes = count_nodes(ws)
+    if not nodes.own_waiting:  # the common case
         return out
     task, root = state.task_path, state.root_id
     busy = any(
         n.kind is NodeKind.EXECUTION and n.assignee == MAIN and n.status is NodeStatus.IN_PROGRESS
         for n in ws.nodes.values()
     )
-    for node in [n for n, _ in ws.walk() if _own_wait(n)]:  # in tree order
+    for node in [n for n, _ in ws.walk() if own_wait(n)]:  # in tree order
         since = _spell_start(rt, task, node.id)
         if since is None:
             continue

@@ -22,6 +22,8 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
@@ -33,7 +35,13 @@ from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
-from mindloop.loop.routing import HINT_ILLEGAL, blocked_nodes
+from mindloop.loop.routing import (
+    HINT_ILLEGAL,
+    NodeTally,
+    blocked_nodes,
+    count_nodes,
+    dispatchable,
+)
 from mindloop.memory import workspace_summary as wsum
 from mindloop.store import MessageRecord, WaitRecord
 from mindloop.store import loop_state as ls
@@ -43,7 +51,7 @@ from mindloop.workspace.commands import Session
 from mindloop.workspace.context import node_context
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.fields import LIMITS
-from mindloop.workspace.models import MAIN, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.models import MAIN, ROOT_ID, Node, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.ref import workspace_ref
 from mindloop.workspace.state import WorkspaceState, is_ready
 from mindloop.workspace.transitions import Authority
@@ -55,6 +63,31 @@ RUNTIME = "runtime (work loop)"
 RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
 
 
+@dataclass
+class InHand:
+    """What one transition has read already — the phase closed, the route decided and the
+    next phase entered in one transaction (`TaskLoop._segue`) — handed on instead of read
+    again: the workspace as last read or written, the loop root's course and member, the
+    workspace ref. Valid only inside that transaction (it holds the write lock: nothing else moves
+    what was read, and nothing in it writes the deliverables the ref hashes)."""
+
+    rtws: Path
+    workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
+    course: int | None = None
+    member: str | None = None
+    _ref: str | None = None
+
+    def ref(self) -> str:
+        """The workspace ref (`workspace.ref.workspace_ref`), computed once."""
+        if self._ref is None:
+            self._ref = workspace_ref(self.rtws)
+        return self._ref
+
+
+def _ref_of(rt: DialogRuntime, hand: InHand | None) -> str:
+    return hand.ref() if hand is not None else workspace_ref(rt.rtws)
+
+
 def one_line_reason(text: str) -> str:
     """`text` as a transition's reason: one line, within the workspace's limit."""
     flat = " ".join(text.split()) or "-"
@@ -64,6 +97,13 @@ def one_line_reason(text: str) -> str:
 
 def _workspace(rt: DialogRuntime, task: str) -> WorkspaceState:
     return repo.load(rt.store, task)
+
+
+def _held_workspace(rt: DialogRuntime, task: str, hand: InHand | None) -> WorkspaceState:
+    """The workspace the caller's transaction has in hand, else as stored."""
+    if hand is not None and hand.workspace is not None:
+        return hand.workspace
+    return _workspace(rt, task)
 
 
 def move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str) -> WorkspaceState:
@@ -79,18 +119,36 @@ def move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str
 
 def current_do_node(state: WorkspaceState) -> str | None:
     """DO's node: the MAIN node IN_PROGRESS, else the first ready one in tree pre-order."""
-    order = [n for n, _ in state.walk()]
-    for n in order:
-        if (
-            n.kind is NodeKind.EXECUTION
-            and n.assignee == MAIN
-            and n.status is NodeStatus.IN_PROGRESS
-        ):
-            return n.id
-    for n in order:
-        if is_ready(state, n):
-            return n.id
-    return None
+    at_work = [
+        n
+        for n in state.view().values()
+        if n.status is NodeStatus.IN_PROGRESS
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    ]
+    if len(at_work) == 1 and _in_tree(state, at_work[0]):  # the usual case: no walk
+        return at_work[0].id
+    if at_work:
+        ids = {n.id for n in at_work}
+        found = next((n.id for n, _ in state.walk() if n.id in ids), None)
+        if found is not None:
+            return found
+    # the walk stops at the first ready node
+    new = NodeStatus.NEW
+    return next((n.id for n, _ in state.walk() if n.status is new and is_ready(state, n)), None)
+
+
+def _in_tree(state: WorkspaceState, node: Node) -> bool:
+    """`node` is reached by the tree's walk: each node up its parent chain is one of its
+    parent's children, up to the root."""
+    seen: set[str] = set()
+    while node.id != ROOT_ID:
+        parent = state.peek(node.parent_id) if node.parent_id is not None else None
+        if parent is None or node.id in seen or node.id not in parent.children:
+            return False
+        seen.add(node.id)
+        node = parent
+    return True
 
 
 def adjust_node(state: WorkspaceState) -> str | None:
@@ -105,14 +163,19 @@ def adjust_node(state: WorkspaceState) -> str | None:
 
 
 def check_targets(state: WorkspaceState, ready_benches: frozenset[str]) -> list[str]:
-    return [
-        n.id
-        for n, _ in state.walk()
+    """CHECK's nodes, in tree pre-order: every COMPLETE one, and the ready BENCH nodes."""
+    found = [
+        n
+        for n in state.view().values()
         if n.kind is NodeKind.EXECUTION
         and (
             n.status is NodeStatus.COMPLETE or (n.type is NodeType.BENCH and n.id in ready_benches)
         )
     ]
+    if len(found) == 1 and _in_tree(state, found[0]):  # the usual case: no walk
+        return [found[0].id]
+    ids = {n.id for n in found}
+    return [n.id for n, _ in state.walk() if n.id in ids] if ids else []
 
 
 def enter_phase(
@@ -125,13 +188,17 @@ def enter_phase(
     ready_benches: frozenset[str] = frozenset(),
     replan: bool = False,
     held: bool = False,
+    hand: InHand | None = None,
 ) -> tuple[ls.LoopState, str]:
     """Enter `phase` (one lazy transaction); the new state and the input posted. `held`:
-    the caller's drive holds the root and answers the input itself (not marked to drive)."""
+    the caller's drive holds the root and answers the input itself (not marked to drive).
+    `hand`: what the caller's transaction read already (the workspace is left in it
+    unless the entry moved a node). `state` may be staged (`close(save=False)`): it is
+    written with the entry."""
     task = state.task_path
     store = rt.store
     with store.tx(durable=False):
-        ws = _workspace(rt, task)
+        ws = read = _held_workspace(rt, task, hand)
         node: str | None = None
         targets: list[str] = []
         if phase is Phase.DO:
@@ -157,7 +224,9 @@ def enter_phase(
             until = review_pass.pass_end(state)  # the history as the pass began
             batch, after = si.next_batch(store, state.root_id, cursor, limit, until=until)
             batch_end = after.model_dump()
-            member = store.get_dialog(state.root_id).member
+            member = hand.member if hand is not None else None
+            if member is None:
+                member = store.get_dialog(state.root_id).member
             dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
         reflections: list[str] = []
         if node is not None:  # the node's last reflections (agent-loop §8.3)
@@ -177,13 +246,16 @@ def enter_phase(
                 notes=list(notes),
                 resolved=list(resolved),
                 last_summary=state.last_summary,
-                workspace_ref=workspace_ref(rt.rtws) if phase is Phase.CHECK else None,
+                workspace_ref=_ref_of(rt, hand) if phase is Phase.CHECK else None,
                 batch=batch,
                 dead_kb=dead_kb,
                 reflections=reflections,
             )
         )
-        msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
+        course = hand.course if hand is not None else None
+        msg = _post(rt, state.root_id, text, phase, entry, mark=not held, course=course)
+        if hand is not None:  # a node moved: a session's copy, read again when needed
+            hand.workspace = read if ws is read else None
         pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
         pass_entry = review_pass.pass_entry(state, entry) if phase is Phase.SELF_IMPROVE else 0
         state = ls.save(
@@ -218,27 +290,40 @@ def enter_phase(
 
 
 def _post(
-    rt: DialogRuntime, root_id: str, text: str, phase: Phase, entry: int, *, mark: bool = True
+    rt: DialogRuntime,
+    root_id: str,
+    text: str,
+    phase: Phase,
+    entry: int,
+    *,
+    mark: bool = True,
+    course: int | None = None,
 ) -> MessageRecord:
     """The phase input as a user message of the loop root, marked as the loop's (and the
-    root marked to drive, unless `mark` is off: the poster drives it)."""
+    root marked to drive, unless `mark` is off: the poster drives it). `course`: the
+    root's, when the caller has it."""
     store = rt.store
-    rec = store.get_dialog(root_id)
+    if course is None:
+        course = store.get_dialog(root_id).course
     msg = store.append_message(
         root_id,
         "user",
         {"text": text, "loop": {"phase": phase.value, "entry": entry}},
-        course=rec.course,
+        course=course,
     )
     if mark:
         store.update_dialog(root_id, needs_drive=True)
     return msg
 
 
-def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord]:
-    """The root's messages since the current entry's input (this entry's work)."""
-    rec = rt.store.get_dialog(state.root_id)
-    return rt.store.messages_after(state.root_id, rec.course, state.entry_message_id)
+def phase_messages(
+    rt: DialogRuntime, state: ls.LoopState, course: int | None = None
+) -> list[MessageRecord]:
+    """The root's messages since the current entry's input (this entry's work); `course`:
+    the root's, when the caller has it."""
+    if course is None:
+        course = rt.store.get_dialog(state.root_id).course
+    return rt.store.messages_after(state.root_id, course, state.entry_message_id)
 
 
 def close(
@@ -248,12 +333,19 @@ def close(
     *,
     steps: int = 0,
     cost: float = 0.0,
+    save: bool = True,
+    hand: InHand | None = None,
 ) -> tuple[ls.LoopState, list[MessageRecord]]:
     """Record the end of the current phase (one lazy transaction): `end` unless
     `phase_end` recorded one already; the model `steps` (and `cost`) of its last drive and the
     refusals of the entry counted; a DO entry out of steps leaves its node CHECK_FAILED;
     a CHECK entry records the refs its nodes passed at. The closed state, and the
-    entry's messages (read for the count)."""
+    entry's messages (read for the count).
+
+    `hand`: what the caller's transaction read already (the workspace is left in it
+    unless the close wrote it). Without `save`, the closed state is staged (`loop_state.stage`): written with
+    the next save of the task in the caller's transaction (the next entry's), or by its
+    `loop_state.flush`."""
     store = rt.store
     task = state.task_path
     with store.tx(durable=False):
@@ -265,22 +357,25 @@ def close(
                 raise ValueError("close: the phase has not ended and no end was given")
             state = state.model_copy(update={"ended": end})
         assert state.ended is not None
-        ws = _workspace(rt, task)
+        ws = read = _held_workspace(rt, task, hand)
         ended_by = state.ended.by
         if state.phase is Phase.DO and state.node_id and ended_by in RUNTIME_FAILS:
             node = ws.nodes.get(state.node_id)
             if node is not None and node.status is NodeStatus.IN_PROGRESS:
                 why = one_line_reason(state.ended.reason)
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
-                    move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
-        step_budget.count(rt, state, state.entry_steps + steps, RUNTIME)  # DO: steps_used
+                    ws = move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
+        # DO: the node's steps_used
+        after = step_budget.count(rt, state, state.entry_steps + steps, RUNTIME, ws)
+        if hand is not None:  # a write leaves a session's copy: read again when needed
+            hand.workspace = read if after is read else None
         passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
             ]
             if done:
-                ref = passed_at = workspace_ref(rt.rtws)
+                ref = passed_at = _ref_of(rt, hand)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE:
@@ -288,23 +383,21 @@ def close(
             # calls have returned; both dedupe, so a crash before this commit re-processes
             # it harmlessly); kept if the runtime stopped the entry (errors in a row)
             si.close_batch(store, state)
-        messages = phase_messages(rt, state)
+        messages = phase_messages(rt, state, hand.course if hand is not None else None)
         if passed_at is not None:  # agent-loop §7.2 trigger 5
             wsum.record_check_pass(store, task, passed_at, messages)
-        state = ls.save(
-            store,
-            state.model_copy(
-                update={
-                    "last_summary": state.ended.summary,
-                    "refusals": state.refusals + count_refusals(messages),
-                    "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
-                    "entry_steps": state.entry_steps + steps,
-                    "drive_steps": state.drive_steps + steps,
-                    "drive_cost": state.drive_cost + cost,
-                    "closed": True,
-                }
-            ),
+        state = state.model_copy(
+            update={
+                "last_summary": state.ended.summary,
+                "refusals": state.refusals + count_refusals(messages),
+                "hints_dropped": state.hints_dropped + count_refusals(messages, HINT_ILLEGAL),
+                "entry_steps": state.entry_steps + steps,
+                "drive_steps": state.drive_steps + steps,
+                "drive_cost": state.drive_cost + cost,
+                "closed": True,
+            }
         )
+        state = ls.save(store, state) if save else ls.stage(store, state)
     return state, messages
 
 
@@ -383,25 +476,25 @@ def cancel_abandoned(
 
 
 def dispatch_ready(
-    rt: DialogRuntime, state: ls.LoopState, ws: WorkspaceState | None = None
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    ws: WorkspaceState | None = None,
+    nodes: NodeTally | None = None,
 ) -> list[str]:
     """Dispatch every NEW member node whose deps are all DONE (the runtime's NEW → WAIT,
     agent-loop §5.4), each in one transaction with its detached side dialog. `ws`: the
-    workspace as just loaded, if the caller has it."""
+    workspace as just loaded, if the caller has it, and `nodes` its `count_nodes`."""
     if ws is None:
-        ws = _workspace(rt, state.task_path)
-    out = []
-    for node in [n for n, _ in ws.walk()]:
-        if (
-            node.kind is NodeKind.EXECUTION
-            and node.type is NodeType.TASK
-            and node.status is NodeStatus.NEW
-            and node.member is not None
-            and all(ws.nodes[d].status is NodeStatus.DONE for d in node.deps if d in ws.nodes)
-        ):
-            with contextlib.suppress(WorkspaceError):
-                _dispatch(rt, state, node.id, node.member, node.version)
-                out.append(node.id)
+        ws, nodes = _workspace(rt, state.task_path), None
+    out: list[str] = []
+    if not (nodes or count_nodes(ws)).dispatchable:  # the common case: no walk
+        return out
+    ready = {n.id for n in ws.view().values() if n.status is NodeStatus.NEW and dispatchable(ws, n)}
+    for node in [n for n, _ in ws.walk() if n.id in ready]:  # in tree order
+        assert node.member is not None
+        with contextlib.suppress(WorkspaceError):
+            _dispatch(rt, state, node.id, node.member, node.version)
+            out.append(node.id)
     if out:
         rt.wake.set()
     return out

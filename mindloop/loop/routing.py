@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from mindloop.loop.phases import PHASES, Hint, Phase
 from mindloop.workspace.models import MAIN, TERMINAL, Node, NodeKind, NodeStatus, NodeType
-from mindloop.workspace.state import WorkspaceState, is_ready
+from mindloop.workspace.state import WorkspaceState
 
 HINT_ILLEGAL = "HINT_ILLEGAL"
 
@@ -53,6 +53,104 @@ HINT_TARGET: dict[Hint, Target] = {
 
 
 @dataclass(frozen=True)
+class NodeTally:
+    """A workspace's execution nodes as the rules see them, counted in one pass
+    (`count_nodes`): every rule reads this instead of walking the nodes again."""
+
+    total: int = 0  # execution nodes
+    terminal: int = 0  # DONE, FAILED or CANCELLED
+    waiting: int = 0  # non-terminal nodes in WAIT
+    check_failed: bool = False  # a node CHECK_FAILED or ADJUSTING
+    complete: bool = False  # a node COMPLETE
+    main_at_work: bool = False  # a MAIN node IN_PROGRESS
+    main_ready: bool = False  # a MAIN node ready (`state.is_ready`)
+    blocked: bool = False  # a NEW node blocked only by FAILED or CANCELLED deps (R5)
+    benches_waiting: tuple[str, ...] = ()  # BENCH nodes in WAIT
+    # what routing does on the way (`TaskLoop._decide`): a MAIN node waits on its own
+    # waits (`node_waits.settle`), a member node is to dispatch (`phase_ops.dispatch_ready`)
+    own_waiting: bool = False
+    dispatchable: bool = False
+
+
+def own_wait(n: Node) -> bool:
+    """A MAIN node that waits and is no dispatch's (nor a BENCH waiting to be ready): its
+    waits are its own (`node_waits`)."""
+    return (
+        n.status is NodeStatus.WAIT
+        and n.dispatch is None
+        and n.type is NodeType.TASK
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    )
+
+
+def dispatchable(state: WorkspaceState, node: Node) -> bool:
+    """A NEW member node whose deps are all DONE: the runtime dispatches it (NEW → WAIT,
+    agent-loop §5.4)."""
+    return (
+        node.kind is NodeKind.EXECUTION
+        and node.type is NodeType.TASK
+        and node.status is NodeStatus.NEW
+        and node.member is not None
+        and all(d.status is NodeStatus.DONE for d in map(state.peek, node.deps) if d is not None)
+    )
+
+
+def count_nodes(state: WorkspaceState) -> NodeTally:
+    """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
+    NEW nodes)."""
+    total = terminal = waiting = 0
+    check_failed = complete = at_work = ready = blocked = own = member = False
+    benches: list[str] = []
+    peek = state.peek
+    for n in state.view().values():  # read, none copied
+        if n.kind is not NodeKind.EXECUTION:
+            continue
+        total += 1
+        status = n.status
+        if status in TERMINAL:
+            terminal += 1
+        elif status is NodeStatus.WAIT:
+            waiting += 1
+            if n.type is NodeType.BENCH:
+                benches.append(n.id)
+            own = own or own_wait(n)
+        elif status is NodeStatus.CHECK_FAILED or status is NodeStatus.ADJUSTING:
+            check_failed = True
+        elif status is NodeStatus.COMPLETE:
+            complete = True
+        elif status is NodeStatus.IN_PROGRESS:
+            at_work = at_work or n.assignee == MAIN
+        elif status is NodeStatus.NEW:
+            if n.member is not None and not member:
+                member = dispatchable(state, n)
+            if ready and blocked:
+                continue
+            deps = [d for d in map(peek, n.deps) if d is not None]
+            open_ = [d for d in deps if d.status is not NodeStatus.DONE]
+            if not open_:
+                ready = ready or n.assignee == MAIN
+            elif all(d.status in _FAILED_DEPS for d in open_):
+                blocked = True
+    return NodeTally(
+        total,
+        terminal,
+        waiting,
+        check_failed,
+        complete,
+        at_work,
+        ready,
+        blocked,
+        tuple(benches),
+        own,
+        member,
+    )
+
+
+_FAILED_DEPS = frozenset({NodeStatus.FAILED, NodeStatus.CANCELLED})
+
+
+@dataclass(frozen=True)
 class RouteFacts:
     """What routing looks at, gathered by the driver in one read."""
 
@@ -66,34 +164,39 @@ class RouteFacts:
     wait_registered: bool = False  # the ended phase registered a wait
     replan_left: bool = True  # ADJUST → PLAN still allowed (once per task)
     planned: bool = False  # PLAN ran since the scope last changed
+    # `count_nodes(workspace)`, when the caller counted it already (None: counted when first
+    # asked, then kept)
+    nodes: NodeTally | None = None
 
     def execution(self) -> list[Node]:
         return [n for n in self.workspace.nodes.values() if n.kind is NodeKind.EXECUTION]
 
+    def tally(self) -> NodeTally:
+        """The workspace's execution nodes, counted once."""
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", count_nodes(self.workspace))
+        assert self.nodes is not None
+        return self.nodes
+
 
 def _has_exec(f: RouteFacts) -> bool:
-    return any(True for _ in f.execution())
+    return f.tally().total > 0
 
 
 def _check_failed(f: RouteFacts) -> bool:
     # A node ADJUST left ADJUSTING (its entry ended before it moved the node) is ADJUST's
     # still: only ADJUST moves it out (invariant 2), so the reference's R2 covers it too.
-    return any(n.status in (NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING) for n in f.execution())
+    return f.tally().check_failed
 
 
 def _to_check(f: RouteFacts) -> bool:
-    return any(
-        n.status is NodeStatus.COMPLETE
-        or (n.type is NodeType.BENCH and n.status is NodeStatus.WAIT and n.id in f.bench_ready)
-        for n in f.execution()
-    )
+    t = f.tally()
+    return t.complete or any(b in f.bench_ready for b in t.benches_waiting)
 
 
 def _to_do(f: RouteFacts) -> bool:
-    return any(
-        n.assignee == MAIN and (n.status is NodeStatus.IN_PROGRESS or is_ready(f.workspace, n))
-        for n in f.execution()
-    )
+    t = f.tally()
+    return t.main_at_work or t.main_ready
 
 
 def blocked_by_failure(state: WorkspaceState, node: Node) -> bool:
@@ -115,7 +218,7 @@ def blocked_nodes(state: WorkspaceState) -> list[str]:
 
 
 def _blocked(f: RouteFacts) -> bool:
-    return any(blocked_by_failure(f.workspace, n) for n in f.execution())
+    return f.tally().blocked
 
 
 def _to_plan(f: RouteFacts) -> bool:
@@ -125,12 +228,14 @@ def _to_plan(f: RouteFacts) -> bool:
 
 
 def _all_wait(f: RouteFacts) -> bool:
-    open_ = [n for n in f.execution() if n.status not in TERMINAL]
-    return bool(open_) and all(n.status is NodeStatus.WAIT for n in open_)
+    t = f.tally()
+    open_ = t.total - t.terminal
+    return open_ > 0 and t.waiting == open_
 
 
 def _all_terminal(f: RouteFacts) -> bool:
-    return all(n.status in TERMINAL for n in f.execution())
+    t = f.tally()
+    return t.terminal == t.total
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def next_batch(
     until: SelfImproveCursor | None = None,
 ) -> tuple[list[MessageRecord], SelfImproveCursor]:
     """The next messages after `cursor` (at most `limit`, `loop.self_improve.batch_messages`
-    in the loop; one course at a time, moving to
+    in the loop, an assistant message with its tool calls counted once; one course at a time, moving to
     the dialog's next course when one is read to its end) and the cursor after them.
     `until`: where the pass ends (`loop.review_pass`): that message and all after it are
     not read. An empty batch means the pass is done."""
@@ -83,7 +83,7 @@ def next_batch(
         if course > last_course:
             msgs = []
             break
-        msgs = message_batch(store, root_id, course, after, limit)
+        msgs = _messages(store, root_id, course, after, limit)
         if until is not None and course == until.course:
             msgs = [m for m in msgs if m.id < until.message_id]
         if msgs or course >= last_course:
@@ -91,6 +91,31 @@ def next_batch(
         course, after = course + 1, 0
     last = msgs[-1].id if msgs else after
     return msgs, SelfImproveCursor(course=course, message_id=last, errors=0)
+
+
+# A batch counts the dialog's messages (§9.3): a tool call is stored as a row of its own
+# but belongs to the assistant message that made it, so it is read with that message and
+# not counted on its own.
+_PART_OF_PREVIOUS = frozenset({"tool_call"})
+
+
+def _messages(
+    store: Store, root_id: str, course: int, after: int, limit: int
+) -> list[MessageRecord]:
+    """At most `limit` messages of one course after row `after`, each with its rows."""
+    out: list[MessageRecord] = []
+    counted = 0
+    while True:
+        rows = message_batch(store, root_id, course, after, limit)
+        for m in rows:
+            if m.kind not in _PART_OF_PREVIOUS:
+                if counted == limit:
+                    return out
+                counted += 1
+            out.append(m)
+        if len(rows) < limit:
+            return out
+        after = rows[-1].id
 
 
 def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:

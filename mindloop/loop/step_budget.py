@@ -23,16 +23,26 @@ from mindloop.loop.stuck import Stuck, StuckRule
 from mindloop.store import loop_state as ls
 from mindloop.workspace import api, repo
 from mindloop.workspace.commands import Session
+from mindloop.workspace.state import WorkspaceState
 from mindloop.workspace.transitions import Authority
 
 
-def entry_limit(rt: DialogRuntime, state: ls.LoopState, left: int, why: str) -> tuple[int, str]:
+def entry_limit(
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    left: int,
+    why: str,
+    ws: WorkspaceState | None = None,
+) -> tuple[int, str]:
     """The steps the current entry may still take, and why it ends when they are used up:
     `left` (what its step cap leaves) for `why`, or in DO the node's budget left, when
-    that is less, for STUCK (step_budget)."""
+    that is less, for STUCK (step_budget). `ws`: the workspace as the caller's
+    transaction just read or wrote it, if it has it."""
     if state.phase is not Phase.DO or state.node_id is None:
         return left, why
-    node = repo.load(rt.store, state.task_path).nodes.get(state.node_id)
+    if ws is None:
+        ws = repo.load(rt.store, state.task_path)
+    node = ws.peek(state.node_id)
     if node is None:
         return left, why
     used = node.steps_used + state.entry_steps
@@ -48,18 +58,28 @@ def entry_limit(rt: DialogRuntime, state: ls.LoopState, left: int, why: str) -> 
     return remaining, stuck.reason()
 
 
-def count(rt: DialogRuntime, state: ls.LoopState, steps: int, who: str) -> None:
+def count(
+    rt: DialogRuntime,
+    state: ls.LoopState,
+    steps: int,
+    who: str,
+    ws: WorkspaceState | None = None,
+) -> WorkspaceState | None:
     """Add a closing DO entry's `steps` to its node's `steps_used` (joins the caller's
-    transaction)."""
+    transaction). `ws`: the workspace as the caller's transaction just read or wrote it,
+    if it has it; the workspace as it is after the count (None: not read, nothing to
+    count)."""
     node_id = state.node_id
     if state.phase is not Phase.DO or node_id is None or steps <= 0:
-        return
-    ws = repo.load(rt.store, state.task_path)
-    node = ws.nodes.get(node_id)
+        return ws
+    if ws is None:
+        ws = repo.load(rt.store, state.task_path)
+    node = ws.peek(node_id)
     if node is None or node.terminal:
-        return
+        return ws
 
     def command(s: Session) -> None:
         s.count_steps(node_id=node_id, steps=steps)
 
-    api.execute(rt.store, rt.rtws, state.task_path, Authority.runtime(who), command)
+    _, change = api.execute(rt.store, rt.rtws, state.task_path, Authority.runtime(who), command)
+    return change.after

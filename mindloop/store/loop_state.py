@@ -26,9 +26,12 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindloop.store import schema as t
 from mindloop.store.cursors import Cursors
+from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 from mindloop.store.tasks import LoopPhase as Phase
 from mindloop.store.tasks import TaskRecord
@@ -172,9 +175,41 @@ def _hold(store: Store, state: LoopState) -> LoopState:
     return state
 
 
+# A state changed in a transaction and not written yet (`stage`), per store and task.
+_staged: weakref.WeakKeyDictionary[Store, dict[str, LoopState]] = weakref.WeakKeyDictionary()
+
+
+def stage(store: Store, state: LoopState) -> LoopState:
+    """Hold `state` — the task's state as stored (at its version), changed in the
+    caller's transaction — to be written later in that transaction, with what changes
+    next: reads in it (`get`, `by_root`) return it, the task's next `save` (of a state
+    read through them, or made from this one) writes it, and `flush` writes it if no save
+    did before the transaction ends (`discard` when it rolls back). Two writes of the row
+    in one transaction become one."""
+    _staged.setdefault(store, {})[state.task_path] = state
+    return state
+
+
+def flush(store: Store, task_path: str) -> LoopState | None:
+    """Write the task's staged state if no save wrote it yet: the state written."""
+    staged = _staged.get(store, {}).get(task_path)
+    return save(store, staged) if staged is not None else None
+
+
+def discard(store: Store, task_path: str) -> None:
+    """Forget the task's staged state (its transaction rolled back)."""
+    _staged.get(store, {}).pop(task_path, None)
+
+
 def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     if task is None:
         return None
+    staged = _staged.get(store, {}).get(task.task_path)
+    if staged is not None and (staged.version, staged.updated_at) == (
+        task.version,
+        task.updated_at,
+    ):
+        return staged
     held = _held.get(store, {}).get(task.task_path)
     if held is not None and held.version == task.version and held.updated_at == task.updated_at:
         return held
@@ -230,8 +265,20 @@ def step_limit(store: Store, root_id: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# What identifies the task's row as it stands (see `_held`): read alone when a state is
+# known, so a current one costs two columns, not a whole record.
+_ROW_AT = sa.select(t.tasks.c.version, t.tasks.c.updated_at).where(
+    t.tasks.c.task_path == sa.bindparam("task_path")
+)
+
+
 def get(store: Store, task_path: str) -> LoopState | None:
     """The loop state of a task (None: it has no loop root yet)."""
+    known = _staged.get(store, {}).get(task_path) or _held.get(store, {}).get(task_path)
+    if known is not None:
+        rows = store._rows(_ROW_AT, {"task_path": task_path})
+        if rows and (rows[0][0], rows[0][1]) == (known.version, known.updated_at):
+            return known
     return _of(store, store.task_by_path(task_path))
 
 
@@ -262,6 +309,7 @@ def save(store: Store, state: LoopState) -> LoopState:
             )
         cursor = state.model_dump(mode="json", exclude=_NOT_IN_CURSOR)
         Cursors(store).set(task.root_id, CURSOR, cursor)
+    discard(store, state.task_path)  # a staged state is written with this one
     # `state` with the row's new fields: what a read would compose (validated already)
     return _hold(
         store,
@@ -297,3 +345,6 @@ def human_spoke(store: Store, root_id: str) -> None:
         if state is None or (state.drive_steps == 0 and state.drive_cost == 0.0):
             return
         save(store, state.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
+
+
+prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

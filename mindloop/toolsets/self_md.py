@@ -270,8 +270,9 @@ class SelfMdFile:
                 ) from None
         return entries
 
-    def entry(self, seq: int) -> HistoryEntry:
-        for e in self.history():
+    def entry(self, seq: int, history: list[HistoryEntry] | None = None) -> HistoryEntry:
+        """Change `seq` of `history` (read when not given)."""
+        for e in self.history() if history is None else history:
             if e.seq == seq:
                 return e
         raise SelfMdError(
@@ -545,13 +546,13 @@ class SelfMdFile:
         before it when nothing changed since, else only its section, when that section
         has not changed since. Appends an entry; raises `SelfMdError` when it cannot. The
         caller holds `locked()`."""
-        target = self.entry(seq)
+        history = self.history()
+        target = self.entry(seq, history)
         if target.status != "applied":
             raise SelfMdError(
                 f"cannot revert #{seq}: it is a {target.status} change, not an applied one "
                 "(self.md never held it)"
             )
-        history = self.history()
         current = self.read()
         cur_hash = sha256_hex(current)
         if cur_hash == target.new_sha256:

@@ -80,6 +80,18 @@ def test_loop_scenarios_print_their_figures_beside_the_peers(tmp_path: Path) -> 
         s7["commits_per_node"]["median"] + s7["file_fsyncs_per_node"]["median"]
     )
     assert "7. loop overhead: 3 nodes planned" in text
+    for key in ("langgraph", "agents"):
+        peer = s7["peers"][key]
+        if not peer["installed"]:
+            assert f"{peer['name']}  {NOT_INSTALLED}" in text
+            continue
+        assert peer["own_ms_per_node"]["median"] > 0 and peer["cpu_ms_per_node"]["median"] > 0
+        assert peer["ratio_to_mindloop"] > 0
+        assert re.search(
+            rf"^ +{re.escape(peer['name'])}  own ms/node [\d.]+ .* ×[\d.]+ of mindloop's$",
+            text,
+            re.M,
+        )
     assert re.search(
         r"goal: ≤ 2\.0 ms of the runtime's own time per node \([\d.]+\): (PASS|FAIL)$", text, re.M
     )

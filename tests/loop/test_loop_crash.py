@@ -183,7 +183,9 @@ def _check(rtws: Path) -> None:
         entries = [m.data["loop"]["phase"] for m in inputs]
         # the pass reviews the history before it, each message once, a batch an entry
         first = next(m.id for m in inputs if m.data["loop"]["phase"] == "SELF_IMPROVE")
-        batches = -(-sum(1 for m in history if m.id < first) // BATCH)
+        # (an assistant message and its tool calls are one message)
+        before = sum(1 for m in history if m.id < first and m.kind != "tool_call")
+        batches = -(-before // BATCH)
         assert entries == EXPECTED_WORK + ["SELF_IMPROVE"] * batches
         users = [m for m in history if m.kind == "user" and "loop" not in m.data]
         assert [m.data["text"] for m in users] == ["build a and b"]

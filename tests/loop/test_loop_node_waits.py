@@ -193,8 +193,7 @@ async def test_an_approved_call_runs_in_its_own_nodes_do_entry_not_another(
             turn(verdict("n2"), end("DO")),
             turn(complete("n1"), end("CHECK")),  # DO n1 again: the approved move ran
             turn(verdict("n1"), end("END")),
-            turn(end("END")),  # SELF_IMPROVE: the history's first batch
-            turn(end("END")),  # and its second
+            turn(end("END")),  # SELF_IMPROVE: the history in one batch
         ]
     )
     report, rt = await run_task(rtws, model, "publish the notes and set up the db")
@@ -228,7 +227,6 @@ async def test_an_approved_call_runs_in_its_own_nodes_do_entry_not_another(
         "CHECK",
         "DO",
         "CHECK",
-        "SELF_IMPROVE",
         "SELF_IMPROVE",
     ]
     await rt.aclose()

@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.loop.phases import PHASES, Hint, Phase
-from mindloop.loop.routing import RULES, RouteFacts, Target, route, rules_markdown
+from mindloop.loop.routing import (
+    RULES,
+    RouteFacts,
+    Target,
+    blocked_by_failure,
+    count_nodes,
+    route,
+    rules_markdown,
+)
 from mindloop.workspace.models import (
     MAIN,
     ROOT_ID,
@@ -189,3 +197,43 @@ def test_routing_properties(f: RouteFacts) -> None:
         assert any(x.status is S.COMPLETE or x.id in f.bench_ready for x in execution)
     if d.target is Target.ADJUST:
         assert any(x.status in (S.CHECK_FAILED, S.ADJUSTING, S.NEW) for x in execution)
+
+
+@settings(max_examples=400, deadline=None)
+@given(facts())
+def test_the_one_pass_tally_says_what_each_rule_asks_node_by_node(f: RouteFacts) -> None:
+    """The rules read a tally counted in one pass (`count_nodes`); each condition is the
+    reference's, node by node."""
+    state = f.workspace
+    execution = [x for x in state.nodes.values() if x.kind is NodeKind.EXECUTION]
+    t = count_nodes(state)
+    open_ = [x for x in execution if x.status not in TERMINAL]
+    assert t.total == len(execution)
+    assert t.terminal == len(execution) - len(open_)
+    assert t.waiting == sum(1 for x in open_ if x.status is S.WAIT)
+    assert t.check_failed == any(x.status in (S.CHECK_FAILED, S.ADJUSTING) for x in execution)
+    assert t.complete == any(x.status is S.COMPLETE for x in execution)
+    assert t.main_at_work == any(
+        x.assignee == MAIN and x.status is S.IN_PROGRESS for x in execution
+    )
+    assert t.main_ready == any(x.assignee == MAIN and is_ready(state, x) for x in execution)
+    assert t.blocked == any(blocked_by_failure(state, x) for x in execution)
+    assert set(t.benches_waiting) == {
+        x.id for x in execution if x.type is NodeType.BENCH and x.status is S.WAIT
+    }
+    # what routing does on the way: a MAIN node waiting on its own waits, a member node
+    # whose deps are done (dispatched)
+    assert t.own_waiting == any(
+        x.status is S.WAIT and x.dispatch is None and x.type is NodeType.TASK and x.assignee == MAIN
+        for x in execution
+    )
+    assert t.dispatchable == any(
+        x.status is S.NEW
+        and x.type is NodeType.TASK
+        and x.member is not None
+        and all(state.nodes[d].status is S.DONE for d in x.deps if d in state.nodes)
+        for x in execution
+    )
+    # the facts count it once, and a tally handed in is the one the rules read
+    assert f.tally() is f.tally()
+    assert route(RouteFacts(**{**f.__dict__, "nodes": t})) == route(f)

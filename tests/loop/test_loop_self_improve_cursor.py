@@ -56,6 +56,36 @@ async def test_batches_cover_every_message_once_across_courses(rtws: Path) -> No
     await rt.aclose()
 
 
+async def test_a_batch_counts_a_tool_call_as_part_of_its_assistant_message(rtws: Path) -> None:
+    # §9.3's "batches of ≤ 40 messages" are the dialog's messages: an assistant message
+    # and the calls it made are one (the store keeps each call as a row of its own), and a
+    # batch never ends between an assistant message and its calls.
+    rt = _runtime(rtws)
+    root = rt.create_root_dialog("tasks/example.tsk", "dev")
+    for turn in range(4):  # per turn: assistant + 3 calls (1 message), 3 results (3)
+        rt.store.append_message(root.id, "assistant", {"text": f"turn {turn}"}, course=1)
+        for i in range(3):
+            call = {"id": f"c{turn}.{i}", "name": "shell", "arguments": "{}"}
+            rt.store.append_message(root.id, "tool_call", call, course=1)
+        for i in range(3):
+            result = {"call_id": f"c{turn}.{i}", "name": "shell", "content": "ok"}
+            rt.store.append_message(root.id, "tool_result", result, course=1)
+    cursor = load_cursor(rt.store, root.id)
+    batches: list[list[str]] = []
+    while True:
+        batch, cursor = next_batch(rt.store, root.id, cursor, 5)
+        if not batch:
+            break
+        batches.append([m.kind for m in batch])
+    whole = ["assistant", *["tool_call"] * 3, *["tool_result"] * 3]
+    # 16 messages in batches of 5: the 5th message of the first batch is turn 1's
+    # assistant message, read with its three calls
+    assert [sum(k != "tool_call" for k in b) for b in batches] == [5, 5, 5, 1]
+    assert batches[0] == [*whole, "assistant", *["tool_call"] * 3]
+    assert [k for b in batches for k in b] == whole * 4
+    await rt.aclose()
+
+
 async def test_the_cursor_moves_only_with_its_commit(rtws: Path) -> None:
     rt = _runtime(rtws)
     root = rt.create_root_dialog("tasks/example.tsk", "dev")

@@ -77,3 +77,38 @@ def test_marks_an_older_loop_cursor_held_become_rows_when_it_is_read(
     assert "checked" not in Cursors(fresh).get("r", ls.CURSOR).value  # type: ignore[union-attr]
     store.close()
     fresh.close()
+
+
+def test_a_staged_state_is_read_in_its_transaction_and_written_once_with_what_follows(
+    tmp_path: Path, kind: str
+) -> None:
+    """`stage`: a change held for the rest of the transaction — reads see it, the next
+    save (of a state read through them) writes it with its own changes, `flush` writes it
+    when nothing did; another process sees nothing until it is written."""
+    store = _store(tmp_path, kind)
+    first = ls.get(store, TASK)
+    assert first is not None
+    with store.tx():
+        staged = ls.stage(store, first.model_copy(update={"entry": 3, "closed": True}))
+        read = ls.get(store, TASK)
+        assert read is staged and ls.by_root(store, "r") is staged
+        # a writer in the same transaction (the human spoke) writes it with its change
+        written = ls.save(store, read.model_copy(update={"drive_steps": 7}))
+        assert ls.flush(store, TASK) is None  # nothing left to write
+    assert written.version == first.version + 1
+    other = open_store(tmp_path / ".mindloop" / "state.sqlite", kind)  # another process
+    back = ls.get(other, TASK)
+    assert back is not None and (back.entry, back.closed, back.drive_steps) == (3, True, 7)
+    with store.tx():
+        ls.stage(store, written.model_copy(update={"entry": 4}))
+        flushed = ls.flush(store, TASK)
+    assert flushed is not None and flushed.version == written.version + 1
+    back = ls.get(other, TASK)
+    assert back is not None and back.entry == 4
+    with store.tx():  # a staged state forgotten: reads see the row again
+        ls.stage(store, flushed.model_copy(update={"entry": 99}))
+        ls.discard(store, TASK)
+        again = ls.get(store, TASK)
+        assert again is not None and again.entry == 4
+    store.close()
+    other.close()
