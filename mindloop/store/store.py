@@ -53,6 +53,8 @@ from mindloop.store.tasks import TaskRows
 
 log = logging.getLogger(__name__)
 
+# Rows per multi-row insert (SQLite allows 32,766 bound values a statement).
+INSERT_BATCH = 500
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
 
@@ -253,6 +255,21 @@ class Store(TaskRows, RouterLog):
         self.stats.statements += 1
         self._changed = True
         return int(self._dialect.insert(stmt, params))
+
+    def _insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows in order (joining the current transaction or committing by
+        itself), in as few statements as the dialect can; their generated ids."""
+        if not self._depth:
+            with self.tx():
+                return self._insert_many(stmt, rows)
+        ids: list[int] = []
+        for start in range(0, len(rows), INSERT_BATCH):
+            self.stats.statements += 1
+            self._changed = True
+            ids += [
+                int(k) for k in self._dialect.insert_many(stmt, rows[start : start + INSERT_BATCH])
+            ]
+        return ids
 
     def _scalar(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> Any:
         rows = self._rows(stmt, params)
@@ -505,8 +522,7 @@ class Store(TaskRows, RouterLog):
             return []
         now = time.time()
         rows = [_message_row(m, now) for m in msgs]
-        with self.tx():
-            ids = [self._insert(q.INSERT_MESSAGE, row) for row in rows]
+        ids = self._insert_many(q.INSERT_MESSAGE, rows)
         return [
             MessageRecord.model_validate(row | {"id": mid})
             for mid, row in zip(ids, rows, strict=True)
