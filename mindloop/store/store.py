@@ -102,6 +102,7 @@ class Store(TaskRows, RouterLog):
         self._depth = 0
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
+        self._memo: dict[Any, Any] | None = None  # `tx_memo`
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -163,10 +164,21 @@ class Store(TaskRows, RouterLog):
         self._dialect.begin(durable=durable)
         self._depth = 1
         self._changed = False
+        self._memo = {}
+
+    @property
+    def tx_memo(self) -> dict[Any, Any] | None:
+        """Values read in the open transaction, for a reader to keep till its end (None
+        outside one). A write transaction holds the write lock from its start (`tx`), so
+        only its own writes can change what it read: a module keeping a value here sets
+        it again when it writes it (e.g. the workspace stamp, `store.workspace`). Dropped
+        at the commit or rollback."""
+        return self._memo
 
     def _finish(self, durable: bool, failed: bool) -> None:
         """End the outermost transaction: roll back after an exception, else commit."""
         self._depth = 0
+        self._memo = None
         if failed:
             self._after.clear()
             self._dialect.rollback()

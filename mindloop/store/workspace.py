@@ -110,15 +110,33 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
 
 
 def stamp(store: Store, task_path: str) -> str | None:
-    """The workspace's stamp (None: never initialised): one indexed read."""
+    """The workspace's stamp (None: never initialised): one indexed read, once per
+    transaction (kept in `Store.tx_memo`; the writes below set it there)."""
+    memo = store.tx_memo
+    if memo is not None and (_STAMP, task_path) in memo:
+        return memo[_STAMP, task_path]  # type: ignore[no-any-return]
     found = store._rows(STAMP, {"task_path": task_path})
-    return str(found[0][0]) if found else None
+    value = str(found[0][0]) if found else None
+    if memo is not None:
+        memo[_STAMP, task_path] = value
+    return value
+
+
+def _stamped(store: Store, task_path: str, stamp: str) -> None:
+    """The stamp this transaction just wrote (what `stamp` now reads)."""
+    memo = store.tx_memo
+    if memo is not None:
+        memo[_STAMP, task_path] = stamp
+
+
+_STAMP = "workspace.stamp"  # its key in `Store.tx_memo`
 
 
 def restamp(store: Store, task_path: str, stamp: str) -> None:
     """Give the workspace a new stamp (every write of it does, in its transaction;
     `update_meta` does it too)."""
     store._write(RESTAMP, {"_task": task_path, "stamp": stamp})
+    _stamped(store, task_path, stamp)
 
 
 def tasks(store: Store) -> list[str]:
@@ -143,6 +161,7 @@ def node_log(store: Store, task_path: str, node_id: str | None) -> list[dict[str
 
 def insert_meta(store: Store, row: dict[str, Any]) -> None:
     store._write(INSERT_META, row)
+    _stamped(store, row["task_path"], row["stamp"])
 
 
 def update_meta(
@@ -164,6 +183,7 @@ def update_meta(
             "stamp": stamp,
         },
     )
+    _stamped(store, task_path, stamp)
 
 
 def insert_node(store: Store, row: dict[str, Any]) -> None:
