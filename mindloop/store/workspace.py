@@ -210,8 +210,9 @@ def delete_rule(store: Store, rule_id: int) -> None:
     store._write(DELETE_RULE, {"_id": rule_id})
 
 
-def insert_log(store: Store, row: dict[str, Any]) -> int:
-    return store._insert(INSERT_LOG, row)
+def insert_logs(store: Store, log_rows: list[dict[str, Any]]) -> list[int]:
+    """Insert log rows in order (one statement where the dialect can); their ids."""
+    return store._insert_many(INSERT_LOG, log_rows) if log_rows else []
 
 
 def user_message_with(store: Store, dialog_id: str, quote: str) -> int | None:

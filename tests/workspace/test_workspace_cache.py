@@ -243,3 +243,23 @@ def test_a_change_checked_on_a_workspace_commits_as_is_only_while_nothing_moved(
     execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("no new deps", {}))
     assert not commit_checked(store, rtws, stale)
     assert "Docs" not in [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
+
+
+def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value(
+    rtws: Path, store: Store
+) -> None:
+    _tree(store, rtws)
+    held = repo.load(store, TASK)
+    before = store.stats.statements
+    assert repo.load(store, TASK, stamp=held.stamp) is held
+    assert repo.held(store, TASK, held.stamp) is held
+    assert store.stats.statements == before
+    other = Store.for_rtws(rtws, durable=False)
+    execute(other, rtws, TASK, CHAT, lambda s: s.update(node_id="n2", notes="theirs"))
+    other.close()
+    from mindloop.store import workspace as rows
+
+    now = rows.stamp(store, TASK)
+    assert now is not None and repo.held(store, TASK, now) is None
+    fresh = repo.load(store, TASK, stamp=now)  # not held: read as it is now
+    assert fresh.nodes["n2"].notes == "theirs" and fresh.stamp == now
