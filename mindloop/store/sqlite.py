@@ -281,7 +281,7 @@ class SqliteDialect(StoreDialect):
         (RETURNING's own order is not promised)."""
         keys = tuple(rows[0]) if rows else ()
         comp = self._direct(stmt, rows[0]) if len(rows) > 1 else None
-        key_col = _integer_key(stmt)
+        key_col = _integer_key(stmt) if comp is not None else None
         if comp is None or key_col is None or any(tuple(r) != keys for r in rows):
             return super().insert_many(stmt, rows)
         many = (id(stmt), keys, len(rows))
@@ -327,11 +327,19 @@ class SqliteDialect(StoreDialect):
 def _integer_key(stmt: sa.Executable) -> str | None:
     """The quoted name of an insert's table's one integer primary key (its rowid), if it
     has one."""
+    try:
+        return _KEYS[id(stmt)]
+    except KeyError:
+        pass
     table = getattr(stmt, "table", None)
     pk = list(table.primary_key.columns) if isinstance(table, sa.Table) else []
-    if len(pk) != 1 or not isinstance(pk[0].type, sa.Integer):
-        return None
-    return f'"{pk[0].name}"'
+    found = f'"{pk[0].name}"' if len(pk) == 1 and isinstance(pk[0].type, sa.Integer) else None
+    if id(stmt) in q.PREBUILT:  # a module constant: its id is never reused
+        _KEYS[id(stmt)] = found
+    return found
+
+
+_KEYS: dict[int, str | None] = {}
 
 
 def _not_writable(path: Path, exc: OSError) -> str:
