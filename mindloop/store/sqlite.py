@@ -275,14 +275,15 @@ class SqliteDialect(StoreDialect):
         return self._run(comp, params).lastrowid
 
     def insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[Any]:
-        """One `INSERT … VALUES (…), (…) RETURNING <key>` for the rows (a step's messages:
-        one statement instead of one per row). SQLite numbers new rows upwards (each
-        takes the largest rowid + 1), so the returned keys sorted are the rows' in order
-        (RETURNING's own order is not promised)."""
+        """One `INSERT … VALUES (…), (…)` for the rows (a step's messages: one statement
+        instead of one per row). Their keys: a table whose key is its rowid numbers new
+        rows upwards, each the largest rowid + 1 (SQLite picks at random only once a row
+        holds the largest possible rowid, which the store never writes: its inserts
+        leave the key to SQLite), so the rows of one statement are numbered
+        consecutively up to the last one's (a RETURNING clause costs more)."""
         keys = tuple(rows[0]) if rows else ()
         comp = self._direct(stmt, rows[0]) if len(rows) > 1 else None
-        key_col = _integer_key(stmt) if comp is not None else None
-        if comp is None or key_col is None or any(tuple(r) != keys for r in rows):
+        if comp is None or not _rowid_key(stmt) or any(tuple(r) != keys for r in rows):
             return super().insert_many(stmt, rows)
         many = (id(stmt), keys, len(rows))
         sql = _MANY.get(many)
@@ -290,15 +291,13 @@ class SqliteDialect(StoreDialect):
             head, sep, group = comp.sql.partition(" VALUES ")
             if not sep or not group.startswith("(") or not group.endswith(")"):
                 return super().insert_many(stmt, rows)
-            sql = _MANY[many] = (
-                f"{head} VALUES {', '.join([group] * len(rows))} RETURNING {key_col}"
-            )
+            sql = _MANY[many] = f"{head} VALUES {', '.join([group] * len(rows))}"
         values = [v for row in rows for v in comp.params(row)]
         try:
-            found = self.dbapi.execute(sql, values).fetchall()
+            last = int(self.dbapi.execute(sql, values).lastrowid)
         except sqlite3.Error as exc:
             raise sa.exc.DBAPIError.instance(sql, values, exc, sqlite3.Error) from exc
-        return sorted(r[0] for r in found)
+        return list(range(last - len(rows) + 1, last + 1))
 
     def _run(self, comp: direct.Compiled, params: Any) -> sqlite3.Cursor:
         """Execute on the DBAPI connection; its errors raised as SQLAlchemy's (an
@@ -324,22 +323,21 @@ class SqliteDialect(StoreDialect):
             return found
 
 
-def _integer_key(stmt: sa.Executable) -> str | None:
-    """The quoted name of an insert's table's one integer primary key (its rowid), if it
-    has one."""
+def _rowid_key(stmt: sa.Executable) -> bool:
+    """Whether an insert's table's key is its rowid (one integer primary key)."""
     try:
-        return _KEYS[id(stmt)]
+        return _ROWID[id(stmt)]
     except KeyError:
         pass
     table = getattr(stmt, "table", None)
     pk = list(table.primary_key.columns) if isinstance(table, sa.Table) else []
-    found = f'"{pk[0].name}"' if len(pk) == 1 and isinstance(pk[0].type, sa.Integer) else None
+    found = len(pk) == 1 and isinstance(pk[0].type, sa.Integer)
     if id(stmt) in q.PREBUILT:  # a module constant: its id is never reused
-        _KEYS[id(stmt)] = found
+        _ROWID[id(stmt)] = found
     return found
 
 
-_KEYS: dict[int, str | None] = {}
+_ROWID: dict[int, bool] = {}
 
 
 def _not_writable(path: Path, exc: OSError) -> str:

@@ -18,7 +18,7 @@ transaction rolls back whole. After the commit the files the change touched are 
 
 from __future__ import annotations
 
-import uuid
+import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -133,7 +133,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
-    stamp = uuid.uuid4().hex  # this write's (see the module doc)
+    stamp = os.urandom(16).hex()  # this write's (see the module doc): 128 random bits
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
