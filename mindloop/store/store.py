@@ -14,6 +14,7 @@ The engine appends; it never re-reads whole dialogs per step. `load_history` is 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import uuid
@@ -33,6 +34,7 @@ from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.location import database_url, env_dialect
+from mindloop.store.memo import TxMemo
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -102,7 +104,7 @@ class Store(TaskRows, RouterLog):
         self._depth = 0
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
-        self._memo: dict[Any, Any] | None = None  # `tx_memo`
+        self._memo: TxMemo | None = None  # `tx_memo`
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -164,15 +166,13 @@ class Store(TaskRows, RouterLog):
         self._dialect.begin(durable=durable)
         self._depth = 1
         self._changed = False
-        self._memo = {}
+        self._memo = TxMemo()
 
     @property
-    def tx_memo(self) -> dict[Any, Any] | None:
+    def tx_memo(self) -> TxMemo | None:
         """Values read in the open transaction, for a reader to keep till its end (None
-        outside one). A write transaction holds the write lock from its start (`tx`), so
-        only its own writes can change what it read: a module keeping a value here sets
-        it again when it writes it (e.g. the workspace stamp, `store.workspace`). Dropped
-        at the commit or rollback."""
+        outside one; see `memo.py`): keyed by (table, …), dropped by a write of that
+        table, and at the commit or rollback."""
         return self._memo
 
     def _finish(self, durable: bool, failed: bool) -> None:
@@ -240,6 +240,8 @@ class Store(TaskRows, RouterLog):
         """Run a write with a RETURNING clause inside the current transaction: the rows it
         changed, as they now stand (saves reading them again)."""
         self.stats.statements += 1
+        if self._memo:
+            self._memo.forget(stmt)
         keys, rows = self._dialect.read(stmt, params)
         if rows:
             self._changed = True
@@ -253,6 +255,8 @@ class Store(TaskRows, RouterLog):
             with self.tx():
                 return self._write(stmt, params)
         self.stats.statements += 1
+        if self._memo:
+            self._memo.forget(stmt)
         changed = self._dialect.write(stmt, params)
         if changed:
             self._changed = True
@@ -266,6 +270,8 @@ class Store(TaskRows, RouterLog):
                 return self._insert(stmt, params)
         self.stats.statements += 1
         self._changed = True
+        if self._memo:
+            self._memo.forget(stmt)
         return int(self._dialect.insert(stmt, params))
 
     def _insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[int]:
@@ -275,6 +281,8 @@ class Store(TaskRows, RouterLog):
             with self.tx():
                 return self._insert_many(stmt, rows)
         ids: list[int] = []
+        if self._memo:
+            self._memo.forget(stmt)
         for start in range(0, len(rows), INSERT_BATCH):
             self.stats.statements += 1
             self._changed = True
@@ -347,9 +355,16 @@ class Store(TaskRows, RouterLog):
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
+        """The dialog's row (read once per transaction while it writes no dialog; each
+        caller gets a record of its own)."""
+        memo, key = self._memo, ("dialogs", dialog_id)
+        if memo is not None and key in memo:
+            return _own(memo[key])
         found = self._records(DialogRecord, q.DIALOG, {"id": dialog_id})
         if not found:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
+        if memo is not None:
+            memo[key] = _own(found[0])
         return found[0]
 
     def resolve_dialog_id(self, prefix: str) -> str:
@@ -737,6 +752,13 @@ class Store(TaskRows, RouterLog):
                 row = {"dialog_id": dialog_id, "position": i, "content": content, "created_at": now}
                 self._write(q.INSERT_REMINDER, row)
         return self.reminders(dialog_id)
+
+
+def _own(rec: DialogRecord) -> DialogRecord:
+    """A copy of a record to hand out (its one mutable field copied too)."""
+    if rec.assignment is None:
+        return rec.model_copy()
+    return rec.model_copy(update={"assignment": copy.deepcopy(rec.assignment)})
 
 
 def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:

@@ -112,24 +112,25 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
 def stamp(store: Store, task_path: str) -> str | None:
     """The workspace's stamp (None: never initialised): one indexed read, once per
     transaction (kept in `Store.tx_memo`; the writes below set it there)."""
-    memo = store.tx_memo
-    if memo is not None and (_STAMP, task_path) in memo:
-        return memo[_STAMP, task_path]  # type: ignore[no-any-return]
+    memo, key = store.tx_memo, (_STAMP, task_path)
+    if memo is not None and key in memo:
+        return memo[key]  # type: ignore[no-any-return]
     found = store._rows(STAMP, {"task_path": task_path})
     value = str(found[0][0]) if found else None
     if memo is not None:
-        memo[_STAMP, task_path] = value
+        memo[key] = value
     return value
 
 
 def _stamped(store: Store, task_path: str, stamp: str) -> None:
-    """The stamp this transaction just wrote (what `stamp` now reads)."""
+    """The stamp this transaction just wrote (what `stamp` now reads; the write itself
+    dropped the value read before)."""
     memo = store.tx_memo
     if memo is not None:
         memo[_STAMP, task_path] = stamp
 
 
-_STAMP = "workspace.stamp"  # its key in `Store.tx_memo`
+_STAMP = t.ws_meta.name  # its key in `Store.tx_memo`: (table, task)
 
 
 def restamp(store: Store, task_path: str, stamp: str) -> None:

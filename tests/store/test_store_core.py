@@ -118,6 +118,27 @@ def test_messages_appended_together_get_their_ids_in_order_in_one_statement(
     assert sorted(m.id for m in stored) == [m.id for m in stored]
 
 
+def test_a_write_transaction_reads_a_dialog_once_until_it_writes_one(store: Store) -> None:
+    """It holds the write lock: what it read stands till its own write of the table."""
+    store.create_dialog(_dialog())
+    with store.tx():
+        before = store.stats.statements
+        first = store.get_dialog("d1")
+        again = store.get_dialog("d1")
+        assert store.stats.statements - before == 1
+        assert again == first and again is not first  # each caller's own record
+        again.title = "changed by a caller"
+        assert store.get_dialog("d1").title is None
+        store.update_dialog("d1", title="written")
+        assert store.get_dialog("d1").title == "written"  # read again after the write
+    other = open_store(store.path, "sqlite") if store.dialect.name == "sqlite" else None
+    if other is not None:  # another connection's commit is seen by the next transaction
+        other.update_dialog("d1", title="theirs")
+        other.close()
+        with store.tx():
+            assert store.get_dialog("d1").title == "theirs"
+
+
 def test_generation_and_its_messages_commit_together(store: Store) -> None:
     store.create_dialog(_dialog())
     gen = GenerationRecord(dialog_id="d1", provider="p", model="m", started_at=1.0, input_tokens=3)
