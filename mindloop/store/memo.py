@@ -1,35 +1,105 @@
-"""What a write transaction read, kept till its end (`Store.tx_memo`).
+"""Rows a store read or wrote, kept while nothing can have changed them (`Store.memo_get`).
 
-A write transaction holds the write lock from its start (`BEGIN IMMEDIATE` on SQLite, the
-advisory lock on PostgreSQL), so no other process changes a row it read until it ends:
-a value read once may serve the transaction's later reads of it (the work loop's phase
-change reads the root dialog, the workspace stamp, … several times in one transaction).
-Only the transaction's own writes can change it, and every store write goes through the
-store's write methods, which call `forget` with their statement: the values of the table
-it writes are dropped (all of them for a statement naming no table). A key is a tuple
-whose first item is the table the value was read from.
+The work loop reads the same few rows over and over (its task row, its root dialog, the
+workspace stamp): several times in one transaction, and again in the next one although
+only this process wrote them since. A value is kept here, keyed by a tuple whose first
+item is the table it came from, and handed out again while it provably still is what
+the database holds:
+
+- this store's own writes: every write goes through the store's write methods, which
+  call `forget` with their statement first — the values of the table it writes are
+  dropped (all of them for a statement naming no table); a writer that knows the row it
+  wrote (an update's RETURNING, the stamp it set) puts it back;
+- other connections' commits (other processes, other stores of this one): the dialect's
+  `changes_by_others` counter (SQLite's `PRAGMA data_version`, one statement without a
+  table read) is read before a kept value is used — once per transaction, which holds
+  the write lock from its start so nobody else commits until it ends, and at each use
+  outside one — and everything is dropped when it moved;
+- a rollback drops everything (what the transaction read or wrote may be gone).
+
+A database without such a counter (PostgreSQL) keeps values only inside the transaction
+that read them. Values are shared: a caller that may change what it got copies it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
 from mindloop.store import statements as q
 
+MISS = object()  # `Memo.get`: nothing usable is kept
 
-class TxMemo(dict[tuple[Any, ...], Any]):
-    """Values read in the open transaction, by (table name, …)."""
+
+class Memo:
+    """One store's kept values (see the module doc). `counter` reads the dialect's
+    `changes_by_others`."""
+
+    __slots__ = ("_checked", "_counter", "_seen", "_tx", "_values", "_versioned")
+
+    def __init__(self, counter: Callable[[], int | None]) -> None:
+        self._counter = counter
+        # key -> (the transaction that read or wrote it, 0: none; the value)
+        self._values: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._tx = 0  # the open (or last) transaction's number
+        self._versioned: bool | None = None  # the database has a counter (first `began`)
+        self._seen: int | None = None  # the counter when the values were last checked
+        self._checked = False  # checked in the open transaction
+
+    def get(self, key: tuple[Any, ...], in_tx: bool) -> Any:
+        """The value kept for `key`, or `MISS`."""
+        held = self._values.get(key)
+        if held is None:
+            return MISS
+        if in_tx and (self._checked or held[0] == self._tx):  # read under this lock
+            return held[1]
+        if not self._versioned:  # kept only within the transaction that read it
+            return MISS
+        seen = self._counter()
+        self._checked = in_tx
+        if seen != self._seen:
+            self._values.clear()
+            self._seen = seen
+            return MISS
+        return held[1]
+
+    def put(self, key: tuple[Any, ...], value: Any, in_tx: bool) -> None:
+        if in_tx:
+            self._values[key] = (self._tx, value)
+        elif self._versioned:
+            self._values[key] = (0, value)
 
     def forget(self, stmt: sa.Executable) -> None:
-        """`stmt` is about to write: drop what was read of its table."""
+        """`stmt` is about to write: drop what is kept of its table."""
+        values = self._values
+        if not values:
+            return
         table = _table_of(stmt)
         if table is None:
-            self.clear()
+            values.clear()
             return
-        for key in [k for k in self if k[0] == table]:
-            del self[key]
+        for key in [k for k in values if k[0] == table]:
+            del values[key]
+
+    def began(self) -> None:
+        """A transaction started (it holds the write lock)."""
+        self._tx += 1
+        if self._versioned is None:  # the first one: what was kept before is unknown
+            self._seen = self._counter()
+            self._versioned = self._seen is not None
+            self._values.clear()
+            self._checked = True
+            return
+        self._checked = False
+        if not self._versioned:  # nothing outlives a transaction here
+            self._values.clear()
+
+    def ended(self, *, rolled_back: bool) -> None:
+        self._checked = False
+        if rolled_back or not self._versioned:
+            self._values.clear()
 
 
 _TABLES: dict[int, str | None] = {}

@@ -252,6 +252,11 @@ class SqliteDialect(StoreDialect):
             )
         return StoreError(f"{self.path}: not a usable mindloop state database ({orig})")
 
+    def changes_by_others(self) -> int | None:
+        # SQLite's own counter: unchanged by this connection's commits, moved by any
+        # other's (one cheap statement: no table is read).
+        return int(self.dbapi.execute("PRAGMA data_version").fetchone()[0])
+
     # ------------------------------------------------------------------ fast path
 
     def read(self, stmt: sa.Executable, params: Any) -> Rows:

@@ -34,7 +34,7 @@ from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.location import database_url, env_dialect
-from mindloop.store.memo import TxMemo
+from mindloop.store.memo import MISS, Memo
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -104,7 +104,7 @@ class Store(TaskRows, RouterLog):
         self._depth = 0
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
-        self._memo: TxMemo | None = None  # `tx_memo`
+        self._memo = Memo(self._changes_by_others)  # `memo_get`
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -166,20 +166,26 @@ class Store(TaskRows, RouterLog):
         self._dialect.begin(durable=durable)
         self._depth = 1
         self._changed = False
-        self._memo = TxMemo()
+        self._memo.began()
 
-    @property
-    def tx_memo(self) -> TxMemo | None:
-        """Values read in the open transaction, for a reader to keep till its end (None
-        outside one; see `memo.py`): keyed by (table, …), dropped by a write of that
-        table, and at the commit or rollback."""
-        return self._memo
+    def memo_get(self, key: tuple[Any, ...]) -> Any:
+        """A row kept for `key` ((table, …)) while nothing can have changed it
+        (`memo.py`), or `MISS`. Shared: copy what you may change."""
+        return self._memo.get(key, self._depth > 0)
+
+    def memo_put(self, key: tuple[Any, ...], value: Any) -> None:
+        """Keep a row just read, or just written (after the write)."""
+        self._memo.put(key, value, self._depth > 0)
+
+    def _changes_by_others(self) -> int | None:
+        self.stats.statements += 1
+        return self._dialect.changes_by_others()
 
     def _finish(self, durable: bool, failed: bool) -> None:
         """End the outermost transaction: roll back after an exception, else commit."""
         self._depth = 0
-        self._memo = None
         if failed:
+            self._memo.ended(rolled_back=True)
             self._after.clear()
             self._dialect.rollback()
             return
@@ -188,7 +194,12 @@ class Store(TaskRows, RouterLog):
             self._after = {}
         if crash_points.CRASH is not None and self._changed:  # tests only
             crash_points.CRASH.reached("commit.before")
-        self._dialect.commit()
+        try:
+            self._dialect.commit()
+        except BaseException:  # the dialect rolled it back
+            self._memo.ended(rolled_back=True)
+            raise
+        self._memo.ended(rolled_back=False)
         if crash_points.CRASH is not None and self._changed:
             crash_points.CRASH.reached("commit.after")
         if self._changed:
@@ -240,8 +251,7 @@ class Store(TaskRows, RouterLog):
         """Run a write with a RETURNING clause inside the current transaction: the rows it
         changed, as they now stand (saves reading them again)."""
         self.stats.statements += 1
-        if self._memo:
-            self._memo.forget(stmt)
+        self._memo.forget(stmt)
         keys, rows = self._dialect.read(stmt, params)
         if rows:
             self._changed = True
@@ -255,8 +265,7 @@ class Store(TaskRows, RouterLog):
             with self.tx():
                 return self._write(stmt, params)
         self.stats.statements += 1
-        if self._memo:
-            self._memo.forget(stmt)
+        self._memo.forget(stmt)
         changed = self._dialect.write(stmt, params)
         if changed:
             self._changed = True
@@ -270,8 +279,7 @@ class Store(TaskRows, RouterLog):
                 return self._insert(stmt, params)
         self.stats.statements += 1
         self._changed = True
-        if self._memo:
-            self._memo.forget(stmt)
+        self._memo.forget(stmt)
         return int(self._dialect.insert(stmt, params))
 
     def _insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[int]:
@@ -281,8 +289,7 @@ class Store(TaskRows, RouterLog):
             with self.tx():
                 return self._insert_many(stmt, rows)
         ids: list[int] = []
-        if self._memo:
-            self._memo.forget(stmt)
+        self._memo.forget(stmt)
         for start in range(0, len(rows), INSERT_BATCH):
             self.stats.statements += 1
             self._changed = True
@@ -355,16 +362,16 @@ class Store(TaskRows, RouterLog):
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
-        """The dialog's row (read once per transaction while it writes no dialog; each
-        caller gets a record of its own)."""
-        memo, key = self._memo, ("dialogs", dialog_id)
-        if memo is not None and key in memo:
-            return _own(memo[key])
+        """The dialog's row (kept while nothing wrote a dialog, `memo_get`; each caller
+        gets a record of its own)."""
+        key = ("dialogs", dialog_id)
+        held = self.memo_get(key)
+        if held is not MISS:
+            return _own(held)
         found = self._records(DialogRecord, q.DIALOG, {"id": dialog_id})
         if not found:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
-        if memo is not None:
-            memo[key] = _own(found[0])
+        self.memo_put(key, _own(found[0]))
         return found[0]
 
     def resolve_dialog_id(self, prefix: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from mindloop.store import schema as t
+from mindloop.store.memo import MISS
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
@@ -110,27 +111,25 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
 
 
 def stamp(store: Store, task_path: str) -> str | None:
-    """The workspace's stamp (None: never initialised): one indexed read, once per
-    transaction (kept in `Store.tx_memo`; the writes below set it there)."""
-    memo, key = store.tx_memo, (_STAMP, task_path)
-    if memo is not None and key in memo:
-        return memo[key]  # type: ignore[no-any-return]
+    """The workspace's stamp (None: never initialised): one indexed read, kept while
+    nothing else wrote the workspace (`Store.memo_get`; the writes below put theirs)."""
+    key = (_STAMP, task_path)
+    held = store.memo_get(key)
+    if held is not MISS:
+        return held  # type: ignore[no-any-return]
     found = store._rows(STAMP, {"task_path": task_path})
     value = str(found[0][0]) if found else None
-    if memo is not None:
-        memo[key] = value
+    store.memo_put(key, value)
     return value
 
 
 def _stamped(store: Store, task_path: str, stamp: str) -> None:
     """The stamp this transaction just wrote (what `stamp` now reads; the write itself
     dropped the value read before)."""
-    memo = store.tx_memo
-    if memo is not None:
-        memo[_STAMP, task_path] = stamp
+    store.memo_put((_STAMP, task_path), stamp)
 
 
-_STAMP = t.ws_meta.name  # its key in `Store.tx_memo`: (table, task)
+_STAMP = t.ws_meta.name  # its key in the store's memo: (table, task)
 
 
 def restamp(store: Store, task_path: str, stamp: str) -> None:
