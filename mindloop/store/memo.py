@@ -1,10 +1,11 @@
 """Rows a store read or wrote, kept while nothing can have changed them (`Store.memo_get`).
 
 The work loop reads the same few rows over and over (its task row, its root dialog, the
-workspace stamp): several times in one transaction, and again in the next one although
-only this process wrote them since. A value is kept here, keyed by a tuple whose first
-item is the table it came from, and handed out again while it provably still is what
-the database holds:
+workspace stamp, the root's open waits and questions): several times in one transaction,
+and again in the next one although only this process wrote them since. A value is kept
+here, keyed by a tuple whose first item is the table it came from (a tuple of them for a
+value read from several), and handed out again while it provably still is what the
+database holds:
 
 - this store's own writes: every write goes through the store's write methods, which
   call `forget` with their statement first — the values of the table it writes are
@@ -80,7 +81,7 @@ class Memo:
         if table is None:
             values.clear()
             return
-        for key in [k for k in values if k[0] == table]:
+        for key in [k for k in values if k[0] == table or table in _tables(k[0])]:
             del values[key]
 
     def began(self) -> None:
@@ -100,6 +101,11 @@ class Memo:
         self._checked = False
         if rolled_back or not self._versioned:
             self._values.clear()
+
+
+def _tables(first: object) -> tuple[object, ...]:
+    """The tables a key names when its value comes from several (a tuple of them)."""
+    return first if isinstance(first, tuple) else ()
 
 
 _TABLES: dict[int, str | None] = {}

@@ -245,6 +245,20 @@ class Store(TaskRows, RouterLog):
         validate = model.model_validate
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
+    def _kept_records(
+        self,
+        key: tuple[Any, ...],
+        model: type[_R],
+        stmt: sa.Executable,
+        params: dict[str, Any],
+    ) -> list[_R]:
+        """`_records`, kept under `key` (`memo_get`; each caller gets copies of its own)."""
+        held = self.memo_get(key)
+        if held is MISS:
+            held = self._records(model, stmt, params)
+            self.memo_put(key, held)
+        return [r.model_copy(deep=True) for r in held]
+
     def _write_returning(
         self, model: type[_R], stmt: sa.Executable, params: dict[str, Any]
     ) -> list[_R]:
@@ -510,8 +524,14 @@ class Store(TaskRows, RouterLog):
     def wait_state(self, dialog_id: str) -> tuple[int, int, int, int]:
         """(tellasks the dialog waits on, tellask-backs asked of it, its open questions,
         its open blocking wait records)."""
+        key = (_WAIT_TABLES, "state", dialog_id)
+        held = self.memo_get(key)
+        if held is not MISS:
+            return held  # type: ignore[no-any-return]
         row: tuple[Any, ...] = tuple(self._rows(q.WAIT_STATE, {"id": dialog_id})[0])
-        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        state = int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        self.memo_put(key, state)
+        return state
 
     # ------------------------------------------------------------------ waits
 
@@ -537,7 +557,9 @@ class Store(TaskRows, RouterLog):
             return self.get_wait(wait_id)
 
     def open_waits(self, dialog_id: str) -> list[WaitRecord]:
-        return self._records(WaitRecord, q.OPEN_WAITS_OF, {"dialog_id": dialog_id})
+        return self._kept_records(
+            ("waits", "open", dialog_id), WaitRecord, q.OPEN_WAITS_OF, {"dialog_id": dialog_id}
+        )
 
     def due_waits(self, now: float) -> list[WaitRecord]:
         """Open waits whose due time is not later than `now`, earliest first."""
@@ -717,7 +739,9 @@ class Store(TaskRows, RouterLog):
         self, *, dialog_id: str | None = None, root_ids: Sequence[str] | None = None
     ) -> list[QuestionRecord]:
         if dialog_id is not None and root_ids is None:
-            return self._records(QuestionRecord, q.OPEN_QUESTIONS_OF, {"dialog_id": dialog_id})
+            key = ("questions", "open", dialog_id)
+            params = {"dialog_id": dialog_id}
+            return self._kept_records(key, QuestionRecord, q.OPEN_QUESTIONS_OF, params)
         c = t.questions.c
         stmt = sa.select(t.questions).where(c.status == "open")
         if dialog_id is not None:
@@ -759,6 +783,10 @@ class Store(TaskRows, RouterLog):
                 row = {"dialog_id": dialog_id, "position": i, "content": content, "created_at": now}
                 self._write(q.INSERT_REMINDER, row)
         return self.reminders(dialog_id)
+
+
+# what `wait_state` counts (its key names them all: a write of any drops it)
+_WAIT_TABLES = (t.pending_tellasks.name, t.questions.name, t.waits.name)
 
 
 def _own(rec: DialogRecord) -> DialogRecord:

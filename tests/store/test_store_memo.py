@@ -81,3 +81,31 @@ def test_each_caller_gets_a_record_of_its_own(store: Store) -> None:
     assert first is not None
     first.topic = "changed by a caller"
     assert store.task_by_root("d1").topic == "x"  # type: ignore[union-attr]
+
+
+def test_open_waits_questions_and_the_wait_state_follow_every_write(
+    tmp_path: Path, store: Store
+) -> None:
+    from mindloop.store import QuestionRecord, WaitRecord
+
+    assert store.open_waits("d1") == [] and store.wait_state("d1") == (0, 0, 0, 0)
+    assert store.open_questions(dialog_id="d1") == []
+    ran = _selects(store, lambda: (store.open_waits("d1"), store.wait_state("d1")))
+    assert ran == ["PRAGMA data_version", "PRAGMA data_version"]
+    store.add_wait(WaitRecord(id="w1", dialog_id="d1", kind="timer", key="k", blocks=True))
+    assert [w.id for w in store.open_waits("d1")] == ["w1"]
+    assert store.wait_state("d1") == (0, 0, 0, 1)
+    store.add_question(
+        QuestionRecord(
+            id="q1", dialog_id="d1", root_id="d1", headline="h", body="b", call_id="c", course=1
+        )
+    )
+    assert [x.id for x in store.open_questions(dialog_id="d1")] == ["q1"]
+    assert store.wait_state("d1") == (0, 0, 1, 1)
+    con = sqlite3.connect(tmp_path / DB)  # another process resolves both
+    con.execute("UPDATE waits SET status = 'resolved'")
+    con.execute("UPDATE questions SET status = 'answered'")
+    con.commit()
+    con.close()
+    assert store.open_waits("d1") == [] and store.open_questions(dialog_id="d1") == []
+    assert store.wait_state("d1") == (0, 0, 0, 0)
