@@ -146,7 +146,7 @@ class TaskRows:
         return self._task_by("root", TASK_BY_ROOT, {"root_id": root_id})
 
     def _task_by(self, by: str, stmt: sa.Executable, params: dict[str, str]) -> TaskRecord | None:
-        key = (_TASKS, by, *params.values())
+        key = (_TASKS, by, *params.values())  # `by` names the one parameter
         held = self.memo_get(key)
         if held is not MISS:
             return None if held is None else held.model_copy()

@@ -109,3 +109,17 @@ def test_open_waits_questions_and_the_wait_state_follow_every_write(
     con.close()
     assert store.open_waits("d1") == [] and store.open_questions(dialog_id="d1") == []
     assert store.wait_state("d1") == (0, 0, 0, 0)
+
+
+def test_the_latest_summary_follows_every_write(tmp_path: Path, store: Store) -> None:
+    from mindloop.store.summaries import Summaries, SummaryRecord
+
+    sums = Summaries(store)
+    assert sums.latest("workspace", task_path="tasks/x.tsk") is None
+    sums.add(SummaryRecord(task_path="tasks/x.tsk", kind="workspace", writer="w", text="one"))
+    assert sums.latest("workspace", task_path="tasks/x.tsk").text == "one"  # type: ignore[union-attr]
+    con = sqlite3.connect(tmp_path / DB)
+    con.execute("UPDATE summaries SET text = 'theirs'")
+    con.commit()
+    con.close()
+    assert sums.latest("workspace", task_path="tasks/x.tsk").text == "theirs"  # type: ignore[union-attr]
