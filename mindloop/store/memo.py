@@ -38,12 +38,13 @@ class Memo:
     """One store's kept values (see the module doc). `counter` reads the dialect's
     `changes_by_others`."""
 
-    __slots__ = ("_checked", "_counter", "_seen", "_tx", "_values", "_versioned")
+    __slots__ = ("_checked", "_counter", "_seen", "_tables", "_tx", "_values", "_versioned")
 
     def __init__(self, counter: Callable[[], int | None]) -> None:
         self._counter = counter
         # key -> (the transaction that read or wrote it, 0: none; the value)
         self._values: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._tables: dict[str, set[tuple[Any, ...]]] = {}  # the keys of each table
         self._tx = 0  # the open (or last) transaction's number
         self._versioned: bool | None = None  # the database has a counter (first `began`)
         self._seen: int | None = None  # the counter when the values were last checked
@@ -61,7 +62,7 @@ class Memo:
         seen = self._counter()
         self._checked = in_tx
         if seen != self._seen:
-            self._values.clear()
+            self._clear()
             self._seen = seen
             return MISS
         return held[1]
@@ -71,18 +72,29 @@ class Memo:
             self._values[key] = (self._tx, value)
         elif self._versioned:
             self._values[key] = (0, value)
+        else:
+            return
+        first = key[0]
+        for table in first if isinstance(first, tuple) else (first,):
+            self._tables.setdefault(table, set()).add(key)
 
     def forget(self, stmt: sa.Executable) -> None:
         """`stmt` is about to write: drop what is kept of its table."""
-        values = self._values
-        if not values:
+        if not self._values:
             return
         table = _table_of(stmt)
         if table is None:
-            values.clear()
+            self._clear()
             return
-        for key in [k for k in values if k[0] == table or table in _tables(k[0])]:
-            del values[key]
+        keys = self._tables.pop(table, None)
+        if keys:
+            values = self._values
+            for key in keys:
+                values.pop(key, None)
+
+    def _clear(self) -> None:
+        self._values.clear()
+        self._tables.clear()
 
     def began(self) -> None:
         """A transaction started (it holds the write lock)."""
@@ -90,22 +102,17 @@ class Memo:
         if self._versioned is None:  # the first one: what was kept before is unknown
             self._seen = self._counter()
             self._versioned = self._seen is not None
-            self._values.clear()
+            self._clear()
             self._checked = True
             return
         self._checked = False
         if not self._versioned:  # nothing outlives a transaction here
-            self._values.clear()
+            self._clear()
 
     def ended(self, *, rolled_back: bool) -> None:
         self._checked = False
         if rolled_back or not self._versioned:
-            self._values.clear()
-
-
-def _tables(first: object) -> tuple[object, ...]:
-    """The tables a key names when its value comes from several (a tuple of them)."""
-    return first if isinstance(first, tuple) else ()
+            self._clear()
 
 
 _TABLES: dict[int, str | None] = {}

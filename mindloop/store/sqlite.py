@@ -286,8 +286,10 @@ class SqliteDialect(StoreDialect):
         holds the largest possible rowid, which the store never writes: its inserts
         leave the key to SQLite), so the rows of one statement are numbered
         consecutively up to the last one's (a RETURNING clause costs more)."""
+        if len(rows) == 1:
+            return [self.insert(stmt, rows[0])]
         keys = tuple(rows[0]) if rows else ()
-        comp = self._direct(stmt, rows[0]) if len(rows) > 1 else None
+        comp = self._direct(stmt, rows[0]) if rows else None
         if comp is None or not _rowid_key(stmt) or any(tuple(r) != keys for r in rows):
             return super().insert_many(stmt, rows)
         many = (id(stmt), keys, len(rows))
