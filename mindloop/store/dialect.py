@@ -107,6 +107,17 @@ class StoreDialect(ABC):
         key = self.conn.execute(stmt, params).inserted_primary_key
         return None if key is None else key[0]
 
+    def changes_by_others(self) -> int | None:
+        """A number that moves whenever another connection (of this process or another)
+        committed a change since it was last read, and stays while none did; None when
+        the database offers none (then nothing read is kept past its transaction)."""
+        return None
+
+    def insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[Any]:
+        """Insert rows in order inside the current transaction (a dialect may do it in
+        one statement); their new keys, in the same order."""
+        return [self.insert(stmt, row) for row in rows]
+
     def close(self) -> None:
         self.conn.close()
         self.engine.dispose()

@@ -61,6 +61,8 @@ NOTHING_CHANGED = "nothing was changed"
 # statement and parameter keys: compiled once per process, whichever store runs them
 # (every SQLite store's dialect is configured alike).
 _COMPILED: dict[tuple[int, tuple[str, ...]], direct.Compiled | None] = {}
+# Multi-row forms of prebuilt one-row inserts, by (statement, keys, row count).
+_MANY: dict[tuple[int, tuple[str, ...], int], str] = {}
 
 
 class SqliteDialect(StoreDialect):
@@ -72,6 +74,10 @@ class SqliteDialect(StoreDialect):
         self.dbapi: Any = None
         self._configured = False
         self._lazy = False  # the open transaction commits without a flush of its own
+        # The connection's `synchronous` level as last set (None: not known). It matters
+        # only at a commit, so it is set when a transaction needs another one than the
+        # last, never put back after it: a run of lazy transactions costs one PRAGMA.
+        self._sync: str | None = None
 
     # ------------------------------------------------------------------ the file
 
@@ -176,11 +182,13 @@ class SqliteDialect(StoreDialect):
         if self.read_only is not None:
             return
         sync = "FULL" if self.durable else "NORMAL"
+        self._sync = None  # a new connection (a reconnect): set below
         # Switching to WAL needs the file to itself, and SQLite does not wait for that
         # (no busy handler): a process opening the file another one is just creating or
         # opening gets "database is locked" at once. It is a moment, not damage: retry.
         _retry_busy(lambda: dbapi_conn.execute("PRAGMA journal_mode=WAL"))
         dbapi_conn.execute(f"PRAGMA synchronous={sync}")
+        self._sync = sync
         # A WAL that is checkpointed often wraps early: commits then overwrite blocks
         # the file already has, and an fsync need not also commit a file-size change
         # (measured: about half the cost per durable commit). Also bounds the WAL.
@@ -192,8 +200,12 @@ class SqliteDialect(StoreDialect):
         if self.read_only is not None:  # opened read-only: SQLite would fail at a write
             raise StoreError(f"cannot write {self.path}: {self.read_only}")
         self._lazy = self.durable and not durable
-        if self._lazy:  # the safety level cannot change inside a transaction
-            self.dbapi.execute("PRAGMA synchronous=NORMAL")
+        if self.durable:  # the safety level cannot change inside a transaction
+            want = "NORMAL" if self._lazy else "FULL"
+            if self._sync != want:
+                self._sync = None  # unknown until it is set
+                self.dbapi.execute(f"PRAGMA synchronous={want}")
+                self._sync = want
         # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when
         # another process writes concurrently, and a conditional update (a claim) decides
         # on rows no one else changes until the commit.
@@ -224,9 +236,7 @@ class SqliteDialect(StoreDialect):
 
     def _end(self) -> None:
         self.in_transaction = False
-        if self._lazy:
-            self._lazy = False
-            self.dbapi.execute("PRAGMA synchronous=FULL")
+        self._lazy = False  # the level stays as set: the next `begin` sets what it needs
 
     def unusable(self, exc: BaseException) -> StoreError | None:
         orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
@@ -241,6 +251,11 @@ class SqliteDialect(StoreDialect):
                 "try again"
             )
         return StoreError(f"{self.path}: not a usable mindloop state database ({orig})")
+
+    def changes_by_others(self) -> int | None:
+        # SQLite's own counter: unchanged by this connection's commits, moved by any
+        # other's (one cheap statement: no table is read).
+        return int(self.dbapi.execute("PRAGMA data_version").fetchone()[0])
 
     # ------------------------------------------------------------------ fast path
 
@@ -264,6 +279,33 @@ class SqliteDialect(StoreDialect):
             return super().insert(stmt, params)
         return self._run(comp, params).lastrowid
 
+    def insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[Any]:
+        """One `INSERT … VALUES (…), (…)` for the rows (a step's messages: one statement
+        instead of one per row). Their keys: a table whose key is its rowid numbers new
+        rows upwards, each the largest rowid + 1 (SQLite picks at random only once a row
+        holds the largest possible rowid, which the store never writes: its inserts
+        leave the key to SQLite), so the rows of one statement are numbered
+        consecutively up to the last one's (a RETURNING clause costs more)."""
+        if len(rows) == 1:
+            return [self.insert(stmt, rows[0])]
+        keys = tuple(rows[0]) if rows else ()
+        comp = self._direct(stmt, rows[0]) if rows else None
+        if comp is None or not _rowid_key(stmt) or any(tuple(r) != keys for r in rows):
+            return super().insert_many(stmt, rows)
+        many = (id(stmt), keys, len(rows))
+        sql = _MANY.get(many)
+        if sql is None:
+            head, sep, group = comp.sql.partition(" VALUES ")
+            if not sep or not group.startswith("(") or not group.endswith(")"):
+                return super().insert_many(stmt, rows)
+            sql = _MANY[many] = f"{head} VALUES {', '.join([group] * len(rows))}"
+        values = [v for row in rows for v in comp.params(row)]
+        try:
+            last = int(self.dbapi.execute(sql, values).lastrowid)
+        except sqlite3.Error as exc:
+            raise sa.exc.DBAPIError.instance(sql, values, exc, sqlite3.Error) from exc
+        return list(range(last - len(rows) + 1, last + 1))
+
     def _run(self, comp: direct.Compiled, params: Any) -> sqlite3.Cursor:
         """Execute on the DBAPI connection; its errors raised as SQLAlchemy's (an
         `IntegrityError` is the same exception on either path)."""
@@ -286,6 +328,23 @@ class SqliteDialect(StoreDialect):
                 return None
             found = _COMPILED[key] = direct.compile_for(stmt, self.engine.dialect, key[1])
             return found
+
+
+def _rowid_key(stmt: sa.Executable) -> bool:
+    """Whether an insert's table's key is its rowid (one integer primary key)."""
+    try:
+        return _ROWID[id(stmt)]
+    except KeyError:
+        pass
+    table = getattr(stmt, "table", None)
+    pk = list(table.primary_key.columns) if isinstance(table, sa.Table) else []
+    found = len(pk) == 1 and isinstance(pk[0].type, sa.Integer)
+    if id(stmt) in q.PREBUILT:  # a module constant: its id is never reused
+        _ROWID[id(stmt)] = found
+    return found
+
+
+_ROWID: dict[int, bool] = {}
 
 
 def _not_writable(path: Path, exc: OSError) -> str:

@@ -14,6 +14,7 @@ The engine appends; it never re-reads whole dialogs per step. `load_history` is 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import uuid
@@ -33,6 +34,7 @@ from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.location import database_url, env_dialect
+from mindloop.store.memo import MISS, Memo
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -53,6 +55,8 @@ from mindloop.store.tasks import TaskRows
 
 log = logging.getLogger(__name__)
 
+# Rows per multi-row insert (SQLite allows 32,766 bound values a statement).
+INSERT_BATCH = 500
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
 
@@ -100,6 +104,7 @@ class Store(TaskRows, RouterLog):
         self._depth = 0
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
+        self._memo = Memo(self._changes_by_others)  # `memo_get`
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -161,11 +166,26 @@ class Store(TaskRows, RouterLog):
         self._dialect.begin(durable=durable)
         self._depth = 1
         self._changed = False
+        self._memo.began()
+
+    def memo_get(self, key: tuple[Any, ...]) -> Any:
+        """A row kept for `key` ((table, …)) while nothing can have changed it
+        (`memo.py`), or `MISS`. Shared: copy what you may change."""
+        return self._memo.get(key, self._depth > 0)
+
+    def memo_put(self, key: tuple[Any, ...], value: Any) -> None:
+        """Keep a row just read, or just written (after the write)."""
+        self._memo.put(key, value, self._depth > 0)
+
+    def _changes_by_others(self) -> int | None:
+        self.stats.statements += 1
+        return self._dialect.changes_by_others()
 
     def _finish(self, durable: bool, failed: bool) -> None:
         """End the outermost transaction: roll back after an exception, else commit."""
         self._depth = 0
         if failed:
+            self._memo.ended(rolled_back=True)
             self._after.clear()
             self._dialect.rollback()
             return
@@ -174,7 +194,12 @@ class Store(TaskRows, RouterLog):
             self._after = {}
         if crash_points.CRASH is not None and self._changed:  # tests only
             crash_points.CRASH.reached("commit.before")
-        self._dialect.commit()
+        try:
+            self._dialect.commit()
+        except BaseException:  # the dialect rolled it back
+            self._memo.ended(rolled_back=True)
+            raise
+        self._memo.ended(rolled_back=False)
         if crash_points.CRASH is not None and self._changed:
             crash_points.CRASH.reached("commit.after")
         if self._changed:
@@ -220,12 +245,27 @@ class Store(TaskRows, RouterLog):
         validate = model.model_validate
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
+    def _kept_records(
+        self,
+        key: tuple[Any, ...],
+        model: type[_R],
+        stmt: sa.Executable,
+        params: dict[str, Any],
+    ) -> list[_R]:
+        """`_records`, kept under `key` (`memo_get`; each caller gets copies of its own)."""
+        held = self.memo_get(key)
+        if held is MISS:
+            held = self._records(model, stmt, params)
+            self.memo_put(key, held)
+        return [r.model_copy(deep=True) for r in held]
+
     def _write_returning(
         self, model: type[_R], stmt: sa.Executable, params: dict[str, Any]
     ) -> list[_R]:
         """Run a write with a RETURNING clause inside the current transaction: the rows it
         changed, as they now stand (saves reading them again)."""
         self.stats.statements += 1
+        self._memo.forget(stmt)
         keys, rows = self._dialect.read(stmt, params)
         if rows:
             self._changed = True
@@ -239,6 +279,7 @@ class Store(TaskRows, RouterLog):
             with self.tx():
                 return self._write(stmt, params)
         self.stats.statements += 1
+        self._memo.forget(stmt)
         changed = self._dialect.write(stmt, params)
         if changed:
             self._changed = True
@@ -252,7 +293,24 @@ class Store(TaskRows, RouterLog):
                 return self._insert(stmt, params)
         self.stats.statements += 1
         self._changed = True
+        self._memo.forget(stmt)
         return int(self._dialect.insert(stmt, params))
+
+    def _insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows in order (joining the current transaction or committing by
+        itself), in as few statements as the dialect can; their generated ids."""
+        if not self._depth:
+            with self.tx():
+                return self._insert_many(stmt, rows)
+        ids: list[int] = []
+        self._memo.forget(stmt)
+        for start in range(0, len(rows), INSERT_BATCH):
+            self.stats.statements += 1
+            self._changed = True
+            ids += [
+                int(k) for k in self._dialect.insert_many(stmt, rows[start : start + INSERT_BATCH])
+            ]
+        return ids
 
     def _scalar(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> Any:
         rows = self._rows(stmt, params)
@@ -318,9 +376,16 @@ class Store(TaskRows, RouterLog):
         return rec
 
     def get_dialog(self, dialog_id: str) -> DialogRecord:
+        """The dialog's row (kept while nothing wrote a dialog, `memo_get`; each caller
+        gets a record of its own)."""
+        key = ("dialogs", dialog_id)
+        held = self.memo_get(key)
+        if held is not MISS:
+            return _own(held)
         found = self._records(DialogRecord, q.DIALOG, {"id": dialog_id})
         if not found:
             raise NotFoundError(f"no dialog with id {dialog_id!r}")
+        self.memo_put(key, _own(found[0]))
         return found[0]
 
     def resolve_dialog_id(self, prefix: str) -> str:
@@ -459,8 +524,14 @@ class Store(TaskRows, RouterLog):
     def wait_state(self, dialog_id: str) -> tuple[int, int, int, int]:
         """(tellasks the dialog waits on, tellask-backs asked of it, its open questions,
         its open blocking wait records)."""
+        key = (_WAIT_TABLES, "state", dialog_id)
+        held = self.memo_get(key)
+        if held is not MISS:
+            return held  # type: ignore[no-any-return]
         row: tuple[Any, ...] = tuple(self._rows(q.WAIT_STATE, {"id": dialog_id})[0])
-        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        state = int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        self.memo_put(key, state)
+        return state
 
     # ------------------------------------------------------------------ waits
 
@@ -486,7 +557,9 @@ class Store(TaskRows, RouterLog):
             return self.get_wait(wait_id)
 
     def open_waits(self, dialog_id: str) -> list[WaitRecord]:
-        return self._records(WaitRecord, q.OPEN_WAITS_OF, {"dialog_id": dialog_id})
+        return self._kept_records(
+            ("waits", "open", dialog_id), WaitRecord, q.OPEN_WAITS_OF, {"dialog_id": dialog_id}
+        )
 
     def due_waits(self, now: float) -> list[WaitRecord]:
         """Open waits whose due time is not later than `now`, earliest first."""
@@ -505,8 +578,7 @@ class Store(TaskRows, RouterLog):
             return []
         now = time.time()
         rows = [_message_row(m, now) for m in msgs]
-        with self.tx():
-            ids = [self._insert(q.INSERT_MESSAGE, row) for row in rows]
+        ids = self._insert_many(q.INSERT_MESSAGE, rows)
         return [
             MessageRecord.model_validate(row | {"id": mid})
             for mid, row in zip(ids, rows, strict=True)
@@ -667,7 +739,9 @@ class Store(TaskRows, RouterLog):
         self, *, dialog_id: str | None = None, root_ids: Sequence[str] | None = None
     ) -> list[QuestionRecord]:
         if dialog_id is not None and root_ids is None:
-            return self._records(QuestionRecord, q.OPEN_QUESTIONS_OF, {"dialog_id": dialog_id})
+            key = ("questions", "open", dialog_id)
+            params = {"dialog_id": dialog_id}
+            return self._kept_records(key, QuestionRecord, q.OPEN_QUESTIONS_OF, params)
         c = t.questions.c
         stmt = sa.select(t.questions).where(c.status == "open")
         if dialog_id is not None:
@@ -709,6 +783,17 @@ class Store(TaskRows, RouterLog):
                 row = {"dialog_id": dialog_id, "position": i, "content": content, "created_at": now}
                 self._write(q.INSERT_REMINDER, row)
         return self.reminders(dialog_id)
+
+
+# what `wait_state` counts (its key names them all: a write of any drops it)
+_WAIT_TABLES = (t.pending_tellasks.name, t.questions.name, t.waits.name)
+
+
+def _own(rec: DialogRecord) -> DialogRecord:
+    """A copy of a record to hand out (its one mutable field copied too)."""
+    if rec.assignment is None:
+        return rec.model_copy()
+    return rec.model_copy(update={"assignment": copy.deepcopy(rec.assignment)})
 
 
 def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:

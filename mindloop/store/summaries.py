@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from mindloop.store import schema as t
+from mindloop.store.memo import MISS
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
@@ -96,8 +97,14 @@ class Summaries:
             params, stmt = {"task_path": task_path, "kind": kind}, _LATEST_OF_TASK
         else:
             raise ValueError("latest() needs a dialog_id or a task_path")
-        found = self.store._records(SummaryRecord, stmt, params)
-        return found[0] if found else None
+        # kept while nothing wrote a summary (`Store.memo_get`): read at every request
+        key = (t.summaries.name, "latest", *params.items())
+        held = self.store.memo_get(key)
+        if held is MISS:
+            found = self.store._records(SummaryRecord, stmt, params)
+            held = found[0] if found else None
+            self.store.memo_put(key, held)
+        return None if held is None else held.model_copy(deep=True)
 
     def of_dialog(self, dialog_id: str) -> list[SummaryRecord]:
         """Every summary of a dialog, oldest first (the compaction log)."""

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
 from mindloop.store.errors import StoreError
+from mindloop.store.memo import MISS
 from mindloop.store.statements import prebuilt
 
 _R = TypeVar("_R", bound=BaseModel)
@@ -93,6 +94,9 @@ TOUCH_TASK = (
 UPDATABLE = frozenset({"topic", "phase", "status", "status_reason", "plan_reentries"})
 
 
+_TASKS = t.tasks.name  # the first item of the keys this module keeps (`Store.memo_get`)
+
+
 class TaskRows:
     """The store's methods on `tasks` (a base of `Store`)."""
 
@@ -106,6 +110,8 @@ class TaskRows:
         def _write_returning(
             self, model: type[_R], stmt: sa.Executable, params: dict[str, Any]
         ) -> list[_R]: ...
+        def memo_get(self, key: tuple[Any, ...]) -> Any: ...
+        def memo_put(self, key: tuple[Any, ...], value: Any) -> None: ...
 
     def insert_task(self, rec: TaskRecord) -> TaskRecord:
         """Add a task row (created and updated now, version 1). `TaskAlreadyBound` when
@@ -129,14 +135,34 @@ class TaskRows:
         return found[0]
 
     def task_by_path(self, task_path: str) -> TaskRecord | None:
-        """The task of a package (its rtws-relative path), if its loop root exists."""
-        found = self._records(TaskRecord, TASK_BY_PATH, {"task_path": task_path})
-        return found[0] if found else None
+        """The task of a package (its rtws-relative path), if its loop root exists
+        (kept like `task_by_root`'s)."""
+        return self._task_by("path", TASK_BY_PATH, {"task_path": task_path})
 
     def task_by_root(self, root_id: str) -> TaskRecord | None:
-        """The task whose loop root is `root_id` (None: a free root dialog, or no root)."""
-        found = self._records(TaskRecord, TASK_BY_ROOT, {"root_id": root_id})
-        return found[0] if found else None
+        """The task whose loop root is `root_id` (None: a free root dialog, or no root).
+        Kept while nothing else wrote a task (`Store.memo_get`; `update_task` puts the
+        row it wrote); each caller gets a record of its own."""
+        return self._task_by("root", TASK_BY_ROOT, {"root_id": root_id})
+
+    def _task_by(self, by: str, stmt: sa.Executable, params: dict[str, str]) -> TaskRecord | None:
+        key = (_TASKS, by, *params.values())  # `by` names the one parameter
+        held = self.memo_get(key)
+        if held is not MISS:
+            return None if held is None else held.model_copy()
+        found = self._records(TaskRecord, stmt, params)
+        rec = found[0] if found else None
+        if rec is None:
+            self.memo_put(key, None)
+        else:
+            self._keep(rec)
+        return rec
+
+    def _keep(self, rec: TaskRecord) -> None:
+        """Keep a task row just read or written, by root and by package."""
+        copy = rec.model_copy()
+        self.memo_put((_TASKS, "root", rec.root_id), copy)
+        self.memo_put((_TASKS, "path", rec.task_path), copy)
 
     def recent_tasks(self, limit: int) -> list[TaskRecord]:
         """The `limit` most recently updated tasks, newest first."""
@@ -170,7 +196,9 @@ class TaskRows:
             if expected_version is None:
                 raise NotFoundError(f"no task with id {task_id!r}")
             return None
-        return changed[0]
+        rec = changed[0]  # the row as it now stands (the write dropped what was kept)
+        self._keep(rec)
+        return rec
 
 
 prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from mindloop.store import schema as t
+from mindloop.store.memo import MISS
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 
@@ -110,15 +111,32 @@ def load(store: Store, task_path: str) -> WorkspaceRows | None:
 
 
 def stamp(store: Store, task_path: str) -> str | None:
-    """The workspace's stamp (None: never initialised): one indexed read."""
+    """The workspace's stamp (None: never initialised): one indexed read, kept while
+    nothing else wrote the workspace (`Store.memo_get`; the writes below put theirs)."""
+    key = (_STAMP, task_path)
+    held = store.memo_get(key)
+    if held is not MISS:
+        return held  # type: ignore[no-any-return]
     found = store._rows(STAMP, {"task_path": task_path})
-    return str(found[0][0]) if found else None
+    value = str(found[0][0]) if found else None
+    store.memo_put(key, value)
+    return value
+
+
+def _stamped(store: Store, task_path: str, stamp: str) -> None:
+    """The stamp this transaction just wrote (what `stamp` now reads; the write itself
+    dropped the value read before)."""
+    store.memo_put((_STAMP, task_path), stamp)
+
+
+_STAMP = t.ws_meta.name  # its key in the store's memo: (table, task)
 
 
 def restamp(store: Store, task_path: str, stamp: str) -> None:
     """Give the workspace a new stamp (every write of it does, in its transaction;
     `update_meta` does it too)."""
     store._write(RESTAMP, {"_task": task_path, "stamp": stamp})
+    _stamped(store, task_path, stamp)
 
 
 def tasks(store: Store) -> list[str]:
@@ -143,6 +161,7 @@ def node_log(store: Store, task_path: str, node_id: str | None) -> list[dict[str
 
 def insert_meta(store: Store, row: dict[str, Any]) -> None:
     store._write(INSERT_META, row)
+    _stamped(store, row["task_path"], row["stamp"])
 
 
 def update_meta(
@@ -164,6 +183,7 @@ def update_meta(
             "stamp": stamp,
         },
     )
+    _stamped(store, task_path, stamp)
 
 
 def insert_node(store: Store, row: dict[str, Any]) -> None:
@@ -190,8 +210,9 @@ def delete_rule(store: Store, rule_id: int) -> None:
     store._write(DELETE_RULE, {"_id": rule_id})
 
 
-def insert_log(store: Store, row: dict[str, Any]) -> int:
-    return store._insert(INSERT_LOG, row)
+def insert_logs(store: Store, log_rows: list[dict[str, Any]]) -> list[int]:
+    """Insert log rows in order (one statement where the dialect can); their ids."""
+    return store._insert_many(INSERT_LOG, log_rows) if log_rows else []
 
 
 def user_message_with(store: Store, dialog_id: str, quote: str) -> int | None:

@@ -48,8 +48,9 @@ def problems_near(
     them. Call it after `refresh_planning(state, touched)` (which makes every planning
     node above a touched one agree with its children). A node's checks read only it, its
     parent and children (their `parent_id`, `children`), and its deps (their `type`); so
-    besides the touched nodes, their old and new parents and children are checked when
-    those links moved, the nodes depending on a node whose type moved, cycles through a
+    besides the touched nodes, their old and new parents, and the children that came or
+    went, are checked when those links moved (a child that stayed reads the same of its
+    parent: it is among its children), the nodes depending on a node whose type moved, cycles through a
     node whose edges moved, invariant 1 when a touched node is or was at work, and the
     doc index for every node when it changed."""
     out: list[str] = []
@@ -64,12 +65,19 @@ def problems_near(
         now, was = state.peek(nid), before.peek(nid)
         if now is None:
             continue
-        if was is None or now.parent_id != was.parent_id or now.children != was.children:
-            for value in (now, was):
-                if value is not None:
-                    near.update(dict.fromkeys(value.children))
-                    if value.parent_id is not None:
-                        near[value.parent_id] = None
+        if was is None:
+            near.update(dict.fromkeys(now.children))
+            if now.parent_id is not None:
+                near[now.parent_id] = None
+        elif now.parent_id != was.parent_id or now.children != was.children:
+            # a child that stayed a child reads the same of this node (its membership):
+            # only those that came or went, and the old and new parents, can change
+            kept = set(now.children).intersection(was.children)
+            near.update(dict.fromkeys(c for c in now.children if c not in kept))
+            near.update(dict.fromkeys(c for c in was.children if c not in kept))
+            for parent in (now.parent_id, was.parent_id):
+                if parent is not None:
+                    near[parent] = None
         if (
             was is None
             or now.deps != was.deps

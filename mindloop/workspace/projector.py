@@ -42,6 +42,7 @@ class _Task:
     """One task's files in one store: what is staged, what waits to be written."""
 
     rtws: Path
+    task: str
     staged: Dirty = field(default_factory=Dirty)
     pending: Dirty = field(default_factory=Dirty)
     timer: asyncio.TimerHandle | None = None
@@ -50,7 +51,7 @@ class _Task:
 @dataclass
 class _Store:
     depth: int = 0  # open `coalescing` scopes
-    tasks: dict[tuple[Path, str], _Task] = field(default_factory=dict)
+    tasks: dict[tuple[str, str], _Task] = field(default_factory=dict)  # by (rtws, task)
 
 
 _stores: weakref.WeakKeyDictionary[Store, _Store] = weakref.WeakKeyDictionary()
@@ -59,44 +60,45 @@ _stores: weakref.WeakKeyDictionary[Store, _Store] = weakref.WeakKeyDictionary()
 def stage(store: Store, rtws: Path, change: Change) -> None:
     """Note what `change` touched (in its transaction); write it once that commits."""
     task = change.after.task
-    entry = _stores.setdefault(store, _Store())
-    slot = entry.tasks.setdefault((Path(rtws), task), _Task(Path(rtws)))
-    slot.staged.merge(Dirty.of(change))
-    store.after_commit(f"workspace:{task}", lambda: _committed(store, rtws, task))
-
-
-def _committed(store: Store, rtws: Path, task: str) -> None:
     entry = _stores.get(store)
-    slot = entry.tasks.get((Path(rtws), task)) if entry is not None else None
-    if entry is None or slot is None:
-        return
+    if entry is None:
+        entry = _stores[store] = _Store()
+    key = (str(rtws), task)  # a str: hashed at every commit, a Path's hash is dear
+    slot = entry.tasks.get(key)
+    if slot is None:
+        slot = entry.tasks[key] = _Task(Path(rtws), task)
+    slot.staged.merge(Dirty.of(change))
+    store.after_commit(f"workspace:{task}", lambda: _committed(store, entry, slot))
+
+
+def _committed(store: Store, entry: _Store, slot: _Task) -> None:
     slot.pending.merge(slot.staged)
     slot.staged = Dirty()
     if not entry.depth:
-        _write(store, task, slot)
+        _write(store, slot)
     elif slot.timer is None:
         with contextlib.suppress(RuntimeError):  # no running loop: the scope's end writes
             loop = asyncio.get_running_loop()
-            slot.timer = loop.call_later(INTERVAL, _due, weakref.ref(store), task, slot)
+            slot.timer = loop.call_later(INTERVAL, _due, weakref.ref(store), slot)
 
 
-def _due(ref: weakref.ref[Store], task: str, slot: _Task) -> None:
+def _due(ref: weakref.ref[Store], slot: _Task) -> None:
     slot.timer = None
     store = ref()
     if store is not None:
-        store.after_commit(f"workspace-due:{task}", lambda: _write(store, task, slot))
+        store.after_commit(f"workspace-due:{slot.task}", lambda: _write(store, slot))
 
 
-def _write(store: Store, task: str, slot: _Task) -> None:
+def _write(store: Store, slot: _Task) -> None:
     if slot.timer is not None:
         slot.timer.cancel()
         slot.timer = None
     dirty, slot.pending = slot.pending, Dirty()
     if dirty:
         try:
-            write_changed(store, slot.rtws, task, dirty)
+            write_changed(store, slot.rtws, slot.task, dirty)
         except Exception:
-            log.exception("writing the workspace files of %s failed (the store has it)", task)
+            log.exception("writing the workspace files of %s failed (the store has it)", slot.task)
 
 
 def flush(store: Store | None = None) -> None:
@@ -104,9 +106,9 @@ def flush(store: Store | None = None) -> None:
     for s, entry in list(_stores.items()) if store is None else [(store, _stores.get(store))]:
         if entry is None:
             continue
-        for (_, task), slot in list(entry.tasks.items()):
+        for slot in list(entry.tasks.values()):
             if slot.pending or slot.timer is not None:
-                _write(s, task, slot)
+                _write(s, slot)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ transaction rolls back whole. After the commit the files the change touched are 
 
 from __future__ import annotations
 
-import uuid
+import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -36,20 +36,33 @@ from mindloop.workspace.state import WorkspaceState
 _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
 
 
-def load(store: Store, task_path: str, *, cached: bool = True) -> WorkspaceState:
+def load(
+    store: Store, task_path: str, *, cached: bool = True, stamp: str | None = None
+) -> WorkspaceState:
     """The task's workspace (an empty, uninitialised one if it has none yet). With
     `cached`, a value shared with other readers when the store's stamp says it is current
     (one indexed read instead of the whole workspace): never change it in place (a
-    command session works on `state.cow()`). Without, a full read of one's own."""
+    command session works on `state.cow()`). Without, a full read of one's own.
+
+    `stamp`: the stamp the caller has just read for the same purpose (e.g. the rules of
+    the same request, `RulesText.last_stamp`): the value held at it is returned without
+    reading the stamp again; if none is held, the workspace is read as it is now."""
     if not cached:
         return _read(store, task_path)
     held = _cache.get(store, {}).get(task_path)
-    if held is not None and rows.stamp(store, task_path) == held.stamp:
+    if held is not None and held.stamp == (stamp or rows.stamp(store, task_path)):
         return held
     state = _read(store, task_path)
     if state.exists:
         _cache.setdefault(store, {})[task_path] = state
     return state
+
+
+def held(store: Store, task_path: str, stamp: str) -> WorkspaceState | None:
+    """The value this store holds for the workspace at `stamp` (a stamp just read), if
+    any: nothing is read."""
+    found = _cache.get(store, {}).get(task_path)
+    return found if found is not None and found.stamp == stamp else None
 
 
 def _read(store: Store, task_path: str) -> WorkspaceState:
@@ -120,7 +133,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
-    stamp = uuid.uuid4().hex  # this write's (see the module doc)
+    stamp = os.urandom(16).hex()  # this write's (see the module doc): 128 random bits
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
@@ -138,9 +151,9 @@ def write(store: Store, change: Change) -> None:
     # its check report is the row of CHECK's verdict (`workspace.report`)
     refs: dict[str, list[int]] = {}
     reports: dict[str, int] = {}
-    for entry in change.log:
-        rid = rows.insert_log(
-            store,
+    log_ids = rows.insert_logs(
+        store,
+        [
             {
                 "task_path": task,
                 "node_id": entry.node_id,
@@ -149,8 +162,11 @@ def write(store: Store, change: Change) -> None:
                 "kind": entry.kind,
                 "text": entry.text,
                 "data": entry.data,
-            },
-        )
+            }
+            for entry in change.log
+        ],
+    )
+    for entry, rid in zip(change.log, log_ids, strict=True):
         if entry.node_id is not None and entry.kind == "transition":
             refs.setdefault(entry.node_id, []).append(rid)
             if is_report(entry.data):

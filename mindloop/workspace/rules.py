@@ -6,8 +6,10 @@ projections, written after the commit, and coalesced to once a second while a lo
 so the text never comes from `Workspace.md`. It is cached per task on the workspace's
 stamp (`ws_meta.stamp`, new at every write of the workspace, by any process): a call
 costs one indexed read of the stamp (a task without a workspace has none: no rules), and
-the rules are read again only when the stamp moved. The stamp is read before the rules:
-a write committed in between leaves a text newer than its stamp, never an older one.
+the rules are read again only when the stamp moved — from the workspace value this
+process holds at that stamp when it has one (`repo.held`: the loop's own writes keep it),
+else from the rules table. The stamp is read before the rules: a write committed in
+between leaves a text newer than its stamp, never an older one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as rows
+from mindloop.workspace import repo
 
 HEADING: dict[str, str] = {
     "en": "# Workspace rules (set by the user; read-only; every dialog of the task follows them)",
@@ -56,7 +59,11 @@ class RulesText:
             hit = self._cache.get(task_path)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        texts = rows.rule_texts(self.store, task_path)
+        state = repo.held(self.store, task_path, stamp)  # the workspace at this stamp
+        if state is not None:
+            texts = [r.text for r in state.rules]
+        else:
+            texts = rows.rule_texts(self.store, task_path)
         text = "\n".join([HEADING[self.lang], *(f"- {r}" for r in texts)]) if texts else ""
         with self._lock:
             self._cache[task_path] = (stamp, text)

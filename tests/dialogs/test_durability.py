@@ -164,7 +164,11 @@ async def test_a_question_for_the_human_is_durable_before_it_is_shown(rtws: Path
 
 
 @pytest.mark.sqlite_only  # SQLite's pragma (PostgreSQL's lazy commit: test_store_postgres)
-def test_a_lazy_transaction_restores_full_sync_and_commits(tmp_path: Path) -> None:
+def test_a_lazy_transaction_commits_lazily_and_the_next_durable_one_with_full_sync(
+    tmp_path: Path,
+) -> None:
+    """The level is set when a transaction needs another one than the last (it is not
+    put back after a lazy one): what matters is the level each commit runs at."""
     store = Store.for_rtws(tmp_path)
     db = tmp_path / ".mindloop" / "state.sqlite"
 
@@ -173,14 +177,14 @@ def test_a_lazy_transaction_restores_full_sync_and_commits(tmp_path: Path) -> No
 
     assert level() == 2  # FULL
     durable0 = store.stats.durable_commits  # creating the schema committed durably
-    with store.tx(durable=False):
-        store.record_event("probe", None, {"n": 1})
-    assert level() == 2
-    assert store.stats.lazy_commits == 1 and store.stats.durable_commits == durable0
-    with store.tx():
-        store.record_event("probe", None, {"n": 2})
-    assert store.stats.durable_commits == durable0 + 1
+    levels = []
+    for lazy in (True, True, False, True, False, False):
+        with store.tx(durable=not lazy):
+            store.record_event("probe", None, {"lazy": lazy})
+            levels.append(level())
+    assert levels == [1, 1, 2, 1, 2, 2]  # NORMAL for a lazy commit, FULL for a durable one
+    assert store.stats.lazy_commits == 3 and store.stats.durable_commits == durable0 + 3
     store.close()
     con = sqlite3.connect(db)  # another connection sees both
-    assert con.execute("SELECT count(*) FROM events WHERE type = 'probe'").fetchone()[0] == 2
+    assert con.execute("SELECT count(*) FROM events WHERE type = 'probe'").fetchone()[0] == 6
     con.close()

@@ -20,6 +20,7 @@ from mindloop.store import (
     TaskdocChange,
 )
 from mindloop.store.schema import SCHEMA_VERSION
+from mindloop.store.store import INSERT_BATCH
 from tests.store.stores import KINDS, downgrade, open_store
 
 
@@ -95,6 +96,47 @@ def test_messages_keep_order_and_courses(store: Store) -> None:
     assert [m.data["text"] for m in store.load_history("d1")] == ["0", "1", "2", "3", "4"]
     assert [m.data["text"] for m in store.load_history("d1", course=2)] == ["3", "4"]
     assert store.count_messages("d1") == 5
+
+
+def test_messages_appended_together_get_their_ids_in_order_in_one_statement(
+    store: Store,
+) -> None:
+    """A step's messages go in as one multi-row insert (batched past `INSERT_BATCH`):
+    each record gets the id of its own row, in order, after rows others appended."""
+    store.create_dialog(_dialog())
+    store.create_dialog(_dialog("d2"))
+    store.append_message("d2", "user", {"text": "other"})
+    texts = [str(i) for i in range(INSERT_BATCH + 3)]
+    before = store.stats.statements
+    stored = store.append_messages(
+        [MessageRecord(dialog_id="d1", kind="user", data={"text": t}) for t in texts]
+    )
+    assert store.stats.statements - before == 2  # two batches
+    loaded = store.load_history("d1")
+    assert [(m.id, m.data["text"]) for m in stored] == [(m.id, m.data["text"]) for m in loaded]
+    assert [m.data["text"] for m in loaded] == texts
+    assert sorted(m.id for m in stored) == [m.id for m in stored]
+
+
+def test_a_write_transaction_reads_a_dialog_once_until_it_writes_one(store: Store) -> None:
+    """It holds the write lock: what it read stands till its own write of the table."""
+    store.create_dialog(_dialog())
+    with store.tx():
+        before = store.stats.statements
+        first = store.get_dialog("d1")
+        again = store.get_dialog("d1")
+        assert store.stats.statements - before == 1
+        assert again == first and again is not first  # each caller's own record
+        again.title = "changed by a caller"
+        assert store.get_dialog("d1").title is None
+        store.update_dialog("d1", title="written")
+        assert store.get_dialog("d1").title == "written"  # read again after the write
+    other = open_store(store.path, "sqlite") if store.dialect.name == "sqlite" else None
+    if other is not None:  # another connection's commit is seen by the next transaction
+        other.update_dialog("d1", title="theirs")
+        other.close()
+        with store.tx():
+            assert store.get_dialog("d1").title == "theirs"
 
 
 def test_generation_and_its_messages_commit_together(store: Store) -> None:

@@ -164,9 +164,36 @@ def test_a_write_is_read_back_from_the_cache_inside_its_transaction(
         execute(store, rtws, TASK, CHAT, lambda s: s.update(node_id="n2", notes="one"))
         before = store.stats.statements
         inside = repo.load(store, TASK)
-        assert store.stats.statements - before == 1  # the stamp only
+        assert store.stats.statements - before == 0  # the stamp it wrote is known
         assert inside.nodes["n2"].notes == "one"
         assert inside == repo.load(store, TASK, cached=False)
+
+
+def test_a_transaction_reads_the_stamp_once_and_the_next_one_again(
+    rtws: Path, store: Store
+) -> None:
+    """A write transaction holds the write lock: what it read of the stamp stands till
+    its end (its own writes set it). The next transaction, or a read outside one, reads
+    it again: another connection may have committed in between."""
+    _tree(store, rtws)
+    with store.tx():
+        before = store.stats.statements
+        first = repo.load(store, TASK)
+        for _ in range(3):
+            assert repo.load(store, TASK) is first
+        assert store.stats.statements - before == 1
+    other = Store.for_rtws(rtws, durable=False)
+    execute(other, rtws, TASK, CHAT, lambda s: s.update(node_id="n2", notes="theirs"))
+    other.close()
+    with store.tx():
+        assert repo.load(store, TASK).nodes["n2"].notes == "theirs"
+    execute(store, rtws, TASK, CHAT, lambda s: s.update(node_id="n3", notes="ours"))
+    with pytest.raises(RuntimeError), store.tx():
+        execute(store, rtws, TASK, CHAT, lambda s: s.update(node_id="n3", notes="undone"))
+        raise RuntimeError("rolled back")
+    with store.tx():  # the rolled-back stamp is not remembered
+        assert repo.load(store, TASK).nodes["n3"].notes == "ours"
+        assert repo.load(store, TASK) == repo.load(store, TASK, cached=False)
 
 
 def test_an_older_database_gains_the_stamp(tmp_path: Path) -> None:
@@ -216,3 +243,23 @@ def test_a_change_checked_on_a_workspace_commits_as_is_only_while_nothing_moved(
     execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("no new deps", {}))
     assert not commit_checked(store, rtws, stale)
     assert "Docs" not in [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
+
+
+def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value(
+    rtws: Path, store: Store
+) -> None:
+    _tree(store, rtws)
+    held = repo.load(store, TASK)
+    before = store.stats.statements
+    assert repo.load(store, TASK, stamp=held.stamp) is held
+    assert repo.held(store, TASK, held.stamp) is held
+    assert store.stats.statements == before
+    other = Store.for_rtws(rtws, durable=False)
+    execute(other, rtws, TASK, CHAT, lambda s: s.update(node_id="n2", notes="theirs"))
+    other.close()
+    from mindloop.store import workspace as rows
+
+    now = rows.stamp(store, TASK)
+    assert now is not None and repo.held(store, TASK, now) is None
+    fresh = repo.load(store, TASK, stamp=now)  # not held: read as it is now
+    assert fresh.nodes["n2"].notes == "theirs" and fresh.stamp == now

@@ -81,3 +81,23 @@ def test_a_rule_added_by_another_store_shows_without_any_file_write(rtws: Path) 
         "- No third-party auth",
     ]
     store.close()
+
+
+def test_after_this_process_wrote_the_workspace_the_rules_cost_only_the_stamp_read(
+    rtws: Path,
+) -> None:
+    """A write keeps the workspace value at its new stamp (`repo.held`): the rules come
+    from it, with no read of the rules table; another process's write is read from the
+    table (this process holds no value at that stamp)."""
+    store = Store.for_rtws(rtws, durable=False)
+    rules = RulesText(store, rtws)
+    api = WorkspaceApi(rtws, TASK, store=store)
+    api.add_rule("Use type hints everywhere")
+    api.command(lambda s: s.record(None, "note", "a write that is no rule change"))
+    before = store.stats.statements
+    text = rules(TASK)
+    assert store.stats.statements == before + 1  # the stamp
+    assert text.endswith("- Use type hints everywhere")
+    _add_rule_without_files(rtws, "No third-party auth")
+    assert rules(TASK).splitlines()[1:] == ["- Use type hints everywhere", "- No third-party auth"]
+    store.close()

@@ -1,0 +1,131 @@
+"""Rows a store read or wrote, kept while nothing can have changed them (`Store.memo_get`).
+
+The work loop reads the same few rows over and over (its task row, its root dialog, the
+workspace stamp, the root's open waits and questions): several times in one transaction,
+and again in the next one although only this process wrote them since. A value is kept
+here, keyed by a tuple whose first item is the table it came from (a tuple of them for a
+value read from several), and handed out again while it provably still is what the
+database holds:
+
+- this store's own writes: every write goes through the store's write methods, which
+  call `forget` with their statement first — the values of the table it writes are
+  dropped (all of them for a statement naming no table); a writer that knows the row it
+  wrote (an update's RETURNING, the stamp it set) puts it back;
+- other connections' commits (other processes, other stores of this one): the dialect's
+  `changes_by_others` counter (SQLite's `PRAGMA data_version`, one statement without a
+  table read) is read before a kept value is used — once per transaction, which holds
+  the write lock from its start so nobody else commits until it ends, and at each use
+  outside one — and everything is dropped when it moved;
+- a rollback drops everything (what the transaction read or wrote may be gone).
+
+A database without such a counter (PostgreSQL) keeps values only inside the transaction
+that read them. Values are shared: a caller that may change what it got copies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from mindloop.store import statements as q
+
+MISS = object()  # `Memo.get`: nothing usable is kept
+
+
+class Memo:
+    """One store's kept values (see the module doc). `counter` reads the dialect's
+    `changes_by_others`."""
+
+    __slots__ = ("_checked", "_counter", "_seen", "_tables", "_tx", "_values", "_versioned")
+
+    def __init__(self, counter: Callable[[], int | None]) -> None:
+        self._counter = counter
+        # key -> (the transaction that read or wrote it, 0: none; the value)
+        self._values: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._tables: dict[str, set[tuple[Any, ...]]] = {}  # the keys of each table
+        self._tx = 0  # the open (or last) transaction's number
+        self._versioned: bool | None = None  # the database has a counter (first `began`)
+        self._seen: int | None = None  # the counter when the values were last checked
+        self._checked = False  # checked in the open transaction
+
+    def get(self, key: tuple[Any, ...], in_tx: bool) -> Any:
+        """The value kept for `key`, or `MISS`."""
+        held = self._values.get(key)
+        if held is None:
+            return MISS
+        if in_tx and (self._checked or held[0] == self._tx):  # read under this lock
+            return held[1]
+        if not self._versioned:  # kept only within the transaction that read it
+            return MISS
+        seen = self._counter()
+        self._checked = in_tx
+        if seen != self._seen:
+            self._clear()
+            self._seen = seen
+            return MISS
+        return held[1]
+
+    def put(self, key: tuple[Any, ...], value: Any, in_tx: bool) -> None:
+        if in_tx:
+            self._values[key] = (self._tx, value)
+        elif self._versioned:
+            self._values[key] = (0, value)
+        else:
+            return
+        first = key[0]
+        for table in first if isinstance(first, tuple) else (first,):
+            self._tables.setdefault(table, set()).add(key)
+
+    def forget(self, stmt: sa.Executable) -> None:
+        """`stmt` is about to write: drop what is kept of its table."""
+        if not self._values:
+            return
+        table = _table_of(stmt)
+        if table is None:
+            self._clear()
+            return
+        keys = self._tables.pop(table, None)
+        if keys:
+            values = self._values
+            for key in keys:
+                values.pop(key, None)
+
+    def _clear(self) -> None:
+        self._values.clear()
+        self._tables.clear()
+
+    def began(self) -> None:
+        """A transaction started (it holds the write lock)."""
+        self._tx += 1
+        if self._versioned is None:  # the first one: what was kept before is unknown
+            self._seen = self._counter()
+            self._versioned = self._seen is not None
+            self._clear()
+            self._checked = True
+            return
+        self._checked = False
+        if not self._versioned:  # nothing outlives a transaction here
+            self._clear()
+
+    def ended(self, *, rolled_back: bool) -> None:
+        self._checked = False
+        if rolled_back or not self._versioned:
+            self._clear()
+
+
+_TABLES: dict[int, str | None] = {}
+
+
+def _table_of(stmt: sa.Executable) -> str | None:
+    """The table an insert, update or delete writes (None: not known)."""
+    try:
+        return _TABLES[id(stmt)]
+    except KeyError:
+        pass
+    table = getattr(stmt, "table", None)
+    name = table.name if isinstance(table, sa.Table) else None
+    if id(stmt) in q.PREBUILT:  # a module constant: its id is never reused
+        _TABLES[id(stmt)] = name
+    return name

@@ -1,0 +1,125 @@
+"""Rows the store keeps (`Store.memo_get`): the loop's task row and root dialog are read
+once and handed out again while nothing can have changed them — checked by SQLite's
+`data_version` (one statement without a table read), never assumed: another
+connection's commit, this store's own write of the table and a rollback are all seen."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindloop.store import DialogRecord, Store
+from mindloop.store.tasks import TaskRecord
+from tests.store.stores import KINDS, open_store
+
+pytestmark = pytest.mark.sqlite_only  # PostgreSQL keeps nothing past a transaction
+
+DB = "state.sqlite"
+
+
+@pytest.fixture(params=[k for k in KINDS if k.startswith("sqlite")])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    s = open_store(tmp_path / DB, request.param)
+    s.create_dialog(DialogRecord(id="d1", root_id="d1", member="dev", task_path="tasks/x.tsk"))
+    s.insert_task(TaskRecord(id="t1", task_path="tasks/x.tsk", root_id="d1", topic="x"))
+    yield s
+    s.close()
+
+
+def _selects(store: Store, fn: object) -> list[str]:
+    """The statements `fn()` ran on the store's connection."""
+    seen: list[str] = []
+    con = store.dialect.dbapi  # type: ignore[attr-defined]
+    con.set_trace_callback(seen.append)
+    try:
+        fn()  # type: ignore[operator]
+    finally:
+        con.set_trace_callback(None)
+    return seen
+
+
+def test_a_row_this_store_wrote_is_not_read_again(store: Store) -> None:
+    store.update_task("t1", phase="DO")
+    ran = _selects(store, lambda: store.task_by_root("d1"))
+    assert ran == ["PRAGMA data_version"]
+    with store.tx():
+        ran = _selects(store, lambda: [store.task_by_root("d1"), store.task_by_path("tasks/x.tsk")])
+    assert ran == ["PRAGMA data_version"]  # once per transaction
+    assert store.task_by_root("d1").phase == "DO"  # type: ignore[union-attr]
+
+
+def test_another_connections_commit_is_read_again(tmp_path: Path, store: Store) -> None:
+    store.task_by_root("d1")
+    store.get_dialog("d1")
+    con = sqlite3.connect(tmp_path / DB)
+    con.execute("UPDATE tasks SET topic = 'theirs'")
+    con.execute("UPDATE dialogs SET title = 'theirs'")
+    con.commit()
+    con.close()
+    assert store.task_by_root("d1").topic == "theirs"  # type: ignore[union-attr]
+    with store.tx():
+        assert store.get_dialog("d1").title == "theirs"
+
+
+def test_a_write_of_the_table_and_a_rollback_drop_what_was_kept(store: Store) -> None:
+    assert store.task_by_root("d1").topic == "x"  # type: ignore[union-attr]
+    store.touch_task("t1")  # a write of the table that puts nothing back
+    ran = _selects(store, lambda: store.task_by_root("d1"))
+    assert any(s.startswith("SELECT tasks") for s in ran)
+    with pytest.raises(RuntimeError), store.tx():
+        store.update_task("t1", phase="CHECK")
+        assert store.task_by_root("d1").phase == "CHECK"  # type: ignore[union-attr]
+        raise RuntimeError("rolled back")
+    assert store.task_by_root("d1").phase is None  # type: ignore[union-attr]
+
+
+def test_each_caller_gets_a_record_of_its_own(store: Store) -> None:
+    first = store.task_by_root("d1")
+    assert first is not None
+    first.topic = "changed by a caller"
+    assert store.task_by_root("d1").topic == "x"  # type: ignore[union-attr]
+
+
+def test_open_waits_questions_and_the_wait_state_follow_every_write(
+    tmp_path: Path, store: Store
+) -> None:
+    from mindloop.store import QuestionRecord, WaitRecord
+
+    assert store.open_waits("d1") == [] and store.wait_state("d1") == (0, 0, 0, 0)
+    assert store.open_questions(dialog_id="d1") == []
+    ran = _selects(store, lambda: (store.open_waits("d1"), store.wait_state("d1")))
+    assert ran == ["PRAGMA data_version", "PRAGMA data_version"]
+    store.add_wait(WaitRecord(id="w1", dialog_id="d1", kind="timer", key="k", blocks=True))
+    assert [w.id for w in store.open_waits("d1")] == ["w1"]
+    assert store.wait_state("d1") == (0, 0, 0, 1)
+    store.add_question(
+        QuestionRecord(
+            id="q1", dialog_id="d1", root_id="d1", headline="h", body="b", call_id="c", course=1
+        )
+    )
+    assert [x.id for x in store.open_questions(dialog_id="d1")] == ["q1"]
+    assert store.wait_state("d1") == (0, 0, 1, 1)
+    con = sqlite3.connect(tmp_path / DB)  # another process resolves both
+    con.execute("UPDATE waits SET status = 'resolved'")
+    con.execute("UPDATE questions SET status = 'answered'")
+    con.commit()
+    con.close()
+    assert store.open_waits("d1") == [] and store.open_questions(dialog_id="d1") == []
+    assert store.wait_state("d1") == (0, 0, 0, 0)
+
+
+def test_the_latest_summary_follows_every_write(tmp_path: Path, store: Store) -> None:
+    from mindloop.store.summaries import Summaries, SummaryRecord
+
+    sums = Summaries(store)
+    assert sums.latest("workspace", task_path="tasks/x.tsk") is None
+    sums.add(SummaryRecord(task_path="tasks/x.tsk", kind="workspace", writer="w", text="one"))
+    assert sums.latest("workspace", task_path="tasks/x.tsk").text == "one"  # type: ignore[union-attr]
+    con = sqlite3.connect(tmp_path / DB)
+    con.execute("UPDATE summaries SET text = 'theirs'")
+    con.commit()
+    con.close()
+    assert sums.latest("workspace", task_path="tasks/x.tsk").text == "theirs"  # type: ignore[union-attr]
