@@ -184,18 +184,11 @@ def run_case(history: int, runs: int, workdir: Path) -> list[dict[str, float]]:
 
 if AVAILABLE:
 
-    class LoopChatModel(BaseChatModel):
+    class LoopChatModel(ScriptedChatModel):
         """Calls the tools the phase input asks for (`bench.common.loop_calls`); the time
         spent in `_generate` is the model's share of a run."""
 
         seconds: float = 0.0
-
-        @property
-        def _llm_type(self) -> str:
-            return "bench-loop"
-
-        def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> LoopChatModel:  # type: ignore[override]
-            return self
 
         def _generate(
             self,
