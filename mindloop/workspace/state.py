@@ -143,15 +143,20 @@ class WorkspaceState:
         """Pre-order (creation order within each parent), with each node's depth below
         `start`; `depth` cuts the walk below that many levels. The nodes are to read (take
         one with `nodes[id]` to change it)."""
+        nodes = self.nodes
+        peek = nodes.peek if isinstance(nodes, NodeMap) else nodes.get  # bound once: hot
         stack = [(start, 0)]
+        pop, push = stack.pop, stack.extend
         while stack:
-            nid, d = stack.pop()
-            node = self.peek(nid)
+            nid, d = pop()
+            node = peek(nid)
             if node is None:
                 continue
             yield node, d
-            if depth is None or d < depth:
-                stack.extend((c, d + 1) for c in reversed(node.children))
+            children = node.children
+            if children and (depth is None or d < depth):
+                below = d + 1
+                push([(c, below) for c in reversed(children)])
 
     def ancestors(self, node_id: str) -> list[Node]:
         """Parent first, root last."""
