@@ -177,21 +177,31 @@ def _probe_tool(result_chars: int) -> Tool[Any]:
     return Tool(name=PROBE_TOOL, description=PROBE_DESCRIPTION, args_model=ProbeArgs, run=probe)  # type: ignore[arg-type]
 
 
-def make_loop_rtws(root: Path, script: list[dict[str, Any]], *, steps: int | None = None) -> Path:
+def make_loop_rtws(
+    root: Path,
+    script: list[dict[str, Any]],
+    *,
+    steps: int | None = None,
+    drive_steps: int | None = None,
+) -> Path:
     """A fresh rtws from the public scaffold: one member `dev` with the `bench` toolset,
-    the generated script, and `loop:` caps raised to let one DO entry take `steps`."""
+    the generated script, and `loop:` caps raised to let one DO entry take `steps`, and
+    one run take `drive_steps` (else the default cap asks the human to go on)."""
     init_rtws(root, provider="mock")
     team: dict[str, Any] = {
         "member_defaults": {"provider": "mock", "model": "mock-model"},
         "default_responder": MEMBER,
         "members": {MEMBER: {"name": "Dev", "toolsets": ["bench"]}},
     }
+    loop: dict[str, Any] = {}
     if steps is not None:
-        team["loop"] = {
-            "phases": {"do": steps},
-            "nodes": {"step_budget": steps, "max_step_budget": steps},
-            "retries": {"drive_steps": steps + 10},
-        }
+        loop["phases"] = {"do": steps}
+        loop["nodes"] = {"step_budget": steps, "max_step_budget": steps}
+        drive_steps = max(drive_steps or 0, steps + 10)
+    if drive_steps is not None:
+        loop["retries"] = {"drive_steps": drive_steps}
+    if loop:
+        team["loop"] = loop
     (root / ".minds" / "team.yaml").write_text(yaml.safe_dump(team, sort_keys=False), "utf-8")
     (root / ".minds" / "mock" / "mock-model.yaml").write_text(
         yaml.safe_dump({"responses": script}, sort_keys=False, allow_unicode=True), "utf-8"
@@ -329,7 +339,9 @@ def scenario6(steps: int, result_chars: int) -> dict[str, Any]:
 
 
 async def _s7_run(root: Path, nodes: int) -> dict[str, float]:
-    rtws = make_loop_rtws(root, loop_script(nodes))
+    # every step in one run: PLAN, two per node, SELF_IMPROVE's entries (a batch of 40
+    # messages holds about five nodes)
+    rtws = make_loop_rtws(root, loop_script(nodes), drive_steps=3 * nodes + 20)
     rt, policies, model = loop_runtime(rtws)
     try:
         counter = CommitCounter(rt.store)
