@@ -404,16 +404,39 @@ class Worker:
         return why
 
     async def _loop(self, stop: asyncio.Event) -> str:
+        lost = asyncio.Event()
+        beating = asyncio.create_task(self._beat(stop, lost), name="worker-heartbeat")
+        try:
+            return await self._dispatch(stop, lost)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def _beat(self, stop: asyncio.Event, lost: asyncio.Event) -> None:
+        """The heartbeat, every quarter of the time to live, on a cadence of its own: a
+        long pass of the dispatch loop (many drives to enqueue on a loaded machine) must
+        not make a live worker look silent. Sets `lost` when another worker took this
+        one over."""
+        while not stop.is_set():
+            if not self.table.beat(self.executor_id):
+                lost.set()
+                self.engine.wake.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.ttl / 4)
+
+    async def _dispatch(self, stop: asyncio.Event, lost: asyncio.Event) -> str:
         wake = self.engine.wake
-        next_beat = 0.0
+        next_look = 0.0
         while not stop.is_set():
             wake.clear()
-            if time.monotonic() >= next_beat:
-                if not self.table.beat(self.executor_id):
-                    return "taken over by another worker (this one was silent too long)"
+            if lost.is_set():
+                return "taken over by another worker (this one was silent too long)"
+            if time.monotonic() >= next_look:  # workers gone silent, dialogs left running
                 await self._take_over_gone()
                 self.engine.recover()
-                next_beat = time.monotonic() + self.ttl / 4
+                next_look = time.monotonic() + self.ttl / 4
             self.engine.tick()
             due = self.engine.due()
             # loop root -> the step limit of its loop queued or running now
