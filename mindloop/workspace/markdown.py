@@ -157,10 +157,10 @@ _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # own at column 0; the document adds nothing between entries), so the file is the entries
 # joined. Renders repeat most entries (kinds, statuses, empty lists, nulls, a node's id
 # and title across its versions), and the emitter's round trips to the Python resolver
-# were most of what remained; the entries not kept yet are emitted in one stream. A shared or recursive list/dict (it would need anchors), an
-# empty document or a type other than str/int/bool/None/float/list/dict takes the
-# old `yaml.dump` path whole. tests/workspace/test_workspace_front.py holds the bytes to
-# `yaml.dump`'s.
+# were most of what remained; the entries not kept yet are emitted in one stream. A
+# shared or recursive list/dict (it would need anchors), an empty document or a type
+# other than str/int/bool/None/float/list/dict takes the old `yaml.dump` path whole.
+# tests/workspace/test_workspace_front.py holds the bytes to `yaml.dump`'s.
 _STR, _INT, _BOOL, _NULL, _SEQ, _MAP = (
     f"tag:yaml.org,2002:{t}" for t in ("str", "int", "bool", "null", "seq", "map")
 )
