@@ -25,6 +25,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.nodes import Node as YamlNode
+from yaml.representer import SafeRepresenter
 
 from mindloop.i18n import Lang
 from mindloop.workspace.models import Criterion, DocRef, DocStatus, LogEntry, Node, NodeKind
@@ -145,9 +148,123 @@ def split_sections(text: str) -> tuple[dict[str, Any], str, dict[str, str]]:
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+# The front matter is emitted from a YAML node graph built here from the JSON-like data,
+# the way SafeRepresenter builds it under `yaml.dump(..., sort_keys=False)` (same tags,
+# plain scalar style, block collections), skipping the representer's Python-level
+# dispatch; the emitter still decides every quote and escape. On top of that each
+# top-level `key: value` entry is emitted once and kept: in a root block mapping an
+# entry's text depends on nothing but its own key and value (it starts on a line of its
+# own at column 0; the document adds nothing between entries), so the file is the entries
+# joined. Renders repeat most entries (kinds, statuses, empty lists, nulls, a node's id
+# and title across its versions), and the emitter's round trips to the Python resolver
+# were most of what remained; the entries not kept yet are emitted in one stream. A
+# shared or recursive list/dict (it would need anchors), an empty document or a type
+# other than str/int/bool/None/float/list/dict takes the old `yaml.dump` path whole.
+# tests/workspace/test_workspace_front.py holds the bytes to `yaml.dump`'s.
+_STR, _INT, _BOOL, _NULL, _SEQ, _MAP = (
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "bool", "null", "seq", "map")
+)
+_FLOATS = SafeRepresenter(default_flow_style=False, sort_keys=False)  # floats ignore aliases
+_ENTRIES_KEPT = 8192
+_entries: dict[tuple[Any, Any], str] = {}
+
+
+class _Foreign(Exception):
+    """Data the entry-wise path does not take: left to `yaml.dump`."""
+
+
+def _frozen(data: Any, seen: set[int]) -> Any:
+    """A hashable key that is equal only for data the emitter writes alike (types kept:
+    1, True and 1.0 differ; floats by repr: 0.0 and -0.0 differ)."""
+    kind = type(data)
+    if kind is str or kind is int or kind is bool or data is None:
+        return (kind, data)
+    if kind is float:
+        return (kind, repr(data))
+    if (kind is not list and kind is not dict) or id(data) in seen:
+        raise _Foreign
+    seen.add(id(data))
+    if kind is list:
+        return (kind, tuple([_frozen(item, seen) for item in data]))
+    return (kind, tuple([(_frozen(k, seen), _frozen(v, seen)) for k, v in data.items()]))
+
+
+def _node(data: Any) -> YamlNode:
+    """The node SafeRepresenter makes of `data` (no shared lists/dicts: `_frozen` saw)."""
+    kind = type(data)
+    if kind is str:
+        return ScalarNode(_STR, data)
+    if kind is int:
+        return ScalarNode(_INT, str(data))
+    if kind is bool:
+        return ScalarNode(_BOOL, "true" if data else "false")
+    if data is None:
+        return ScalarNode(_NULL, "null")
+    if kind is float:
+        node: YamlNode = _FLOATS.represent_data(data)
+        return node
+    if kind is list:
+        return SequenceNode(_SEQ, [_node(item) for item in data], flow_style=False)
+    pairs = [(_node(k), _node(v)) for k, v in data.items()]
+    return MappingNode(_MAP, pairs, flow_style=False)
+
+
+class _Chunks:
+    """The stream `_emitted` hands the emitter: text (it has an `encoding`), kept in chunks."""
+
+    encoding = None
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.write = self.chunks.append
+
+
+def _emitted(entries: Sequence[YamlNode]) -> list[str]:
+    """Each one-entry mapping's text as a document of its own: written as the successive
+    documents of one stream (one emitter set-up for all), each explicitly started with a
+    `---` line that is cut off; any other start raises _Foreign."""
+    stream = _Chunks()
+    dumper = _DUMPER(stream, allow_unicode=True, width=1000, explicit_start=True)
+    texts = []
+    try:
+        dumper.open()
+        for entry in entries:
+            dumper.serialize(entry)  # the emitter flushes at each document's end
+            text = "".join(stream.chunks)
+            stream.chunks.clear()
+            if not text.startswith("---\n"):
+                raise _Foreign
+            texts.append(text[4:])
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return texts
+
+
 def _front(data: dict[str, Any]) -> str:
-    dumped = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=1000)
-    return f"---\n{dumped}---\n"
+    try:
+        if not data:
+            raise _Foreign
+        seen: set[int] = {id(data)}
+        keys = [(_frozen(k, seen), _frozen(v, seen)) for k, v in data.items()]
+        texts = [_entries.get(key, "") for key in keys]
+        missing = [i for i, text in enumerate(texts) if not text]
+        if missing:
+            items = list(data.items())
+            made = _emitted(
+                [
+                    MappingNode(_MAP, [(_node(items[i][0]), _node(items[i][1]))], flow_style=False)
+                    for i in missing
+                ]
+            )
+            if len(_entries) + len(made) > _ENTRIES_KEPT:
+                _entries.clear()
+            for i, text in zip(missing, made, strict=True):
+                texts[i] = _entries[keys[i]] = text
+    except _Foreign:
+        dumped = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=1000)
+        return f"---\n{dumped}---\n"
+    return "---\n" + "".join(texts) + "---\n"
 
 
 # ---------------------------------------------------------------------- Workspace.md
