@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mindloop.loop.driver import LoopOutcome
+from mindloop.loop.driver import LoopOutcome, TaskLoop
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import TOOL_NOT_ALLOWED_IN_PHASE, LoopPolicy
 from mindloop.loop.request_sections import tree_section
@@ -21,6 +21,7 @@ from mindloop.testing import FunctionModel, Turn, call
 from mindloop.workspace.models import Criterion, Node, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 from tests.loop.loop_util import TASK, complete, create, end, phase_of, run_task, verdict
+from tests.loop.loop_util import runtime as loop_runtime
 from tests.scenario_util import write_team
 
 READS = 10
@@ -232,16 +233,6 @@ async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Pat
     _files(rtws, 6)
     counts: list[tuple[str | None, int]] = []
     original = LoopPolicy.compile_request
-
-    def counted(self: LoopPolicy, live: Any, parts: Any, tools: Any) -> GenerationRequest:
-        store = parts.store if hasattr(parts, "store") else None
-        stats = (store or _store[0]).stats
-        before = stats.statements
-        out = original(self, live, parts, tools)
-        counts.append((self.phase.value, stats.statements - before))
-        return out
-
-    _store: list[Any] = []
     steps = 0
 
     def respond(req: GenerationRequest) -> Turn:
@@ -258,14 +249,17 @@ async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Pat
             return Turn(tool_calls=[verdict("n1"), end("END")])
         return Turn(tool_calls=[end("END")])
 
-    from tests.loop import loop_util
+    rt, policies = loop_runtime(rtws, FunctionModel(respond))
+    stats = rt.store.stats
 
-    rt, policies = loop_util.runtime(rtws, FunctionModel(respond))
-    _store.append(rt.store)
+    def counted(self: LoopPolicy, live: Any, parts: Any, tools: Any) -> GenerationRequest:
+        before = stats.statements
+        out = original(self, live, parts, tools)
+        counts.append((self.phase.value, stats.statements - before))
+        return out
+
     LoopPolicy.compile_request = counted  # type: ignore[method-assign]
     try:
-        from mindloop.loop.driver import TaskLoop
-
         report = await TaskLoop(rt, policies, TASK).run("go")
     finally:
         LoopPolicy.compile_request = original  # type: ignore[method-assign]
