@@ -610,7 +610,7 @@ class TaskLoop:
         it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
         written once: the closed state is staged, and written with the entry (`_flush`
         writes it when none follows)."""
-        hand = phase_ops.InHand(self.rt.rtws, course=self._course(), member=self._member())
+        hand = phase_ops.InHand(self.rt.rtws)
         steps, cost = result.segment_steps, result.segment_cost
         closed, messages = self._close(state, end, steps, cost, hand=hand, save=False)
         self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
@@ -632,11 +632,6 @@ class TaskLoop:
         cap = step_cap(self.rt.config.team.loop.phases, entered.phase)
         # DO: the node's budget, on the workspace as entered
         return step_budget.entry_limit(self.rt, entered, cap, "", hand.workspace)[0]
-
-    def _course(self) -> int | None:
-        """The loop root's course as the drive holding it sees it (None: not held here)."""
-        live = self.rt.live.get(self.root)
-        return live.record.course if live is not None else None
 
     def _flush(self) -> None:
         """Write the closed state the segue's transaction staged, when nothing wrote it

@@ -67,14 +67,13 @@ RUNTIME_FAILS = frozenset({ls.EndedBy.STEP_CAP, ls.EndedBy.RUNTIME})
 class InHand:
     """What one transition has read already — the phase closed, the route decided and the
     next phase entered in one transaction (`TaskLoop._segue`) — handed on instead of read
-    again: the workspace as last read or written, the loop root's course and member, the
-    workspace ref. Valid only inside that transaction (it holds the write lock: nothing else moves
-    what was read, and nothing in it writes the deliverables the ref hashes)."""
+    again: the workspace as last read or written, the workspace ref. (Rows such as the
+    root dialog are kept by the store's memo.) Valid only inside that transaction (it
+    holds the write lock: nothing else moves what was read, and nothing in it writes the
+    deliverables the ref hashes)."""
 
     rtws: Path
     workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
-    course: int | None = None
-    member: str | None = None
     _ref: str | None = None
 
     def ref(self) -> str:
@@ -224,9 +223,7 @@ def enter_phase(
             until = review_pass.pass_end(state)  # the history as the pass began
             batch, after = si.next_batch(store, state.root_id, cursor, limit, until=until)
             batch_end = after.model_dump()
-            member = hand.member if hand is not None else None
-            if member is None:
-                member = store.get_dialog(state.root_id).member
+            member = store.get_dialog(state.root_id).member
             dead_kb = [si.dead_line(r) for r in si.dead_kb_requests(store, member)]
         reflections: list[str] = []
         if node is not None:  # the node's last reflections (agent-loop §8.3)
@@ -252,8 +249,7 @@ def enter_phase(
                 reflections=reflections,
             )
         )
-        course = hand.course if hand is not None else None
-        msg = _post(rt, state.root_id, text, phase, entry, mark=not held, course=course)
+        msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
         if hand is not None:  # a node moved: a session's copy, read again when needed
             hand.workspace = read if ws is read else None
         pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
@@ -297,32 +293,24 @@ def _post(
     entry: int,
     *,
     mark: bool = True,
-    course: int | None = None,
 ) -> MessageRecord:
     """The phase input as a user message of the loop root, marked as the loop's (and the
-    root marked to drive, unless `mark` is off: the poster drives it). `course`: the
-    root's, when the caller has it."""
+    root marked to drive, unless `mark` is off: the poster drives it)."""
     store = rt.store
-    if course is None:
-        course = store.get_dialog(root_id).course
     msg = store.append_message(
         root_id,
         "user",
         {"text": text, "loop": {"phase": phase.value, "entry": entry}},
-        course=course,
+        course=store.get_dialog(root_id).course,
     )
     if mark:
         store.update_dialog(root_id, needs_drive=True)
     return msg
 
 
-def phase_messages(
-    rt: DialogRuntime, state: ls.LoopState, course: int | None = None
-) -> list[MessageRecord]:
-    """The root's messages since the current entry's input (this entry's work); `course`:
-    the root's, when the caller has it."""
-    if course is None:
-        course = rt.store.get_dialog(state.root_id).course
+def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord]:
+    """The root's messages since the current entry's input (this entry's work)."""
+    course = rt.store.get_dialog(state.root_id).course
     return rt.store.messages_after(state.root_id, course, state.entry_message_id)
 
 
@@ -383,7 +371,7 @@ def close(
             # calls have returned; both dedupe, so a crash before this commit re-processes
             # it harmlessly); kept if the runtime stopped the entry (errors in a row)
             si.close_batch(store, state)
-        messages = phase_messages(rt, state, hand.course if hand is not None else None)
+        messages = phase_messages(rt, state)
         if passed_at is not None:  # agent-loop §7.2 trigger 5
             wsum.record_check_pass(store, task, passed_at, messages)
         state = state.model_copy(
