@@ -33,7 +33,6 @@ transaction, whose verdict stands (it replaces the first when they differ).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -59,6 +58,7 @@ from mindloop.loop.retries import (
 from mindloop.store import Store, WaitStatus
 from mindloop.store import loop_state as ls
 from mindloop.tools.base import EffectResult, StoreEffect, Tool, ToolContext, ToolOutput
+from mindloop.tools.offload import run_blocking
 from mindloop.tools.registry import ToolArgs
 from mindloop.workspace import repo
 from mindloop.workspace.models import NodeType
@@ -224,7 +224,10 @@ async def _propose(
             is_error=True,
         )
     if level is Level.L2:  # outside the transaction: a git call
-        fingerprint = await asyncio.to_thread(_fingerprint_of_workspace, Path(ctx.rtws))
+        rtws = Path(ctx.rtws)
+        fingerprint = await run_blocking(
+            ("workspace_fingerprint", rtws), lambda: _fingerprint_of_workspace(rtws)
+        )
     else:
         fingerprint = plan_fingerprint(args.plan or "")
     digest = evidence_digest(args.evidence)

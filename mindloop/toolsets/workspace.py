@@ -19,7 +19,6 @@ phase's authority (`workspace_tools(authority_for=...)`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from mindloop.tools.base import (
     ToolContext,
     ToolOutput,
 )
+from mindloop.tools.offload import run_blocking
 from mindloop.tools.pathguard import relative_to_rtws, rtws_root
 from mindloop.toolsets import search
 from mindloop.toolsets.workspace_args import (
@@ -328,9 +328,12 @@ class Tools:
 
     async def node_transition(self, a: NodeTransitionArgs, ctx: ToolContext) -> ToolOutput:
         # the runtime records the workspace ref at COMPLETE and DONE (agent-loop §5.1):
-        # computed here, off the event loop, for those transitions only
+        # computed here, for those transitions only (off the event loop unless it is quick)
+        rtws = Path(ctx.rtws)
         ref = (
-            await asyncio.to_thread(workspace_ref, Path(ctx.rtws)) if a.to in REF_TARGETS else None
+            await run_blocking(("workspace_ref", rtws), lambda: workspace_ref(rtws))
+            if a.to in REF_TARGETS
+            else None
         )
 
         def command(s: Session) -> tuple[NodeStatus, Node]:
