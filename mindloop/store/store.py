@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from mindloop.errors import NotFoundError
-from mindloop.store import crash_points
+from mindloop.store import crash_points, tails
 from mindloop.store import schema as t
 from mindloop.store import statements as q
 from mindloop.store.bulk import gc_paused
@@ -578,11 +578,18 @@ class Store(TaskRows, RouterLog):
             return []
         now = time.time()
         rows = [_message_row(m, now) for m in msgs]
-        ids = self._insert_many(q.INSERT_MESSAGE, rows)
-        return [
-            MessageRecord.model_validate(row | {"id": mid})
-            for mid, row in zip(ids, rows, strict=True)
-        ]
+        with self.tx():  # the dialogs' kept tails (`tails.py`), extended with the rows
+            keys = {tails.key(m.dialog_id, m.course) for m in msgs}
+            kept = [(k, tail) for k in keys if (tail := self.memo_get(k)) is not MISS]
+            ids = self._insert_many(q.INSERT_MESSAGE, rows)
+            out = [
+                MessageRecord.model_validate(row | {"id": mid})
+                for mid, row in zip(ids, rows, strict=True)
+            ]
+            for k, tail in kept:
+                tail.extend(r for r in out if tails.key(r.dialog_id, r.course) == k)
+                self.memo_put(k, tail)
+        return out
 
     def append_message(
         self,
@@ -615,8 +622,14 @@ class Store(TaskRows, RouterLog):
 
     def messages_after(self, dialog_id: str, course: int, after_id: int) -> list[MessageRecord]:
         """Messages of one course newer than `after_id` (what others appended since)."""
+        k = tails.key(dialog_id, course)
+        tail = self.memo_get(k)
+        if tail is not MISS and tail.covers(after_id):
+            return tail.after(after_id)  # kept: what this store read or appended since
         params = {"dialog_id": dialog_id, "course": course, "after_id": after_id}
-        return self._records(MessageRecord, q.MESSAGES_AFTER, params)
+        found = self._records(MessageRecord, q.MESSAGES_AFTER, params)
+        self.memo_put(k, tails.Tail.read(after_id, found))
+        return found
 
     def count_messages(self, dialog_id: str) -> int:
         return int(self._scalar(q.COUNT_MESSAGES, {"dialog_id": dialog_id}) or 0)
