@@ -26,10 +26,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindloop.store import schema as t
 from mindloop.store.cursors import Cursors
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
@@ -265,20 +263,10 @@ def step_limit(store: Store, root_id: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-# What identifies the task's row as it stands (see `_held`): read alone when a state is
-# known, so a current one costs two columns, not a whole record.
-_ROW_AT = sa.select(t.tasks.c.version, t.tasks.c.updated_at).where(
-    t.tasks.c.task_path == sa.bindparam("task_path")
-)
-
-
 def get(store: Store, task_path: str) -> LoopState | None:
-    """The loop state of a task (None: it has no loop root yet)."""
-    known = _staged.get(store, {}).get(task_path) or _held.get(store, {}).get(task_path)
-    if known is not None:
-        rows = store._rows(_ROW_AT, {"task_path": task_path})
-        if rows and (rows[0][0], rows[0][1]) == (known.version, known.updated_at):
-            return known
+    """The loop state of a task (None: it has no loop root yet). The task's row comes
+    from the store's memo while nobody else wrote it; a state held for that row is
+    handed out without reading its cursor."""
     return _of(store, store.task_by_path(task_path))
 
 

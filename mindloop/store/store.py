@@ -728,7 +728,10 @@ class Store(TaskRows, RouterLog):
         return r.model_copy(update={"id": self._insert(q.INSERT_RESPONSE, values)})
 
     def undelivered_responses(self, caller_id: str) -> list[ResponseRecord]:
-        return self._records(ResponseRecord, q.UNDELIVERED, {"id": caller_id})
+        """The caller's inbox (kept: a drive looks at it at every boundary, and it is
+        mostly empty)."""
+        key = ("responses", "undelivered", caller_id)
+        return self._kept_records(key, ResponseRecord, q.UNDELIVERED, {"id": caller_id})
 
     def all_responses(self) -> list[ResponseRecord]:
         return self._records(ResponseRecord, q.ALL_RESPONSES)
