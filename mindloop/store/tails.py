@@ -20,12 +20,16 @@ database).
 
 from __future__ import annotations
 
+import bisect
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mindloop.store.records import MessageRecord
 
 KEPT = 256
+
+_id = operator.attrgetter("id")
 
 
 def key(dialog_id: str, course: int) -> tuple[str, str, str, int]:
@@ -50,7 +54,9 @@ class Tail:
 
     def after(self, after_id: int) -> list[MessageRecord]:
         """Copies of the kept messages newer than `after_id` (`covers` it)."""
-        return [r.model_copy() for r in self.records if r.id > after_id]
+        records = self.records
+        start = bisect.bisect_right(records, after_id, key=_id)  # kept in id order
+        return [r.model_copy() for r in records[start:]]
 
     def extend(self, appended: Iterable[MessageRecord]) -> None:
         """Add messages just appended (ids above every kept one), as copies."""
