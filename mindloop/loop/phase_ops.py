@@ -34,6 +34,7 @@ from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
+from mindloop.loop.request_tree import tree_parts
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
 from mindloop.loop.routing import (
     HINT_ILLEGAL,
@@ -247,6 +248,7 @@ def enter_phase(
                 batch=batch,
                 dead_kb=dead_kb,
                 reflections=reflections,
+                tree=tree_parts(store, task),
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)

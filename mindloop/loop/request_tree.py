@@ -15,20 +15,61 @@ node changed its parent, children or deps (and none was added), and builds parts
 only for the changed nodes, the nodes that depend on them (their readiness) and the
 nodes whose pinning moved with the focus. The result is the same section
 `tree_section` builds from scratch (tests/loop/test_loop_request_tree.py).
+
+A task's `TreeParts` is kept per store (`tree_parts`) and shared by the request's tree
+section and the phase input's tree (`inputs.tree_text`): both list every node with the
+same line (`node_line`), so each builds from what the other built last.
 """
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from mindloop.i18n import Lang
-from mindloop.loop.inputs import node_line
 from mindloop.loop.phases import Phase
 from mindloop.memory.sections import Part, Section, SectionKind
-from mindloop.workspace.models import ROOT_ID, Node
-from mindloop.workspace.state import WorkspaceState
+from mindloop.store import Store
+from mindloop.workspace.models import MAIN, ROOT_ID, Node, NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState, is_ready
 
 _KIND = SectionKind.WORKSPACE_TREE
+KEPT = 1024  # tasks whose tree is kept, per store (a fixed amount of memory)
+
+
+def node_line(state: WorkspaceState, n: Node) -> str:
+    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
+    kind = n.kind if n.kind is NodeKind.PLANNING else n.type
+    ready = " ready" if n.status is NodeStatus.NEW and is_ready(state, n) else ""
+    if n.assignee == MAIN:
+        tail = f" (deps {', '.join(n.deps)})" if n.deps else ""
+    elif n.deps:
+        tail = f" ({n.assignee}; deps {', '.join(n.deps)})"
+    else:
+        tail = f" ({n.assignee})"
+    # joined, not formatted: the enums are StrEnums, joined as their values without the
+    # cost of `Enum.__format__` (the request's tree section lists every node each step)
+    return "".join((n.id, " [", n.status, ready, "] ", kind, " ", repr(n.title), tail))
+
+
+_kept: weakref.WeakKeyDictionary[Store, OrderedDict[str, TreeParts]] = weakref.WeakKeyDictionary()
+
+
+def tree_parts(store: Store, task: str) -> TreeParts:
+    """The task's whole tree as this process last built it from `store`'s workspace
+    (see the module doc); a new one for a task not seen yet (or long unused)."""
+    held = _kept.get(store)
+    if held is None:
+        held = _kept[store] = OrderedDict()
+    found = held.get(task)
+    if found is not None:
+        held.move_to_end(task)
+        return found
+    found = held[task] = TreeParts()
+    if len(held) > KEPT:
+        held.popitem(last=False)
+    return found
 
 
 def tree_section(
@@ -74,6 +115,11 @@ class TreeParts:
         self._at: dict[str, int] = {}  # node -> its place in `_order` (None: rebuild)
         self._dependents: dict[str, list[str]] = {}  # node -> the nodes whose deps name it
         self._parts: list[Part] = []
+
+    def current(self, ws: WorkspaceState) -> tuple[Part, ...]:
+        """Every node's part in walk order, pinned as last built (what the phase input's
+        tree lists: the lines, whatever their pins)."""
+        return self.whole(ws, self._related)
 
     def whole(self, ws: WorkspaceState, related: frozenset[str]) -> tuple[Part, ...]:
         """Every node's part in walk order, `related` ones pinned."""
