@@ -263,7 +263,8 @@ class LoopSections:
         held = self._trees.get(root_id)
         if held is not None and held.key == (stamp, *focus):
             return held.section
-        ws = repo.load(self.store, state.task_path) if stamp is not None else None
+        # at the stamp just read (no read of its own): the value held at it, else read now
+        ws = repo.load(self.store, state.task_path, stamp=stamp) if stamp is not None else None
         if ws is None or not ws.exists:
             section = Section.text(SectionKind.WORKSPACE_TREE, NO_TREE[self.lang], id="tree")
         else:
