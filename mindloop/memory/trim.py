@@ -355,11 +355,16 @@ def _lower_cap(
     shortened by `at`, keeps the section within `target` (binary search: cost grows with
     the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
+    known = list(w.costs)  # the originals' costs: a part left as it is costs the same
     base = w.base
 
     def shortened(c: int) -> tuple[list[Part], list[int]]:
         parts = [at(p, c) if only is None or only(p) else p for p in originals]
-        return parts, [w.cost_of(part) for part in parts]
+        costs = [
+            cost if new is old else w.cost_of(new)
+            for new, old, cost in zip(parts, originals, known, strict=True)
+        ]
+        return parts, costs
 
     best = None
     while lo <= hi:
