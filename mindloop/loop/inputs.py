@@ -26,10 +26,10 @@ from mindloop.loop.phase_texts import (
     SUMMARY_LABELS,
 )
 from mindloop.loop.phases import Phase
+from mindloop.loop.request_tree import TreeParts, node_line
 from mindloop.store import MessageRecord
 from mindloop.store.loop_state import Summary
-from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus
-from mindloop.workspace.state import WorkspaceState, is_ready
+from mindloop.workspace.state import WorkspaceState
 from mindloop.workspace.texts import ctx_text
 
 TREE_LINES = 60  # nodes listed at most (the rest are counted)
@@ -67,27 +67,23 @@ class PhaseInput:
     batch: Sequence[MessageRecord] = ()  # SELF_IMPROVE: the root's messages to review
     dead_kb: Sequence[str] = ()  # SELF_IMPROVE: KB requests never delivered, one line each
     reflections: Sequence[str] = ()  # the node's last retry reflections (agent-loop §8.3)
+    tree: TreeParts | None = None  # the task's tree as last built (`request_tree.tree_parts`)
 
 
-def node_line(state: WorkspaceState, n: Node) -> str:
-    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
-    kind = n.kind if n.kind is NodeKind.PLANNING else n.type
-    ready = " ready" if n.status is NodeStatus.NEW and is_ready(state, n) else ""
-    if n.assignee == MAIN:
-        tail = f" (deps {', '.join(n.deps)})" if n.deps else ""
-    elif n.deps:
-        tail = f" ({n.assignee}; deps {', '.join(n.deps)})"
-    else:
-        tail = f" ({n.assignee})"
-    # joined, not formatted: the enums are StrEnums, joined as their values without the
-    # cost of `Enum.__format__` (the request's tree section lists every node each step)
-    return "".join((n.id, " [", n.status, ready, "] ", kind, " ", repr(n.title), tail))
-
-
-def tree_text(state: WorkspaceState, lang: Lang) -> str:
+def tree_text(state: WorkspaceState, lang: Lang, parts: TreeParts | None = None) -> str:
+    """The workspace as a compact tree: the first `TREE_LINES` nodes of its walk, one
+    line each (`node_line`), the rest counted. `parts`: the task's tree as last built
+    (`request_tree.tree_parts`), to build this one from (only changed nodes' lines are
+    made again)."""
     if not state.exists:
         return NO_TREE[lang]
     lines: list[str] = []
+    if parts is not None:
+        built = parts.current(state)
+        lines += [p.text for p in built[:TREE_LINES]]
+        if len(built) > TREE_LINES:
+            lines.append(f"… {len(state.nodes) - TREE_LINES} more")
+        return "\n".join(lines)
     for n, depth in state.walk():
         if len(lines) >= TREE_LINES:
             lines.append(f"… {len(state.nodes) - TREE_LINES} more")
@@ -203,7 +199,7 @@ def blocks(inp: PhaseInput) -> list[InputBlock]:
         out.append(
             block("resolved_waits", [h["resolved_waits"], *(f"- {r}" for r in inp.resolved)])
         )
-    out.append(block("tree", [h["tree"], tree_text(inp.workspace, lang)]))
+    out.append(block("tree", [h["tree"], tree_text(inp.workspace, lang, inp.tree)]))
     if inp.last_summary is not None:
         out.append(block("last_summary", [h["last_summary"], summary_text(inp.last_summary, lang)]))
     return out

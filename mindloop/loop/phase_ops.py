@@ -34,6 +34,7 @@ from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import count_refusals
+from mindloop.loop.request_tree import tree_parts
 from mindloop.loop.retries import RetryLedger, reflections_for_prompt
 from mindloop.loop.routing import (
     HINT_ILLEGAL,
@@ -118,12 +119,13 @@ def move(rt: DialogRuntime, task: str, node_id: str, to: NodeStatus, reason: str
 
 def current_do_node(state: WorkspaceState) -> str | None:
     """DO's node: the MAIN node IN_PROGRESS, else the first ready one in tree pre-order."""
+    # the enum members bound once: each look-up through the class costs more than the
+    # test (a scan of every node at each entry)
+    in_progress, execution = NodeStatus.IN_PROGRESS, NodeKind.EXECUTION
     at_work = [
         n
         for n in state.view().values()
-        if n.status is NodeStatus.IN_PROGRESS
-        and n.kind is NodeKind.EXECUTION
-        and n.assignee == MAIN
+        if n.status is in_progress and n.kind is execution and n.assignee == MAIN
     ]
     if len(at_work) == 1 and _in_tree(state, at_work[0]):  # the usual case: no walk
         return at_work[0].id
@@ -163,13 +165,13 @@ def adjust_node(state: WorkspaceState) -> str | None:
 
 def check_targets(state: WorkspaceState, ready_benches: frozenset[str]) -> list[str]:
     """CHECK's nodes, in tree pre-order: every COMPLETE one, and the ready BENCH nodes."""
+    # the enum members bound once, the rarest condition first (a scan of every node)
+    complete, bench, execution = NodeStatus.COMPLETE, NodeType.BENCH, NodeKind.EXECUTION
     found = [
         n
         for n in state.view().values()
-        if n.kind is NodeKind.EXECUTION
-        and (
-            n.status is NodeStatus.COMPLETE or (n.type is NodeType.BENCH and n.id in ready_benches)
-        )
+        if (n.status is complete or (n.type is bench and n.id in ready_benches))
+        and n.kind is execution
     ]
     if len(found) == 1 and _in_tree(state, found[0]):  # the usual case: no walk
         return [found[0].id]
@@ -247,6 +249,7 @@ def enter_phase(
                 batch=batch,
                 dead_kb=dead_kb,
                 reflections=reflections,
+                tree=tree_parts(store, task),
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)

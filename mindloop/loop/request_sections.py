@@ -27,8 +27,9 @@ Cost per step: the entry's message, input blocks, last summary and workspace sum
 read and built once per entry (the loop hands the entry's state and text over when it
 enters a phase; a root no loop of this process drives has its state read at each step);
 the tree is rebuilt only when the workspace's stamp moved (the stamp the step's system
-prompt read for the workspace rules: no read of its own), and then from the root's last
-tree, building parts only for what changed (`request_tree`); the memory file is re-read
+prompt read for the workspace rules: no read of its own), and then from the task's last
+tree (the request's or the phase input's), building parts only for what changed
+(`request_tree`); the memory file is re-read
 and its section rebuilt only when its stat changed, and the workspace summary's section
 only when the summary did. Dialogs that are not loop roots never get here.
 """
@@ -48,7 +49,7 @@ from mindloop.i18n import Lang
 from mindloop.loop.inputs import InputBlock, posted_blocks, summary_text
 from mindloop.loop.phase_texts import INPUT_SECTIONS, NO_TREE
 from mindloop.loop.phases import Phase
-from mindloop.loop.request_tree import TreeParts, tree_section
+from mindloop.loop.request_tree import tree_parts, tree_section
 from mindloop.memory.member import MemberMemory
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.memory.workspace_summary import WorkspaceSummary, workspace_summary
@@ -95,12 +96,11 @@ class _Entry:
 
 @dataclass
 class _Tree:
-    """A root's tree section as last built (for its key), and its whole tree as last
-    built (`TreeParts`: the next one is built from it)."""
+    """A root's tree section as last built (for its key); its whole tree as last built is
+    the task's `request_tree.tree_parts` (the next one is built from it)."""
 
     key: tuple[object, ...]
     section: Section
-    parts: TreeParts
 
 
 class LoopSections:
@@ -263,14 +263,15 @@ class LoopSections:
         held = self._trees.get(root_id)
         if held is not None and held.key == (stamp, *focus):
             return held.section
-        ws = repo.load(self.store, state.task_path) if stamp is not None else None
-        parts = held.parts if held is not None else TreeParts()
+        # at the stamp just read (no read of its own): the value held at it, else read now
+        ws = repo.load(self.store, state.task_path, stamp=stamp) if stamp is not None else None
         if ws is None or not ws.exists:
             section = Section.text(SectionKind.WORKSPACE_TREE, NO_TREE[self.lang], id="tree")
         else:
+            parts = tree_parts(self.store, state.task_path)
             section = tree_section(ws, phase, state.node_id, state.targets, self.lang, parts)
         key = (ws.stamp if ws is not None and ws.exists else None, *focus)
-        self._trees[root_id] = _Tree(key, section, parts)
+        self._trees[root_id] = _Tree(key, section)
         return section
 
 

@@ -7,28 +7,72 @@ nodes to check and their deps, every node not terminal; the others fold to
 `id status title`. In DO with a node: that node and its deps only (the DO override),
 found by their place in the tree without walking it.
 
-`TreeParts` keeps one root's last whole tree and builds the next from it: a workspace
+`TreeParts` keeps one task's last whole tree and builds the next from it: a workspace
 value loaded from the store is shared and never changed in place (`repo.load`; a write
 copies the nodes it changes), so a node that did not change is the very same object.
-The next tree finds the nodes that changed by identity, keeps the walk order while no
-node changed its parent, children or deps (and none was added), and builds parts again
-only for the changed nodes, the nodes that depend on them (their readiness) and the
+The next tree finds the nodes that changed by identity (position by position, while the
+ids are the same in the same order), keeps the walk order while no node changed its
+parent, children or deps (and none was added), and builds parts again only for the
+changed nodes, the nodes that depend on them (their readiness) and the
 nodes whose pinning moved with the focus. The result is the same section
 `tree_section` builds from scratch (tests/loop/test_loop_request_tree.py).
+
+A task's `TreeParts` is kept per store (`tree_parts`) and shared by the request's tree
+section and the phase input's tree (`inputs.tree_text`): both list every node with the
+same line (`node_line`), so each builds from what the other built last.
 """
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from itertools import compress
+from operator import is_not
 
 from mindloop.i18n import Lang
-from mindloop.loop.inputs import node_line
 from mindloop.loop.phases import Phase
 from mindloop.memory.sections import Part, Section, SectionKind
-from mindloop.workspace.models import ROOT_ID, Node
-from mindloop.workspace.state import WorkspaceState
+from mindloop.store import Store
+from mindloop.workspace.models import MAIN, ROOT_ID, Node, NodeKind, NodeStatus
+from mindloop.workspace.state import WorkspaceState, is_ready
 
 _KIND = SectionKind.WORKSPACE_TREE
+KEPT = 1024  # tasks whose tree is kept, per store (a fixed amount of memory)
+
+
+def node_line(state: WorkspaceState, n: Node) -> str:
+    """One node as the tree lists it: id, status, kind/type, title, assignee, deps."""
+    kind = n.kind if n.kind is NodeKind.PLANNING else n.type
+    ready = " ready" if n.status is NodeStatus.NEW and is_ready(state, n) else ""
+    if n.assignee == MAIN:
+        tail = f" (deps {', '.join(n.deps)})" if n.deps else ""
+    elif n.deps:
+        tail = f" ({n.assignee}; deps {', '.join(n.deps)})"
+    else:
+        tail = f" ({n.assignee})"
+    # joined, not formatted: the enums are StrEnums, joined as their values without the
+    # cost of `Enum.__format__` (the request's tree section lists every node each step)
+    return "".join((n.id, " [", n.status, ready, "] ", kind, " ", repr(n.title), tail))
+
+
+_kept: weakref.WeakKeyDictionary[Store, OrderedDict[str, TreeParts]] = weakref.WeakKeyDictionary()
+
+
+def tree_parts(store: Store, task: str) -> TreeParts:
+    """The task's whole tree as this process last built it from `store`'s workspace
+    (see the module doc); a new one for a task not seen yet (or long unused)."""
+    held = _kept.get(store)
+    if held is None:
+        held = _kept[store] = OrderedDict()
+    found = held.get(task)
+    if found is not None:
+        held.move_to_end(task)
+        return found
+    found = held[task] = TreeParts()
+    if len(held) > KEPT:
+        held.popitem(last=False)
+    return found
 
 
 def tree_section(
@@ -63,45 +107,60 @@ def _related(ws: WorkspaceState, focus: Sequence[str]) -> frozenset[str]:
 
 
 class TreeParts:
-    """One root's whole tree as last built (see the module doc)."""
+    """One task's whole tree as last built (see the module doc)."""
 
-    __slots__ = ("_at", "_dependents", "_nodes", "_order", "_parts", "_related")
+    __slots__ = ("_at", "_dependents", "_keys", "_order", "_parts", "_related", "_values")
 
     def __init__(self) -> None:
-        self._nodes: Mapping[str, Node] | None = None  # the nodes it was built from
+        # the nodes it was built from: their ids and the nodes, in the mapping's order
+        self._keys: list[str] | None = None
+        self._values: list[Node] = []
         self._related: frozenset[str] = frozenset()
         self._order: list[tuple[str, int]] = []  # (node, depth) in walk order
         self._at: dict[str, int] = {}  # node -> its place in `_order` (None: rebuild)
         self._dependents: dict[str, list[str]] = {}  # node -> the nodes whose deps name it
         self._parts: list[Part] = []
 
+    def current(self, ws: WorkspaceState) -> tuple[Part, ...]:
+        """Every node's part in walk order, pinned as last built (what the phase input's
+        tree lists: the lines, whatever their pins)."""
+        return self.whole(ws, self._related)
+
     def whole(self, ws: WorkspaceState, related: frozenset[str]) -> tuple[Part, ...]:
         """Every node's part in walk order, `related` ones pinned."""
         nodes = ws.view()
-        before = self._nodes
-        if before is None or len(before) != len(nodes) or len(self._at) != len(self._order):
-            return self._build(ws, nodes, related)
-        changed = [k for k, n in nodes.items() if before.get(k) is not n]
-        for k in changed:
-            old, new = before[k], nodes[k]
+        # the same ids in the same order (a workspace's nodes are kept in creation
+        # order): the nodes compared by identity, position by position, in C
+        keys, values = list(nodes), list(nodes.values())
+        if keys != self._keys or len(self._at) != len(self._order):
+            return self._build(ws, nodes, related, keys, values)
+        before = self._values
+        changed = list(compress(range(len(values)), map(is_not, values, before)))
+        for i in changed:
+            old, new = before[i], values[i]
             if old.parent_id != new.parent_id or old.children != new.children:
-                return self._build(ws, nodes, related)
+                return self._build(ws, nodes, related, keys, values)
             if old.deps != new.deps:
-                return self._build(ws, nodes, related)
-        todo = set(changed).union(self._related.symmetric_difference(related))
-        for k in changed:
-            todo.update(self._dependents.get(k, ()))
+                return self._build(ws, nodes, related, keys, values)
+        todo = {keys[i] for i in changed}.union(self._related.symmetric_difference(related))
+        for i in changed:
+            todo.update(self._dependents.get(keys[i], ()))
         order, at, parts = self._order, self._at, self._parts
         for k in todo:
-            i = at.get(k)
-            if i is not None:
+            j = at.get(k)
+            if j is not None:
                 n = nodes[k]
-                parts[i] = _node_part(ws, n, order[i][1], k in related or not n.terminal)
-        self._nodes, self._related = dict(nodes), related
+                parts[j] = _node_part(ws, n, order[j][1], k in related or not n.terminal)
+        self._values, self._related = values, related
         return tuple(parts)
 
     def _build(
-        self, ws: WorkspaceState, nodes: Mapping[str, Node], related: frozenset[str]
+        self,
+        ws: WorkspaceState,
+        nodes: Mapping[str, Node],
+        related: frozenset[str],
+        keys: list[str],
+        values: list[Node],
     ) -> tuple[Part, ...]:
         order: list[tuple[str, int]] = []
         parts: list[Part] = []
@@ -109,11 +168,11 @@ class TreeParts:
         for n, depth in ws.walk():
             order.append((n.id, depth))
             parts.append(_node_part(ws, n, depth, n.id in related or not n.terminal))
-        for n in nodes.values():
+        for n in values:
             for d in n.deps:
                 dependents.setdefault(d, []).append(n.id)
-        # a copy: what it was built from, whatever becomes of the mapping
-        self._nodes, self._related = dict(nodes), related
+        # lists of their own: what it was built from, whatever becomes of the mapping
+        self._keys, self._values, self._related = keys, values, related
         self._order, self._parts, self._dependents = order, parts, dependents
         # a node the walk reaches twice (listed by two parents) rebuilds every time
         self._at = {nid: i for i, (nid, _) in enumerate(order)}

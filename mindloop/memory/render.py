@@ -14,6 +14,8 @@ request never costs more than the budget it was checked against.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mindloop.i18n import Lang
 from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
 from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
@@ -74,6 +76,20 @@ def part_cost(kind: SectionKind, part: Part, counter: TokenCounter, lang: Lang =
     if kind is SectionKind.RETRIEVED:
         cost += counter.count(BREAK) + counter.count(fence(lang))
     return cost
+
+
+def part_costs(
+    kind: SectionKind, parts: Sequence[Part], counter: TokenCounter, lang: Lang = "en"
+) -> list[int]:
+    """`part_cost` of each of `parts` (of a section of `kind`), with what every part of the
+    kind adds counted once."""
+    if kind in MESSAGE_SECTIONS:
+        return [sum(message_tokens(m, counter) for m in p.messages) for p in parts]
+    count = counter.count
+    each = count(BREAK)
+    if kind is SectionKind.RETRIEVED:
+        each += count(BREAK) + count(fence(lang))
+    return [each + count(p.text) for p in parts]
 
 
 def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:

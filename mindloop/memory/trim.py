@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from mindloop.i18n import Lang
-from mindloop.memory.render import base_cost, part_cost, section_cost
+from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost
 from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
 from mindloop.memory.tokens import TokenCounter
 from mindloop.providers.base import (
@@ -147,7 +147,7 @@ def trim(
     work = _Work(
         kind=section.kind,
         parts=list(section.parts),
-        costs=[part_cost(section.kind, p, counter, lang) for p in section.parts],
+        costs=part_costs(section.kind, section.parts, counter, lang),
         base=base_cost(section.kind, counter, lang),
         params=params,
         cut=set(),
@@ -163,7 +163,7 @@ def trim(
         reason=reason,
         budget=target,
         tokens_before=before,
-        tokens_after=section_cost(out, counter, lang),
+        tokens_after=work.total,  # `section_cost(out)`: costs are additive (`render`)
         cut=tuple(p.id for p in work.parts if p.id in work.cut),
         folded=tuple(p.id for p in work.parts if p.id in work.folded),
         dropped=tuple(work.dropped),
@@ -254,12 +254,16 @@ def _keep_pinned(w: _Work, target: int) -> None:
 def _fold(w: _Work, target: int) -> None:
     """WORKSPACE_TREE: unpinned nodes folded to their short form (oldest first), then
     dropped; pinned ones (current node, ancestors, deps, non-terminal) are kept."""
+    # the total kept as the folds change it: a tree of n nodes folds in O(n), not O(n²)
+    total, costs = w.total, w.costs
     for i, part in enumerate(w.parts):
-        if w.total <= target:
+        if total <= target:
             return
         if not part.pinned and part.folded is not None and part.folded != part.text:
+            before = costs[i]
             w.replace(i, part.model_copy(update={"text": part.folded}))
             w.folded.add(part.id)
+            total += costs[i] - before
     unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:  # the pinned nodes alone are too long: shorten them
@@ -351,11 +355,16 @@ def _lower_cap(
     shortened by `at`, keeps the section within `target` (binary search: cost grows with
     the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
+    known = list(w.costs)  # the originals' costs: a part left as it is costs the same
     base = w.base
 
     def shortened(c: int) -> tuple[list[Part], list[int]]:
         parts = [at(p, c) if only is None or only(p) else p for p in originals]
-        return parts, [w.cost_of(part) for part in parts]
+        costs = [
+            cost if new is old else w.cost_of(new)
+            for new, old, cost in zip(parts, originals, known, strict=True)
+        ]
+        return parts, costs
 
     best = None
     while lo <= hi:

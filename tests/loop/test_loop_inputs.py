@@ -3,6 +3,7 @@ phase starts."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,15 +11,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mindloop.i18n import Lang
-from mindloop.loop.inputs import PhaseInput, blocks, posted_blocks, render
+from mindloop.loop import phase_ops
+from mindloop.loop.driver import TaskLoop
+from mindloop.loop.inputs import PhaseInput, blocks, posted_blocks, render, tree_text
 from mindloop.loop.phase_texts import INPUT_SECTIONS
 from mindloop.loop.phases import Phase
+from mindloop.store import loop_state as ls
 from mindloop.store.loop_state import Summary
+from mindloop.testing import ScriptedModel
+from mindloop.workspace import api
 from mindloop.workspace.api import WorkspaceApi
 from mindloop.workspace.commands import CriterionInput, Session
-from mindloop.workspace.models import NodeKind
+from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
-from mindloop.workspace.transitions import Authority
+from mindloop.workspace.transitions import Actor, Authority
+from tests.loop.loop_util import runtime
+from tests.scenario_util import write_team
 
 TASK = "tasks/example.tsk"
 
@@ -116,3 +124,44 @@ def test_an_input_as_posted_gives_back_its_blocks_but_the_tree_and_the_summary(
         if b.node is not None:
             assert b.text.startswith(want[[w.node for w in want].index(b.node)].text[:40])
     assert not any(b.text.startswith(INPUT_SECTIONS["tree"][lang]) for b in got)
+
+
+# ---------------------------------------------------------------- the tree between entries
+
+
+async def test_the_next_input_shows_what_another_process_changed_in_the_tree(rtws: Path) -> None:
+    """The input's tree is built from the task's last tree (`request_tree.tree_parts`):
+    a change made meanwhile through another store (another process, the CLI) shows in
+    the next input, as a tree written from scratch has it."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    rt, policies = runtime(rtws, ScriptedModel([]))
+    try:
+        loop = TaskLoop(rt, policies, TASK)
+
+        def plan(s: Session) -> None:
+            for title in ("api", "db", "ui"):
+                s.create_node(
+                    parent_id="root", kind=NodeKind.EXECUTION, title=title, requirement="r"
+                )
+
+        api.execute(rt.store, rt.rtws, TASK, Authority.phase(Actor.PLAN, "@dev"), plan)
+        state, text = phase_ops.enter_phase(rt, loop.state, Phase.DO)
+        assert "- n2 [NEW ready] TASK 'db'" in text
+
+        def elsewhere(s: Session) -> None:  # a node cancelled, one added
+            s.transition(
+                node_id="n2", to=NodeStatus.CANCELLED, reason="not needed", conclusion="dropped"
+            )
+            s.create_node(parent_id="root", kind=NodeKind.EXECUTION, title="docs", requirement="r")
+
+        with WorkspaceApi(rtws, TASK) as other:  # a store of its own
+            other.command(elsewhere, authority=Authority.chat("@lead"))
+        end = ls.PhaseEnd(by=ls.EndedBy.STEP_CAP, reason="the cap", at=time.time())
+        state, _ = phase_ops.close(rt, state, end)
+        state, text = phase_ops.enter_phase(rt, state, Phase.PLAN)
+        with WorkspaceApi(rtws, TASK) as fresh:
+            tree = tree_text(fresh.state(), "en")
+        assert "- n2 [CANCELLED] TASK 'db'" in tree and "- n4 [NEW ready] TASK 'docs'" in tree
+        assert f"{INPUT_SECTIONS['tree']['en']}\n{tree}\n\n" in text
+    finally:
+        await rt.aclose()

@@ -20,7 +20,16 @@ from mindloop.providers.base import GenerationRequest, ToolResultMessage, UserMe
 from mindloop.testing import FunctionModel, Turn, call
 from mindloop.workspace.models import Criterion, Node, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
-from tests.loop.loop_util import TASK, complete, create, end, phase_of, run_task, verdict
+from tests.loop.loop_util import (
+    TASK,
+    complete,
+    create,
+    end,
+    phase_of,
+    run_task,
+    verdict,
+    workspace,
+)
 from tests.loop.loop_util import runtime as loop_runtime
 from tests.scenario_util import write_team
 
@@ -266,6 +275,51 @@ async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Pat
     assert report.outcome is LoopOutcome.DONE, report.reason
     do = [n for phase, n in counts if phase == "DO"]
     assert len(do) == 6
+    assert max(do[1:]) <= 1, do
+    await rt.aclose()
+
+
+async def test_a_step_after_a_workspace_write_reads_the_stamp_once(rtws: Path) -> None:
+    """A step whose workspace moved since the last one (each DO step writes the node's
+    notes): the tree section is built again at the stamp the system prompt's rules just
+    read — one statement for the whole compile, not a read of the tree's own."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    counts: list[tuple[str | None, int]] = []
+    original = LoopPolicy.compile_request
+    steps = 0
+
+    def respond(req: GenerationRequest) -> Turn:
+        nonlocal steps
+        phase = phase_of(req)
+        if phase == "PLAN":
+            return Turn(tool_calls=[create("a"), end("DO")])
+        if phase == "DO":
+            steps += 1
+            if steps <= 4:
+                return Turn(tool_calls=[call("node_update", node_id="n1", notes=f"step {steps}")])
+            return Turn(tool_calls=[complete("n1"), end("CHECK")])
+        if phase == "CHECK":
+            return Turn(tool_calls=[verdict("n1"), end("END")])
+        return Turn(tool_calls=[end("END")])
+
+    rt, policies = loop_runtime(rtws, FunctionModel(respond))
+    stats = rt.store.stats
+
+    def counted(self: LoopPolicy, live: Any, parts: Any, tools: Any) -> GenerationRequest:
+        before = stats.statements
+        out = original(self, live, parts, tools)
+        counts.append((self.phase.value, stats.statements - before))
+        return out
+
+    LoopPolicy.compile_request = counted  # type: ignore[method-assign]
+    try:
+        report = await TaskLoop(rt, policies, TASK).run("go")
+    finally:
+        LoopPolicy.compile_request = original  # type: ignore[method-assign]
+    assert report.outcome is LoopOutcome.DONE, report.reason
+    assert workspace(rt).nodes["n1"].notes == "step 4"  # every DO step wrote it
+    do = [n for phase, n in counts if phase == "DO"]
+    assert len(do) == 5
     assert max(do[1:]) <= 1, do
     await rt.aclose()
 

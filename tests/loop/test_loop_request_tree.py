@@ -1,13 +1,18 @@
 """The tree section built from the root's last tree (`request_tree.TreeParts`) is the tree
 section built from scratch, whatever changed between the two workspace values: statuses,
 titles, assignees, deps, nodes added or moved, the focus of the phase; and DO's node
-with its deps, found by their place in the tree, is what a walk of the tree finds."""
+with its deps, found by their place in the tree, is what a walk of the tree finds. The
+phase input's tree, built from the same last tree (the task's, shared), is the one a walk
+writes."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mindloop.loop import inputs
+from mindloop.loop.inputs import tree_text
 from mindloop.loop.phases import Phase
 from mindloop.loop.request_tree import TreeParts, tree_section
 from mindloop.workspace.models import Node, NodeKind, NodeStatus
@@ -101,6 +106,31 @@ def test_a_tree_built_from_the_last_one_is_the_tree_built_from_scratch(data: st.
         again = tree_section(ws, phase, node, targets, "en", kept)
         fresh = tree_section(ws, phase, node, targets, "en")
         assert again == fresh
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_inputs_tree_built_from_the_last_one_is_the_tree_a_walk_writes(
+    data: st.DataObject,
+) -> None:
+    """The phase input's tree and the request's tree section, built in turn from one
+    task's last tree, are each what it is from scratch (the input listing a few nodes at
+    most, so its count of the rest is checked too)."""
+    kept = TreeParts()
+    nodes = _tree(data)
+    lines = data.draw(st.integers(1, 12))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inputs, "TREE_LINES", lines)
+        for step in range(data.draw(st.integers(1, 6))):
+            if step:
+                nodes = _changed(data, nodes)
+            ws = WorkspaceState(task=TASK, nodes=nodes, exists=True, stamp=f"s{step}")
+            if data.draw(st.booleans()):
+                assert tree_text(ws, "en", kept) == tree_text(ws, "en")
+            else:
+                phase, node, targets = _focus(data, nodes)
+                again = tree_section(ws, phase, node, targets, "en", kept)
+                assert again == tree_section(ws, phase, node, targets, "en")
 
 
 @settings(max_examples=100, deadline=None)

@@ -125,6 +125,22 @@ def test_the_compiled_input_never_exceeds_b(
 
 @settings(max_examples=60, deadline=None)
 @given(compile_inputs())
+def test_what_each_section_is_said_to_cost_is_what_it_costs(
+    args: tuple[list[Section], int, str | None, str, float],
+) -> None:
+    # a trim records the cost its parts add up to, never counting the result again
+    sections, window, phase, taskdoc, ratio = args
+    compiler = MemoryCompiler(MemoryConfig())
+    compiler.calibration.observe("m", 100, int(100 * ratio))
+    out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
+    counter = compiler.counter("m")
+    for kind, cost in out.by_section.items():
+        assert cost == section_cost(out.section(kind), counter)
+    assert out.tokens == sum(section_cost(s, counter) for s in out.sections)
+
+
+@settings(max_examples=60, deadline=None)
+@given(compile_inputs())
 def test_trimming_follows_reverse_priority(
     args: tuple[list[Section], int, str | None, str, float],
 ) -> None:
