@@ -98,36 +98,41 @@ def dispatchable(state: WorkspaceState, node: Node) -> bool:
 
 def count_nodes(state: WorkspaceState) -> NodeTally:
     """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
-    NEW nodes)."""
+    NEW nodes). The enum members are bound once: a member looked up through its class
+    costs more than the test, at every node of every transition."""
     total = terminal = waiting = 0
     check_failed = complete = at_work = ready = blocked = own = member = False
     benches: list[str] = []
     peek = state.peek
+    execution, bench, terminal_ = NodeKind.EXECUTION, NodeType.BENCH, TERMINAL
+    wait, new, done = NodeStatus.WAIT, NodeStatus.NEW, NodeStatus.DONE
+    failed_, adjusting = NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING
+    complete_, in_progress = NodeStatus.COMPLETE, NodeStatus.IN_PROGRESS
     for n in state.view().values():  # read, none copied
-        if n.kind is not NodeKind.EXECUTION:
+        if n.kind is not execution:
             continue
         total += 1
         status = n.status
-        if status in TERMINAL:
+        if status in terminal_:
             terminal += 1
-        elif status is NodeStatus.WAIT:
+        elif status is wait:
             waiting += 1
-            if n.type is NodeType.BENCH:
+            if n.type is bench:
                 benches.append(n.id)
             own = own or own_wait(n)
-        elif status is NodeStatus.CHECK_FAILED or status is NodeStatus.ADJUSTING:
+        elif status is failed_ or status is adjusting:
             check_failed = True
-        elif status is NodeStatus.COMPLETE:
+        elif status is complete_:
             complete = True
-        elif status is NodeStatus.IN_PROGRESS:
+        elif status is in_progress:
             at_work = at_work or n.assignee == MAIN
-        elif status is NodeStatus.NEW:
+        elif status is new:
             if n.member is not None and not member:
                 member = dispatchable(state, n)
             if ready and blocked:
                 continue
             deps = [d for d in map(peek, n.deps) if d is not None]
-            open_ = [d for d in deps if d.status is not NodeStatus.DONE]
+            open_ = [d for d in deps if d.status is not done]
             if not open_:
                 ready = ready or n.assignee == MAIN
             elif all(d.status in _FAILED_DEPS for d in open_):
