@@ -128,9 +128,9 @@ def _messages(
     until: SelfImproveCursor | None = None,
 ) -> list[MessageRecord]:
     """At most `limit` messages of one course after row `after`, each with its rows.
-    A pass ending at `until` reads no row after its end, and keeps the rows it read for
-    its next read (`_Read`), so it reads twice a batch at a time."""
-    chunk = limit if until is None else 2 * limit
+    A pass ending at `until` reads no row after its end. The rows read are kept for the
+    next read (`_Read`), so they are read twice a batch at a time."""
+    chunk = 2 * limit
     end = until.message_id if until is not None and course == until.course else None
     out: list[MessageRecord] = []
     counted = 0
@@ -156,19 +156,18 @@ def _messages(
             break
         rows, fresh = message_batch(store, root_id, course, at, asked), True
     if fresh:
-        _keep(store, root_id, course, after, seen, until)
+        _keep(store, root_id, _Read(course, after, tuple(seen)))
     return out
 
 
 @dataclass(frozen=True)
 class _Read:
-    """The rows of a root's course a pass read last: every row after message `after`, up
-    to the last one's id, in id order. A pass reads only the history before its end
-    (`loop.review_pass`), which nothing changes any more (the rows are committed before
-    the pass's first input, then never changed; a tree is deleted whole), so they stay
-    what they are: the next entry's batch, and the route's look for one more
-    (`review_pass.goes_on`), start with the rows read past the batch before, instead of
-    reading them again."""
+    """The rows of a root's course read last: every row after message `after`, up to the
+    last one's id, in id order. Once committed, rows are never changed, nor is one added
+    among them (every write holds the store's write lock, so a row committed later has a
+    higher id; a tree is deleted whole), so they stay what they are: the next entry's
+    batch, and the route's look for one more (`review_pass.goes_on`), start with the rows
+    read past the batch before, instead of reading them again."""
 
     course: int
     after: int
@@ -190,25 +189,20 @@ def _kept(store: Store, root_id: str, course: int, after: int) -> list[MessageRe
     return [m for m in held.rows if m.id > after]
 
 
-def _keep(
-    store: Store,
-    root_id: str,
-    course: int,
-    after: int,
-    rows: list[MessageRecord],
-    until: SelfImproveCursor | None,
-) -> None:
-    """Keep `rows` (every row of `course` after `after`, up to the last), read by a pass
-    ending at `until` (none are read past it). Nothing without an end: the first entry
-    reads the history up to now, maybe rows its own transaction wrote, gone if it rolls
-    back."""
-    if until is None or not rows:
-        return
-    reads = _reads.setdefault(store, {})
-    reads.pop(root_id, None)
-    reads[root_id] = _Read(course, after, tuple(rows))
-    if len(reads) > ROOTS_KEPT:
-        del reads[next(iter(reads))]  # the root read least recently
+def _keep(store: Store, root_id: str, read: _Read) -> None:
+    """Keep `read` for the root's next read once what it saw is committed: the caller's
+    transaction may have written some of its rows (the first entry of a pass reads the
+    history up to now), which are gone, their ids given again, if it rolls back."""
+
+    def keep() -> None:
+        reads = _reads.setdefault(store, {})
+        reads.pop(root_id, None)
+        reads[root_id] = read
+        if len(reads) > ROOTS_KEPT:
+            del reads[next(iter(reads))]  # the root read least recently
+
+    if read.rows:
+        store.after_commit(f"self_improve.read:{root_id}", keep)
 
 
 def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
