@@ -24,10 +24,12 @@ from mindloop.dialogs.tellask.grammar import TELLASK_PREFIX
 from mindloop.store import MessageRecord, Store
 from mindloop.store import loop_state as ls
 
-# per store: task -> (the CHECK entry's input id, its course, the ref it showed)
+# per store: task -> (the CHECK entry's input id, its course, the ref it showed), of the
+# latest tasks checked (a process that runs many holds no more than one that ran a few)
 _shown: weakref.WeakKeyDictionary[Store, dict[str, tuple[int, int, str]]] = (
     weakref.WeakKeyDictionary()
 )
+TASKS_KEPT = 64
 
 
 def hold(store: Store, task: str, entry_input: MessageRecord, ref: str) -> None:
@@ -35,7 +37,11 @@ def hold(store: Store, task: str, entry_input: MessageRecord, ref: str) -> None:
     entry has committed (the caller's transaction; nothing if it rolls back)."""
 
     def keep() -> None:
-        _shown.setdefault(store, {})[task] = (entry_input.id, entry_input.course, ref)
+        shown = _shown.setdefault(store, {})
+        shown.pop(task, None)
+        shown[task] = (entry_input.id, entry_input.course, ref)
+        if len(shown) > TASKS_KEPT:
+            del shown[next(iter(shown))]  # the task checked least recently
 
     store.after_commit(f"check_ref:{task}", keep)
 
