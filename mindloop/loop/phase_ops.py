@@ -28,7 +28,7 @@ from pathlib import Path
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.wait_kinds import WaitKind
 from mindloop.events.types import NoteAdded
-from mindloop.loop import review_pass, step_budget
+from mindloop.loop import check_ref, review_pass, step_budget
 from mindloop.loop import self_improve as si
 from mindloop.loop.inputs import PhaseInput, render
 from mindloop.loop.ladder import Level
@@ -233,6 +233,7 @@ def enter_phase(
             records = RetryLedger(store, config).records(task, node)
             reflections = reflections_for_prompt(records, config)
         entry = state.entry + 1
+        ref = _ref_of(rt, hand) if phase is Phase.CHECK else None
         text = render(
             PhaseInput(
                 phase=phase,
@@ -245,7 +246,7 @@ def enter_phase(
                 notes=list(notes),
                 resolved=list(resolved),
                 last_summary=state.last_summary,
-                workspace_ref=_ref_of(rt, hand) if phase is Phase.CHECK else None,
+                workspace_ref=ref,
                 batch=batch,
                 dead_kb=dead_kb,
                 reflections=reflections,
@@ -253,6 +254,8 @@ def enter_phase(
             )
         )
         msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
+        if ref is not None:  # its close may take it (`check_ref`)
+            check_ref.hold(store, task, msg, ref)
         if hand is not None:  # a node moved: a session's copy, read again when needed
             hand.workspace = read if ws is read else None
         pass_until = review_pass.pass_until(state, msg) if phase is Phase.SELF_IMPROVE else None
@@ -313,8 +316,13 @@ def _post(
 
 def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord]:
     """The root's messages since the current entry's input (this entry's work)."""
+    return _entry_messages(rt, state)[1]
+
+
+def _entry_messages(rt: DialogRuntime, state: ls.LoopState) -> tuple[int, list[MessageRecord]]:
+    """`phase_messages`, and the root's course they are of (the one it is in now)."""
     course = rt.store.get_dialog(state.root_id).course
-    return rt.store.messages_after(state.root_id, course, state.entry_message_id)
+    return course, rt.store.messages_after(state.root_id, course, state.entry_message_id)
 
 
 def close(
@@ -360,13 +368,15 @@ def close(
         after = step_budget.count(rt, state, state.entry_steps + steps, RUNTIME, ws)
         if hand is not None:  # a write leaves a session's copy: read again when needed
             hand.workspace = read if after is read else None
+        course, messages = _entry_messages(rt, state)
         passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
                 n for n in state.targets if n in ws.nodes and ws.nodes[n].status is NodeStatus.DONE
             ]
-            if done:
-                ref = passed_at = _ref_of(rt, hand)
+            if done:  # the ref the entry showed, if it cannot have changed (`check_ref`)
+                shown = check_ref.at_close(rt, state, course, messages)
+                ref = passed_at = shown if shown is not None else _ref_of(rt, hand)
                 at = time.time()
                 ls.record_checks(store, state.root_id, {n: (at, ref) for n in done})
         if state.phase is Phase.SELF_IMPROVE:
@@ -374,7 +384,6 @@ def close(
             # calls have returned; both dedupe, so a crash before this commit re-processes
             # it harmlessly); kept if the runtime stopped the entry (errors in a row)
             si.close_batch(store, state)
-        messages = phase_messages(rt, state)
         if passed_at is not None:  # agent-loop §7.2 trigger 5
             wsum.record_check_pass(store, task, passed_at, messages)
         state = state.model_copy(

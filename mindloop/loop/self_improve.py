@@ -19,7 +19,9 @@ processed — the cursor stays where the run began, one failed run counted
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -29,7 +31,10 @@ from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMes
 from mindloop.store import MessageRecord, Store
 from mindloop.store import loop_state as ls
 from mindloop.store.cursors import Cursors, message_batch
+from mindloop.store.memo import MISS
 from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
+from mindloop.store.schema import cursors as _cursors_table
+from mindloop.store.schema import outbox as _outbox_table
 from mindloop.tools.base import StoreEffect
 from mindloop.toolsets.self_improve import KB_REQUEST_KIND
 
@@ -37,21 +42,36 @@ CURSOR_NAME = "self_improve"
 
 
 class SelfImproveCursor(BaseModel):
-    """Where a SELF_IMPROVE pass over one root dialog stands."""
+    """Where a SELF_IMPROVE pass over one root dialog stands (a value: kept and shared)."""
+
+    model_config = ConfigDict(frozen=True)
 
     course: int = 1
     message_id: int = 0  # the last message processed (0: none)
     errors: int = 0  # runs in a row that stopped on errors before processing the batch
 
 
+def _cursor_key(root_id: str) -> tuple[str, str, str]:
+    return (_cursors_table.name, CURSOR_NAME, root_id)
+
+
 def load_cursor(store: Store, root_id: str) -> SelfImproveCursor:
-    found = Cursors(store).get(root_id, CURSOR_NAME)
-    return SelfImproveCursor() if found is None else SelfImproveCursor.model_validate(found.value)
+    """The cursor as stored: kept while nothing wrote a cursor (`Store.memo_get`), so a
+    transition between two SELF_IMPROVE entries — the close moving it, the route and the
+    next entry reading it — reads it once at most."""
+    key = _cursor_key(root_id)
+    held = store.memo_get(key)
+    if held is MISS:
+        found = Cursors(store).get(root_id, CURSOR_NAME)
+        held = SelfImproveCursor.model_validate(found.value) if found else SelfImproveCursor()
+        store.memo_put(key, held)
+    return held  # type: ignore[no-any-return]
 
 
 def save_cursor(store: Store, root_id: str, cursor: SelfImproveCursor) -> None:
     """Move the cursor (joins the caller's transaction)."""
     Cursors(store).set(root_id, CURSOR_NAME, cursor.model_dump())
+    store.memo_put(_cursor_key(root_id), cursor)  # as written
 
 
 def cursor_effect(root_id: str, cursor: SelfImproveCursor) -> StoreEffect:
@@ -83,7 +103,7 @@ def next_batch(
         if course > last_course:
             msgs = []
             break
-        msgs = _messages(store, root_id, course, after, limit)
+        msgs = _messages(store, root_id, course, after, limit, until)
         if until is not None and course == until.course:
             msgs = [m for m in msgs if m.id < until.message_id]
         if msgs or course >= last_course:
@@ -100,22 +120,89 @@ _PART_OF_PREVIOUS = frozenset({"tool_call"})
 
 
 def _messages(
-    store: Store, root_id: str, course: int, after: int, limit: int
+    store: Store,
+    root_id: str,
+    course: int,
+    after: int,
+    limit: int,
+    until: SelfImproveCursor | None = None,
 ) -> list[MessageRecord]:
-    """At most `limit` messages of one course after row `after`, each with its rows."""
+    """At most `limit` messages of one course after row `after`, each with its rows.
+    A pass ending at `until` reads no row after its end. The rows read are kept for the
+    next read (`_Read`), so they are read twice a batch at a time."""
+    chunk = 2 * limit
+    end = until.message_id if until is not None and course == until.course else None
     out: list[MessageRecord] = []
     counted = 0
+    rows, fresh = _kept(store, root_id, course, after), False
+    seen: list[MessageRecord] = []  # every row gone through: kept, then read
+    asked = 0  # the rows the last read asked for
+    at = after
     while True:
-        rows = message_batch(store, root_id, course, after, limit)
+        seen += rows
+        full = False
         for m in rows:
             if m.kind not in _PART_OF_PREVIOUS:
                 if counted == limit:
-                    return out
+                    full = True
+                    break
                 counted += 1
             out.append(m)
-        if len(rows) < limit:
-            return out
-        after = rows[-1].id
+        if full or (fresh and len(rows) < asked):  # or the course's end, as it stands
+            break
+        at = rows[-1].id if rows else at
+        asked = chunk if end is None else min(chunk, end - at - 1)
+        if asked <= 0:  # no row of the course lies between `at` and the pass's end
+            break
+        rows, fresh = message_batch(store, root_id, course, at, asked), True
+    if fresh:
+        _keep(store, root_id, _Read(course, after, tuple(seen)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The rows of a root's course read last: every row after message `after`, up to the
+    last one's id, in id order. Once committed, rows are never changed, nor is one added
+    among them (every write holds the store's write lock, so a row committed later has a
+    higher id; a tree is deleted whole), so they stay what they are: the next entry's
+    batch, and the route's look for one more (`review_pass.goes_on`), start with the rows
+    read past the batch before, instead of reading them again."""
+
+    course: int
+    after: int
+    rows: tuple[MessageRecord, ...]
+
+
+# per store: root dialog -> the rows its pass read last (of the latest roots read: a
+# process that reviews many tasks holds no more than one that reviewed a few)
+_reads: weakref.WeakKeyDictionary[Store, dict[str, _Read]] = weakref.WeakKeyDictionary()
+ROOTS_KEPT = 16
+
+
+def _kept(store: Store, root_id: str, course: int, after: int) -> list[MessageRecord]:
+    """The kept rows of `course` after message `after` (none if those kept do not reach
+    back to it)."""
+    held = _reads.get(store, {}).get(root_id)
+    if held is None or held.course != course or not held.after <= after <= held.rows[-1].id:
+        return []
+    return [m for m in held.rows if m.id > after]
+
+
+def _keep(store: Store, root_id: str, read: _Read) -> None:
+    """Keep `read` for the root's next read once what it saw is committed: the caller's
+    transaction may have written some of its rows (the first entry of a pass reads the
+    history up to now), which are gone, their ids given again, if it rolls back."""
+
+    def keep() -> None:
+        reads = _reads.setdefault(store, {})
+        reads.pop(root_id, None)
+        reads[root_id] = read
+        if len(reads) > ROOTS_KEPT:
+            del reads[next(iter(reads))]  # the root read least recently
+
+    if read.rows:
+        store.after_commit(f"self_improve.read:{root_id}", keep)
 
 
 def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
@@ -182,11 +269,18 @@ def dead_line(r: OutboxRecord) -> str:
 
 
 def dead_kb_requests(store: Store, member: str | None = None) -> list[OutboxRecord]:
-    """KB requests that were never delivered (shown in the next SELF_IMPROVE input)."""
-    return [
-        r
-        for r in Outbox(store).all()
-        if r.kind == KB_REQUEST_KIND
-        and r.status is OutboxStatus.DEAD
-        and (member is None or r.source_member == member)
-    ]
+    """KB requests that were never delivered (shown in the next SELF_IMPROVE input). Kept
+    while nothing wrote the outbox (`Store.memo_get`): every entry of a pass shows them,
+    and each would read the whole outbox again."""
+    key = (_outbox_table.name, "dead_kb", member)
+    held = store.memo_get(key)
+    if held is MISS:
+        held = tuple(
+            r
+            for r in Outbox(store).all()
+            if r.kind == KB_REQUEST_KIND
+            and r.status is OutboxStatus.DEAD
+            and (member is None or r.source_member == member)
+        )
+        store.memo_put(key, held)
+    return list(held)

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.memory.writeback import Fact, may_write
 from mindloop.store import MessageRecord, Store
+from mindloop.store.memo import MISS
+from mindloop.store.schema import summaries as _summaries_table
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.workspace.models import NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
@@ -27,10 +29,12 @@ COMMANDS_KEPT = 12  # the newest distinct commands a summary lists
 LAYOUT_KEPT = 60  # deliverable paths listed at most
 COMMAND_CHARS = 300  # of one command line
 SHELL_TOOL = "run_shell"
+_SUMMARIES = _summaries_table.name  # the table the kept summary comes from
 
 
 class WorkspaceSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # frozen: the value read is kept and shared (`workspace_summary`); change a copy
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     layout: list[str] = Field(default_factory=list)  # deliverable paths and what they are
     commands: list[str] = Field(default_factory=list)  # build and test commands
@@ -76,9 +80,16 @@ def save_workspace_summary(
 
 
 def workspace_summary(store: Store, task_path: str) -> WorkspaceSummary | None:
-    """The task's newest workspace summary, or None."""
-    found = Summaries(store).latest(SummaryKind.WORKSPACE, task_path=task_path)
-    return None if found is None else WorkspaceSummary.model_validate(found.data)
+    """The task's newest workspace summary, or None. Kept while nothing wrote a summary
+    (`Store.memo_get`): read at every phase entry's request and every CHECK pass, it
+    changes only on a PLAN entry or a CHECK pass. Shared (a frozen value)."""
+    key = (_SUMMARIES, "workspace", task_path)
+    held = store.memo_get(key)
+    if held is MISS:
+        found = Summaries(store).latest(SummaryKind.WORKSPACE, task_path=task_path)
+        held = None if found is None else WorkspaceSummary.model_validate(found.data)
+        store.memo_put(key, held)
+    return held  # type: ignore[no-any-return]
 
 
 def _distinct(items: Iterable[str], keep: int) -> list[str]:

@@ -29,6 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.store.cursors import Cursors
+from mindloop.store.memo import MISS
+from mindloop.store.schema import tasks as _tasks_table
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
 from mindloop.store.tasks import LoopPhase as Phase
@@ -166,6 +168,8 @@ def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
 # (its cursor changes only with a version bump, in the same transaction), so a read whose
 # row matches costs that one row, not the cursor's read and a validation of the whole.
 _held: weakref.WeakKeyDictionary[Store, dict[str, LoopState]] = weakref.WeakKeyDictionary()
+# the key of the row `TaskRows.task_by_path` keeps (`Store.memo_get`)
+_TASKS = _tasks_table.name
 
 
 def _hold(store: Store, state: LoopState) -> LoopState:
@@ -266,7 +270,14 @@ def step_limit(store: Store, root_id: str) -> int | None:
 def get(store: Store, task_path: str) -> LoopState | None:
     """The loop state of a task (None: it has no loop root yet). The task's row comes
     from the store's memo while nobody else wrote it; a state held for that row is
-    handed out without reading its cursor."""
+    handed out without reading its cursor (nor copying the row: only its version and
+    `updated_at` are looked at)."""
+    known = _staged.get(store, {}).get(task_path) or _held.get(store, {}).get(task_path)
+    if known is not None:
+        row = store.memo_get((_TASKS, "path", task_path))
+        at = (row.version, row.updated_at) if row is not MISS and row is not None else None
+        if at == (known.version, known.updated_at):
+            return known
     return _of(store, store.task_by_path(task_path))
 
 

@@ -4,8 +4,12 @@ re-reads the batch; four failed calls in a row stop the run, its batch kept for 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mindloop.config.loop import SelfImproveConfig
 from mindloop.dialogs.runtime import DialogRuntime
@@ -19,6 +23,7 @@ from mindloop.loop.self_improve import (
     save_cursor,
 )
 from mindloop.providers.base import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from mindloop.store import DialogRecord, MessageRecord, Store
 from mindloop.testing import ScriptedModel
 from tests.scenario_util import write_team
 
@@ -144,3 +149,102 @@ def test_a_failed_batch_keeps_the_cursor_and_counts_the_failure() -> None:
     cursor = SelfImproveCursor(course=1, message_id=7)
     failed = failed_batch(failed_batch(cursor))
     assert (failed.course, failed.message_id, failed.errors) == (1, 7, 2)
+
+
+def _rows(batch: list[MessageRecord]) -> list[tuple[int, str, dict[str, Any]]]:
+    return [(m.id, m.kind, m.data) for m in batch]
+
+
+_KINDS = st.sampled_from(["user", "assistant", "tool_call", "tool_call", "tool_result", "note"])
+
+
+def _append(store: Store, dialog: str, kind: str, course: int) -> int:
+    data: dict[str, Any] = {"text": kind}
+    if kind == "tool_call":
+        data = {"id": "c", "name": "shell", "arguments": "{}"}
+    elif kind == "tool_result":
+        data = {"call_id": "c", "name": "shell", "content": "ok"}
+    return store.append_message(dialog, kind, data, course=course).id  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=st.lists(st.tuples(_KINDS, st.booleans()), min_size=1, max_size=70),
+    switch=st.integers(min_value=0, max_value=70),
+    limit=st.integers(min_value=1, max_value=6),
+    growth=st.lists(st.lists(_KINDS, max_size=4), max_size=12),
+    probe=st.booleans(),
+)
+def test_a_pass_reads_the_batches_a_fresh_read_gives(
+    history: list[tuple[str, bool]],
+    switch: int,
+    limit: int,
+    growth: list[list[str]],
+    probe: bool,
+) -> None:
+    # What a pass keeps of the rows it read (for its next entry, and the route's look for
+    # one more) gives the batches, and the cursors, that reading afresh gives: across
+    # courses, with other dialogs' rows between, and the pass's own entries appending.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "state.db"
+        store = Store(path)
+        for did in ("root", "other"):
+            task = f"tasks/{did}.tsk"
+            store.create_dialog(DialogRecord(id=did, root_id=did, member="dev", task_path=task))
+        course = 1
+        for i, (kind, other) in enumerate(history):
+            if i == switch:
+                course = 2
+                store.update_dialog("root", course=course)
+            if other:
+                _append(store, "other", kind, 1)
+            _append(store, "root", kind, course)
+        first = _append(store, "root", "user", course)  # the pass's first input: its end
+        until = SelfImproveCursor(course=course, message_id=first)
+        cursor, end = SelfImproveCursor(), None  # the first entry reads up to now
+        for step in range(len(growth) + 40):
+            fresh = Store(path)
+            try:
+                if probe and end is not None:
+                    kept_probe = next_batch(store, "root", cursor, 1, until=end)
+                    fresh_probe = next_batch(fresh, "root", cursor, 1, until=end)
+                    assert _rows(kept_probe[0]) == _rows(fresh_probe[0])
+                    assert kept_probe[1] == fresh_probe[1]
+                batch, after = next_batch(store, "root", cursor, limit, until=end)
+                again, after_again = next_batch(fresh, "root", cursor, limit, until=end)
+            finally:
+                fresh.close()
+            assert _rows(batch) == _rows(again) and after == after_again
+            if not batch:
+                break
+            for kind in growth[step] if step < len(growth) else []:  # the entry's own
+                _append(store, "root", kind, course)
+                _append(store, "other", kind, 1)
+            cursor, end = after, until
+        else:
+            raise AssertionError("the pass did not end")
+        store.close()
+
+
+def test_rows_read_in_a_transaction_that_rolled_back_are_not_kept(tmp_path: Path) -> None:
+    # The first entry of a pass reads the history up to now, inside the transaction that
+    # enters it: a row that transaction wrote is gone if it rolls back, and its id is
+    # given to the next row; the next entry reads that row, not the one rolled back.
+    store = Store(tmp_path / "state.db")
+    store.create_dialog(DialogRecord(id="root", root_id="root", member="dev", task_path="t.tsk"))
+    for _ in range(3):
+        _append(store, "root", "user", 1)
+    cursor = SelfImproveCursor()
+    try:
+        with store.tx():
+            gone = _append(store, "root", "note", 1)
+            batch, after = next_batch(store, "root", cursor, 2)
+            assert [m.kind for m in batch] == ["user", "user"]
+            raise RuntimeError("rolled back")
+    except RuntimeError:
+        pass
+    assert _append(store, "root", "assistant", 1) == gone  # the id is given again
+    end = SelfImproveCursor(course=1, message_id=_append(store, "root", "user", 1))
+    rest, _ = next_batch(store, "root", after, 5, until=end)
+    assert [m.kind for m in rest] == ["user", "assistant"]
+    store.close()

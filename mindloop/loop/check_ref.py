@@ -1,0 +1,68 @@
+"""The workspace ref a CHECK entry's nodes passed at (the BENCH rule, agent-loop §5.5).
+
+CHECK's input shows the workspace ref at its entry; when the entry closes, the nodes it
+passed are recorded at the ref then (`phase_ops.close`, and the workspace summary's
+`checked_ref`). A ref stats every deliverable file (or runs git), and it is the same value
+again unless something changed the files in between. What the entry did itself would:
+a call of a tool that acts outside the store (not `Tool.store_only`: a shell command, a
+file write), or a tellask (a side dialog working for it). When the entry did neither, its
+close takes the ref its entry computed — in this process, for this input — instead of
+computing it again (`at_close`).
+
+A change made from outside the entry meanwhile (the human, another process, a member's
+side dialog) is then taken as made just after the close, which it could have been: the
+next look at the ref (a BENCH node's condition 3, the next CHECK) sees it either way.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+from mindloop.dialogs.runtime import DialogRuntime
+from mindloop.dialogs.tellask.grammar import TELLASK_PREFIX
+from mindloop.store import MessageRecord, Store
+from mindloop.store import loop_state as ls
+
+# per store: task -> (the CHECK entry's input id, its course, the ref it showed), of the
+# latest tasks checked (a process that runs many holds no more than one that ran a few)
+_shown: weakref.WeakKeyDictionary[Store, dict[str, tuple[int, int, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+TASKS_KEPT = 64
+
+
+def hold(store: Store, task: str, entry_input: MessageRecord, ref: str) -> None:
+    """The ref a CHECK entry's input `entry_input` shows, held for its close once the
+    entry has committed (the caller's transaction; nothing if it rolls back)."""
+
+    def keep() -> None:
+        shown = _shown.setdefault(store, {})
+        shown.pop(task, None)
+        shown[task] = (entry_input.id, entry_input.course, ref)
+        if len(shown) > TASKS_KEPT:
+            del shown[next(iter(shown))]  # the task checked least recently
+
+    store.after_commit(f"check_ref:{task}", keep)
+
+
+def at_close(
+    rt: DialogRuntime, state: ls.LoopState, course: int, messages: Sequence[MessageRecord]
+) -> str | None:
+    """The ref the CHECK entry `state` showed at its entry, if what it did cannot have
+    changed the files: `messages`, the root's messages since the input in its course now
+    (`course`, the input's own: the whole entry), call only store-only tools and make no
+    tellask. None: compute it."""
+    held = _shown.get(rt.store, {}).get(state.task_path)
+    if held is None or (held[0], held[1]) != (state.entry_message_id, course):
+        return None
+    for m in messages:
+        if m.kind in ("tool_call", "tool_result"):
+            tool = rt.tools.get(str(m.data.get("name", "")))
+            if tool is None or not tool.store_only:
+                return None
+        elif m.kind == "tellask_result" or (
+            m.kind == "assistant" and TELLASK_PREFIX in str(m.data.get("text", ""))
+        ):
+            return None
+    return held[2]
