@@ -1066,12 +1066,26 @@ async def run_task(
     resumed = [*(resumed or []), *project.recover()]
     log.info("run task %s", rel)
     loop = await loop_api.run_task(
-        rt, project.loops, rel, member=member or project.config.team.default_responder
+        rt,
+        project.loops,
+        rel,
+        member=member or project.config.team.default_responder,
+        max_steps=project.max_steps,
     )
     results = [*loop.drives, *loop.side_drives]
     report = _report(project, loop.root_id, resumed, results, [], [loop])
     log.info("run of %s ended: %s (%s)", rel, report.outcome, loop.reason)
     return report
+
+
+def adopt_step_limit(project: Project, root_id: str) -> int:
+    """Drive `root_id`'s tree on with the per-drive step limit its task's last `run`
+    recorded (`run TASK --max-steps N`), as the workers do: an answer or a decision goes
+    on as that run would have. The limit now in use (the project's when none was)."""
+    limit = loop_state.step_limit(project.runtime.store, root_id)
+    if limit is not None:
+        project.max_steps = project.runtime.max_steps = limit
+    return project.max_steps
 
 
 def message_task(project: Project, task: str, message: str, *, member: str | None = None) -> Posted:

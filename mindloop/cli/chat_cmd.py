@@ -236,6 +236,7 @@ async def settle_and_drive(
             if as_json:
                 print_json({key: record.model_dump(), "driven": False})
             return 0
+        service.adopt_step_limit(project, record.root_id)
         report = await service.run(project, root_id=record.root_id)
     finally:
         if renderer is not None:

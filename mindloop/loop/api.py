@@ -29,9 +29,15 @@ async def run_task(
     *,
     message: str | None = None,
     member: str | None = None,
+    max_steps: int | None = None,
 ) -> LoopReport:
-    """Drive the task's loop until DONE, FAILED, a cap, or a wait on the human."""
-    return await TaskLoop(rt, policies, task, member=member).run(message)
+    """Drive the task's loop until DONE, FAILED, a cap, or a wait on the human. With
+    `max_steps`, the run's per-drive step limit is recorded for the task's tree: what
+    drives it on later (an answer, a decision) keeps it (`loop_state.step_limit`)."""
+    loop = TaskLoop(rt, policies, task, member=member)
+    if max_steps is not None:
+        ls.record_step_limit(rt.store, loop.root, max_steps)
+    return await loop.run(message)
 
 
 def resumable(store: Store) -> list[ls.LoopState]:

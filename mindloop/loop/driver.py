@@ -272,6 +272,8 @@ class TaskLoop:
             finally:
                 self._unsubscribe()
             return report
+        # a run of the task goes on where the step limit stopped dialogs of its tree
+        rt.retry_stopped(self.root)
         tree = _TreeScheduler(rt, self.root)
         stop = False
         side = asyncio.create_task(

@@ -97,6 +97,10 @@ class Park(StrEnum):
     HUMAN = "human"  # a question or an approval: the run stops (exit 4)
     WORK = "work"  # dialogs of the tree are at work, or a timer will fire: wait for them
     STUCK = "stuck"  # nothing will move by itself: the human must act (exit 4)
+    # a dialog of the tree stopped at the per-drive step limit, and its caller waits on
+    # it: the run ends (its drive's step limit makes it exit 3); the next `run` of the
+    # task drives it on
+    STOPPED = "stopped"
 
 
 def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
@@ -122,6 +126,13 @@ def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
     if timers:
         due = time.strftime("%Y-%m-%d %H:%M", time.localtime(timers[0].due_at))
         return Park.WORK, f"a {timers[0].kind} wait until {due}"
+    stopped = [d for d in tree if d.id != root and d.status is DialogStatus.STOPPED]
+    if stopped:
+        d = stopped[0]
+        return Park.STOPPED, (
+            f"dialog {d.id} (@{d.member}) stopped at the per-drive step limit: "
+            f"`mindloop run {state.task_path}` drives it on"
+        )
     ws = repo.load(store, state.task_path)
     waiting = [
         n.id
