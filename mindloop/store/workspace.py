@@ -41,6 +41,16 @@ NODE_LOG = (
     .order_by(_l.id)
 )
 OWN_LOG = sa.select(t.ws_log).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
+_LINE = (_l.node_id, _l.at, _l.actor, _l.text)  # what the projections show of a row
+LOG_LINES = sa.select(*_LINE).where(_l.task_path == _task).order_by(_l.id)
+NODE_LOG_LINES = (
+    sa.select(*_LINE)
+    .where(_l.task_path == _task, _l.node_id == sa.bindparam("node_id"))
+    .order_by(_l.id)
+)
+OWN_LOG_LINES = (
+    sa.select(*_LINE).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
+)
 
 INSERT_META = sa.insert(t.ws_meta)
 UPDATE_META = (
@@ -157,6 +167,19 @@ def node_log(store: Store, task_path: str, node_id: str | None) -> list[dict[str
     if node_id is None:
         return _dicts(store, OWN_LOG, {"task_path": task_path})
     return _dicts(store, NODE_LOG, {"task_path": task_path, "node_id": node_id})
+
+
+LogLine = tuple[str | None, float, str, str]  # (node_id, at, actor, text)
+
+
+def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[LogLine]:
+    """What the projections show of the log rows (no JSON decoded, no dict per row): the
+    whole log by default, one node's with `node_id` (None: the workspace's own rows)."""
+    if node_id == "":
+        return store._rows(LOG_LINES, {"task_path": task_path})
+    if node_id is None:
+        return store._rows(OWN_LOG_LINES, {"task_path": task_path})
+    return store._rows(NODE_LOG_LINES, {"task_path": task_path, "node_id": node_id})
 
 
 def insert_meta(store: Store, row: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from mindloop.workspace import fields
 from mindloop.workspace.docs import normalise
 from mindloop.workspace.errors import WorkspaceError
-from mindloop.workspace.invariants import problems, problems_near
+from mindloop.workspace.invariants import cycle_starts, problems, problems_near
 from mindloop.workspace.models import (
     MAIN,
     ROOT_ID,
@@ -128,7 +128,10 @@ class Session(Moves):
         return node_id
 
     def _check_cycle(self, arg: str) -> None:
-        cycle = find_cycle(self.state)
+        # a cycle the session closed runs through an edge it added (`cycle_starts`): only
+        # then is the whole tree searched, for the cycle the error names
+        starts = cycle_starts(self.state, self.before, self.state.touched())
+        cycle = find_cycle(self.state) if starts and find_cycle(self.state, starts) else None
         if cycle:
             raise WorkspaceError(
                 "CYCLE", f"the deps would form a cycle: {' → '.join(cycle)}", arg=arg

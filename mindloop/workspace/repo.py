@@ -118,6 +118,15 @@ def node_log(store: Store, task_path: str, node_id: str | None) -> list[LogEntry
     return _entries(rows.node_log(store, task_path, node_id))
 
 
+LogLine = rows.LogLine  # (node_id, at, actor, text): what the projections show of a row
+
+
+def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[LogLine]:
+    """The log's rows as the projections show them, oldest first: the whole log, or one
+    node's with `node_id` (None: the workspace's own rows)."""
+    return rows.log_lines(store, task_path, node_id)
+
+
 def _node_row(node: Node) -> dict[str, Any]:
     return {
         "parent_id": node.parent_id,

@@ -10,7 +10,7 @@ it, never change it in place; only a `cow` view is changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from mindloop.i18n import Lang
@@ -258,44 +258,38 @@ def is_ready(state: WorkspaceState, node: Node) -> bool:
     )
 
 
-class Peeking(Mapping[str, Node]):
-    """A state's nodes by id, read without copying and without building a dict (checks of
-    a few nodes read only what they reach)."""
+def peeker(state: WorkspaceState) -> Callable[[str], Node | None]:
+    """A state's node by id, read without copying and without building a dict (checks of
+    a few nodes read only what they reach): one call per lookup."""
+    nodes = state.nodes
+    if not isinstance(nodes, NodeMap):
+        return nodes.get
+    own, base = nodes._own, nodes._base
 
-    def __init__(self, state: WorkspaceState) -> None:
-        self._state = state
+    def peek(key: str) -> Node | None:
+        node = own.get(key)
+        return node if node is not None else base.get(key)
 
-    def __getitem__(self, key: str) -> Node:
-        node = self._state.peek(key)
-        if node is None:
-            raise KeyError(key)
-        return node
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._state.peek(key) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._state.nodes)
-
-    def __len__(self) -> int:
-        return len(self._state.nodes)
+    return peek
 
 
 def find_cycle(state: WorkspaceState, starts: Iterable[str] | None = None) -> list[str] | None:
     """A cycle through deps and planning containment (a node waits for its deps; a
     planning node waits for its children), as the list of ids around it, or None. With
     `starts`, only cycles reachable from those nodes (a change can only close a cycle
-    through a node whose edges it changed)."""
-    nodes: Mapping[str, Node] = state.view() if starts is None else Peeking(state)
+    through an edge it added: `invariants.cycle_starts`)."""
+    whole = state.view() if starts is None else None
+    get = whole.get if whole is not None else peeker(state)
 
     def edges(nid: str) -> list[str]:
-        node = nodes[nid]
+        node = get(nid)
+        assert node is not None
         return [*node.deps, *node.children] if node.kind is NodeKind.PLANNING else node.deps
 
     white, grey, black = 0, 1, 2
     color: dict[str, int] = {}
-    for start in nodes if starts is None else list(starts):
-        if start not in nodes or color.get(start, white) != white:
+    for start in whole if whole is not None else list(starts or ()):
+        if get(start) is None or color.get(start, white) != white:
             continue
         path: list[str] = []
         stack: list[tuple[str, Iterator[str]]] = [(start, iter(edges(start)))]
@@ -305,7 +299,7 @@ def find_cycle(state: WorkspaceState, starts: Iterable[str] | None = None) -> li
             nid, it = stack[-1]
             advanced = False
             for nxt in it:
-                if nxt not in nodes:
+                if get(nxt) is None:
                     continue
                 c = color.get(nxt, white)
                 if c == grey:
