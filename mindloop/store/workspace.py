@@ -48,9 +48,7 @@ NODE_LOG_LINES = (
     .where(_l.task_path == _task, _l.node_id == sa.bindparam("node_id"))
     .order_by(_l.id)
 )
-OWN_LOG_LINES = (
-    sa.select(*_LINE).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
-)
+OWN_LOG_LINES = sa.select(*_LINE).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
 
 INSERT_META = sa.insert(t.ws_meta)
 UPDATE_META = (
