@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mindloop.store import Store
 from mindloop.workspace import projection, repo
@@ -153,3 +155,24 @@ def test_the_files_are_the_golden_bytes_written_per_commit_and_at_once(
     assert incremental == golden[lang]
     assert rendered == golden[lang]
     store.close()
+
+
+json_values = st.recursive(
+    st.one_of(st.text(), st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_graph_json_is_what_json_dumps_with_an_indent_writes(value: object) -> None:
+    assert projection._indented(value, "") == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_a_value_of_another_shape_is_left_to_json_dumps() -> None:
+    for value in (1.5, {1: "a"}, [float("nan")], {"k": (1, 2)}, NodeStatus.NEW):
+        with pytest.raises(projection._NotPlain):
+            projection._indented(value, "")
