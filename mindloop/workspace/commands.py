@@ -110,7 +110,7 @@ class Session(Moves):
         fields.check_list(arg, deps)
         out: list[str] = []
         for i, d in enumerate(deps):
-            dep = self.node(d, f"{arg}[{i}]")
+            dep = self.read_node(d, f"{arg}[{i}]")
             if dep.id == node_id:
                 raise WorkspaceError("SELF_DEPENDENCY", "a node cannot depend on itself", arg=arg)
             if dep.id not in out:
@@ -228,7 +228,7 @@ class Session(Moves):
             )
         dep_ids = self._deps("deps", deps, nid)
         if type is NodeType.TASK and any(
-            self.state.nodes[d].type is NodeType.BENCH for d in dep_ids
+            self.read_node(d).type is NodeType.BENCH for d in dep_ids
         ):
             raise WorkspaceError(
                 "TASK_DEPENDS_ON_BENCH", "a TASK node may not depend on a BENCH node", arg="deps"
@@ -240,7 +240,7 @@ class Session(Moves):
                 arg="acceptance_criteria",
             )
         if supersedes is not None:
-            old = self.node(supersedes, "supersedes")
+            old = self.read_node(supersedes, "supersedes")
             if not old.terminal:
                 raise WorkspaceError(
                     "INVALID_SUPERSEDES",
@@ -510,7 +510,7 @@ class Session(Moves):
                 "NOTHING_TO_UPDATE", f"{node.id} depends on {', '.join(wanted)} already", arg="deps"
             )
         if node.type is NodeType.TASK:
-            bench = [d for d in added if self.state.nodes[d].type is NodeType.BENCH]
+            bench = [d for d in added if self.read_node(d).type is NodeType.BENCH]
             if bench:
                 raise WorkspaceError(
                     "TASK_DEPENDS_ON_BENCH",

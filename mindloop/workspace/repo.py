@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,23 @@ from mindloop.workspace.report import is_report, report_ref
 from mindloop.workspace.state import WorkspaceState
 
 _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The last change this store wrote of a workspace: the stamp it wrote, its value (the
+    change's `after`, whose nodes and lists a tool step's later calls share), and what
+    `write` completed in place in it and in the values it followed (a step's earlier
+    calls): the log ids of nodes' transitions (`patched`) and new rules' ids (`rules`),
+    which a copy taken before those writes lacks."""
+
+    stamp: str
+    value: WorkspaceState
+    patched: frozenset[str]
+    rules: bool
+
+
+_written: weakref.WeakKeyDictionary[Store, dict[str, _Written]] = weakref.WeakKeyDictionary()
 
 
 def load(
@@ -56,6 +74,30 @@ def load(
     if state.exists:
         _cache.setdefault(store, {})[task_path] = state
     return state
+
+
+def follows(store: Store, change: Change, stamp: str | None) -> bool:
+    """Whether `change` was computed on the value the store's last write of the workspace
+    left, that write's `stamp` is still the store's (the stamp just read), and none of the
+    records `write` completed in place is one the change took (copied before the write):
+    then writing it writes what running its command again would. Such a change is a tool
+    step's later call, computed on the earlier calls' changes before they committed
+    (`toolsets.workspace._step_applied`: the value keeps their nodes and lists)."""
+    before = change.before
+    last = _written.get(store, {}).get(before.task)
+    if last is None or stamp is None or last.stamp != stamp or last.rules or not before.exists:
+        return False
+    value = last.value
+    return (
+        before.nodes is value.nodes
+        and before.index is value.index
+        and before.rules is value.rules
+        and before.offered is value.offered
+        and before.focus == value.focus
+        and before.lang == value.lang
+        and before.created_at == value.created_at
+        and last.patched.isdisjoint(change.after.touched())
+    )
 
 
 def held(store: Store, task_path: str, stamp: str) -> WorkspaceState | None:
@@ -211,8 +253,10 @@ def write(store: Store, change: Change) -> None:
     for rule in before.rules:
         if rule.id not in kept:
             rows.delete_rule(store, rule.id)
+    new_rules = False
     for rule in after.rules:
         if not rule.id:
+            new_rules = True
             rule.id = rows.insert_rule(
                 store,
                 {
@@ -258,6 +302,12 @@ def write(store: Store, change: Change) -> None:
             exists=True,
             stamp=stamp,
         )
+        held = _written.setdefault(store, {})
+        last = held.get(task)
+        patched, rules = frozenset(refs), new_rules
+        if last is not None and before.nodes is last.value.nodes:  # a step's later call:
+            patched, rules = patched | last.patched, rules or last.rules  # what it copied
+        held[task] = _Written(stamp, after, patched, rules)
 
 
 def commit(

@@ -110,7 +110,14 @@ class SessionBase:
     # ------------------------------------------------------------------ helpers
 
     def node(self, node_id: str, arg: str = "node_id") -> Node:
-        node = self.state.nodes.get(node_id)
+        """The node to change (the session's copy from now on)."""
+        self.read_node(node_id, arg)
+        return self.state.nodes[node_id]
+
+    def read_node(self, node_id: str, arg: str = "node_id") -> Node:
+        """The node to read only (not copied: a command that changes nothing in it does
+        not take it)."""
+        node = self.state.peek(node_id)
         if node is None:
             known = ", ".join(list(self.state.nodes)[:20]) or "(none)"
             raise WorkspaceError(
@@ -139,7 +146,7 @@ class SessionBase:
     def record(self, node_id: str | None, kind: str, text: str, **data: Any) -> None:
         """Add a log row (the workspace's own with `node_id` None) without other change."""
         if node_id is not None:
-            self.node(node_id)
+            self.read_node(node_id)
         self._log(node_id, kind, text, **data)
 
     def _require_init(self) -> None:
