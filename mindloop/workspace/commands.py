@@ -227,9 +227,7 @@ class Session(Moves):
                 "INVALID_ASSIGNEE", "a planning node is worked by MAIN", arg="assignee"
             )
         dep_ids = self._deps("deps", deps, nid)
-        if type is NodeType.TASK and any(
-            self.read_node(d).type is NodeType.BENCH for d in dep_ids
-        ):
+        if type is NodeType.TASK and any(self.read_node(d).type is NodeType.BENCH for d in dep_ids):
             raise WorkspaceError(
                 "TASK_DEPENDS_ON_BENCH", "a TASK node may not depend on a BENCH node", arg="deps"
             )
