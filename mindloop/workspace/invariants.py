@@ -59,8 +59,7 @@ def cycle_starts(
         if was is None or now.deps != was.deps or now.kind is not was.kind:
             starts.append(nid)
         elif now.children != was.children and now.kind is NodeKind.PLANNING:
-            old = set(was.children)
-            starts.extend(c for c in now.children if c not in old)
+            starts.extend(sorted(set(now.children).difference(was.children)))
     return starts
 
 
@@ -96,9 +95,7 @@ def problems_near(
         elif now.parent_id != was.parent_id or now.children != was.children:
             # a child that stayed a child reads the same of this node (its membership):
             # only those that came or went, and the old and new parents, can change
-            kept = set(now.children).intersection(was.children)
-            near.update(dict.fromkeys(c for c in now.children if c not in kept))
-            near.update(dict.fromkeys(c for c in was.children if c not in kept))
+            near.update(dict.fromkeys(sorted(set(now.children).symmetric_difference(was.children))))
             for parent in (now.parent_id, was.parent_id):
                 if parent is not None:
                     near[parent] = None
@@ -138,8 +135,14 @@ def _root_problems(root: Node | None, out: list[str]) -> None:
 
 
 def _busy_problems(nodes: Iterable[Node], out: list[str]) -> None:
-    # 1. At most one MAIN node in progress.
-    busy = [n.id for n in nodes if _at_work(n)]
+    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not).
+    busy = [
+        n.id
+        for n in nodes
+        if n.status is NodeStatus.IN_PROGRESS
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    ]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")
 
@@ -154,19 +157,21 @@ def _node_problems(get: Callable[[str], Node | None], n: Node, out: list[str]) -
             out.append(f"{n.id}: not among its parent {parent.id}'s children")
     if n.children and n.kind is not NodeKind.PLANNING:
         out.append(f"{n.id}: only planning nodes have children")
+    statuses = set()  # of its children (invariant 7, below)
     for c in n.children:
         child = get(c)
-        if child is None or child.parent_id != n.id:
+        if child is None:
+            out.append(f"{n.id}: child {c} does not name it as parent")
+            continue
+        statuses.add(child.status)
+        if child.parent_id != n.id:
             out.append(f"{n.id}: child {c} does not name it as parent")
     missing = [d for d in n.deps if get(d) is None]
     if missing:
         out.append(f"{n.id}: deps that do not exist: {', '.join(missing)}")
     if n.kind is NodeKind.PLANNING:
         # 7. a planning node's status is derived, never set
-        derived = planning_status(
-            {child.status for c in n.children if (child := get(c)) is not None},
-            started=n.started,
-        )
+        derived = planning_status(statuses, started=n.started)
         if n.status is not derived:
             out.append(f"invariant 7: planning node {n.id} is {n.status}, derived {derived}")
         return

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from enum import Enum
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
 
 from mindloop.i18n import Lang
 from mindloop.workspace.models import (
@@ -27,10 +32,73 @@ from mindloop.workspace.models import (
 )
 
 
+@dataclass(frozen=True)
+class _CopyPlan:
+    """What a deep copy of a record must copy beyond its own fields (`copy_plan`)."""
+
+    lists: tuple[str, ...]  # lists of immutable values: a new list
+    record_lists: tuple[str, ...]  # lists of records of immutable values: each record copied
+    records: tuple[str, ...]  # a record of immutable values (or None): copied
+
+
+def _immutable(kind: Any) -> bool:
+    if get_origin(kind) in (Union, UnionType):
+        return all(_immutable(arg) for arg in get_args(kind))
+    return kind in (str, int, float, bool, type(None)) or (
+        isinstance(kind, type) and issubclass(kind, Enum)
+    )
+
+
+def _flat_record(kind: Any) -> bool:
+    return (
+        isinstance(kind, type)
+        and issubclass(kind, BaseModel)
+        and all(_immutable(f.annotation) for f in kind.model_fields.values())
+    )
+
+
+def copy_plan(model: type[BaseModel]) -> _CopyPlan | None:
+    """How to deep-copy `model`'s instances field by field, from its annotations; None
+    when a field has another shape (then dump and validate again)."""
+    lists, record_lists, records = [], [], []
+    for name, info in model.model_fields.items():
+        kind, args = info.annotation, get_args(info.annotation)
+        if _immutable(kind):
+            continue
+        if get_origin(kind) is list and _immutable(args[0]):
+            lists.append(name)
+        elif get_origin(kind) is list and _flat_record(args[0]):
+            record_lists.append(name)
+        elif get_origin(kind) in (Union, UnionType) and all(
+            a is type(None) or _flat_record(a) for a in args
+        ):
+            records.append(name)
+        else:
+            return None
+    return _CopyPlan(tuple(lists), tuple(record_lists), tuple(records))
+
+
+_NODE_COPY = copy_plan(Node)
+
+
 def _copy_node(node: Node) -> Node:
-    """A deep copy. Nodes are plain models, so dumping and validating again copies them
-    about three times faster than `copy.deepcopy`."""
-    return Node.model_validate(node.model_dump())
+    """A deep copy: its lists and records copied (their items are immutable values or
+    records of them), about five times faster than dumping and validating again; the
+    same when a field of another shape is added (`copy_plan` gives None)."""
+    plan = _NODE_COPY
+    if plan is None:
+        return Node.model_validate(node.model_dump())
+    copy = node.model_copy()
+    fields = copy.__dict__
+    for name in plan.lists:
+        fields[name] = fields[name].copy()
+    for name in plan.record_lists:
+        fields[name] = [r.model_copy() for r in fields[name]]
+    for name in plan.records:
+        record = fields[name]
+        if record is not None:
+            fields[name] = record.model_copy()
+    return copy
 
 
 class NodeMap(MutableMapping[str, Node]):
@@ -217,25 +285,25 @@ def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None
     with `touched` only the ancestors of those nodes (a status is derived from the
     children's alone, so no other can move). Only the nodes whose status moves are taken
     (copied, in a session)."""
+    peek = peeker(state)  # sees the nodes this refresh takes (the session's copies)
     if touched is None:
         order = [n.id for n, _ in state.walk()]
     else:
         depth: dict[str, int] = {}
         for nid in touched:
             chain = []
-            node = state.peek(nid)
+            node = peek(nid)
             while node is not None and node.id not in depth and node.id not in chain:
                 chain.append(node.id)
-                node = state.peek(node.parent_id) if node.parent_id is not None else None
+                node = peek(node.parent_id) if node.parent_id is not None else None
             base = depth[node.id] if node is not None and node.id in depth else -1
             for i, cid in enumerate(reversed(chain)):
                 depth[cid] = base + 1 + i
         order = sorted(depth, key=depth.__getitem__)  # parents before children
     for nid in reversed(order):
-        node = state.peek(nid)
+        node = peek(nid)
         if node is None or node.kind is not NodeKind.PLANNING:
             continue
-        peek = state.peek
         status = planning_status(
             {c.status for cid in node.children if (c := peek(cid)) is not None},
             started=node.started,

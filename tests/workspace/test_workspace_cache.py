@@ -385,3 +385,55 @@ def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value
     assert now is not None and repo.held(store, TASK, now) is None
     fresh = repo.load(store, TASK, stamp=now)  # not held: read as it is now
     assert fresh.nodes["n2"].notes == "theirs" and fresh.stamp == now
+
+
+def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
+    from pydantic import BaseModel
+
+    from mindloop.workspace.models import (
+        Criterion,
+        DocRef,
+        Node,
+        NodeDispatch,
+        Rule,
+    )
+    from mindloop.workspace.models import SelfCheck as Check
+    from mindloop.workspace.state import _copy_node, copy_plan
+
+    node = Node(
+        id="n1",
+        parent_id="root",
+        kind=NodeKind.PLANNING,
+        title="t",
+        children=["n2"],
+        deps=["n3"],
+        skills=["py"],
+        acceptance_criteria=[Criterion(id="AC1", when="w", then="t", verify="v")],
+        artifacts=["a.py"],
+        docs=[DocRef(path="docs/a.md", description="A")],
+        worklog_refs=[4],
+        blockers=["b"],
+        self_check=[Check(criterion="AC1", passed=True, evidence="e")],
+        dispatch=NodeDispatch(member="m", dispatch_id="d", side_id="s", caller_id="c", at=1.0),
+    )
+    assert copy_plan(Node) is not None  # every field of a node has a shape it copies
+    assert copy_plan(Rule) is None  # a dict field: dumped and validated again
+    was = node.model_dump()
+    copy = _copy_node(node)
+    assert copy == node and copy.model_dump() == was
+    for name in Node.model_fields:
+        mine, theirs = getattr(copy, name), getattr(node, name)
+        if isinstance(mine, list | BaseModel):
+            assert mine is not theirs, name
+        if isinstance(mine, list):
+            assert not any(
+                a is b for a, b in zip(mine, theirs, strict=True) if isinstance(a, BaseModel)
+            )
+    copy.children.append("x")
+    copy.docs[0].status = DocStatus.EXPIRED
+    copy.self_check[0].passed = False
+    copy.acceptance_criteria[0].verify = None
+    assert copy.dispatch is not None
+    copy.dispatch.member = "other"
+    copy.worklog_refs.append(5)
+    assert node.model_dump() == was
