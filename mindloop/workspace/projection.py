@@ -38,6 +38,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from mindloop.store import Store
-from mindloop.taskdoc.fsio import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, read_text_or_none
+from mindloop.taskdoc.fsio import TEMP_PREFIX, TEMP_SUFFIX, read_text_or_none
 from mindloop.workspace import markdown, repo
 from mindloop.workspace.commands import Change
 from mindloop.workspace.models import LogEntry, Node
@@ -265,7 +266,7 @@ def _manifest(directory: Path) -> dict[str, list[str]]:
 def _save_manifest(directory: Path, files: dict[str, list[str]]) -> None:
     # one line: json's C encoder (an indent takes the pure-Python one); a file for mindloop
     text = json.dumps({"files": files}, sort_keys=True, separators=(",", ":")) + "\n"
-    atomic_write(directory / MANIFEST, text, fsync=False)
+    _replace(f"{os.fspath(directory)}/{MANIFEST}", text)
 
 
 def _kept_name(path: Path, at: float) -> Path:
@@ -313,16 +314,20 @@ def write_files(
         target = f"{base}/{rel}"
         parent = os.path.dirname(target)
         fresh = made.get(parent)
-        if fresh is None:
-            fresh = made[parent] = _made_dir(parent)
-        disk = None if fresh else read_text_or_none(Path(target))
+        if fresh is None:  # a file written before: its directory is there (else made below)
+            fresh = made[parent] = False if rel in manifest else _made_dir(parent)
+        disk = None if fresh else _read(target)
         if disk is not None and disk != text and _hash(disk) not in manifest.get(rel, []):
             path = Path(target)
             kept = _kept_name(path, stamp)
             os.replace(path, kept)
             out.kept.append(kept.relative_to(directory).as_posix())
         if disk != text:
-            _replace(target, text)
+            try:
+                _replace(target, text)
+            except FileNotFoundError:  # its directory is gone: made again
+                _made_dir(parent)
+                _replace(target, text)
             out.written.append(rel)
     final = dict(phase1) if partial else {rel: phase1[rel] for rel in phase1 if rel in files}
     final.update({rel: [new] for rel, (_, new) in todo.items()})
@@ -343,6 +348,26 @@ def _made_dir(path: str) -> bool:
         except FileExistsError:
             return False
     return True
+
+
+def _read(target: str) -> str | None:
+    """`read_text_or_none(Path(target))` (a regular file's text, universal newlines,
+    undecodable bytes replaced; None if absent or not a regular file) without its Path
+    and text-mode file objects: a projection write reads back every file it replaces."""
+    try:
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            return None
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _replace(target: str, text: str) -> None:

@@ -32,7 +32,7 @@ from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
 from mindloop.workspace.report import is_report, report_ref
-from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.state import NodeMap, WorkspaceState
 
 _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
 
@@ -290,10 +290,12 @@ def write(store: Store, change: Change) -> None:
     if after.exists and wrote:
         if before.exists and not meta:
             rows.restamp(store, task, stamp)
+        taken = after.nodes  # the value's own dict (a session's view is a new one)
+        nodes = taken.view() if isinstance(taken, NodeMap) else dict(taken)
         _cache.setdefault(store, {})[task] = WorkspaceState(
             task=task,
             lang=after.lang,
-            nodes=dict(after.view()),
+            nodes=nodes,
             index=after.index,
             rules=after.rules,
             focus=after.focus,

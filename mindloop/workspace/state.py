@@ -139,10 +139,10 @@ class NodeMap(MutableMapping[str, Node]):
         return self._own.get(key) or self._base.get(key)
 
     def view(self) -> dict[str, Node]:
-        """Every node as it stands now, in creation order, none copied: to read."""
-        own = self._own
-        out = {k: own.get(k) or v for k, v in self._base.items()}
-        out.update((k, v) for k, v in own.items() if k not in out)
+        """Every node as it stands now, in creation order, none copied: to read (a new
+        dict: the base's order, the session's nodes in their places, new ones after)."""
+        out = dict(self._base)
+        out.update(self._own)
         return out
 
     def touched(self) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.store import Store
+from mindloop.taskdoc.fsio import read_text_or_none
 from mindloop.workspace import projection, repo
 from mindloop.workspace.api import execute
 from mindloop.workspace.commands import CriterionInput, DocInput, Session
@@ -176,3 +178,21 @@ def test_a_value_of_another_shape_is_left_to_json_dumps() -> None:
     for value in (1.5, {1: "a"}, [float("nan")], {"k": (1, 2)}, NodeStatus.NEW):
         with pytest.raises(projection._NotPlain):
             projection._indented(value, "")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=100).map(str.encode)))
+def test_a_file_is_read_back_as_read_text_or_none_reads_it(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "Info.md"
+        path.write_bytes(data + b"\r\n\r" + data[:3])
+        assert projection._read(str(path)) == read_text_or_none(path)
+
+
+def test_a_missing_file_a_directory_and_a_link_read_as_none(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    for name in ("missing", "dir", "link"):
+        assert projection._read(str(tmp_path / name)) is None
+        assert read_text_or_none(tmp_path / name) is None
