@@ -61,6 +61,11 @@ UPDATE_META = (
         stamp=sa.bindparam("stamp"),  # a write of the workspace: a new stamp (`restamp`)
     )
 )
+TOUCH_META = (  # a write that moved neither the focus nor the docs found
+    sa.update(t.ws_meta)
+    .where(_m.task_path == sa.bindparam("_task"))
+    .values(updated_at=sa.bindparam("updated_at"), stamp=sa.bindparam("stamp"))
+)
 INSERT_NODE = sa.insert(t.ws_nodes)
 UPDATE_NODE = (
     sa.update(t.ws_nodes)
@@ -204,6 +209,12 @@ def update_meta(
             "stamp": stamp,
         },
     )
+    _stamped(store, task_path, stamp)
+
+
+def touch_meta(store: Store, task_path: str, *, updated_at: float, stamp: str) -> None:
+    """`update_meta` of a write whose focus and docs found are as stored."""
+    store._write(TOUCH_META, {"_task": task_path, "updated_at": updated_at, "stamp": stamp})
     _stamped(store, task_path, stamp)
 
 

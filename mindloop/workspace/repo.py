@@ -266,10 +266,9 @@ def write(store: Store, change: Change) -> None:
                     "created_at": rule.created_at,
                 },
             )
-    meta = before.exists and (
-        before.focus != after.focus or before.offered != after.offered or bool(change.log)
-    )
-    if meta:  # restamps it too
+    moved = before.focus != after.focus or before.offered != after.offered
+    meta = before.exists and (moved or bool(change.log))
+    if meta and moved:  # restamps it too
         rows.update_meta(
             store,
             task,
@@ -278,6 +277,8 @@ def write(store: Store, change: Change) -> None:
             updated_at=now,
             stamp=stamp,
         )
+    elif meta:
+        rows.touch_meta(store, task, updated_at=now, stamp=stamp)
     wrote = (
         not before.exists
         or changed
