@@ -259,6 +259,9 @@ def _entry_key(k: Any, v: Any, seen: set[int]) -> tuple[Any, ...]:
             return (k, kind, v)
         if kind is float:
             return (k, kind, repr(v))
+        if kind is list and id(v) not in seen and all(type(item) is str for item in v):
+            seen.add(id(v))  # a list of texts (children, deps, skills ...)
+            return (k, kind, tuple(v))
     return (_frozen(k, seen), _frozen(v, seen))
 
 
