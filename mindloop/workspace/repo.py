@@ -230,6 +230,7 @@ def write(store: Store, change: Change) -> None:
                 node.check_report_ref = report_ref(reports[nid])
     seq = len(before.nodes)
     changed = change.changed_nodes
+    change.written = changed  # what the files of the change show (`projector.stage`)
     for nid in changed:
         node = after.nodes[nid]
         old = before.peek(nid)
@@ -240,7 +241,8 @@ def write(store: Store, change: Change) -> None:
             seq += 1
         elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
             raise WriteConflict(nid, old.version)
-    if before.index != after.index:
+    index_moved = before.index != after.index
+    if index_moved:
         rows.replace_docs(
             store,
             task,
@@ -267,6 +269,7 @@ def write(store: Store, change: Change) -> None:
                 },
             )
     moved = before.focus != after.focus or before.offered != after.offered
+    rules_moved = new_rules or before.rules != after.rules
     meta = before.exists and (moved or bool(change.log))
     if meta and moved:  # restamps it too
         rows.update_meta(
@@ -279,15 +282,7 @@ def write(store: Store, change: Change) -> None:
         )
     elif meta:
         rows.touch_meta(store, task, updated_at=now, stamp=stamp)
-    wrote = (
-        not before.exists
-        or changed
-        or change.log
-        or before.index != after.index
-        or before.rules != after.rules
-        or before.focus != after.focus
-        or before.offered != after.offered
-    )
+    wrote = not before.exists or changed or change.log or index_moved or rules_moved or moved
     if after.exists and wrote:
         if before.exists and not meta:
             rows.restamp(store, task, stamp)

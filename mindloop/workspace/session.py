@@ -49,11 +49,15 @@ class Change:
     before: WorkspaceState
     after: WorkspaceState
     log: list[LogEntry] = field(default_factory=list)
+    # `changed_nodes` as the store wrote them (`repo.write` keeps them for the files)
+    written: list[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed_nodes(self) -> list[str]:
         """New nodes (in creation order) and nodes that differ from before; only the
         nodes the session took can (`WorkspaceState.touched`)."""
+        if self.written is not None:
+            return self.written
         before, after = self.before, self.after
         out = []
         for nid in after.touched():
