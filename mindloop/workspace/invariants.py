@@ -4,10 +4,12 @@
 has a problem its input did not have is refused (`commands.Session.finish`), so no
 sequence of accepted commands can break one. `problems_near(state, before, touched)` is the
 same check limited to what a command can have broken (its touched nodes and their
-neighbours, cycles through them, invariant 1, the doc index if it changed): empty when
-the result has no problem the input lacked, so `finish` runs the whole check only then. Invariants 2 (who may set what) and 6 (every
-transition is logged) are properties of the command path itself: the transition table
-decides 2, and the one transition function writes the log row of 6.
+neighbours, cycles through the edges it added, invariant 1, the doc index if it changed):
+empty when the result has no problem the input lacked, so `finish` runs the whole check
+only then (tests/workspace/test_workspace_invariants_near.py holds both to each other).
+Invariants 2 (who may set what) and 6 (every transition is logged) are properties of the
+command path itself: the transition table decides 2, and the one transition function
+writes the log row of 6.
 """
 
 from __future__ import annotations

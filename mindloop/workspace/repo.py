@@ -14,6 +14,13 @@ the same transaction (which holds the write lock), and every node update still c
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
 transaction rolls back whole. After the commit the files the change touched are rewritten
 (`projector.stage`).
+
+A tool's change is computed before its result's transaction (a check, then the same
+change committed with the result: `api.commit_checked`); a step's later calls are
+computed on the earlier calls' changes, before any commits. `follows` says when such a
+change can be written as is: the store still holds exactly what the earlier call's write
+left, and that write completed nothing in place (log ids, rule ids) that the later call
+had copied before it.
 """
 
 from __future__ import annotations
