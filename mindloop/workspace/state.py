@@ -195,6 +195,15 @@ class WorkspaceState:
         nodes = self.nodes
         return nodes.touched() if isinstance(nodes, NodeMap) else list(nodes)
 
+    def statuses(self, ids: Iterable[str]) -> set[NodeStatus]:
+        """The statuses of the nodes `ids` names (those that exist): a planning node's
+        children, in one pass without a call per child."""
+        nodes = self.nodes
+        if isinstance(nodes, NodeMap):
+            own, base = nodes._own, nodes._base
+            return {n.status for i in ids if (n := own.get(i) or base.get(i)) is not None}
+        return {n.status for i in ids if (n := nodes.get(i)) is not None}
+
     def peek(self, node_id: str) -> Node | None:
         """One node to read (not copied, not to change)."""
         nodes = self.nodes
@@ -304,10 +313,7 @@ def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None
         node = peek(nid)
         if node is None or node.kind is not NodeKind.PLANNING:
             continue
-        status = planning_status(
-            {c.status for cid in node.children if (c := peek(cid)) is not None},
-            started=node.started,
-        )
+        status = planning_status(state.statuses(node.children), started=node.started)
         if status is not node.status:
             state.nodes[nid].status = status
 
