@@ -41,6 +41,14 @@ NODE_LOG = (
     .order_by(_l.id)
 )
 OWN_LOG = sa.select(t.ws_log).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
+_LINE = (_l.node_id, _l.at, _l.actor, _l.text)  # what the projections show of a row
+LOG_LINES = sa.select(*_LINE).where(_l.task_path == _task).order_by(_l.id)
+NODE_LOG_LINES = (
+    sa.select(*_LINE)
+    .where(_l.task_path == _task, _l.node_id == sa.bindparam("node_id"))
+    .order_by(_l.id)
+)
+OWN_LOG_LINES = sa.select(*_LINE).where(_l.task_path == _task, _l.node_id.is_(None)).order_by(_l.id)
 
 INSERT_META = sa.insert(t.ws_meta)
 UPDATE_META = (
@@ -52,6 +60,11 @@ UPDATE_META = (
         updated_at=sa.bindparam("updated_at"),
         stamp=sa.bindparam("stamp"),  # a write of the workspace: a new stamp (`restamp`)
     )
+)
+TOUCH_META = (  # a write that moved neither the focus nor the docs found
+    sa.update(t.ws_meta)
+    .where(_m.task_path == sa.bindparam("_task"))
+    .values(updated_at=sa.bindparam("updated_at"), stamp=sa.bindparam("stamp"))
 )
 INSERT_NODE = sa.insert(t.ws_nodes)
 UPDATE_NODE = (
@@ -159,6 +172,19 @@ def node_log(store: Store, task_path: str, node_id: str | None) -> list[dict[str
     return _dicts(store, NODE_LOG, {"task_path": task_path, "node_id": node_id})
 
 
+LogLine = tuple[str | None, float, str, str]  # (node_id, at, actor, text)
+
+
+def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[LogLine]:
+    """What the projections show of the log rows (no JSON decoded, no dict per row): the
+    whole log by default, one node's with `node_id` (None: the workspace's own rows)."""
+    if node_id == "":
+        return store._rows(LOG_LINES, {"task_path": task_path})
+    if node_id is None:
+        return store._rows(OWN_LOG_LINES, {"task_path": task_path})
+    return store._rows(NODE_LOG_LINES, {"task_path": task_path, "node_id": node_id})
+
+
 def insert_meta(store: Store, row: dict[str, Any]) -> None:
     store._write(INSERT_META, row)
     _stamped(store, row["task_path"], row["stamp"])
@@ -183,6 +209,12 @@ def update_meta(
             "stamp": stamp,
         },
     )
+    _stamped(store, task_path, stamp)
+
+
+def touch_meta(store: Store, task_path: str, *, updated_at: float, stamp: str) -> None:
+    """`update_meta` of a write whose focus and docs found are as stored."""
+    store._write(TOUCH_META, {"_task": task_path, "updated_at": updated_at, "stamp": stamp})
     _stamped(store, task_path, stamp)
 
 

@@ -60,14 +60,22 @@ def execute(
 
 def commit_checked(store: Store, rtws: Path, change: Change) -> bool:
     """Commit `change`, a command's result computed on the workspace as it was read (a
-    tool's check before its result commits), if the workspace is still at that stamp:
-    the command would compute the same change again. False (nothing written) when it
-    moved since, or did not exist yet: run the command again (`execute`)."""
+    tool's check before its result commits), if the workspace has not moved since: the
+    command would compute the same change again. The workspace is still at the stamp the
+    change was computed at; or still not initialised (the change initialises it); or, for
+    a tool step's later call (computed on the earlier calls' changes, whose value has no
+    stamp), still what the earlier call's change wrote (`repo.follows`). False (nothing
+    written) when it moved: run the command again (`execute`)."""
     before = change.before
-    if not before.exists or not before.stamp:
-        return False
     with store.tx():
-        if rows.stamp(store, before.task) != before.stamp:
+        now = rows.stamp(store, before.task)
+        if not before.exists:
+            current = now is None
+        elif before.stamp:
+            current = now == before.stamp
+        else:
+            current = repo.follows(store, change, now)
+        if not current:
             return False
         repo.commit(store, change, rtws=rtws, project=project)
     return True

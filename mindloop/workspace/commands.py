@@ -16,7 +16,7 @@ from typing import Any
 from mindloop.workspace import fields
 from mindloop.workspace.docs import normalise
 from mindloop.workspace.errors import WorkspaceError
-from mindloop.workspace.invariants import problems, problems_near
+from mindloop.workspace.invariants import cycle_starts, problems, problems_near
 from mindloop.workspace.models import (
     MAIN,
     ROOT_ID,
@@ -110,7 +110,7 @@ class Session(Moves):
         fields.check_list(arg, deps)
         out: list[str] = []
         for i, d in enumerate(deps):
-            dep = self.node(d, f"{arg}[{i}]")
+            dep = self.read_node(d, f"{arg}[{i}]")
             if dep.id == node_id:
                 raise WorkspaceError("SELF_DEPENDENCY", "a node cannot depend on itself", arg=arg)
             if dep.id not in out:
@@ -128,7 +128,10 @@ class Session(Moves):
         return node_id
 
     def _check_cycle(self, arg: str) -> None:
-        cycle = find_cycle(self.state)
+        # a cycle the session closed runs through an edge it added (`cycle_starts`): only
+        # then is the whole tree searched, for the cycle the error names
+        starts = cycle_starts(self.state, self.before, self.state.touched())
+        cycle = find_cycle(self.state) if starts and find_cycle(self.state, starts) else None
         if cycle:
             raise WorkspaceError(
                 "CYCLE", f"the deps would form a cycle: {' → '.join(cycle)}", arg=arg
@@ -224,9 +227,7 @@ class Session(Moves):
                 "INVALID_ASSIGNEE", "a planning node is worked by MAIN", arg="assignee"
             )
         dep_ids = self._deps("deps", deps, nid)
-        if type is NodeType.TASK and any(
-            self.state.nodes[d].type is NodeType.BENCH for d in dep_ids
-        ):
+        if type is NodeType.TASK and any(self.read_node(d).type is NodeType.BENCH for d in dep_ids):
             raise WorkspaceError(
                 "TASK_DEPENDS_ON_BENCH", "a TASK node may not depend on a BENCH node", arg="deps"
             )
@@ -237,7 +238,7 @@ class Session(Moves):
                 arg="acceptance_criteria",
             )
         if supersedes is not None:
-            old = self.node(supersedes, "supersedes")
+            old = self.read_node(supersedes, "supersedes")
             if not old.terminal:
                 raise WorkspaceError(
                     "INVALID_SUPERSEDES",
@@ -507,7 +508,7 @@ class Session(Moves):
                 "NOTHING_TO_UPDATE", f"{node.id} depends on {', '.join(wanted)} already", arg="deps"
             )
         if node.type is NodeType.TASK:
-            bench = [d for d in added if self.state.nodes[d].type is NodeType.BENCH]
+            bench = [d for d in added if self.read_node(d).type is NodeType.BENCH]
             if bench:
                 raise WorkspaceError(
                     "TASK_DEPENDS_ON_BENCH",

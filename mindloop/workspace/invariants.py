@@ -4,15 +4,17 @@
 has a problem its input did not have is refused (`commands.Session.finish`), so no
 sequence of accepted commands can break one. `problems_near(state, before, touched)` is the
 same check limited to what a command can have broken (its touched nodes and their
-neighbours, cycles through them, invariant 1, the doc index if it changed): empty when
-the result has no problem the input lacked, so `finish` runs the whole check only then. Invariants 2 (who may set what) and 6 (every
-transition is logged) are properties of the command path itself: the transition table
-decides 2, and the one transition function writes the log row of 6.
+neighbours, cycles through the edges it added, invariant 1, the doc index if it changed):
+empty when the result has no problem the input lacked, so `finish` runs the whole check
+only then (tests/workspace/test_workspace_invariants_near.py holds both to each other).
+Invariants 2 (who may set what) and 6 (every transition is logged) are properties of the
+command path itself: the transition table decides 2, and the one transition function
+writes the log row of 6.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from mindloop.workspace.models import (
     MAIN,
@@ -22,7 +24,7 @@ from mindloop.workspace.models import (
     NodeStatus,
     NodeType,
 )
-from mindloop.workspace.state import Peeking, WorkspaceState, find_cycle, planning_status
+from mindloop.workspace.state import WorkspaceState, find_cycle, peeker, planning_status
 
 
 def problems(state: WorkspaceState) -> list[str]:
@@ -30,14 +32,37 @@ def problems(state: WorkspaceState) -> list[str]:
     nodes = state.view()
     if not nodes:
         return out
-    _root_and_busy(nodes, out)
+    _root_problems(nodes.get(ROOT_ID), out)
+    _busy_problems(nodes.values(), out)
+    get = nodes.get
     for n in nodes.values():
-        _node_problems(nodes, n, out)
+        _node_problems(get, n, out)
     cycle = find_cycle(state)
     if cycle:
         out.append(f"deps form a cycle: {' → '.join(cycle)}")
     _doc_problems(state, nodes.values(), out)
     return out
+
+
+def cycle_starts(
+    state: WorkspaceState, before: WorkspaceState, touched: Iterable[str]
+) -> list[str]:
+    """Nodes from which every cycle that a change of the `touched` nodes closed is
+    reachable (`find_cycle(state, starts)`), `before` having none (no accepted command
+    leaves one). A new cycle runs through an edge `before` lacked (a dep, a planning
+    node's child), whose source is a touched node: a search from that source finds it;
+    when the source only gained children (a node created under a planning node, whose
+    every other child a search from the parent would walk), from the children it gained."""
+    starts: list[str] = []
+    for nid in touched:
+        now, was = state.peek(nid), before.peek(nid)
+        if now is None:
+            continue
+        if was is None or now.deps != was.deps or now.kind is not was.kind:
+            starts.append(nid)
+        elif now.children != was.children and now.kind is NodeKind.PLANNING:
+            starts.extend(sorted(set(now.children).difference(was.children)))
+    return starts
 
 
 def problems_near(
@@ -50,16 +75,16 @@ def problems_near(
     parent and children (their `parent_id`, `children`), and its deps (their `type`); so
     besides the touched nodes, their old and new parents, and the children that came or
     went, are checked when those links moved (a child that stayed reads the same of its
-    parent: it is among its children), the nodes depending on a node whose type moved, cycles through a
-    node whose edges moved, invariant 1 when a touched node is or was at work, and the
-    doc index for every node when it changed."""
+    parent: it is among its children), the nodes depending on a node whose type moved,
+    cycles through an edge that came (`cycle_starts`), the root when it is touched,
+    invariant 1 when a touched node is or was at work, and the doc index for every node
+    when it changed."""
     out: list[str] = []
     touched = list(touched)
-    look = Peeking(state)
+    get = peeker(state)
     near: dict[str, None] = {}
-    starts: list[str] = []
     retyped: set[str] = set()
-    busy = ROOT_ID in touched
+    busy = False
     for nid in touched:
         near[nid] = None
         now, was = state.peek(nid), before.peek(nid)
@@ -72,30 +97,24 @@ def problems_near(
         elif now.parent_id != was.parent_id or now.children != was.children:
             # a child that stayed a child reads the same of this node (its membership):
             # only those that came or went, and the old and new parents, can change
-            kept = set(now.children).intersection(was.children)
-            near.update(dict.fromkeys(c for c in now.children if c not in kept))
-            near.update(dict.fromkeys(c for c in was.children if c not in kept))
+            near.update(dict.fromkeys(sorted(set(now.children).symmetric_difference(was.children))))
             for parent in (now.parent_id, was.parent_id):
                 if parent is not None:
                     near[parent] = None
-        if (
-            was is None
-            or now.deps != was.deps
-            or now.children != was.children
-            or (now.kind is not was.kind)
-        ):
-            starts.append(nid)
         if was is not None and now.type is not was.type:
             retyped.add(nid)
         busy = busy or _at_work(now) or (was is not None and _at_work(was))
+    if ROOT_ID in near:
+        _root_problems(state.peek(ROOT_ID), out)
     if busy:
-        _root_and_busy(state.view(), out)
+        _busy_problems(state.view().values(), out)
     if retyped:
         near.update((n.id, None) for n in state.view().values() if retyped.intersection(n.deps))
     for nid in near:
-        node = state.peek(nid)
+        node = get(nid)
         if node is not None:
-            _node_problems(look, node, out)
+            _node_problems(get, node, out)
+    starts = cycle_starts(state, before, touched)
     cycle = find_cycle(state, starts) if starts else None
     if cycle:
         out.append(f"deps form a cycle: {' → '.join(cycle)}")
@@ -112,38 +131,49 @@ def _at_work(n: Node) -> bool:
     )
 
 
-def _root_and_busy(nodes: Mapping[str, Node], out: list[str]) -> None:
-    root = nodes.get(ROOT_ID)
+def _root_problems(root: Node | None, out: list[str]) -> None:
     if root is None or root.parent_id is not None or root.kind is not NodeKind.PLANNING:
         out.append("the root node must exist, be a planning node and have no parent")
-    # 1. At most one MAIN node in progress.
-    busy = [n.id for n in nodes.values() if _at_work(n)]
+
+
+def _busy_problems(nodes: Iterable[Node], out: list[str]) -> None:
+    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not).
+    busy = [
+        n.id
+        for n in nodes
+        if n.status is NodeStatus.IN_PROGRESS
+        and n.kind is NodeKind.EXECUTION
+        and n.assignee == MAIN
+    ]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")
 
 
-def _node_problems(nodes: Mapping[str, Node], n: Node, out: list[str]) -> None:
+def _node_problems(get: Callable[[str], Node | None], n: Node, out: list[str]) -> None:
     # structure
     if n.parent_id is not None:
-        parent = nodes.get(n.parent_id)
+        parent = get(n.parent_id)
         if parent is None:
             out.append(f"{n.id}: its parent {n.parent_id} does not exist")
         elif n.id not in parent.children:
             out.append(f"{n.id}: not among its parent {parent.id}'s children")
     if n.children and n.kind is not NodeKind.PLANNING:
         out.append(f"{n.id}: only planning nodes have children")
+    statuses = set()  # of its children (invariant 7, below)
     for c in n.children:
-        child = nodes.get(c)
-        if child is None or child.parent_id != n.id:
+        child = get(c)
+        if child is None:
             out.append(f"{n.id}: child {c} does not name it as parent")
-    missing = [d for d in n.deps if d not in nodes]
+            continue
+        statuses.add(child.status)
+        if child.parent_id != n.id:
+            out.append(f"{n.id}: child {c} does not name it as parent")
+    missing = [d for d in n.deps if get(d) is None]
     if missing:
         out.append(f"{n.id}: deps that do not exist: {', '.join(missing)}")
     if n.kind is NodeKind.PLANNING:
         # 7. a planning node's status is derived, never set
-        derived = planning_status(
-            (nodes[c].status for c in n.children if c in nodes), started=n.started
-        )
+        derived = planning_status(statuses, started=n.started)
         if n.status is not derived:
             out.append(f"invariant 7: planning node {n.id} is {n.status}, derived {derived}")
         return
@@ -160,7 +190,7 @@ def _node_problems(nodes: Mapping[str, Node], n: Node, out: list[str]) -> None:
         out.append(f"invariant 4: {n.id} is {n.status} without a conclusion")
     # 5. No TASK depends on a BENCH; a BENCH has a criterion with `verify`.
     if n.type is NodeType.TASK:
-        bench = [d for d in n.deps if d in nodes and nodes[d].type is NodeType.BENCH]
+        bench = [d for d in n.deps if (dep := get(d)) is not None and dep.type is NodeType.BENCH]
         if bench:
             out.append(f"invariant 5: TASK {n.id} depends on BENCH {', '.join(bench)}")
     elif not any(c.verify for c in n.acceptance_criteria):

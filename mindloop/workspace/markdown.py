@@ -241,30 +241,112 @@ def _emitted(entries: Sequence[YamlNode]) -> list[str]:
     return texts
 
 
+# A float whose `repr` is digits, a point and digits is written as that `repr`, plain,
+# after its key (the emitter resolves it back to a float; no quote, no exponent to fix), so
+# `key: <float>` is the key's text, ": ", the repr: `_plain_keys` holds the keys the emitter
+# was seen to write so (`key: 1.5` came out as that), whose floats then skip it (a node's
+# `created_at` and `updated_at` differ in every file, the kept entries never hold them).
+_PLAIN_FLOAT = re.compile(r"-?[0-9]+\.[0-9]+")
+_plain_keys: set[str] = set()
+
+
+def _entry_key(k: Any, v: Any, seen: set[int]) -> tuple[Any, ...]:
+    """The key of `k: v` among the kept entries: equal only for entries written alike (a
+    text key and a scalar value, the usual entry, in one flat tuple)."""
+    kind = type(v)
+    if type(k) is str:
+        if kind is str or kind is int or kind is bool or v is None:
+            return (k, kind, v)
+        if kind is float:
+            return (k, kind, repr(v))
+        if kind is list and id(v) not in seen and all(type(item) is str for item in v):
+            seen.add(id(v))  # a list of texts (children, deps, skills ...)
+            return (k, kind, tuple(v))
+    return (_frozen(k, seen), _frozen(v, seen))
+
+
+def _plain_float(key: tuple[Any, ...]) -> str | None:
+    """The text of a `key: <float>` entry whose key and float need no emitter."""
+    if (
+        len(key) == 3
+        and key[1] is float
+        and key[0] in _plain_keys
+        and _PLAIN_FLOAT.fullmatch(key[2])
+    ):
+        return f"{key[0]}: {key[2]}\n"
+    return None
+
+
+def _learn(key: tuple[Any, ...], text: str) -> None:
+    plain = len(key) == 3 and key[1] is float and _PLAIN_FLOAT.fullmatch(key[2])
+    if plain and text == f"{key[0]}: {key[2]}\n":
+        if len(_plain_keys) >= _ENTRIES_KEPT:
+            _plain_keys.clear()
+        _plain_keys.add(key[0])
+
+
 def _front(data: dict[str, Any]) -> str:
-    try:
-        if not data:
-            raise _Foreign
-        seen: set[int] = {id(data)}
-        keys = [(_frozen(k, seen), _frozen(v, seen)) for k, v in data.items()]
-        texts = [_entries.get(key, "") for key in keys]
-        missing = [i for i, text in enumerate(texts) if not text]
+    return _fronts([data])[0]
+
+
+def _fronts(datas: Sequence[dict[str, Any]]) -> list[str]:
+    """`_front` of each: the entries none of them has kept yet emitted in one stream for
+    all (a projection write renders every node it touched at once)."""
+    out: list[str] = []
+    todo: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # entries to emit, by key
+    waiting: list[tuple[list[str], list[tuple[int, tuple[Any, ...]]]]] = []
+    for data in datas:
+        try:
+            if not data:
+                raise _Foreign
+            seen: set[int] = {id(data)}
+            keys = [_entry_key(k, v, seen) for k, v in data.items()]
+        except _Foreign:
+            out.append(_dumped(data))
+            continue
+        body: list[str] = []
+        missing: list[tuple[int, tuple[Any, ...]]] = []
+        for key, item in zip(keys, data.items(), strict=True):
+            text = _entries.get(key) or _plain_float(key)
+            if text is None:
+                missing.append((len(body), key))
+                todo.setdefault(key, item)
+                text = ""
+            body.append(text)
+        out.append("")
         if missing:
-            items = list(data.items())
-            made = _emitted(
-                [
-                    MappingNode(_MAP, [(_node(items[i][0]), _node(items[i][1]))], flow_style=False)
-                    for i in missing
-                ]
-            )
-            if len(_entries) + len(made) > _ENTRIES_KEPT:
-                _entries.clear()
-            for i, text in zip(missing, made, strict=True):
-                texts[i] = _entries[keys[i]] = text
+            waiting.append((body, missing))
+        else:
+            out[-1] = "---\n" + "".join(body) + "---\n"
+    if not todo:
+        return out
+    try:
+        texts = _emitted(
+            [MappingNode(_MAP, [(_node(k), _node(v))], flow_style=False) for k, v in todo.values()]
+        )
     except _Foreign:
-        dumped = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=1000)
-        return f"---\n{dumped}---\n"
-    return "---\n" + "".join(texts) + "---\n"
+        if len(datas) > 1:  # which one the emitter wrote otherwise: each on its own
+            return [_front(data) for data in datas]
+        return [_dumped(datas[0])]
+    if len(_entries) + len(texts) > _ENTRIES_KEPT:
+        _entries.clear()
+    made = dict(zip(todo, texts, strict=True))
+    for key, text in made.items():
+        _entries[key] = text
+        _learn(key, text)
+    filled = iter(waiting)
+    for i, text in enumerate(out):
+        if not text:
+            body, missing = next(filled)
+            for at, key in missing:
+                body[at] = made[key]
+            out[i] = "---\n" + "".join(body) + "---\n"
+    return out
+
+
+def _dumped(data: dict[str, Any]) -> str:
+    dumped = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{dumped}---\n"
 
 
 # ---------------------------------------------------------------------- Workspace.md
@@ -391,22 +473,29 @@ _info_cache: dict[tuple[str, str], str] = {}
 
 
 def info_md(node: Node, lang: Lang) -> str:
-    key = (lang, node.model_dump_json())
-    text = _info_cache.get(key)
-    if text is None:
-        if len(_info_cache) >= _INFO_KEPT:
-            _info_cache.clear()
-        text = _info_cache[key] = _render_info(node, lang)
-    return text
+    return info_mds([node], lang)[0]
 
 
-def _render_info(node: Node, lang: Lang) -> str:
-    data = node.model_dump(mode="json")
-    front = {k: data[k] for k in _FRONT_FIELDS}
+def info_mds(nodes: Sequence[Node], lang: Lang) -> list[str]:
+    """`info_md` of each node; the front matter of those not kept yet in one emitter pass."""
+    keys = [(lang, node.model_dump_json()) for node in nodes]
+    out = [_info_cache.get(key, "") for key in keys]
+    missing = [i for i, text in enumerate(out) if not text]
+    if missing:
+        datas = [nodes[i].model_dump(mode="json") for i in missing]
+        fronts = _fronts([{k: data[k] for k in _FRONT_FIELDS} for data in datas])
+        for i, front in zip(missing, fronts, strict=True):
+            if len(_info_cache) >= _INFO_KEPT:
+                _info_cache.clear()
+            out[i] = _info_cache[keys[i]] = _render_info(nodes[i], lang, front)
+    return out
+
+
+def _render_info(node: Node, lang: Lang, front: str) -> str:
     kind = word(lang, "planning" if node.kind is NodeKind.PLANNING else "execution")
     if node.kind is NodeKind.EXECUTION:
         kind += f" ({node.type.value})"
-    out = [_front(front), f"# {node.title}", ""]
+    out = [front, f"# {node.title}", ""]
     out.append(_section(lang, "node_type", kind))
     out.append(_section(lang, "requirement", node.requirement))
     if node.acceptance_criteria:
@@ -446,8 +535,18 @@ def stamp(at: float) -> str:
 
 
 def log_md(entries: Sequence[LogEntry], lang: Lang) -> str:
+    return log_lines_md([(e.at, e.actor, e.text) for e in entries], lang)
+
+
+def log_lines_md(lines: Iterable[tuple[float, str, str]], lang: Lang) -> str:
+    """`log_md` of (at, actor, text) rows (what the projections read of the log)."""
+    stamps: dict[float, str] = {}  # a command's rows share their time
     rows = [word(lang, "log_head"), "|---|---|---|"]
-    rows += [_row([stamp(e.at), e.actor, e.text]) for e in entries]
+    for at, actor, text in lines:
+        when = stamps.get(at)
+        if when is None:
+            when = stamps[at] = stamp(at)
+        rows.append(f"| {_cell(when)} | {_cell(actor)} | {_cell(text)} |")
     return _section(lang, "log", "\n".join(rows)).rstrip("\n") + "\n"
 
 

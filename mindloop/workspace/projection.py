@@ -38,16 +38,19 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mindloop.store import Store
-from mindloop.taskdoc.fsio import TEMP_PREFIX, TEMP_SUFFIX, atomic_write, read_text_or_none
+from mindloop.taskdoc.fsio import TEMP_PREFIX, TEMP_SUFFIX, read_text_or_none
 from mindloop.workspace import markdown, repo
 from mindloop.workspace.commands import Change
 from mindloop.workspace.models import LogEntry, Node
+from mindloop.workspace.repo import LogLine
 from mindloop.workspace.state import WorkspaceState
 
 WORKSPACE_DIR = "workspace"
@@ -91,7 +94,47 @@ def graph_json(state: WorkspaceState) -> str:
         "root": "root",
         "nodes": nodes,
     }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        return _indented(data, "") + "\n"
+    except _NotPlain:
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+class _NotPlain(Exception):
+    """A value `_indented` leaves to `json.dumps`."""
+
+
+_quoted = json.encoder.encode_basestring  # what `json.dumps(..., ensure_ascii=False)` uses
+
+
+def _indented(value: Any, indent: str) -> str:
+    """`json.dumps(value, indent=2, ensure_ascii=False)` for plain str, int, bool, None,
+    list and dict with str keys (graph.json's shapes), without the pure-Python encoder
+    that an indent takes (a generator per level); anything else raises _NotPlain."""
+    kind = type(value)
+    if kind is str:
+        return _quoted(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    inner = indent + "  "
+    if kind is dict:
+        if not value:
+            return "{}"
+        items = []
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            items.append(f"{inner}{_quoted(k)}: {_indented(v, inner)}")
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if kind is list:
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(inner + _indented(v, inner) for v in value) + "\n" + indent + "]"
+    raise _NotPlain
 
 
 def workspace_md(state: WorkspaceState) -> str:
@@ -111,20 +154,28 @@ def node_base(node: Node) -> str:
 
 def render(state: WorkspaceState, log: Sequence[LogEntry]) -> dict[str, str]:
     """Every projection file (workspace-relative path → text), from the store's value."""
+    return _render(state, [(e.node_id, e.at, e.actor, e.text) for e in log])
+
+
+def _render(state: WorkspaceState, log: Sequence[LogLine]) -> dict[str, str]:
     lang = state.lang
+    own: list[tuple[float, str, str]] = []
+    by_node: dict[str, list[tuple[float, str, str]]] = {}
+    for node_id, at, actor, text in log:
+        if node_id is None:
+            own.append((at, actor, text))
+        else:
+            by_node.setdefault(node_id, []).append((at, actor, text))
     files = {
         "Workspace.md": workspace_md(state),
         "graph.json": graph_json(state),
-        "Log.md": markdown.log_md([e for e in log if e.node_id is None], lang),
+        "Log.md": markdown.log_lines_md(own, lang),
     }
-    by_node: dict[str, list[LogEntry]] = {}
-    for e in log:
-        if e.node_id is not None:
-            by_node.setdefault(e.node_id, []).append(e)
-    for node in state.nodes.values():
+    nodes = list(state.view().values())
+    for node, info in zip(nodes, markdown.info_mds(nodes, lang), strict=True):
         base = node_base(node)
-        files[f"{base}/Info.md"] = markdown.info_md(node, lang)
-        files[f"{base}/Log.md"] = markdown.log_md(by_node.get(node.id, []), lang)
+        files[f"{base}/Info.md"] = info
+        files[f"{base}/Log.md"] = markdown.log_lines_md(by_node.get(node.id, ()), lang)
     return files
 
 
@@ -166,10 +217,10 @@ class Dirty:
 
 
 def render_changed(
-    state: WorkspaceState, dirty: Dirty, log_of: Callable[[str | None], Sequence[LogEntry]]
+    state: WorkspaceState, dirty: Dirty, log_of: Callable[[str | None], Sequence[LogLine]]
 ) -> dict[str, str]:
-    """The files `dirty` names, from the store's value; `log_of(node_id)` gives one log
-    (None: the workspace's own), so only the logs that got rows are read."""
+    """The files `dirty` names, from the store's value; `log_of(node_id)` gives one log's
+    lines (None: the workspace's own), so only the logs that got rows are read."""
     lang = state.lang
     files: dict[str, str] = {}
     if dirty.workspace:
@@ -179,14 +230,17 @@ def render_changed(
     for nid in dirty.logs:
         node = state.nodes.get(nid) if nid is not None else None
         if nid is None:
-            files["Log.md"] = markdown.log_md(log_of(None), lang)
+            files["Log.md"] = markdown.log_lines_md(_shown(log_of(None)), lang)
         elif node is not None:
-            files[f"{node_base(node)}/Log.md"] = markdown.log_md(log_of(nid), lang)
-    for nid in dirty.nodes:
-        node = state.nodes.get(nid)
-        if node is not None:
-            files[f"{node_base(node)}/Info.md"] = markdown.info_md(node, lang)
+            files[f"{node_base(node)}/Log.md"] = markdown.log_lines_md(_shown(log_of(nid)), lang)
+    nodes = [node for nid in dirty.nodes if (node := state.nodes.get(nid)) is not None]
+    for node, info in zip(nodes, markdown.info_mds(nodes, lang), strict=True):
+        files[f"{node_base(node)}/Info.md"] = info
     return files
+
+
+def _shown(log: Sequence[LogLine]) -> list[tuple[float, str, str]]:
+    return [(at, actor, text) for _, at, actor, text in log]
 
 
 @contextlib.contextmanager
@@ -212,7 +266,7 @@ def _manifest(directory: Path) -> dict[str, list[str]]:
 def _save_manifest(directory: Path, files: dict[str, list[str]]) -> None:
     # one line: json's C encoder (an indent takes the pure-Python one); a file for mindloop
     text = json.dumps({"files": files}, sort_keys=True, separators=(",", ":")) + "\n"
-    atomic_write(directory / MANIFEST, text, fsync=False)
+    _replace(f"{os.fspath(directory)}/{MANIFEST}", text)
 
 
 def _kept_name(path: Path, at: float) -> Path:
@@ -241,35 +295,100 @@ def write_files(
     The caller holds the lock."""
     out = Written()
     manifest = _manifest(directory)
-    todo: dict[str, str] = {}
+    base = os.fspath(directory)
+    todo: dict[str, tuple[str, str]] = {}  # rel → (text, its hash)
     for rel, text in files.items():
         new = _hash(text)
-        path = directory / rel
-        if manifest.get(rel) == [new] and path.is_file():
+        if manifest.get(rel) == [new] and os.path.isfile(f"{base}/{rel}"):
             continue  # unchanged since mindloop wrote it (a hand edit is for `check`)
-        todo[rel] = text
+        todo[rel] = (text, new)
     if not todo:
         return out
     phase1 = dict(manifest)
-    for rel, text in todo.items():
-        phase1[rel] = sorted({*manifest.get(rel, []), _hash(text)})
+    for rel, (_, new) in todo.items():
+        phase1[rel] = sorted({*manifest.get(rel, []), new})
     _save_manifest(directory, phase1)
     stamp = time.time() if now is None else now
-    for rel, text in todo.items():
-        path = directory / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        disk = read_text_or_none(path)
+    made: dict[str, bool] = {}  # parent directory → made by this write (so empty)
+    for rel, (text, _) in todo.items():
+        target = f"{base}/{rel}"
+        parent = os.path.dirname(target)
+        fresh = made.get(parent)
+        if fresh is None:  # a file written before: its directory is there (else made below)
+            fresh = made[parent] = False if rel in manifest else _made_dir(parent)
+        disk = None if fresh else _read(target)
         if disk is not None and disk != text and _hash(disk) not in manifest.get(rel, []):
+            path = Path(target)
             kept = _kept_name(path, stamp)
             os.replace(path, kept)
             out.kept.append(kept.relative_to(directory).as_posix())
         if disk != text:
-            atomic_write(path, text, fsync=False)
+            try:
+                _replace(target, text)
+            except FileNotFoundError:  # its directory is gone: made again
+                _made_dir(parent)
+                _replace(target, text)
             out.written.append(rel)
     final = dict(phase1) if partial else {rel: phase1[rel] for rel in phase1 if rel in files}
-    final.update({rel: [_hash(text)] for rel, text in todo.items()})
+    final.update({rel: [new] for rel, (_, new) in todo.items()})
     _save_manifest(directory, final)
     return out
+
+
+def _made_dir(path: str) -> bool:
+    """Make the directory (and its parents) if missing: True when this call made it."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return False
+    return True
+
+
+def _read(target: str) -> str | None:
+    """`read_text_or_none(Path(target))` (a regular file's text, universal newlines,
+    undecodable bytes replaced; None if absent or not a regular file) without its Path
+    and text-mode file objects: a projection write reads back every file it replaces."""
+    try:
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            return None
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _replace(target: str, text: str) -> None:
+    """`atomic_write(target, text, fsync=False)` (the same temp name, so `_clean_temps`
+    finds what a crash left) in four system calls: a projection write replaces every file
+    a commit touched, and at a run's end all of them."""
+    tmp = f"{os.path.dirname(target)}/{TEMP_PREFIX}{os.urandom(16).hex()}{TEMP_SUFFIX}"
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write(store: Store, rtws: Path, task: str) -> Written:
@@ -283,7 +402,7 @@ def write(store: Store, rtws: Path, task: str) -> Written:
         state = repo.load(store, task)
         if not state.exists:
             return Written()
-        return write_files(directory, render(state, repo.log(store, task)))
+        return write_files(directory, _render(state, repo.log_lines(store, task)))
 
 
 def write_changed(store: Store, rtws: Path, task: str, dirty: Dirty) -> Written:
@@ -298,7 +417,7 @@ def write_changed(store: Store, rtws: Path, task: str, dirty: Dirty) -> Written:
         state = repo.load(store, task)
         if not state.exists:
             return Written()
-        files = render_changed(state, dirty, lambda nid: repo.node_log(store, task, nid))
+        files = render_changed(state, dirty, lambda nid: repo.log_lines(store, task, nid))
         return write_files(directory, files, partial=True)
 
 
@@ -320,7 +439,7 @@ def problems(store: Store, rtws: Path, task: str) -> list[str]:
     state = repo.load(store, task)
     if not state.exists:
         return []
-    files = render(state, repo.log(store, task))
+    files = _render(state, repo.log_lines(store, task))
     manifest = _manifest(directory)
     out: list[str] = []
     for rel, text in files.items():

@@ -27,7 +27,9 @@ transition's BENCH_READY guard: `moves.Moves.bench_not_ready`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import operator
 import os
 import subprocess
 import time
@@ -63,6 +65,9 @@ def _git(rtws: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+_NAME = operator.attrgetter("name")
+
+
 def _skipped(name: str) -> bool:
     return name.startswith(".") or name in _EXCLUDE_DIRS or name.endswith(".tsk")
 
@@ -92,12 +97,13 @@ def tree_hash(rtws: Path) -> str:
     """sha256 over the rtws's deliverable files: relative path and content, in order."""
     h = hashlib.sha256()
     now_ns = time.time_ns()
+    base = os.fspath(rtws)
     stack = [""]
     while stack:
         rel_dir = stack.pop()
         try:
-            with os.scandir(os.path.join(rtws, rel_dir)) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            with os.scandir(f"{base}/{rel_dir}" if rel_dir else base) as it:
+                entries = sorted(it, key=_NAME)
         except OSError:
             continue
         subdirs = []
@@ -125,16 +131,31 @@ def tree_hash(rtws: Path) -> str:
 
 def _in_git(rtws: Path) -> bool:
     """Whether git would find a repository for the rtws: `GIT_DIR` set, or a `.git` in the
-    rtws or a directory above it (a few stats, no process)."""
+    rtws or a directory above it (one `lstat` per directory, no process; the paths looked
+    at are worked out once per rtws)."""
     if os.environ.get("GIT_DIR"):
         return True
+    path = os.fspath(rtws)
+    for candidate in _git_candidates(path if os.path.isabs(path) else os.path.abspath(path)):
+        try:
+            os.lstat(candidate)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _git_candidates(rtws: str) -> tuple[str, ...]:
+    """`<dir>/.git` for the rtws (an absolute path) and every directory above it, nearest
+    first."""
+    out = []
     here = os.path.abspath(rtws)
     while True:
-        if os.path.lexists(os.path.join(here, ".git")):
-            return True
+        out.append(os.path.join(here, ".git"))
         up = os.path.dirname(here)
         if up == here:
-            return False
+            return tuple(out)
         here = up
 
 

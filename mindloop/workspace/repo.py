@@ -14,6 +14,13 @@ the same transaction (which holds the write lock), and every node update still c
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
 transaction rolls back whole. After the commit the files the change touched are rewritten
 (`projector.stage`).
+
+A tool's change is computed before its result's transaction (a check, then the same
+change committed with the result: `api.commit_checked`); a step's later calls are
+computed on the earlier calls' changes, before any commits. `follows` says when such a
+change can be written as is: the store still holds exactly what the earlier call's write
+left, and that write completed nothing in place (log ids, rule ids) that the later call
+had copied before it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +39,26 @@ from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
 from mindloop.workspace.report import is_report, report_ref
-from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.state import NodeMap, WorkspaceState
 
 _cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The last change this store wrote of a workspace: the stamp it wrote, its value (the
+    change's `after`, whose nodes and lists a tool step's later calls share), and what
+    `write` completed in place in it and in the values it followed (a step's earlier
+    calls): the log ids of nodes' transitions (`patched`) and new rules' ids (`rules`),
+    which a copy taken before those writes lacks."""
+
+    stamp: str
+    value: WorkspaceState
+    patched: frozenset[str]
+    rules: bool
+
+
+_written: weakref.WeakKeyDictionary[Store, dict[str, _Written]] = weakref.WeakKeyDictionary()
 
 
 def load(
@@ -56,6 +81,30 @@ def load(
     if state.exists:
         _cache.setdefault(store, {})[task_path] = state
     return state
+
+
+def follows(store: Store, change: Change, stamp: str | None) -> bool:
+    """Whether `change` was computed on the value the store's last write of the workspace
+    left, that write's `stamp` is still the store's (the stamp just read), and none of the
+    records `write` completed in place is one the change took (copied before the write):
+    then writing it writes what running its command again would. Such a change is a tool
+    step's later call, computed on the earlier calls' changes before they committed
+    (`toolsets.workspace._step_applied`: the value keeps their nodes and lists)."""
+    before = change.before
+    last = _written.get(store, {}).get(before.task)
+    if last is None or stamp is None or last.stamp != stamp or last.rules or not before.exists:
+        return False
+    value = last.value
+    return (
+        before.nodes is value.nodes
+        and before.index is value.index
+        and before.rules is value.rules
+        and before.offered is value.offered
+        and before.focus == value.focus
+        and before.lang == value.lang
+        and before.created_at == value.created_at
+        and last.patched.isdisjoint(change.after.touched())
+    )
 
 
 def held(store: Store, task_path: str, stamp: str) -> WorkspaceState | None:
@@ -116,6 +165,15 @@ def log(store: Store, task_path: str) -> list[LogEntry]:
 def node_log(store: Store, task_path: str, node_id: str | None) -> list[LogEntry]:
     """One node's log (None: the workspace's own rows), oldest first."""
     return _entries(rows.node_log(store, task_path, node_id))
+
+
+LogLine = rows.LogLine  # (node_id, at, actor, text): what the projections show of a row
+
+
+def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[LogLine]:
+    """The log's rows as the projections show them, oldest first: the whole log, or one
+    node's with `node_id` (None: the workspace's own rows)."""
+    return rows.log_lines(store, task_path, node_id)
 
 
 def _node_row(node: Node) -> dict[str, Any]:
@@ -179,6 +237,7 @@ def write(store: Store, change: Change) -> None:
                 node.check_report_ref = report_ref(reports[nid])
     seq = len(before.nodes)
     changed = change.changed_nodes
+    change.written = changed  # what the files of the change show (`projector.stage`)
     for nid in changed:
         node = after.nodes[nid]
         old = before.peek(nid)
@@ -189,7 +248,8 @@ def write(store: Store, change: Change) -> None:
             seq += 1
         elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
             raise WriteConflict(nid, old.version)
-    if before.index != after.index:
+    index_moved = before.index != after.index
+    if index_moved:
         rows.replace_docs(
             store,
             task,
@@ -202,8 +262,10 @@ def write(store: Store, change: Change) -> None:
     for rule in before.rules:
         if rule.id not in kept:
             rows.delete_rule(store, rule.id)
+    new_rules = False
     for rule in after.rules:
         if not rule.id:
+            new_rules = True
             rule.id = rows.insert_rule(
                 store,
                 {
@@ -213,10 +275,10 @@ def write(store: Store, change: Change) -> None:
                     "created_at": rule.created_at,
                 },
             )
-    meta = before.exists and (
-        before.focus != after.focus or before.offered != after.offered or bool(change.log)
-    )
-    if meta:  # restamps it too
+    moved = before.focus != after.focus or before.offered != after.offered
+    rules_moved = new_rules or before.rules != after.rules
+    meta = before.exists and (moved or bool(change.log))
+    if meta and moved:  # restamps it too
         rows.update_meta(
             store,
             task,
@@ -225,22 +287,18 @@ def write(store: Store, change: Change) -> None:
             updated_at=now,
             stamp=stamp,
         )
-    wrote = (
-        not before.exists
-        or changed
-        or change.log
-        or before.index != after.index
-        or before.rules != after.rules
-        or before.focus != after.focus
-        or before.offered != after.offered
-    )
+    elif meta:
+        rows.touch_meta(store, task, updated_at=now, stamp=stamp)
+    wrote = not before.exists or changed or change.log or index_moved or rules_moved or moved
     if after.exists and wrote:
         if before.exists and not meta:
             rows.restamp(store, task, stamp)
+        taken = after.nodes  # the value's own dict (a session's view is a new one)
+        nodes = taken.view() if isinstance(taken, NodeMap) else dict(taken)
         _cache.setdefault(store, {})[task] = WorkspaceState(
             task=task,
             lang=after.lang,
-            nodes=dict(after.view()),
+            nodes=nodes,
             index=after.index,
             rules=after.rules,
             focus=after.focus,
@@ -249,6 +307,12 @@ def write(store: Store, change: Change) -> None:
             exists=True,
             stamp=stamp,
         )
+        held = _written.setdefault(store, {})
+        last = held.get(task)
+        patched, rules = frozenset(refs), new_rules
+        if last is not None and before.nodes is last.value.nodes:  # a step's later call:
+            patched, rules = patched | last.patched, rules or last.rules  # what it copied
+        held[task] = _Written(stamp, after, patched, rules)
 
 
 def commit(

@@ -49,11 +49,15 @@ class Change:
     before: WorkspaceState
     after: WorkspaceState
     log: list[LogEntry] = field(default_factory=list)
+    # `changed_nodes` as the store wrote them (`repo.write` keeps them for the files)
+    written: list[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed_nodes(self) -> list[str]:
         """New nodes (in creation order) and nodes that differ from before; only the
         nodes the session took can (`WorkspaceState.touched`)."""
+        if self.written is not None:
+            return self.written
         before, after = self.before, self.after
         out = []
         for nid in after.touched():
@@ -110,7 +114,14 @@ class SessionBase:
     # ------------------------------------------------------------------ helpers
 
     def node(self, node_id: str, arg: str = "node_id") -> Node:
-        node = self.state.nodes.get(node_id)
+        """The node to change (the session's copy from now on)."""
+        self.read_node(node_id, arg)
+        return self.state.nodes[node_id]
+
+    def read_node(self, node_id: str, arg: str = "node_id") -> Node:
+        """The node to read only (not copied: a command that changes nothing in it does
+        not take it)."""
+        node = self.state.peek(node_id)
         if node is None:
             known = ", ".join(list(self.state.nodes)[:20]) or "(none)"
             raise WorkspaceError(
@@ -139,7 +150,7 @@ class SessionBase:
     def record(self, node_id: str | None, kind: str, text: str, **data: Any) -> None:
         """Add a log row (the workspace's own with `node_id` None) without other change."""
         if node_id is not None:
-            self.node(node_id)
+            self.read_node(node_id)
         self._log(node_id, kind, text, **data)
 
     def _require_init(self) -> None:

@@ -6,14 +6,17 @@ shared value as it was."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mindloop.store import Store
 from mindloop.workspace import repo
 from mindloop.workspace.api import execute
-from mindloop.workspace.commands import CriterionInput, DocInput
+from mindloop.workspace.commands import Change, CriterionInput, DocInput, Session
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.models import DocStatus, NodeKind, NodeStatus, NodeType, SelfCheck
 from mindloop.workspace.transitions import Authority
@@ -223,16 +226,22 @@ def test_a_change_checked_on_a_workspace_commits_as_is_only_while_nothing_moved(
 ) -> None:
     """A tool checks its command on the workspace as read, and commits that change with
     its result (`api.commit_checked`) unless the workspace moved in between: then nothing
-    is written and the command must run again. A new workspace always runs again."""
+    is written and the command must run again. A change that initialises the workspace
+    commits as is while the workspace is still not initialised."""
     from mindloop.workspace.api import commit_checked, session_for
 
-    def check(title: str):  # type: ignore[no-untyped-def]
-        s = session_for(repo.load(store, TASK), rtws, CHAT)
+    def check(title: str, task: str = TASK):  # type: ignore[no-untyped-def]
+        s = session_for(repo.load(store, task), rtws, CHAT)
         s.create_node(parent_id="root", kind=NodeKind.EXECUTION, title=title, requirement="r")
         return s.finish()
 
-    assert not commit_checked(store, rtws, check("first"))  # not initialised: run it again
-    assert not repo.load(store, TASK).exists
+    other = "tasks/other.tsk"
+    (rtws / other).mkdir(parents=True)
+    first, late = check("first", other), check("late", other)
+    assert commit_checked(store, rtws, first)  # not initialised then nor now
+    assert not commit_checked(store, rtws, late)  # it was initialised meanwhile
+    titles = [n.title for n in repo.load(store, other, cached=False).nodes.values()]
+    assert titles == ["other", "first"]
     _tree(store, rtws)
     checked = check("API tests")
     assert commit_checked(store, rtws, checked)
@@ -243,6 +252,119 @@ def test_a_change_checked_on_a_workspace_commits_as_is_only_while_nothing_moved(
     execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("no new deps", {}))
     assert not commit_checked(store, rtws, stale)
     assert "Docs" not in [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
+
+
+def _stored(store: Store) -> tuple[Any, ...]:
+    """The workspace as stored (every row but times and stamps)."""
+    state = repo.load(store, TASK, cached=False)
+    nodes = {k: n.model_dump(exclude={"created_at", "updated_at"}) for k, n in state.nodes.items()}
+    log = [(e.node_id, e.kind, e.text, e.data) for e in repo.log(store, TASK)]
+    return nodes, state.index, [r.text for r in state.rules], state.focus, log
+
+
+Command = Callable[[Session], Any]
+
+
+def _step(rtws: Path, store: Store, commands: list[Command], *, replay: bool) -> list[bool]:
+    """A tool step's calls: each checked on the value the earlier ones left (as
+    `toolsets.workspace` does), then their effects in one transaction: committed as
+    checked, or (`replay`) every command run again. Which committed as checked."""
+    from mindloop.workspace.api import commit_checked, session_for
+
+    changes = []
+    state = repo.load(store, TASK)
+    for command in commands:
+        s = session_for(state, rtws, CHAT)
+        command(s)
+        change = s.finish()
+        changes.append(change)
+        state = dataclasses.replace(change.after, stamp="")
+    taken = []
+    with store.tx():
+        for command, change in zip(commands, changes, strict=True):
+            ok = not replay and commit_checked(store, rtws, change)
+            if not ok:
+                execute(store, rtws, TASK, CHAT, command)
+            taken.append(ok)
+    return taken
+
+
+def _create(title: str, *deps: str) -> Command:
+    return lambda s: s.create_node(
+        parent_id="root", kind=NodeKind.EXECUTION, title=title, requirement="r", deps=list(deps)
+    )
+
+
+STEPS: list[list[Command]] = [
+    [_create("a"), _create("b", "n1"), _create("c", "n2")],  # on a new workspace
+    [
+        lambda s: s.add_rule("first rule", {}),
+        _create("g"),  # computed on a rule without its id: runs again
+        lambda s: s.record("n2", "note", "noted"),
+    ],
+    [
+        lambda s: s.transition(node_id="n1", to=NodeStatus.IN_PROGRESS, reason="go"),
+        _create("d"),
+        lambda s: s.update(node_id="n1", notes="the transition's log id is kept"),
+        lambda s: s.add_rule("first rule", {}),
+        lambda s: s.add_rule("second rule", {}),
+        _create("e", "n4"),
+        lambda s: s.index_add("docs/a.md", "A"),
+        _create("f"),
+    ],
+]
+
+
+def test_a_steps_later_calls_commit_as_checked_and_write_what_running_them_again_would(
+    tmp_path: Path,
+) -> None:
+    got, want = [], []
+    for replay, out in ((False, got), (True, want)):
+        rtws = tmp_path / ("replayed" if replay else "checked")
+        (rtws / ".minds").mkdir(parents=True)
+        (rtws / TASK).mkdir(parents=True)
+        (rtws / "docs").mkdir()
+        (rtws / "docs" / "a.md").write_text("a\n")
+        store = Store.for_rtws(rtws, durable=False)
+        for commands in STEPS:
+            taken = _step(rtws, store, commands, replay=replay)
+            out.append(_stored(store))
+            if not replay:
+                out.append(taken)
+        store.close()
+    assert got[0::2] == want
+    assert got[1] == [True, True, True]  # a new workspace, then a chain of creations
+    # the update takes n1, whose transition's log id the first call's write put in place:
+    # it runs again, and the calls after it, computed on its checked value, too
+    assert got[3] == [True, False, False]
+    assert got[5] == [True, True, False, False, False, False, False, False]
+
+
+def test_a_later_call_runs_again_when_the_workspace_moved_under_the_step(
+    rtws: Path, store: Store
+) -> None:
+    from mindloop.workspace.api import commit_checked, session_for
+
+    def chain() -> tuple[Change, Change]:
+        first = session_for(repo.load(store, TASK), rtws, CHAT)
+        _create("x")(first)
+        one = first.finish()
+        second = session_for(dataclasses.replace(one.after, stamp=""), rtws, CHAT)
+        _create("y")(second)
+        return one, second.finish()
+
+    _tree(store, rtws)
+    one, two = chain()
+    assert commit_checked(store, rtws, one)
+    execute(store, rtws, TASK, CHAT, lambda s: s.record(None, "note", "someone else"))
+    assert not commit_checked(store, rtws, two)  # another write came between
+    one, two = chain()
+    with pytest.raises(RuntimeError), store.tx():
+        assert commit_checked(store, rtws, one)
+        raise RuntimeError("rolled back")
+    assert not commit_checked(store, rtws, two)  # what it followed was never committed
+    titles = [n.title for n in repo.load(store, TASK, cached=False).nodes.values()]
+    assert titles.count("x") == 1 and "y" not in titles
 
 
 def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value(
@@ -263,3 +385,55 @@ def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value
     assert now is not None and repo.held(store, TASK, now) is None
     fresh = repo.load(store, TASK, stamp=now)  # not held: read as it is now
     assert fresh.nodes["n2"].notes == "theirs" and fresh.stamp == now
+
+
+def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
+    from pydantic import BaseModel
+
+    from mindloop.workspace.models import (
+        Criterion,
+        DocRef,
+        Node,
+        NodeDispatch,
+        Rule,
+    )
+    from mindloop.workspace.models import SelfCheck as Check
+    from mindloop.workspace.state import _copy_node, copy_plan
+
+    node = Node(
+        id="n1",
+        parent_id="root",
+        kind=NodeKind.PLANNING,
+        title="t",
+        children=["n2"],
+        deps=["n3"],
+        skills=["py"],
+        acceptance_criteria=[Criterion(id="AC1", when="w", then="t", verify="v")],
+        artifacts=["a.py"],
+        docs=[DocRef(path="docs/a.md", description="A")],
+        worklog_refs=[4],
+        blockers=["b"],
+        self_check=[Check(criterion="AC1", passed=True, evidence="e")],
+        dispatch=NodeDispatch(member="m", dispatch_id="d", side_id="s", caller_id="c", at=1.0),
+    )
+    assert copy_plan(Node) is not None  # every field of a node has a shape it copies
+    assert copy_plan(Rule) is None  # a dict field: dumped and validated again
+    was = node.model_dump()
+    copy = _copy_node(node)
+    assert copy == node and copy.model_dump() == was
+    for name in Node.model_fields:
+        mine, theirs = getattr(copy, name), getattr(node, name)
+        if isinstance(mine, list | BaseModel):
+            assert mine is not theirs, name
+        if isinstance(mine, list):
+            assert not any(
+                a is b for a, b in zip(mine, theirs, strict=True) if isinstance(a, BaseModel)
+            )
+    copy.children.append("x")
+    copy.docs[0].status = DocStatus.EXPIRED
+    copy.self_check[0].passed = False
+    copy.acceptance_criteria[0].verify = None
+    assert copy.dispatch is not None
+    copy.dispatch.member = "other"
+    copy.worklog_refs.append(5)
+    assert node.model_dump() == was

@@ -14,7 +14,7 @@ from mindloop.workspace.commands import Session
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.invariants import problems, problems_near
 from mindloop.workspace.models import DocRef, NodeKind, NodeStatus, NodeType
-from mindloop.workspace.state import WorkspaceState, refresh_planning
+from mindloop.workspace.state import WorkspaceState, find_cycle, refresh_planning
 from tests.workspace.test_workspace_properties import _run, actions
 from tests.workspace.ws_util import CHAT, apply, fresh, tree
 
@@ -132,3 +132,70 @@ def test_a_cycle_closed_by_a_new_dep_is_found() -> None:
     s.state.nodes["n2"].deps = ["n4"]
     near = problems_near(s.state, before, s.state.touched())
     assert any(p.startswith("deps form a cycle: n2 → n4 → n2") for p in near)
+
+
+class _WholeTreeCycleCheck(Session):
+    """The cycle check as it was: the whole tree searched after every command."""
+
+    def _check_cycle(self, arg: str) -> None:
+        cycle = find_cycle(self.state)
+        if cycle:
+            raise WorkspaceError(
+                "CYCLE", f"the deps would form a cycle: {' → '.join(cycle)}", arg=arg
+            )
+
+
+graph_actions = st.lists(
+    st.tuples(
+        st.sampled_from(["create", "create", "deps"]),
+        pick,
+        st.sampled_from([NodeKind.PLANNING, NodeKind.EXECUTION]),
+        st.lists(pick, max_size=3),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def _graph_step(s: Session, action: tuple[Any, ...], n: int) -> None:
+    what, i, kind, picks = action
+    ids = list(s.state.nodes)
+    planning = [k for k, v in s.state.view().items() if v.kind is NodeKind.PLANNING]
+    if what == "create":
+        s.create_node(
+            parent_id=planning[i % len(planning)],
+            kind=kind,
+            title=f"node {n}",
+            requirement="r",
+            deps=[ids[p % len(ids)] for p in picks],
+        )
+    else:
+        s.add_deps(node_id=ids[i % len(ids)], deps=[ids[p % len(ids)] for p in picks] or ["root"])
+
+
+def _outcome(cls: type[Session], state: WorkspaceState, action: Any, n: int) -> Any:
+    s = cls(state, CHAT, now=float(n))
+    try:
+        _graph_step(s, action, n)
+        change = s.finish()
+    except WorkspaceError as exc:
+        return ("refused", exc.code, str(exc))
+    return change.after
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph_actions)
+def test_the_cycle_check_from_the_new_edges_decides_as_the_whole_tree_search(
+    seq: list[tuple[Any, ...]],
+) -> None:
+    state = fresh()
+    for n, action in enumerate(seq):
+        got = _outcome(Session, state, action, n)
+        want = _outcome(_WholeTreeCycleCheck, state, action, n)
+        if isinstance(want, tuple):
+            assert got == want
+            continue
+        assert isinstance(got, WorkspaceState)
+        assert got.view() == want.view()
+        state = got
+        assert find_cycle(state) is None

@@ -122,3 +122,19 @@ def test_since_checks_holds_only_at_the_ref_of_the_scopes_latest_check(root: Pat
     checking = since_checks(root, lambda: CheckMarks(checked, frozenset({"c"})))
     assert checking(["a", "c"]) is None and checking(["c"]) is None
     assert checking(["a"]) is not None
+
+
+def test_a_repository_made_or_removed_later_is_seen_at_the_next_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    _in_git = ref._in_git
+    rtws = tmp_path / "outer" / "proj"
+    rtws.mkdir(parents=True)
+    assert not _in_git(rtws)
+    (tmp_path / "outer" / ".git").mkdir()
+    assert _in_git(rtws) and _in_git(Path(os.path.relpath(rtws)))
+    (tmp_path / "outer" / ".git").rmdir()
+    assert not _in_git(rtws)
+    (rtws / ".git").write_text("gitdir: elsewhere\n")  # a worktree's `.git` is a file
+    assert _in_git(rtws)
