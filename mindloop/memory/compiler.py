@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.i18n import Lang
 from mindloop.memory.budget import Budgets, budgets
-from mindloop.memory.render import part_cost, section_cost, section_messages
+from mindloop.memory.render import part_cost, section_costs, section_messages
 from mindloop.memory.sections import SECTIONS, Section, SectionKind
 from mindloop.memory.tokens import (
     CalibratedCounter,
@@ -208,8 +208,12 @@ class MemoryCompiler:
             by_kind[s.kind] = s
         trims: list[TrimRecord] = []
         compact: list[SectionKind] = []
-        # each section's cost, counted once and again only after a trim changed it
-        costs = {k: section_cost(s, counter, lang) for k, s in by_kind.items()}
+        # each section's cost, counted once and again only after a trim changed it, and
+        # its parts' (what a trim starts from)
+        costs: dict[SectionKind, int] = {}
+        each: dict[SectionKind, list[int]] = {}
+        for k, s in by_kind.items():
+            costs[k], each[k] = section_costs(s, counter, lang)
 
         params: list[TrimParams] = []  # made when a section is first cut
 
@@ -224,10 +228,13 @@ class MemoryCompiler:
                         tool_result_tail=cfg.sections.tool_result_tail,
                     )
                 )
-            section, record = trim(by_kind[kind], target, params[0], reason, cost=costs[kind])
+            section, record = trim(
+                by_kind[kind], target, params[0], reason, cost=costs[kind], costs=each.get(kind)
+            )
             if record is not None:
                 by_kind[kind] = section
                 costs[kind] = record.tokens_after
+                each.pop(kind, None)  # counted again by a later trim, if any
                 trims.append(record)
 
         own = b.sections

@@ -72,7 +72,13 @@ def part_cost(kind: SectionKind, part: Part, counter: TokenCounter, lang: Lang =
     """What one part adds to its section (a line break included)."""
     if kind in MESSAGE_SECTIONS:
         return sum(message_tokens(m, counter) for m in part.messages)
-    cost = counter.count(BREAK) + counter.count(part.text)
+    return text_cost(kind, part.text, counter, lang)
+
+
+def text_cost(kind: SectionKind, text: str, counter: TokenCounter, lang: Lang = "en") -> int:
+    """What a text part of `text` adds to a text section of `kind` (`part_cost` without
+    the part: a trim weighs a shortened text before it makes a part of it)."""
+    cost = counter.count(BREAK) + counter.count(text)
     if kind is SectionKind.RETRIEVED:
         cost += counter.count(BREAK) + counter.count(fence(lang))
     return cost
@@ -106,3 +112,15 @@ def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> 
     if kind is SectionKind.RETRIEVED:
         each += count(BREAK) + count(fence(lang))
     return base_cost(kind, counter, lang) + each * len(parts) + sum(count(p.text) for p in parts)
+
+
+def section_costs(
+    section: Section, counter: TokenCounter, lang: Lang = "en"
+) -> tuple[int, list[int]]:
+    """(`section_cost`, `part_costs` of its parts): a compilation counts each part once and
+    hands the list to the trim that needs it."""
+    parts = section.parts
+    if not parts:
+        return 0, []
+    costs = part_costs(section.kind, parts, counter, lang)
+    return base_cost(section.kind, counter, lang) + sum(costs), costs

@@ -18,12 +18,12 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from mindloop.i18n import Lang
-from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost
+from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost, text_cost
 from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
 from mindloop.memory.tokens import TokenCounter
 from mindloop.providers.base import (
@@ -103,6 +103,10 @@ class _Work:
     def cost_of(self, part: Part) -> int:
         return part_cost(self.kind, part, self.params.counter, self.params.lang)
 
+    def text_cost(self, text: str) -> int:
+        """`cost_of` a text part of `text` (a text section's)."""
+        return text_cost(self.kind, text, self.params.counter, self.params.lang)
+
     def replace(self, i: int, part: Part) -> None:
         self.parts[i] = part
         self.costs[i] = self.cost_of(part)
@@ -136,9 +140,11 @@ def trim(
     reason: TrimReason,
     *,
     cost: int | None = None,
+    costs: Sequence[int] | None = None,
 ) -> tuple[Section, TrimRecord | None]:
     """`section` within `target` tokens by its kind's rule, and what was done. `cost`:
-    the section's `section_cost` when the caller has it already."""
+    the section's `section_cost` when the caller has it already; `costs`: its parts'
+    `part_costs` likewise (`render.section_costs` gives both)."""
     counter, lang = params.counter, params.lang
     before = section_cost(section, counter, lang) if cost is None else cost
     rule = SECTIONS[section.kind].rule
@@ -147,7 +153,9 @@ def trim(
     work = _Work(
         kind=section.kind,
         parts=list(section.parts),
-        costs=part_costs(section.kind, section.parts, counter, lang),
+        costs=(
+            part_costs(section.kind, section.parts, counter, lang) if costs is None else list(costs)
+        ),
         base=base_cost(section.kind, counter, lang),
         params=params,
         cut=set(),
@@ -179,15 +187,16 @@ def _cut_each(w: _Work, target: int) -> None:
     `event_body_tokens` while that fits), with a note naming how to read it whole when a
     tool shows it (`Part.whole`); then lower."""
     p = w.params
+    counter, lang = p.counter, p.lang
 
-    def at(part: Part, c: int) -> Part:
-        return _clip_part(part, c, 0, p, _whole_hint(part, p.lang))
+    def at(part: Part, c: int) -> str:
+        return clip(part.text, c, 0, counter, lang, _whole_hint(part, lang))
 
     floor = p.event_body_tokens
     if _fits(w, target, floor, at):
-        _lower_cap(w, target, _largest(w), at, lo=floor)
+        _lower_text_cap(w, target, _largest(w), at, lo=floor)
     else:
-        _lower_cap(w, target, floor, at)
+        _lower_text_cap(w, target, floor, at)
 
 
 def _whole_hint(part: Part, lang: Lang) -> str:
@@ -196,13 +205,19 @@ def _whole_hint(part: Part, lang: Lang) -> str:
     return _READ_WHOLE.get(lang, _READ_WHOLE["en"]).format(whole=part.whole)
 
 
-def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], Part]) -> bool:
-    return w.base + sum(w.cost_of(at(part, cap)) for part in w.parts) <= target
+def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], str]) -> bool:
+    return w.base + sum(w.text_cost(at(part, cap)) for part in w.parts) <= target
+
+
+def _head_only(w: _Work) -> Callable[[Part, int], str]:
+    """A part's text cut to a cap from its start (the note after it)."""
+    counter, lang = w.params.counter, w.params.lang
+    return lambda part, c: clip(part.text, c, 0, counter, lang)
 
 
 def _hard_cap(w: _Work, target: int) -> None:
     """LAST_STEP_SUMMARY (a schema-bounded text): cut to the target."""
-    _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+    _lower_text_cap(w, target, _largest(w), _head_only(w))
 
 
 def _head_tail(w: _Work, target: int) -> None:
@@ -233,14 +248,14 @@ def _lowest_score(w: _Work, target: int) -> None:
 def _resummarize(w: _Work, target: int) -> None:
     """DIALOG_SUMMARY: cut to the target now (head and tail), pinned parts (the DONE
     verdicts) last; the compiler asks for a new summary (compaction trigger 1)."""
-    p = w.params
+    counter, lang = w.params.counter, w.params.lang
 
-    def at(part: Part, c: int) -> Part:
-        return _clip_part(part, c - c // 2, c // 2, p, "")
+    def at(part: Part, c: int) -> str:
+        return clip(part.text, c - c // 2, c // 2, counter, lang)
 
-    _lower_cap(w, target, _largest(w), at, only=lambda part: not part.pinned)
+    _lower_text_cap(w, target, _largest(w), at, only=lambda part: not part.pinned)
     if w.total > target:
-        _lower_cap(w, target, _largest(w), at)
+        _lower_text_cap(w, target, _largest(w), at)
 
 
 def _keep_pinned(w: _Work, target: int) -> None:
@@ -248,7 +263,7 @@ def _keep_pinned(w: _Work, target: int) -> None:
     unpinned = [i for i in reversed(range(len(w.parts))) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:
-        _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+        _lower_text_cap(w, target, _largest(w), _head_only(w))
 
 
 def _fold(w: _Work, target: int) -> None:
@@ -261,13 +276,32 @@ def _fold(w: _Work, target: int) -> None:
             return
         if not part.pinned and part.folded is not None and part.folded != part.text:
             before = costs[i]
-            w.replace(i, part.model_copy(update={"text": part.folded}))
+            w.replace(i, _folded(part))
             w.folded.add(part.id)
             total += costs[i] - before
     unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:  # the pinned nodes alone are too long: shorten them
-        _lower_cap(w, target, _largest(w), lambda part, c: _clip_part(part, c, 0, w.params, ""))
+        _lower_text_cap(w, target, _largest(w), _head_only(w))
+
+
+# A part folded to its short form, by the part (the tree's parts are kept from step to
+# step, so each is folded once, not at every trim). Parts are immutable: the entry holds
+# the part itself, so its id is not reused while it stands; the table is emptied at
+# FOLDS_KEPT (a fixed amount of memory).
+FOLDS_KEPT = 8192
+_folds: dict[int, tuple[Part, Part]] = {}
+
+
+def _folded(part: Part) -> Part:
+    held = _folds.get(id(part))
+    if held is not None and held[0] is part:
+        return held[1]
+    if len(_folds) >= FOLDS_KEPT:
+        _folds.clear()
+    folded = part.model_copy(update={"text": part.folded})
+    _folds[id(part)] = (part, folded)
+    return folded
 
 
 OMITTED_ID = "omitted"
@@ -356,7 +390,6 @@ def _lower_cap(
     the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
     known = list(w.costs)  # the originals' costs: a part left as it is costs the same
-    base = w.base
 
     def shortened(c: int) -> tuple[list[Part], list[int]]:
         parts = [at(p, c) if only is None or only(p) else p for p in originals]
@@ -366,22 +399,74 @@ def _lower_cap(
         ]
         return parts, costs
 
-    best = None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        parts, costs = shortened(mid)
-        if base + sum(costs) <= target:
-            best, lo = (parts, costs, mid), mid + 1
-        else:
-            hi = mid - 1
-    if best is None:
-        parts, costs = shortened(0)  # as short as it gets; `_drop_rest` finishes
-    else:
-        parts, costs, _ = best
+    parts, costs = _search(w, target, lo, hi, shortened, known, only)
     for old, new in zip(originals, parts, strict=True):
         if new is not old:
             w.cut.add(old.id)
     w.parts, w.costs = parts, costs
+
+
+def _lower_text_cap(
+    w: _Work,
+    target: int,
+    hi: int,
+    at: Callable[[Part, int], str],
+    only: Callable[[Part], bool] | None = None,
+    lo: int = 0,
+) -> None:
+    """`_lower_cap` for a text section, `at` giving a part's text at a cap: each probe
+    weighs the texts, and only the cap chosen makes parts of them."""
+    originals = list(w.parts)
+    known = list(w.costs)
+    cost_of = w.text_cost
+
+    def shortened(c: int) -> tuple[list[str], list[int]]:
+        texts = [at(p, c) if only is None or only(p) else p.text for p in originals]
+        costs = [
+            cost if new == old.text else cost_of(new)
+            for new, old, cost in zip(texts, originals, known, strict=True)
+        ]
+        return texts, costs
+
+    texts, costs = _search(w, target, lo, hi, shortened, known, only)
+    parts = []
+    for old, new in zip(originals, texts, strict=True):
+        if new == old.text:
+            parts.append(old)
+        else:
+            parts.append(old.model_copy(update={"text": new}))
+            w.cut.add(old.id)
+    w.parts, w.costs = parts, costs
+
+
+_T = TypeVar("_T")
+
+
+def _search(
+    w: _Work,
+    target: int,
+    lo: int,
+    hi: int,
+    shortened: Callable[[int], tuple[list[_T], list[int]]],
+    known: Sequence[int],
+    only: Callable[[Part], bool] | None,
+) -> tuple[list[_T], list[int]]:
+    """The binary search of `_lower_cap`: what `shortened` gives at the largest cap in
+    [lo, hi] that fits, else at cap 0 (as short as it gets; `_drop_rest` finishes)."""
+    base = w.base
+    if only is not None:  # the parts no cap shortens already pass the target: none fits
+        kept = sum(cost for p, cost in zip(w.parts, known, strict=True) if not only(p))
+        if base + kept > target:
+            return shortened(0)
+    best = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        found, costs = shortened(mid)
+        if base + sum(costs) <= target:
+            best, lo = (found, costs), mid + 1
+        else:
+            hi = mid - 1
+    return shortened(0) if best is None else best
 
 
 def clip(
@@ -397,12 +482,6 @@ def clip(
     head_chars, tail_chars = int(head * per), int(tail * per)
     note = _CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n=n - head - tail, where=where)
     return text[:head_chars] + note + (text[len(text) - tail_chars :] if tail_chars else "")
-
-
-def _clip_part(part: Part, head: int, tail: int, p: TrimParams, hint: str) -> Part:
-    where = hint.format(id=part.id) if hint else ""
-    text = clip(part.text, head, tail, p.counter, p.lang, where)
-    return part if text == part.text else part.model_copy(update={"text": text})
 
 
 def _clip_turn(part: Part, head: int, tail: int, p: TrimParams, *, results_only: bool) -> Part:

@@ -3,9 +3,11 @@ each section's trim rule."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import mindloop.memory.trim as trim_rules
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.memory import (
     SECTIONS,
@@ -246,6 +248,17 @@ def test_input_parts_are_cut_to_what_fits_naming_the_tool_that_reads_them_whole(
     assert all(CharCounter().count(p.text) < 800 for p in kept.parts)  # below 800 if it must
 
 
+def test_an_input_part_whose_tool_call_has_json_arguments_is_cut_with_it_named() -> None:
+    """The loop names a node's block as the call that reads it whole with its JSON
+    arguments (`node_get {"node_id": "n1"}`, braces and all): over its budget the part is
+    cut and the note names that call verbatim (the braces are text, not a template)."""
+    call = 'node_get {"node_id": "n1"}'
+    part = Part(id="n1", text=words(24000), pinned=True, whole=call)
+    [kept] = compile_one(Section(kind=SectionKind.INPUT, parts=(part,)))[0].parts
+    assert f"tokens cut; read it whole with {call}]" in kept.text
+    assert CharCounter().count(kept.text) <= 4000
+
+
 def test_tool_results_keep_head_and_tail_and_name_the_worklog() -> None:
     head, tail = "HEAD-MARK " + words(9000), words(9000) + " TAIL-MARK"
     msgs = [
@@ -279,6 +292,29 @@ def test_the_tree_folds_terminal_nodes_and_keeps_pinned_ones_whole() -> None:
     by_id = {p.id: p.text for p in kept.parts}
     assert by_id["n7"] == nodes[7].text  # the current node stays whole
     assert by_id.get("n0") == "n0 DONE t0" and not dropped
+
+
+def test_a_tree_part_is_folded_once_and_every_part_gets_its_own_fold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tree's parts are kept from step to step, so each is folded once (the same
+    folded part again at the next trim); a part with another fold (a node renamed: a new
+    part, the same id) gets its own, and so does every part while the table is emptied
+    (at every fold here)."""
+    nodes = tuple(
+        Part(id=f"n{i}", text=f"n{i} DONE " + words(800, i), folded=f"n{i} DONE t{i}")
+        for i in range(20)
+    )
+    first, _ = compile_one(Section(kind=SectionKind.WORKSPACE_TREE, parts=nodes))
+    again, _ = compile_one(Section(kind=SectionKind.WORKSPACE_TREE, parts=nodes))
+    assert first.parts[0].text == "n0 DONE t0"
+    assert all(a is b for a, b in zip(first.parts, again.parts, strict=True))
+    renamed = tuple(p.model_copy(update={"folded": f"{p.folded} v2"}) for p in nodes)
+    third, _ = compile_one(Section(kind=SectionKind.WORKSPACE_TREE, parts=renamed))
+    assert third.parts[0].text == "n0 DONE t0 v2"
+    monkeypatch.setattr(trim_rules, "FOLDS_KEPT", 1)
+    fourth, _ = compile_one(Section(kind=SectionKind.WORKSPACE_TREE, parts=nodes))
+    assert [p.text for p in fourth.parts] == [p.text for p in first.parts]
 
 
 def test_history_drops_the_oldest_turns_and_says_so() -> None:
