@@ -36,6 +36,7 @@ from mindloop.dialogs.policy import PolicyError
 from mindloop.dialogs.request import RequestBuilder, with_reminders
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ContextCompacted, ContextTrimmed, Event, GenerationEnded
+from mindloop.i18n import Lang
 from mindloop.memory import (
     CompiledContext,
     DialogCompaction,
@@ -86,6 +87,8 @@ class _DialogState:
     raw_tokens: int = 0  # their tokens (and the summary's) by the base counter
     tried_at: int = -1  # messages when a compaction last changed nothing
     turns: TurnParts = field(default_factory=TurnParts)  # the last request's turn parts
+    # the dialog summary section of `compaction` (in the compiler's language)
+    summary: tuple[DialogCompaction, Lang, Section] | None = None
 
 
 class BudgetedRequests:
@@ -153,8 +156,7 @@ class BudgetedRequests:
             )
             own += [s for s in (history, last) if s.kind not in given]
         if SectionKind.DIALOG_SUMMARY not in given and state.compaction is not None:
-            summary = state.compaction.summary_parts(self.compiler.lang)
-            own.append(Section(kind=SectionKind.DIALOG_SUMMARY, parts=tuple(summary)))
+            own.append(self._summary(state, state.compaction))
         if taskdoc is None:
             taskdoc = parts.taskdoc(live)
         compiled = self.compiler.compile(
@@ -191,6 +193,17 @@ class BudgetedRequests:
                 )
             )
         return BudgetedRequest(request=req, compiled=compiled, compaction=state.compaction)
+
+    def _summary(self, state: _DialogState, c: DialogCompaction) -> Section:
+        """The dialog summary section of compaction `c`, built once per compaction (its
+        DONE verdicts grow with the task: a 200-node task's join 90 KB of them) and
+        shown at every step until the next compaction or summary replaces it."""
+        held = state.summary
+        lang = self.compiler.lang
+        if held is None or held[0] is not c or held[1] != lang:
+            parts = tuple(c.summary_parts(lang))
+            held = state.summary = (c, lang, Section(kind=SectionKind.DIALOG_SUMMARY, parts=parts))
+        return held[2]
 
     def _maybe_resummarize(
         self, did: str, compiled: CompiledContext, c: DialogCompaction | None, model: str

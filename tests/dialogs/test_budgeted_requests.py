@@ -225,10 +225,17 @@ async def test_pending_summaries_are_written_by_the_model(rtws: Path) -> None:
     async def summarizer(prompt: str, target: int) -> str:
         return "SUMMARY: read big.txt many times"
 
+    before = policy.compiled[-1].compiled.section(SectionKind.DIALOG_SUMMARY)
+    assert before.parts and "SUMMARY" not in before.parts[0].text  # the digest stood in
     assert await policy.memory.run_summaries(summarizer) == 1
     assert not policy.memory.pending
     newest = Summaries(rt.store).latest(SummaryKind.DIALOG, dialog_id=root.id)
     assert newest is not None and newest.text.splitlines()[1] == "SUMMARY: read big.txt many times"
+    # The next request shows the model's summary (the section is kept per compaction).
+    rt.post_user_message(root.id, "one more thing")
+    await Scheduler(rt).run()
+    after = policy.compiled[-1].compiled.section(SectionKind.DIALOG_SUMMARY)
+    assert after.parts[0].text.startswith("SUMMARY: read big.txt many times")
     await rt.aclose()
 
 
