@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.config.loop_memory import Compaction
 from mindloop.i18n import Lang
 from mindloop.memory.sections import Part
-from mindloop.memory.tokens import CharCounter, TokenCounter, message_tokens
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, CharCounter, TokenCounter, message_tokens
 from mindloop.memory.trim import clip
 from mindloop.memory.turns import Turn, split_turns
 from mindloop.providers.base import (
@@ -242,11 +242,41 @@ def compact(
             replaced=(),
         )
 
-    def cost(c: DialogCompaction) -> int:
-        return sum(message_tokens(m, counter) for m in c.view(messages, lang))
+    # What each message after `start` costs as it is and, before `recent_from`, folded:
+    # a candidate's view (`DialogCompaction.view`) costs its summary, the folded
+    # messages from its `upto` to `recent_from` and the recent ones as they are, so each
+    # candidate is weighed by sums, not by viewing and counting the dialog again.
+    fold_tokens, long_tokens = spec.folded_result_tokens, spec.long_text_tokens
+    raw = [message_tokens(messages[i], counter) for i in range(start, len(messages))]
+    folded_costs = [
+        _folded_cost(messages[i], i, fold_tokens, long_tokens, lang, counter, raw[i - start])
+        for i in range(start, recent_from)
+    ]
+    recent_cost = sum(raw[recent_from - start :])
 
-    before_view = prior.view(messages, lang) if prior else list(messages)
-    tokens_before = sum(message_tokens(m, counter) for m in before_view)
+    def cost(c: DialogCompaction) -> int:  # == the tokens of c.view(messages)
+        return _summary_cost(c, counter, lang) + sum(folded_costs[c.upto - start :]) + recent_cost
+
+    if prior is None:
+        tokens_before = sum(raw)
+    else:  # prior.view(messages): folded before its own fold_before, with its own params
+        same = (prior.fold_tokens, prior.long_tokens) == (fold_tokens, long_tokens)
+        tokens_before = _summary_cost(prior, counter, lang)
+        for i in range(start, len(messages)):
+            if i >= prior.fold_before:
+                tokens_before += raw[i - start]
+            elif same and i < recent_from:
+                tokens_before += folded_costs[i - start]
+            else:
+                tokens_before += _folded_cost(
+                    messages[i],
+                    i,
+                    prior.fold_tokens,
+                    prior.long_tokens,
+                    lang,
+                    counter,
+                    raw[i - start],
+                )
     narrative = prior.narrative if prior else ""
     pending = prior.llm_pending if prior else False
     folded = made(start, narrative, CompactionMethod.FOLD, pending)
@@ -259,16 +289,7 @@ def compact(
     if after > target:
         # Drop the oldest turns until the rest fits (the recent ones always stay).
         older = [t for t in turns if t.start < recent_from]
-        costs = [
-            sum(
-                message_tokens(
-                    fold_message(m, i, spec.folded_result_tokens, spec.long_text_tokens, lang),
-                    counter,
-                )
-                for i, m in zip(range(t.start, t.end), t.messages, strict=True)
-            )
-            for t in older
-        ]
+        costs = [sum(folded_costs[t.start - start : t.end - start]) for t in older]
         n, excess = 0, after - target
         while n < len(older) and excess > 0:
             excess -= costs[n]
@@ -303,6 +324,26 @@ def compact(
         ),
         request,
     )
+
+
+def _summary_cost(c: DialogCompaction, counter: TokenCounter, lang: Lang) -> int:
+    """What the summary message of `c.view` costs (0: it has none)."""
+    text = c.summary_text(lang)
+    return MESSAGE_OVERHEAD + counter.count(text) if text else 0
+
+
+def _folded_cost(
+    msg: ChatMessage,
+    index: int,
+    fold_tokens: int,
+    long_tokens: int,
+    lang: Lang,
+    counter: TokenCounter,
+    raw: int,
+) -> int:
+    """What `msg` costs folded (`fold_message`); `raw`: what it costs as it is."""
+    folded = fold_message(msg, index, fold_tokens, long_tokens, lang)
+    return raw if folded is msg else message_tokens(folded, counter)
 
 
 async def summarize(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mindloop.config.loop_memory import Compaction
 from mindloop.memory import (
+    CalibratedCounter,
     CharCounter,
     CompactionMethod,
     compact,
@@ -143,6 +144,49 @@ def test_done_verdicts_survive_every_compaction(
     view = prior.view(msgs)
     calls = {c.id for m in view if isinstance(m, AssistantMessage) for c in m.tool_calls}
     assert calls == {m.call_id for m in view if isinstance(m, ToolResultMessage)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dialogs(),
+    st.floats(0.3, 1.2),
+    st.integers(1, 8),
+    st.lists(st.sampled_from([100, 200, 700]), min_size=1, max_size=3),
+    st.floats(0.5, 2.0),
+)
+def test_what_a_compaction_says_it_costs_is_what_its_view_costs(
+    dialog: tuple[list[ChatMessage], set[int]],
+    size: float,
+    keep: int,
+    folds: list[int],
+    ratio: float,
+) -> None:
+    """`tokens_before` / `tokens_after` are the tokens of the prior's view and of the
+    result's (weighed by sums of per-message costs, not by viewing the dialog again),
+    whatever the counter and however the fold settings changed between compactions."""
+    msgs, _ = dialog
+    counter = CalibratedCounter(COUNTER, ratio)
+    window = max(1000, int(tokens(msgs) / size))
+    prior = None
+    for r, fold in enumerate(folds):
+        upto = len(msgs) - 3 * (len(folds) - 1 - r)
+        seen = msgs[: max(upto, 1)]
+        spec = Compaction(folded_result_tokens=fold, long_text_tokens=2 * fold)
+        c, _ = compact(
+            seen,
+            dialog_id="d",
+            course=1,
+            window=window,
+            spec=spec,
+            keep_turns=keep,
+            counter=counter,
+            prior=prior,
+            verdict_of=verdict_of,
+        )
+        before = prior.view(seen) if prior is not None else seen
+        assert c.tokens_before == sum(message_tokens(m, counter) for m in before)
+        assert c.tokens_after == sum(message_tokens(m, counter) for m in c.view(seen))
+        prior = c
 
 
 def test_a_compaction_is_a_deterministic_view_of_the_stored_messages() -> None:
