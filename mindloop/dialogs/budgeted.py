@@ -52,12 +52,13 @@ from mindloop.memory import (
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
-from mindloop.providers.base import ChatMessage, GenerationRequest
+from mindloop.providers.base import AssistantMessage, ChatMessage, GenerationRequest
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.tools.base import Tool
 
 KEPT = 1024  # dialogs whose compaction state is remembered (a fixed amount of memory)
+COUNTED_KEPT = 8192  # dialog messages whose base count is kept (emptied when full)
 RESUMMARY_MARGIN = 24  # tokens a dialog summary's headings take beside its texts
 
 
@@ -111,6 +112,8 @@ class BudgetedRequests:
         self._states: OrderedDict[str, _DialogState] = OrderedDict()
         self._estimates: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._tool_tokens: dict[str, int] = {}
+        # message id -> (the message, its tool calls, its tokens by the base counter)
+        self._counted: dict[int, tuple[ChatMessage, int, int]] = {}
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
         self.pending: dict[str, tuple[DialogCompaction, SummaryRequest]] = {}
 
@@ -306,13 +309,31 @@ class BudgetedRequests:
         for i in range(state.counted, max(end, state.counted)):
             msg = messages[i]
             if c is not None and i < fold_before:
-                msg = fold_message(msg, i, c.fold_tokens, c.long_tokens, self.compiler.lang)
-            state.raw_tokens += message_tokens(msg, base)
+                folded = fold_message(msg, i, c.fold_tokens, c.long_tokens, self.compiler.lang)
+                if folded is not msg:  # a copy of its own: counted, not kept
+                    state.raw_tokens += message_tokens(folded, base)
+                    continue
+            state.raw_tokens += self._base_tokens(msg)
         state.counted = max(end, state.counted)
         raw = state.raw_tokens
         if end >= start:
-            raw += message_tokens(messages[end], base)
+            raw += self._base_tokens(messages[end])
         return int(raw * self.compiler.calibration.ratio(model))
+
+    def _base_tokens(self, msg: ChatMessage) -> int:
+        """`message_tokens` of a dialog message by the base counter, kept by the message:
+        the history a request shows is the history the step before showed but a turn or
+        two (`_raw_request_tokens` finds them here). An assistant message gains its tool
+        calls in place while its generation is stored: their number is part of the key."""
+        calls = len(msg.tool_calls) if isinstance(msg, AssistantMessage) else 0
+        held = self._counted.get(id(msg))
+        if held is not None and held[0] is msg and held[1] == calls:
+            return held[2]
+        n = message_tokens(msg, self.compiler.base_counter)
+        if len(self._counted) >= COUNTED_KEPT:
+            self._counted.clear()
+        self._counted[id(msg)] = (msg, calls, n)
+        return n
 
     def _maybe_compact(
         self, live: LiveDialog, state: _DialogState, window: int, model: str
@@ -421,9 +442,22 @@ class BudgetedRequests:
     # ------------------------------------------------------------------ calibration
 
     def _raw_request_tokens(self, req: GenerationRequest) -> int:
-        """The request's size by the base counter (tool specs counted once per name)."""
+        """The request's size by the base counter (`request_tokens`): the dialog's own
+        messages as `_tally` counted them, the others (the sections' texts, trimmed or
+        folded copies) counted now, tool specs once per name."""
         base = self.compiler.base_counter
-        total = request_tokens(req.system, req.messages, (), base)
+        counted = self._counted
+        total = base.count(req.system)
+        for msg in req.messages:
+            held = counted.get(id(msg))
+            if (
+                held is not None
+                and held[0] is msg
+                and held[1] == (len(msg.tool_calls) if isinstance(msg, AssistantMessage) else 0)
+            ):
+                total += held[2]
+            else:
+                total += message_tokens(msg, base)
         for spec in req.tools:
             n = self._tool_tokens.get(spec.name)
             if n is None:

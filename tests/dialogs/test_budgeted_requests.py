@@ -11,6 +11,7 @@ from pathlib import Path
 from mindloop import DefaultPolicy, DialogRuntime, Scheduler
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.dialogs.budgeted import BudgetedRequest, BudgetedRequests
+from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.events.types import ContextCompacted, ContextTrimmed, Event
@@ -23,7 +24,7 @@ from mindloop.memory import (
     request_tokens,
     verdicts_by_tool,
 )
-from mindloop.memory.tokens import messages_tokens
+from mindloop.memory.tokens import message_tokens, messages_tokens
 from mindloop.providers.base import GenerationRequest
 from mindloop.store import DialogRecord
 from mindloop.store.summaries import Summaries, SummaryKind
@@ -163,6 +164,61 @@ async def test_token_counts_are_calibrated_by_reported_usage(rtws: Path) -> None
     assert policy.memory is not None
     ratio = policy.memory.compiler.calibration.ratio("mock-model")
     assert abs(ratio - 1.6) < 0.05
+    await rt.aclose()
+
+
+async def test_estimates_follow_every_message_of_the_requests(rtws: Path) -> None:
+    """A dialog's messages are counted once and kept for the next requests' estimates:
+    a model that reports exactly twice each request's size keeps the ratio at exactly 2
+    over a drive whose turns make several calls each (an estimate off by one token, from
+    a count kept too long, would move it)."""
+    (rtws / "big.txt").write_text("line\n" * 50, "utf-8")
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        usage = 2 * request_tokens(req.system, req.messages, req.tools, CharCounter())
+        if count > 6:
+            return Turn(text="done", input_tokens=usage, output_tokens=5)
+        calls = [call("read_file", path="big.txt"), call("list_dir", path=".")][: 1 + count % 2]
+        return Turn(tool_calls=calls, input_tokens=usage, output_tokens=5)
+
+    policy = Budgeted()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    assert policy.memory is not None and count == 7
+    assert policy.memory.compiler.calibration.ratio("mock-model") == 2.0
+    await rt.aclose()
+
+
+async def test_a_message_that_grows_in_place_is_counted_again(rtws: Path) -> None:
+    """An assistant message gains its tool calls in place while its generation is stored
+    (`History`): the dialog's tokens count it again with the calls it has now."""
+    policy = Budgeted()
+    rt, _ = runtime(rtws, reader(0), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    history = History()
+    history.add_row(1, "user", {"text": "go"}, None)
+    history.add_row(2, "tool_call", {"id": "c1", "name": "list_dir", "arguments": "{}"}, 7)
+    live = LiveDialog(
+        record=rt.store.get_dialog(root.id),
+        member=rt.config.member("dev"),
+        policy=policy,
+        root_member="dev",
+        history=history,
+    )
+    assert policy.memory is not None
+
+    def counted() -> int:
+        return sum(message_tokens(m, CharCounter()) for m in history.messages)
+
+    assert policy.memory.dialog_tokens(live, "mock-model") == counted()
+    args = '{"path": "' + "a" * 400 + '.txt"}'
+    history.add_row(3, "tool_call", {"id": "c2", "name": "read_file", "arguments": args}, 7)
+    assert len(history.messages) == 2  # the same assistant message, one call more
+    assert policy.memory.dialog_tokens(live, "mock-model") == counted()
     await rt.aclose()
 
 
