@@ -221,9 +221,11 @@ class LoopSections:
 
     def _summary_section(self, task: str, summary: WorkspaceSummary) -> Section:
         """The summary's section, built again only when the summary changed (it changes
-        on a CHECK pass and a PLAN entry, not at every entry)."""
+        on a CHECK pass and a PLAN entry, not at every entry). The store hands the same
+        value back while no summary was written (`workspace_summary`): compared by
+        identity first, by value only when it was read again."""
         held = self._summaries.get(task)
-        if held is None or held[0] != summary:
+        if held is None or (held[0] is not summary and held[0] != summary):
             held = self._summaries[task] = (summary, summary.section())
         return held[1]
 
@@ -289,6 +291,8 @@ def _input_part(block: InputBlock, *, lead: bool) -> Part:
 def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | None]:
     """The texts merged into the input's message before and after the input (None where
     there is none), as parts under the "new messages" heading."""
+    if message == text:  # nothing merged with it (the usual case)
+        return None, None
     at = message.find(text)
     if at < 0:
         return None, None

@@ -49,8 +49,16 @@ class _Entry:
         """Whether every watched path still has its signature (stops at the first
         that does not)."""
         now: list[_Sig] = []
+        lstat = os.lstat
         for path, parent, old in zip(self.watch, self.parents, self.sig, strict=True):
-            sig = None if parent >= 0 and now[parent] is None else _sig(path)
+            sig: _Sig = None
+            if parent < 0 or now[parent] is not None:  # `_sig`, inline: a request's path
+                try:
+                    st = lstat(path)
+                except OSError:
+                    pass
+                else:
+                    sig = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
             if sig != old:
                 return False
             now.append(sig)
