@@ -88,8 +88,10 @@ class _DialogState:
     raw_tokens: int = 0  # their tokens (and the summary's) by the base counter
     tried_at: int = -1  # messages when a compaction last changed nothing
     turns: TurnParts = field(default_factory=TurnParts)  # the last request's turn parts
-    # the dialog summary section of `compaction` (in the compiler's language)
+    # the dialog summary section of `compaction` (in the compiler's language), and its
+    # verdicts joined (what trigger 1 weighs)
     summary: tuple[DialogCompaction, Lang, Section] | None = None
+    verdicts: tuple[DialogCompaction, str] | None = None
 
 
 class BudgetedRequests:
@@ -114,6 +116,8 @@ class BudgetedRequests:
         self._tool_tokens: dict[str, int] = {}
         # message id -> (the message, its tool calls, its tokens by the base counter)
         self._counted: dict[int, tuple[ChatMessage, int, int]] = {}
+        # (message id, index, fold settings) -> (the message, its tokens folded)
+        self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
         self.pending: dict[str, tuple[DialogCompaction, SummaryRequest]] = {}
 
@@ -170,7 +174,7 @@ class BudgetedRequests:
             taskdoc=taskdoc,
             anchor=skip,
         )
-        self._maybe_resummarize(live.id, compiled, state.compaction, model)
+        self._maybe_resummarize(live.id, compiled, state, model)
         system_text = parts.system_prompt(live, taskdoc=taskdoc) if system is None else system
         self._check_system(system_text, compiled.taskdoc_tokens, model, live)
         messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
@@ -209,17 +213,21 @@ class BudgetedRequests:
         return held[2]
 
     def _maybe_resummarize(
-        self, did: str, compiled: CompiledContext, c: DialogCompaction | None, model: str
+        self, did: str, compiled: CompiledContext, state: _DialogState, model: str
     ) -> None:
         """Compaction trigger 1 for the dialog summary: it overflowed its section, so the
         model rewrites the narrative to fit beside the verdicts (only while the narrative
         alone is longer than what is left for it; a summary already asked for is asked
         to fit as well)."""
+        c = state.compaction
         if c is None or SectionKind.DIALOG_SUMMARY not in compiled.compact:
             return
         counter = self.compiler.counter(model)
         budget = compiled.budgets.sections[SectionKind.DIALOG_SUMMARY]
-        target = budget - counter.count("\n".join(c.verdicts)) - RESUMMARY_MARGIN
+        held = state.verdicts
+        if held is None or held[0] is not c:  # joined once per compaction
+            held = state.verdicts = (c, "\n".join(c.verdicts))
+        target = budget - counter.count(held[1]) - RESUMMARY_MARGIN
         if target <= 0:
             return
         waiting = self.pending.get(did)
@@ -309,16 +317,34 @@ class BudgetedRequests:
         for i in range(state.counted, max(end, state.counted)):
             msg = messages[i]
             if c is not None and i < fold_before:
-                folded = fold_message(msg, i, c.fold_tokens, c.long_tokens, self.compiler.lang)
-                if folded is not msg:  # a copy of its own: counted, not kept
-                    state.raw_tokens += message_tokens(folded, base)
-                    continue
-            state.raw_tokens += self._base_tokens(msg)
+                state.raw_tokens += self._folded_tokens(msg, i, c)
+            else:
+                state.raw_tokens += self._base_tokens(msg)
         state.counted = max(end, state.counted)
         raw = state.raw_tokens
         if end >= start:
             raw += self._base_tokens(messages[end])
         return int(raw * self.compiler.calibration.ratio(model))
+
+    def _folded_tokens(self, msg: ChatMessage, index: int, c: DialogCompaction) -> int:
+        """`_base_tokens` of `msg` as compaction `c` folds it (at `index`), kept by the
+        message and the fold: a dialog tallied again after a compaction moved its start
+        folds the messages the compaction before folded alike (an old message no longer
+        changes)."""
+        key = (id(msg), index, c.fold_tokens, c.long_tokens)
+        held = self._fold_counts.get(key)
+        if held is not None and held[0] is msg:
+            return held[1]
+        folded = fold_message(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
+        n = (
+            self._base_tokens(msg)
+            if folded is msg
+            else message_tokens(folded, self.compiler.base_counter)
+        )
+        if len(self._fold_counts) >= COUNTED_KEPT:
+            self._fold_counts.clear()
+        self._fold_counts[key] = (msg, n)
+        return n
 
     def _base_tokens(self, msg: ChatMessage) -> int:
         """`message_tokens` of a dialog message by the base counter, kept by the message:

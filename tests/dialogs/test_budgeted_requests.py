@@ -10,13 +10,15 @@ from pathlib import Path
 
 from mindloop import DefaultPolicy, DialogRuntime, Scheduler
 from mindloop.config.loop_memory import MemoryConfig
-from mindloop.dialogs.budgeted import BudgetedRequest, BudgetedRequests
+from mindloop.dialogs.budgeted import RESUMMARY_MARGIN, BudgetedRequest, BudgetedRequests
 from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.events.types import ContextCompacted, ContextTrimmed, Event
 from mindloop.memory import (
     CharCounter,
+    CompactionMethod,
+    DialogCompaction,
     MemoryCompiler,
     Part,
     Section,
@@ -24,10 +26,16 @@ from mindloop.memory import (
     request_tokens,
     verdicts_by_tool,
 )
-from mindloop.memory.tokens import message_tokens, messages_tokens
-from mindloop.providers.base import GenerationRequest
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, message_tokens, messages_tokens
+from mindloop.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    GenerationRequest,
+    ToolCall,
+    ToolResultMessage,
+)
 from mindloop.store import DialogRecord
-from mindloop.store.summaries import Summaries, SummaryKind
+from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.testing import FunctionModel, Turn, call
 from mindloop.tools.base import Tool
 from tests.scenario_util import write_team
@@ -258,6 +266,114 @@ async def test_a_long_dialog_is_compacted_and_keeps_its_done_verdicts(rtws: Path
     await rt.aclose()
 
 
+async def test_the_dialog_tokens_are_its_compacted_view_whatever_the_fold(rtws: Path) -> None:
+    """The dialog's tokens are tallied once per message and the counts kept (as it is, and
+    as a compaction folds it at its place): after compactions with other fold settings
+    they are still the tokens of the dialog as the newest compaction shows it."""
+    set_window(rtws, 40_000)
+    (rtws / "big.txt").write_text("log line\n" * 1200, "utf-8")  # ~2.7k tokens a read
+    count, stop = 0, 24
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count > stop:
+            return Turn(text="done")
+        return Turn(text="why " * 500, tool_calls=[call("read_file", path="big.txt")])
+
+    policy = Budgeted()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    memory = policy.memory
+    assert memory is not None
+    live = rt.live.load(root.id)
+
+    def viewed() -> int:
+        c = policy.compiled[-1].compaction
+        assert c is not None
+        view = c.view(live.history.messages)
+        return sum(message_tokens(m, CharCounter()) for m in view) - MESSAGE_OVERHEAD
+
+    assert memory.dialog_tokens(live, "mock-model") == viewed()
+    config = memory.compiler.config
+    folds = config.compaction.model_copy(
+        update={"folded_result_tokens": 20, "long_text_tokens": 90}
+    )
+    memory.compiler.config = config.model_copy(update={"compaction": folds})
+    stop += 24
+    rt.post_user_message(root.id, "go on")
+    await Scheduler(rt).run()
+    newest = policy.compiled[-1].compaction
+    assert newest is not None and newest.fold_tokens == 20
+    assert memory.dialog_tokens(live, "mock-model") == viewed()
+    await rt.aclose()
+
+
+async def test_messages_folded_again_with_other_settings_are_counted_again(rtws: Path) -> None:
+    """A message's count as a compaction folds it is kept by the message, its place and
+    the fold settings: a newer compaction of the same messages that folds them otherwise
+    (another `loop.memory.compaction`) is counted with its own folds."""
+    policy = Budgeted()
+    rt, _ = runtime(rtws, reader(0), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    record = rt.store.get_dialog(root.id)
+    msgs: list[ChatMessage] = []
+    for i in range(6):
+        msgs.append(
+            AssistantMessage(text="why " * 300, tool_calls=[ToolCall(id=f"c{i}", name="x")])
+        )
+        msgs.append(ToolResultMessage(call_id=f"c{i}", name="x", content="log line\n" * 200))
+    memory = policy.memory
+    assert memory is not None
+
+    def shown(c: DialogCompaction) -> int:
+        """The dialog's tokens as `c` shows it (the drive's view of the same messages)."""
+        with rt.store.tx():
+            Summaries(rt.store).add(
+                SummaryRecord(
+                    task_path=TASK,
+                    dialog_id=root.id,
+                    kind=SummaryKind.DIALOG,
+                    course=record.course,
+                    writer="compaction",
+                    text="",
+                    data=c.model_dump(mode="json"),
+                )
+            )
+        history = History()
+        history.messages = msgs  # the very same messages, in a new drive's view
+        live = LiveDialog(
+            record=record,
+            member=rt.config.member("dev"),
+            policy=policy,
+            root_member="dev",
+            history=history,
+        )
+        return memory.dialog_tokens(live, "mock-model")
+
+    first = DialogCompaction(
+        dialog_id=root.id,
+        course=record.course,
+        upto=0,
+        fold_before=len(msgs) - 2,
+        fold_tokens=60,
+        long_tokens=400,
+        narrative="",
+        verdicts=(),
+        method=CompactionMethod.FOLD,
+        llm_pending=False,
+        messages_at=len(msgs),
+        tokens_before=0,
+        tokens_after=0,
+        replaced=(),
+    )
+    second = first.model_copy(update={"fold_tokens": 10, "long_tokens": 50})
+    for c in (first, second):
+        assert shown(c) == sum(message_tokens(m, CharCounter()) for m in c.view(msgs))
+    await rt.aclose()
+
+
 async def test_pending_summaries_are_written_by_the_model(rtws: Path) -> None:
     set_window(rtws, 40_000)
     (rtws / "big.txt").write_text("L" * 30_000, "utf-8")  # a huge result each step
@@ -342,3 +458,54 @@ async def test_an_overflowing_dialog_summary_is_rewritten_shorter_by_the_model(r
     assert asked and asked[0] < 150
     [state] = policy.memory._states.values()
     assert state.compaction is not None and state.compaction.narrative == "short"
+
+
+async def test_the_summary_asked_for_fits_beside_the_newest_verdicts(rtws: Path) -> None:
+    """An overflowing dialog summary is asked to fit beside its DONE verdicts: at every
+    step the target is what the section's budget leaves beside the verdicts of the
+    compaction the request shows, however many verdicts the compactions since added."""
+    set_window(rtws, 16_000)  # B = 4,000: the dialog summary's budget scales to 150
+    (rtws / "big.txt").write_text("L" * 8_000, "utf-8")
+    for i in range(12):
+        (rtws / f"e{i}").mkdir()
+    count = 0
+
+    def turn(req: GenerationRequest) -> Turn:
+        nonlocal count
+        count += 1
+        if count > 40:
+            return Turn(text="done")
+        if count % 3 == 0:  # a DONE verdict (the verdict tool here: list_dir)
+            return Turn(tool_calls=[call("list_dir", path=f"e{count // 3}")])
+        return Turn(
+            text=f"step {count} " + "why " * 300, tool_calls=[call("read_file", path="big.txt")]
+        )
+
+    seen: list[tuple[BudgetedRequest, int | None]] = []
+
+    class Watching(Budgeted):
+        def compile_request(
+            self, live: LiveDialog, parts: RequestBuilder, tools: Sequence[Tool]
+        ) -> GenerationRequest:
+            req = super().compile_request(live, parts, tools)
+            assert self.memory is not None
+            waiting = self.memory.pending.get(live.id)
+            out = self.compiled[-1]
+            asked = waiting[1].target_tokens if waiting and waiting[0] is out.compaction else None
+            seen.append((out, asked))
+            return req
+
+    policy = Watching()
+    rt, _ = runtime(rtws, FunctionModel(turn), policy)
+    rt.start_root_dialog(TASK, "go", "dev")
+    await Scheduler(rt).run()
+    checked = set()
+    for out, asked in seen:
+        c = out.compaction
+        if asked is None or c is None or SectionKind.DIALOG_SUMMARY not in out.compiled.compact:
+            continue
+        budget = out.compiled.budgets.sections[SectionKind.DIALOG_SUMMARY]
+        assert asked == budget - CharCounter().count("\n".join(c.verdicts)) - RESUMMARY_MARGIN
+        checked.add(c.verdicts)
+    assert len(checked) >= 2  # compactions with other verdicts, each weighed by its own
+    await rt.aclose()
