@@ -90,7 +90,13 @@ def part_costs(
     """`part_cost` of each of `parts` (of a section of `kind`), with what every part of the
     kind adds counted once."""
     if kind in MESSAGE_SECTIONS:
-        return [sum(message_tokens(m, counter) for m in p.messages) for p in parts]
+        out = []
+        for p in parts:
+            n = 0
+            for m in p.messages:
+                n += message_tokens(m, counter)
+            out.append(n)
+        return out
     count = counter.count
     each = count(BREAK)
     if kind is SectionKind.RETRIEVED:
@@ -101,17 +107,7 @@ def part_costs(
 def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:
     """Tokens the section adds to a request (0 when empty): `base_cost` plus each part's
     `part_cost`, with what every part of the kind adds counted once."""
-    parts = section.parts
-    if not parts:
-        return 0
-    kind = section.kind
-    if kind in MESSAGE_SECTIONS:
-        return sum(message_tokens(m, counter) for p in parts for m in p.messages)
-    count = counter.count
-    each = count(BREAK)
-    if kind is SectionKind.RETRIEVED:
-        each += count(BREAK) + count(fence(lang))
-    return base_cost(kind, counter, lang) + each * len(parts) + sum(count(p.text) for p in parts)
+    return section_costs(section, counter, lang)[0]
 
 
 def section_costs(
@@ -122,5 +118,8 @@ def section_costs(
     parts = section.parts
     if not parts:
         return 0, []
-    costs = part_costs(section.kind, parts, counter, lang)
-    return base_cost(section.kind, counter, lang) + sum(costs), costs
+    kind = section.kind
+    costs = part_costs(kind, parts, counter, lang)
+    if kind in MESSAGE_SECTIONS:  # no heading: its parts are messages
+        return sum(costs), costs
+    return base_cost(kind, counter, lang) + sum(costs), costs

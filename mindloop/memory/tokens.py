@@ -15,7 +15,7 @@ text, tool names and arguments, results, plus a small overhead per message.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +48,10 @@ class CharCounter:
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
+
+    def count_length(self, size: int) -> int:
+        """`count` of any text of `size` characters (`count_length`)."""
+        return math.ceil(size / self.chars_per_token)
 
 
 class ModelRatio(BaseModel):
@@ -117,18 +121,33 @@ class CalibratedCounter:
     def __init__(self, base: TokenCounter, ratio: float) -> None:
         self.base = base
         self.ratio = ratio
+        # what a text of a given length counts, when that is all the count depends on
+        self.count_length: Callable[[int], int] | None = None
         if ratio == 1.0:
             self.count = base.count  # type: ignore[method-assign]
+            self.count_length = count_length(base)
         elif type(base) is CharCounter:
             per, ceil = base.chars_per_token, math.ceil
 
             def count(text: str) -> int:
                 return ceil(ceil(len(text) / per) * ratio)
 
+            def of_length(size: int) -> int:
+                return ceil(ceil(size / per) * ratio)
+
             self.count = count  # type: ignore[method-assign]
+            self.count_length = of_length
 
     def count(self, text: str) -> int:
         return math.ceil(self.base.count(text) * self.ratio)
+
+
+def count_length(counter: TokenCounter) -> Callable[[int], int] | None:
+    """What `counter` counts for a text of a given length, when its count depends on the
+    length alone (the default counter and its calibrated form), else None: a trim weighs
+    a cut text by its length without making it."""
+    found = getattr(counter, "count_length", None)
+    return found if callable(found) else None
 
 
 def message_tokens(msg: ChatMessage, counter: TokenCounter) -> int:

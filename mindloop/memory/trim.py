@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.i18n import Lang
 from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost, text_cost
 from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
-from mindloop.memory.tokens import TokenCounter
+from mindloop.memory.tokens import TokenCounter, count_length
 from mindloop.providers.base import (
     AssistantMessage,
     ChatMessage,
@@ -187,10 +187,10 @@ def _cut_each(w: _Work, target: int) -> None:
     `event_body_tokens` while that fits), with a note naming how to read it whole when a
     tool shows it (`Part.whole`); then lower."""
     p = w.params
-    counter, lang = p.counter, p.lang
+    hints = {id(part): _whole_hint(part, p.lang) for part in w.parts}
 
-    def at(part: Part, c: int) -> str:
-        return clip(part.text, c, 0, counter, lang, _whole_hint(part, lang))
+    def at(part: Part, c: int) -> Cut:
+        return c, 0, hints[id(part)]
 
     floor = p.event_body_tokens
     if _fits(w, target, floor, at):
@@ -205,19 +205,19 @@ def _whole_hint(part: Part, lang: Lang) -> str:
     return _READ_WHOLE.get(lang, _READ_WHOLE["en"]).format(whole=part.whole)
 
 
-def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], str]) -> bool:
-    return w.base + sum(w.text_cost(at(part, cap)) for part in w.parts) <= target
+def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], Cut]) -> bool:
+    _, costs = _TextCuts(w, at).shortened(cap)
+    return w.base + sum(costs) <= target
 
 
-def _head_only(w: _Work) -> Callable[[Part, int], str]:
+def _head_only(part: Part, c: int) -> Cut:
     """A part's text cut to a cap from its start (the note after it)."""
-    counter, lang = w.params.counter, w.params.lang
-    return lambda part, c: clip(part.text, c, 0, counter, lang)
+    return c, 0, ""
 
 
 def _hard_cap(w: _Work, target: int) -> None:
     """LAST_STEP_SUMMARY (a schema-bounded text): cut to the target."""
-    _lower_text_cap(w, target, _largest(w), _head_only(w))
+    _lower_text_cap(w, target, _largest(w), _head_only)
 
 
 def _head_tail(w: _Work, target: int) -> None:
@@ -248,10 +248,9 @@ def _lowest_score(w: _Work, target: int) -> None:
 def _resummarize(w: _Work, target: int) -> None:
     """DIALOG_SUMMARY: cut to the target now (head and tail), pinned parts (the DONE
     verdicts) last; the compiler asks for a new summary (compaction trigger 1)."""
-    counter, lang = w.params.counter, w.params.lang
 
-    def at(part: Part, c: int) -> str:
-        return clip(part.text, c - c // 2, c // 2, counter, lang)
+    def at(part: Part, c: int) -> Cut:
+        return c - c // 2, c // 2, ""
 
     _lower_text_cap(w, target, _largest(w), at, only=lambda part: not part.pinned)
     if w.total > target:
@@ -263,7 +262,7 @@ def _keep_pinned(w: _Work, target: int) -> None:
     unpinned = [i for i in reversed(range(len(w.parts))) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:
-        _lower_text_cap(w, target, _largest(w), _head_only(w))
+        _lower_text_cap(w, target, _largest(w), _head_only)
 
 
 def _fold(w: _Work, target: int) -> None:
@@ -282,7 +281,7 @@ def _fold(w: _Work, target: int) -> None:
     unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:  # the pinned nodes alone are too long: shorten them
-        _lower_text_cap(w, target, _largest(w), _head_only(w))
+        _lower_text_cap(w, target, _largest(w), _head_only)
 
 
 # A part folded to its short form, by the part (the tree's parts are kept from step to
@@ -406,31 +405,77 @@ def _lower_cap(
     w.parts, w.costs = parts, costs
 
 
+# How `clip` cuts a part at a cap: (head tokens, tail tokens, where to read it whole).
+Cut = tuple[int, int, str]
+
+
+class _TextCuts:
+    """A text section's parts cut at a cap (`at` says how): what each would cost, and the
+    texts. A counter that counts by length alone (`tokens.count_length`: the default
+    counter and its calibrated form) weighs a cut text by its length, so a probe of the
+    cap search makes no text; the cap chosen makes them."""
+
+    def __init__(
+        self, w: _Work, at: Callable[[Part, int], Cut], only: Callable[[Part], bool] | None = None
+    ) -> None:
+        self.w = w
+        self.at = at
+        self.originals = list(w.parts)
+        self.known = list(w.costs)  # a part left as it is costs the same
+        self.picked = [only is None or only(p) for p in self.originals]
+        self.by_length = count_length(w.params.counter)
+        # what a text part costs beyond its text (its count by length: 0 for "")
+        self.fixed = w.text_cost("") if self.by_length is not None else 0
+
+    def texts(self, c: int) -> list[str]:
+        counter, lang, at = self.w.params.counter, self.w.params.lang, self.at
+        out = []
+        for p, pick in zip(self.originals, self.picked, strict=True):
+            if pick:
+                head, tail, where = at(p, c)
+                out.append(clip(p.text, head, tail, counter, lang, where))
+            else:
+                out.append(p.text)
+        return out
+
+    def shortened(self, c: int) -> tuple[int | list[str], list[int]]:
+        """(the texts at cap `c`, or `c` when none was made; what each part costs)."""
+        by_length = self.by_length
+        if by_length is None:
+            texts = self.texts(c)
+            cost_of = self.w.text_cost
+            costs = [
+                cost if new == old.text else cost_of(new)
+                for new, old, cost in zip(texts, self.originals, self.known, strict=True)
+            ]
+            return texts, costs
+        counter, lang, at, fixed = self.w.params.counter, self.w.params.lang, self.at, self.fixed
+        costs = []
+        for p, pick, cost in zip(self.originals, self.picked, self.known, strict=True):
+            size = None
+            if pick:
+                head, tail, where = at(p, c)
+                size = clipped_length(p.text, head, tail, counter, lang, where)
+            costs.append(cost if size is None else fixed + by_length(size))
+        return c, costs
+
+
 def _lower_text_cap(
     w: _Work,
     target: int,
     hi: int,
-    at: Callable[[Part, int], str],
+    at: Callable[[Part, int], Cut],
     only: Callable[[Part], bool] | None = None,
     lo: int = 0,
 ) -> None:
-    """`_lower_cap` for a text section, `at` giving a part's text at a cap: each probe
-    weighs the texts, and only the cap chosen makes parts of them."""
-    originals = list(w.parts)
-    known = list(w.costs)
-    cost_of = w.text_cost
-
-    def shortened(c: int) -> tuple[list[str], list[int]]:
-        texts = [at(p, c) if only is None or only(p) else p.text for p in originals]
-        costs = [
-            cost if new == old.text else cost_of(new)
-            for new, old, cost in zip(texts, originals, known, strict=True)
-        ]
-        return texts, costs
-
-    texts, costs = _search(w, target, lo, hi, shortened, known, only)
+    """`_lower_cap` for a text section, `at` saying how a part is cut at a cap: each
+    probe weighs the cut texts (`_TextCuts`), and only the cap chosen makes parts of
+    them."""
+    cuts = _TextCuts(w, at, only)
+    found, costs = _search(w, target, lo, hi, cuts.shortened, cuts.known, only)
+    texts = found if isinstance(found, list) else cuts.texts(found)
     parts = []
-    for old, new in zip(originals, texts, strict=True):
+    for old, new in zip(cuts.originals, texts, strict=True):
         if new == old.text:
             parts.append(old)
         else:
@@ -447,10 +492,10 @@ def _search(
     target: int,
     lo: int,
     hi: int,
-    shortened: Callable[[int], tuple[list[_T], list[int]]],
+    shortened: Callable[[int], tuple[_T, list[int]]],
     known: Sequence[int],
     only: Callable[[Part], bool] | None,
-) -> tuple[list[_T], list[int]]:
+) -> tuple[_T, list[int]]:
     """The binary search of `_lower_cap`: what `shortened` gives at the largest cap in
     [lo, hi] that fits, else at cap 0 (as short as it gets; `_drop_rest` finishes)."""
     base = w.base
@@ -475,13 +520,37 @@ def clip(
     """`text` cut to about `head` tokens from its start and `tail` from its end, with a
     note of how much was cut in between (and where to read it whole); unchanged when it
     fits."""
+    cut = _cut(text, head, tail, counter, lang, where)
+    if cut is None:
+        return text
+    head_chars, tail_chars, note = cut
+    return text[:head_chars] + note + (text[len(text) - tail_chars :] if tail_chars else "")
+
+
+def clipped_length(
+    text: str, head: int, tail: int, counter: TokenCounter, lang: Lang, where: str = ""
+) -> int | None:
+    """The length of `clip`'s text without making it (None: `text` fits, unchanged)."""
+    cut = _cut(text, head, tail, counter, lang, where)
+    if cut is None:
+        return None
+    head_chars, tail_chars, note = cut
+    span = range(len(text))  # sliced as the text would be: the same lengths
+    kept = len(span[:head_chars]) + (len(span[len(text) - tail_chars :]) if tail_chars else 0)
+    return kept + len(note)
+
+
+def _cut(
+    text: str, head: int, tail: int, counter: TokenCounter, lang: Lang, where: str
+) -> tuple[int, int, str] | None:
+    """Where `clip` cuts `text` (characters kept from its head and its tail) and the note
+    it puts in between; None when it fits."""
     n = counter.count(text)
     if n <= head + tail:
-        return text
+        return None
     per = len(text) / n  # characters per token of this very text
-    head_chars, tail_chars = int(head * per), int(tail * per)
     note = _CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n=n - head - tail, where=where)
-    return text[:head_chars] + note + (text[len(text) - tail_chars :] if tail_chars else "")
+    return int(head * per), int(tail * per), note
 
 
 def _clip_turn(part: Part, head: int, tail: int, p: TrimParams, *, results_only: bool) -> Part:

@@ -438,3 +438,32 @@ def test_an_anchored_input_stands_where_it_happened_among_the_turns(
             continue
         assert (where < anchor) == (i < at), (where, anchor, i, at)
     assert all(m is not msgs[anchor] for m in sent) if anchor >= 0 else True
+
+
+class _Plain:
+    """A counter counting as `inner` does, without its shortcut (a count by length):
+    what any other counter offers."""
+
+    def __init__(self, inner: CalibratedCounter) -> None:
+        self.inner = inner
+
+    def count(self, text: str) -> int:
+        return self.inner.count(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(TEXT_KINDS).flatmap(text_section),
+    st.integers(0, 12_000),
+    st.floats(0.5, 2.0),
+)
+def test_a_trim_is_the_same_whatever_shortcuts_its_counter_has(
+    section: Section, target: int, ratio: float
+) -> None:
+    """A cap search weighs a cut text by its length when the counter counts by length
+    (the default), and makes the text otherwise: the same trim either way."""
+    fast = CalibratedCounter(CharCounter(), ratio)
+    for reason in (TrimReason.OWN_BUDGET, TrimReason.TOTAL):
+        by_length = trim_rules.trim(section, target, trim_rules.TrimParams(counter=fast), reason)
+        made = trim_rules.trim(section, target, trim_rules.TrimParams(counter=_Plain(fast)), reason)
+        assert by_length == made

@@ -7,7 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.memory import CalibratedCounter, Calibration, CharCounter, message_tokens
-from mindloop.memory.tokens import MESSAGE_OVERHEAD, ModelRatio, request_tokens
+from mindloop.memory.tokens import (
+    MESSAGE_OVERHEAD,
+    ModelRatio,
+    count_length,
+    request_tokens,
+)
 from mindloop.providers.base import AssistantMessage, ToolCall, ToolSpec, UserMessage
 
 
@@ -53,3 +58,32 @@ def test_calibration_moves_gradually_and_ignores_useless_reports() -> None:
     fresh = Calibration()
     fresh.restore(snap)
     assert fresh.ratio("m") == 1.5 and ModelRatio(model="n", ratio=4.0, samples=1) in snap
+
+
+class _Words:
+    """A counter that is not the default: one token per word (no count by length)."""
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.sampled_from([1.0, 0.5, 0.7303, 1.6, 3.9]),
+    st.sampled_from([4.0, 3.0, 3.7]),
+    st.lists(st.text(max_size=300), max_size=12),
+    st.booleans(),
+)
+def test_a_count_by_length_is_the_count(
+    ratio: float, per: float, texts: list[str], words: bool
+) -> None:
+    """`count_length` is a shortcut of `count`: the same numbers for the default counter
+    and its calibrated form at any ratio; any other counter has none."""
+    base = _Words() if words else CharCounter(per)
+    for counter in (base, CalibratedCounter(base, ratio)):
+        by_length = count_length(counter)
+        if words:
+            assert by_length is None
+        else:
+            assert by_length is not None
+            assert [by_length(len(t)) for t in texts] == [counter.count(t) for t in texts]
