@@ -52,13 +52,13 @@ from mindloop.memory import (
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
-from mindloop.providers.base import AssistantMessage, ChatMessage, GenerationRequest
+from mindloop.providers.base import ChatMessage, GenerationRequest
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.tools.base import Tool
 
 KEPT = 1024  # dialogs whose compaction state is remembered (a fixed amount of memory)
-COUNTED_KEPT = 8192  # dialog messages whose base count is kept (emptied when full)
+FOLDS_KEPT = 8192  # folded messages whose base count is kept (emptied when full)
 RESUMMARY_MARGIN = 24  # tokens a dialog summary's headings take beside its texts
 
 
@@ -114,8 +114,6 @@ class BudgetedRequests:
         self._states: OrderedDict[str, _DialogState] = OrderedDict()
         self._estimates: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._tool_tokens: dict[str, int] = {}
-        # message id -> (the message, its tool calls, its tokens by the base counter)
-        self._counted: dict[int, tuple[ChatMessage, int, int]] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
@@ -319,46 +317,27 @@ class BudgetedRequests:
             if c is not None and i < fold_before:
                 state.raw_tokens += self._folded_tokens(msg, i, c)
             else:
-                state.raw_tokens += self._base_tokens(msg)
+                state.raw_tokens += message_tokens(msg, base)
         state.counted = max(end, state.counted)
         raw = state.raw_tokens
         if end >= start:
-            raw += self._base_tokens(messages[end])
+            raw += message_tokens(messages[end], base)
         return int(raw * self.compiler.calibration.ratio(model))
 
     def _folded_tokens(self, msg: ChatMessage, index: int, c: DialogCompaction) -> int:
-        """`_base_tokens` of `msg` as compaction `c` folds it (at `index`), kept by the
-        message and the fold: a dialog tallied again after a compaction moved its start
-        folds the messages the compaction before folded alike (an old message no longer
-        changes)."""
+        """`message_tokens` (by the base counter) of `msg` as compaction `c` folds it (at
+        `index`), kept by the message and the fold: a dialog tallied again after a
+        compaction moved its start folds the messages the compaction before folded alike
+        (an old message no longer changes)."""
         key = (id(msg), index, c.fold_tokens, c.long_tokens)
         held = self._fold_counts.get(key)
         if held is not None and held[0] is msg:
             return held[1]
         folded = fold_message(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
-        n = (
-            self._base_tokens(msg)
-            if folded is msg
-            else message_tokens(folded, self.compiler.base_counter)
-        )
-        if len(self._fold_counts) >= COUNTED_KEPT:
+        n = message_tokens(folded, self.compiler.base_counter)
+        if len(self._fold_counts) >= FOLDS_KEPT:
             self._fold_counts.clear()
         self._fold_counts[key] = (msg, n)
-        return n
-
-    def _base_tokens(self, msg: ChatMessage) -> int:
-        """`message_tokens` of a dialog message by the base counter, kept by the message:
-        the history a request shows is the history the step before showed but a turn or
-        two (`_raw_request_tokens` finds them here). An assistant message gains its tool
-        calls in place while its generation is stored: their number is part of the key."""
-        calls = len(msg.tool_calls) if isinstance(msg, AssistantMessage) else 0
-        held = self._counted.get(id(msg))
-        if held is not None and held[0] is msg and held[1] == calls:
-            return held[2]
-        n = message_tokens(msg, self.compiler.base_counter)
-        if len(self._counted) >= COUNTED_KEPT:
-            self._counted.clear()
-        self._counted[id(msg)] = (msg, calls, n)
         return n
 
     def _maybe_compact(
@@ -468,22 +447,9 @@ class BudgetedRequests:
     # ------------------------------------------------------------------ calibration
 
     def _raw_request_tokens(self, req: GenerationRequest) -> int:
-        """The request's size by the base counter (`request_tokens`): the dialog's own
-        messages as `_tally` counted them, the others (the sections' texts, trimmed or
-        folded copies) counted now, tool specs once per name."""
+        """The request's size by the base counter (tool specs counted once per name)."""
         base = self.compiler.base_counter
-        counted = self._counted
-        total = base.count(req.system)
-        for msg in req.messages:
-            held = counted.get(id(msg))
-            if (
-                held is not None
-                and held[0] is msg
-                and held[1] == (len(msg.tool_calls) if isinstance(msg, AssistantMessage) else 0)
-            ):
-                total += held[2]
-            else:
-                total += message_tokens(msg, base)
+        total = request_tokens(req.system, req.messages, (), base)
         for spec in req.tools:
             n = self._tool_tokens.get(spec.name)
             if n is None:
