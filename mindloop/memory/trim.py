@@ -9,7 +9,10 @@ result's head and tail; drop the lowest-confidence memory first; fold terminal n
 shortens further and finally drops parts — pinned ones last — so any target, even 0, is
 met. Whether a section may go that low is the compiler's business (floors, P0).
 
-Pure functions: nothing here reads or writes anything but its arguments.
+Pure functions: nothing here reads or writes anything but its arguments (a part's folded
+form is kept by the part, which never changes: `_folded`). A cap search weighs each cap
+it tries; with a counter that counts by length alone it does so by the cut texts'
+lengths, and makes texts only at the cap it chose (`_TextCuts`).
 """
 
 from __future__ import annotations
