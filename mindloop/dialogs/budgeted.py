@@ -86,6 +86,10 @@ class _DialogState:
     compaction: DialogCompaction | None
     counted: int = -1  # messages tallied, the last excluded (-1: tally afresh)
     raw_tokens: int = 0  # their tokens (and the summary's) by the base counter
+    # each message's tokens by the base counter, as it is (by index; the last excluded):
+    # a tally after a compaction moved the start sums them again instead of counting
+    counts: list[int] = field(default_factory=list)
+    counts_from: int = 0  # the index of the message counts[0] is
     tried_at: int = -1  # messages when a compaction last changed nothing
     turns: TurnParts = field(default_factory=TurnParts)  # the last request's turn parts
     # the dialog summary section of `compaction` (in the compiler's language), and its
@@ -311,14 +315,25 @@ class BudgetedRequests:
             if c is not None:
                 state.raw_tokens = base.count(c.summary_text(self.compiler.lang))
         end = len(messages) - 1  # the last message may still grow (merged user texts)
-        fold_before = c.fold_before if c else 0
-        for i in range(state.counted, max(end, state.counted)):
-            msg = messages[i]
-            if c is not None and i < fold_before:
-                state.raw_tokens += self._folded_tokens(msg, i, c)
-            else:
-                state.raw_tokens += message_tokens(msg, base)
-        state.counted = max(end, state.counted)
+        counts = state.counts  # each message as it is, counted once (only the last changes)
+        if not counts or start < state.counts_from:  # from the start (a compaction's upto)
+            counts.clear()
+            state.counts_from = start
+        elif start > state.counts_from:  # what a compaction dropped is not summed again
+            del counts[: start - state.counts_from]
+            state.counts_from = start
+        first = state.counts_from
+        for i in range(first + len(counts), end):
+            counts.append(message_tokens(messages[i], base))
+        lo, hi = state.counted, max(end, state.counted)
+        if hi > lo:
+            folded_to = lo
+            if c is not None:  # before fold_before: as the compaction folds them
+                folded_to = min(max(c.fold_before, lo), hi)
+                for i in range(lo, folded_to):
+                    state.raw_tokens += self._folded_tokens(messages[i], i, c)
+            state.raw_tokens += sum(counts[folded_to - first : hi - first])
+        state.counted = hi
         raw = state.raw_tokens
         if end >= start:
             raw += message_tokens(messages[end], base)
