@@ -291,7 +291,7 @@ def _fold(w: _Work, target: int) -> None:
 # step, so each is folded once, not at every trim). Parts are immutable: the entry holds
 # the part itself, so its id is not reused while it stands; the table is emptied at
 # FOLDS_KEPT (a fixed amount of memory).
-FOLDS_KEPT = 8192
+FOLDS_KEPT = 4096  # (a 200-node tree has ~150 parts to fold)
 _folds: dict[int, tuple[Part, Part]] = {}
 
 
