@@ -18,6 +18,8 @@ database holds:
   outside one — and everything is dropped when it moved;
 - a rollback drops everything (what the transaction read or wrote may be gone).
 
+At most `KEPT` values are kept; past that the one put longest ago goes.
+
 A database without such a counter (PostgreSQL) keeps values only inside the transaction
 that read them. Values are shared: a caller that may change what it got copies it.
 """
@@ -32,6 +34,9 @@ import sqlalchemy as sa
 from mindloop.store import statements as q
 
 MISS = object()  # `Memo.get`: nothing usable is kept
+# Values kept at most: a process that drives many dialogs (a `run --watch` fed for days)
+# keeps the latest, not a row of each (the loop's hot rows are put again all the time).
+KEPT = 2048
 
 
 class Memo:
@@ -69,11 +74,15 @@ class Memo:
 
     def put(self, key: tuple[Any, ...], value: Any, in_tx: bool) -> None:
         if in_tx:
-            self._values[key] = (self._tx, value)
+            held = (self._tx, value)
         elif self._versioned:
-            self._values[key] = (0, value)
+            held = (0, value)
         else:
             return
+        values = self._values
+        if values.pop(key, None) is None and len(values) >= KEPT:
+            self._evict(next(iter(values)))  # the value put longest ago
+        values[key] = held  # last in order: put again, a value stays
         first = key[0]
         for table in first if isinstance(first, tuple) else (first,):
             self._tables.setdefault(table, set()).add(key)
@@ -91,6 +100,14 @@ class Memo:
             values = self._values
             for key in keys:
                 values.pop(key, None)
+
+    def _evict(self, key: tuple[Any, ...]) -> None:
+        del self._values[key]
+        first = key[0]
+        for table in first if isinstance(first, tuple) else (first,):
+            keys = self._tables.get(table)
+            if keys is not None:
+                keys.discard(key)
 
     def _clear(self) -> None:
         self._values.clear()

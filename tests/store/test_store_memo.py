@@ -123,3 +123,21 @@ def test_the_latest_summary_follows_every_write(tmp_path: Path, store: Store) ->
     con.commit()
     con.close()
     assert sums.latest("workspace", task_path="tasks/x.tsk").text == "theirs"  # type: ignore[union-attr]
+
+
+def test_the_memo_keeps_a_bounded_number_of_values(store: Store) -> None:
+    """A process that drives many dialogs keeps the latest rows, not one of each: the
+    value put longest ago goes first, and a value put again stays."""
+    from mindloop.store.memo import KEPT, MISS
+
+    store.memo_put(("dialogs", "hot"), "hot")
+    for i in range(KEPT + 100):
+        store.memo_put(("dialogs", f"d{i}"), i)
+        if i % 100 == 0:
+            store.memo_put(("dialogs", "hot"), "hot")  # in use all along
+    assert store.memo_get(("dialogs", "d0")) is MISS
+    assert store.memo_get(("dialogs", f"d{KEPT + 99}")) == KEPT + 99
+    assert store.memo_get(("dialogs", "hot")) == "hot"
+    assert len(store._memo._values) <= KEPT
+    store.update_dialog("d1", title="t")  # a write of the table still drops its values
+    assert store.memo_get(("dialogs", "hot")) is MISS
