@@ -6,9 +6,11 @@ member's memory (written by SELF_IMPROVE only, §7.3), then the recent turns."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.loop.driver import LoopOutcome, TaskLoop
 from mindloop.loop.phases import Phase
 from mindloop.loop.policy import TOOL_NOT_ALLOWED_IN_PHASE, LoopPolicy
@@ -18,6 +20,7 @@ from mindloop.memory.member import MemberMemory
 from mindloop.memory.workspace_summary import workspace_summary
 from mindloop.providers.base import GenerationRequest, ToolResultMessage, UserMessage
 from mindloop.testing import FunctionModel, Turn, call
+from mindloop.testing.model import Call
 from mindloop.workspace.models import Criterion, Node, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState
 from tests.loop.loop_util import (
@@ -234,12 +237,11 @@ async def test_self_improve_writes_member_memory_and_later_requests_show_it(rtws
     await rt.aclose()
 
 
-async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Path) -> None:
-    """Per-step cost: after an entry's first request, compiling the next ones runs at most
-    one statement (the workspace's stamp, for the tree) — the input, the summaries and the
-    memory are read once per entry."""
-    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    _files(rtws, 6)
+async def _do_compile_statements(
+    rtws: Path, work: Callable[[int], Call], n: int
+) -> tuple[DialogRuntime, list[int]]:
+    """Run a one-node task whose DO entry takes `n` steps calling `work(k)` (k = 1…n)
+    before it completes the node: the SQL statements each DO request's compile ran."""
     counts: list[tuple[str | None, int]] = []
     original = LoopPolicy.compile_request
     steps = 0
@@ -251,8 +253,8 @@ async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Pat
             return Turn(tool_calls=[create("a"), end("DO")])
         if phase == "DO":
             steps += 1
-            if steps <= 5:
-                return Turn(tool_calls=[call("read_file", path=f"f{steps}.txt")])
+            if steps <= n:
+                return Turn(tool_calls=[work(steps)])
             return Turn(tool_calls=[complete("n1"), end("CHECK")])
         if phase == "CHECK":
             return Turn(tool_calls=[verdict("n1"), end("END")])
@@ -273,7 +275,16 @@ async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Pat
     finally:
         LoopPolicy.compile_request = original  # type: ignore[method-assign]
     assert report.outcome is LoopOutcome.DONE, report.reason
-    do = [n for phase, n in counts if phase == "DO"]
+    return rt, [k for phase, k in counts if phase == "DO"]
+
+
+async def test_a_step_of_a_loop_root_reads_at_most_the_workspace_stamp(rtws: Path) -> None:
+    """Per-step cost: after an entry's first request, compiling the next ones runs at most
+    one statement (the workspace's stamp, for the tree) — the input, the summaries and the
+    memory are read once per entry."""
+    write_team(rtws, {"dev": {"toolsets": ["fs"]}})
+    _files(rtws, 6)
+    rt, do = await _do_compile_statements(rtws, lambda k: call("read_file", path=f"f{k}.txt"), 5)
     assert len(do) == 6
     assert max(do[1:]) <= 1, do
     await rt.aclose()
@@ -284,41 +295,10 @@ async def test_a_step_after_a_workspace_write_reads_the_stamp_once(rtws: Path) -
     notes): the tree section is built again at the stamp the system prompt's rules just
     read — one statement for the whole compile, not a read of the tree's own."""
     write_team(rtws, {"dev": {"toolsets": ["fs"]}})
-    counts: list[tuple[str | None, int]] = []
-    original = LoopPolicy.compile_request
-    steps = 0
-
-    def respond(req: GenerationRequest) -> Turn:
-        nonlocal steps
-        phase = phase_of(req)
-        if phase == "PLAN":
-            return Turn(tool_calls=[create("a"), end("DO")])
-        if phase == "DO":
-            steps += 1
-            if steps <= 4:
-                return Turn(tool_calls=[call("node_update", node_id="n1", notes=f"step {steps}")])
-            return Turn(tool_calls=[complete("n1"), end("CHECK")])
-        if phase == "CHECK":
-            return Turn(tool_calls=[verdict("n1"), end("END")])
-        return Turn(tool_calls=[end("END")])
-
-    rt, policies = loop_runtime(rtws, FunctionModel(respond))
-    stats = rt.store.stats
-
-    def counted(self: LoopPolicy, live: Any, parts: Any, tools: Any) -> GenerationRequest:
-        before = stats.statements
-        out = original(self, live, parts, tools)
-        counts.append((self.phase.value, stats.statements - before))
-        return out
-
-    LoopPolicy.compile_request = counted  # type: ignore[method-assign]
-    try:
-        report = await TaskLoop(rt, policies, TASK).run("go")
-    finally:
-        LoopPolicy.compile_request = original  # type: ignore[method-assign]
-    assert report.outcome is LoopOutcome.DONE, report.reason
+    rt, do = await _do_compile_statements(
+        rtws, lambda k: call("node_update", node_id="n1", notes=f"step {k}"), 4
+    )
     assert workspace(rt).nodes["n1"].notes == "step 4"  # every DO step wrote it
-    do = [n for phase, n in counts if phase == "DO"]
     assert len(do) == 5
     assert max(do[1:]) <= 1, do
     await rt.aclose()

@@ -6,6 +6,7 @@ the neutral body takes on a database without a fast path of its own), and Postgr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,15 @@ def downgrade(store: Store, *sql: str) -> None:
         for stmt in sql:
             conn.execute(sa.text(stmt))
     store.close()
+
+
+def statements_run(store: Store, fn: Callable[[], object]) -> list[str]:
+    """The statements `fn()` ran on a SQLite store's connection."""
+    seen: list[str] = []
+    con = store.dialect.dbapi  # type: ignore[attr-defined]
+    con.set_trace_callback(seen.append)
+    try:
+        fn()
+    finally:
+        con.set_trace_callback(None)
+    return seen

@@ -13,7 +13,7 @@ import pytest
 
 from mindloop.store import DialogRecord, Store
 from mindloop.store.tasks import TaskRecord
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, open_store, statements_run
 
 pytestmark = pytest.mark.sqlite_only  # PostgreSQL keeps nothing past a transaction
 
@@ -29,24 +29,14 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
     s.close()
 
 
-def _selects(store: Store, fn: object) -> list[str]:
-    """The statements `fn()` ran on the store's connection."""
-    seen: list[str] = []
-    con = store.dialect.dbapi  # type: ignore[attr-defined]
-    con.set_trace_callback(seen.append)
-    try:
-        fn()  # type: ignore[operator]
-    finally:
-        con.set_trace_callback(None)
-    return seen
-
-
 def test_a_row_this_store_wrote_is_not_read_again(store: Store) -> None:
     store.update_task("t1", phase="DO")
-    ran = _selects(store, lambda: store.task_by_root("d1"))
+    ran = statements_run(store, lambda: store.task_by_root("d1"))
     assert ran == ["PRAGMA data_version"]
     with store.tx():
-        ran = _selects(store, lambda: [store.task_by_root("d1"), store.task_by_path("tasks/x.tsk")])
+        ran = statements_run(
+            store, lambda: [store.task_by_root("d1"), store.task_by_path("tasks/x.tsk")]
+        )
     assert ran == ["PRAGMA data_version"]  # once per transaction
     assert store.task_by_root("d1").phase == "DO"  # type: ignore[union-attr]
 
@@ -67,7 +57,7 @@ def test_another_connections_commit_is_read_again(tmp_path: Path, store: Store) 
 def test_a_write_of_the_table_and_a_rollback_drop_what_was_kept(store: Store) -> None:
     assert store.task_by_root("d1").topic == "x"  # type: ignore[union-attr]
     store.touch_task("t1")  # a write of the table that puts nothing back
-    ran = _selects(store, lambda: store.task_by_root("d1"))
+    ran = statements_run(store, lambda: store.task_by_root("d1"))
     assert any(s.startswith("SELECT tasks") for s in ran)
     with pytest.raises(RuntimeError), store.tx():
         store.update_task("t1", phase="CHECK")
@@ -90,7 +80,7 @@ def test_open_waits_questions_and_the_wait_state_follow_every_write(
 
     assert store.open_waits("d1") == [] and store.wait_state("d1") == (0, 0, 0, 0)
     assert store.open_questions(dialog_id="d1") == []
-    ran = _selects(store, lambda: (store.open_waits("d1"), store.wait_state("d1")))
+    ran = statements_run(store, lambda: (store.open_waits("d1"), store.wait_state("d1")))
     assert ran == ["PRAGMA data_version", "PRAGMA data_version"]
     store.add_wait(WaitRecord(id="w1", dialog_id="d1", kind="timer", key="k", blocks=True))
     assert [w.id for w in store.open_waits("d1")] == ["w1"]

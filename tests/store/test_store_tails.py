@@ -5,7 +5,7 @@ mix of appends, reads, other connections' writes and rolled-back transactions.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.store import DialogRecord, MessageRecord, Store, tails
-from tests.store.stores import open_store
+from tests.store.stores import open_store, statements_run
 
 pytestmark = pytest.mark.sqlite_only  # PostgreSQL keeps nothing past a transaction
 
@@ -44,15 +44,8 @@ def _shown(recs: list[MessageRecord]) -> list[tuple[int, str, str]]:
     return [(r.id, r.dialog_id, r.data["text"]) for r in recs]
 
 
-def _reads(store: Store, fn: object) -> list[str]:
-    seen: list[str] = []
-    con = store.dialect.dbapi  # type: ignore[attr-defined]
-    con.set_trace_callback(seen.append)
-    try:
-        fn()  # type: ignore[operator]
-    finally:
-        con.set_trace_callback(None)
-    return [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+def _reads(store: Store, fn: Callable[[], object]) -> list[str]:
+    return [s for s in statements_run(store, fn) if s.lstrip().upper().startswith("SELECT")]
 
 
 def test_what_this_store_appended_is_not_read_back(two: tuple[Store, Store]) -> None:
