@@ -21,8 +21,9 @@ from mindloop.memory import (
     budgets,
     history_sections,
 )
+from mindloop.memory.compiler import CompiledContext
 from mindloop.memory.render import section_cost, section_messages
-from mindloop.memory.tokens import messages_tokens
+from mindloop.memory.tokens import TokenCounter, messages_tokens
 from mindloop.providers.base import (
     AssistantMessage,
     ChatMessage,
@@ -105,16 +106,23 @@ def compile_inputs(draw: st.DrawFn) -> tuple[list[Section], int, str | None, str
     return sections, window, phase, taskdoc, ratio
 
 
+def _compiled(
+    args: tuple[list[Section], int, str | None, str, float],
+) -> tuple[CompiledContext, TokenCounter]:
+    """`compile_inputs()` compiled, with the counter it was compiled with (its ratio set)."""
+    sections, window, phase, taskdoc, ratio = args
+    compiler = MemoryCompiler(MemoryConfig())
+    compiler.calibration.observe("m", 100, int(100 * ratio))
+    out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
+    return out, compiler.counter("m")
+
+
 @settings(max_examples=60, deadline=None)
 @given(compile_inputs())
 def test_the_compiled_input_never_exceeds_b(
     args: tuple[list[Section], int, str | None, str, float],
 ) -> None:
-    sections, window, phase, taskdoc, ratio = args
-    compiler = MemoryCompiler(MemoryConfig())
-    compiler.calibration.observe("m", 100, int(100 * ratio))
-    out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
-    counter = compiler.counter("m")
+    out, counter = _compiled(args)
     assert out.tokens <= out.budgets.total
     # Recounted from the messages actually sent, with the same counter.
     assert messages_tokens(out.messages(), counter) <= out.budgets.total
@@ -131,11 +139,7 @@ def test_what_each_section_is_said_to_cost_is_what_it_costs(
     args: tuple[list[Section], int, str | None, str, float],
 ) -> None:
     # a trim records the cost its parts add up to, never counting the result again
-    sections, window, phase, taskdoc, ratio = args
-    compiler = MemoryCompiler(MemoryConfig())
-    compiler.calibration.observe("m", 100, int(100 * ratio))
-    out = compiler.compile(sections, window=window, model="m", phase=phase, taskdoc=taskdoc)
-    counter = compiler.counter("m")
+    out, counter = _compiled(args)
     for kind, cost in out.by_section.items():
         assert cost == section_cost(out.section(kind), counter)
     assert out.tokens == sum(section_cost(s, counter) for s in out.sections)
