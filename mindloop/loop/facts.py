@@ -5,7 +5,9 @@ itself (its loop root's open questions, blocking waits and unanswered tellasks: 
 user message (R0), the BENCH nodes that are ready (all four conditions), the phase that
 ended with its hint, and whether that phase registered a wait. `park_reason` says, when
 the task parks, what it waits on: the human (the run stops, exit 4), work under way in
-the tree (the run waits for it), or nothing that will move by itself.
+the tree (the run waits for it), a dialog of the tree stopped at a limit (the run stops;
+its drive's step limit or cap makes it exit 3, and the next run drives it on), or nothing
+that will move by itself.
 """
 
 from __future__ import annotations
@@ -97,9 +99,8 @@ class Park(StrEnum):
     HUMAN = "human"  # a question or an approval: the run stops (exit 4)
     WORK = "work"  # dialogs of the tree are at work, or a timer will fire: wait for them
     STUCK = "stuck"  # nothing will move by itself: the human must act (exit 4)
-    # a dialog of the tree stopped at the per-drive step limit, and its caller waits on
-    # it: the run ends (its drive's step limit makes it exit 3); the next `run` of the
-    # task drives it on
+    # a dialog of the tree stopped at the per-drive step limit or a spending cap, and its
+    # caller waits on it: the run ends (exit 3); the next `run` of the task drives it on
     STOPPED = "stopped"
 
 
@@ -130,7 +131,7 @@ def park_reason(rt: DialogRuntime, state: ls.LoopState) -> tuple[Park, str]:
     if stopped:
         d = stopped[0]
         return Park.STOPPED, (
-            f"dialog {d.id} (@{d.member}) stopped at the per-drive step limit: "
+            f"dialog {d.id} (@{d.member}) stopped at the per-drive step limit or a cap: "
             f"`mindloop run {state.task_path}` drives it on"
         )
     ws = repo.load(store, state.task_path)
