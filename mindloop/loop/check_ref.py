@@ -16,34 +16,25 @@ next look at the ref (a BENCH node's condition 3, the next CHECK) sees it either
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.tellask.grammar import TELLASK_PREFIX
 from mindloop.store import MessageRecord, Store
 from mindloop.store import loop_state as ls
+from mindloop.store.per_store import PerStore
 
 # per store: task -> (the CHECK entry's input id, its course, the ref it showed), of the
-# latest tasks checked (a process that runs many holds no more than one that ran a few)
-_shown: weakref.WeakKeyDictionary[Store, dict[str, tuple[int, int, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-TASKS_KEPT = 64
+# latest 64 tasks checked
+_shown: PerStore[tuple[int, int, str]] = PerStore(64)
 
 
 def hold(store: Store, task: str, entry_input: MessageRecord, ref: str) -> None:
     """The ref a CHECK entry's input `entry_input` shows, held for its close once the
     entry has committed (the caller's transaction; nothing if it rolls back)."""
 
-    def keep() -> None:
-        shown = _shown.setdefault(store, {})
-        shown.pop(task, None)
-        shown[task] = (entry_input.id, entry_input.course, ref)
-        if len(shown) > TASKS_KEPT:
-            del shown[next(iter(shown))]  # the task checked least recently
-
-    store.after_commit(f"check_ref:{task}", keep)
+    shown = (entry_input.id, entry_input.course, ref)
+    store.after_commit(f"check_ref:{task}", lambda: _shown.put(store, task, shown))
 
 
 def at_close(
@@ -53,7 +44,7 @@ def at_close(
     changed the files: `messages`, the root's messages since the input in its course now
     (`course`, the input's own: the whole entry), call only store-only tools and make no
     tellask. None: compute it."""
-    held = _shown.get(rt.store, {}).get(state.task_path)
+    held = _shown.get(rt.store, state.task_path)
     if held is None or (held[0], held[1]) != (state.entry_message_id, course):
         return None
     for m in messages:

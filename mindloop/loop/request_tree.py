@@ -24,8 +24,6 @@ same line (`node_line`), so each builds from what the other built last.
 
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from itertools import compress
 from operator import is_not
@@ -34,11 +32,11 @@ from mindloop.i18n import Lang
 from mindloop.loop.phases import Phase
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.store import Store
+from mindloop.store.per_store import PerStore
 from mindloop.workspace.models import MAIN, ROOT_ID, Node, NodeKind, NodeStatus
 from mindloop.workspace.state import WorkspaceState, is_ready
 
 _KIND = SectionKind.WORKSPACE_TREE
-KEPT = 1024  # tasks whose tree is kept, per store (a fixed amount of memory)
 
 
 def node_line(state: WorkspaceState, n: Node) -> str:
@@ -56,22 +54,16 @@ def node_line(state: WorkspaceState, n: Node) -> str:
     return "".join((n.id, " [", n.status, ready, "] ", kind, " ", repr(n.title), tail))
 
 
-_kept: weakref.WeakKeyDictionary[Store, OrderedDict[str, TreeParts]] = weakref.WeakKeyDictionary()
+_kept: PerStore[TreeParts] = PerStore(1024)  # tasks whose tree is kept, per store
 
 
 def tree_parts(store: Store, task: str) -> TreeParts:
     """The task's whole tree as this process last built it from `store`'s workspace
     (see the module doc); a new one for a task not seen yet (or long unused)."""
-    held = _kept.get(store)
-    if held is None:
-        held = _kept[store] = OrderedDict()
-    found = held.get(task)
-    if found is not None:
-        held.move_to_end(task)
-        return found
-    found = held[task] = TreeParts()
-    if len(held) > KEPT:
-        held.popitem(last=False)
+    found = _kept.get(store, task)
+    if found is None:
+        found = TreeParts()
+        _kept.put(store, task, found)
     return found
 
 

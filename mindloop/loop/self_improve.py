@@ -19,7 +19,6 @@ processed — the cursor stays where the run began, one failed run counted
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from mindloop.store import loop_state as ls
 from mindloop.store.cursors import Cursors, message_batch
 from mindloop.store.memo import MISS
 from mindloop.store.outbox import Outbox, OutboxRecord, OutboxStatus
+from mindloop.store.per_store import PerStore
 from mindloop.store.schema import cursors as _cursors_table
 from mindloop.store.schema import outbox as _outbox_table
 from mindloop.tools.base import StoreEffect
@@ -174,16 +174,14 @@ class _Read:
     rows: tuple[MessageRecord, ...]
 
 
-# per store: root dialog -> the rows its pass read last (of the latest roots read: a
-# process that reviews many tasks holds no more than one that reviewed a few)
-_reads: weakref.WeakKeyDictionary[Store, dict[str, _Read]] = weakref.WeakKeyDictionary()
-ROOTS_KEPT = 16
+# per store: root dialog -> the rows its pass read last (of the latest 16 roots read)
+_reads: PerStore[_Read] = PerStore(16)
 
 
 def _kept(store: Store, root_id: str, course: int, after: int) -> list[MessageRecord]:
     """The kept rows of `course` after message `after` (none if those kept do not reach
     back to it)."""
-    held = _reads.get(store, {}).get(root_id)
+    held = _reads.get(store, root_id)
     if held is None or held.course != course or not held.after <= after <= held.rows[-1].id:
         return []
     return [m for m in held.rows if m.id > after]
@@ -194,15 +192,8 @@ def _keep(store: Store, root_id: str, read: _Read) -> None:
     transaction may have written some of its rows (the first entry of a pass reads the
     history up to now), which are gone, their ids given again, if it rolls back."""
 
-    def keep() -> None:
-        reads = _reads.setdefault(store, {})
-        reads.pop(root_id, None)
-        reads[root_id] = read
-        if len(reads) > ROOTS_KEPT:
-            del reads[next(iter(reads))]  # the root read least recently
-
     if read.rows:
-        store.after_commit(f"self_improve.read:{root_id}", keep)
+        store.after_commit(f"self_improve.read:{root_id}", lambda: _reads.put(store, root_id, read))
 
 
 def failed_batch(cursor: SelfImproveCursor) -> SelfImproveCursor:
