@@ -1,12 +1,11 @@
 """The work loop's state of each task: its phase, the phase's entry, how the phase ended.
 
 A task's row in `tasks` (`store/tasks.py`: one loop root per `*.tsk` package, DESIGN.md
-§8.7) holds the loop's state people and the Router look at — phase, status and why,
-re-plans — and guards every loop write with its `version`; the loop's cursor (`cursors`,
-scope the loop root, name `loop`) holds the rest: which entry of the phase this is, the
-input message it posted, how it ended, the last summary, the refs its checks passed at.
-Both change in one transaction, so a `mindloop run` killed at any instant resumes exactly
-there:
+§8.7) holds the loop's state: the fields people and the Router look at — phase, status
+and why, re-plans — in columns, the rest — which entry of the phase this is, the input
+message it posted, how it ended, the last summary — in its `loop_state` JSON column.
+Every loop write is one `UPDATE` of that row guarded by its `version`, so a `mindloop
+run` killed at any instant resumes exactly there:
 
 - a phase is *entered* in one transaction that posts its input message to the loop root
   and records the entry (`entry`, `entry_message_id`): a crash leaves both or neither;
@@ -21,11 +20,13 @@ each write joining the caller's transaction.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.store.cursors import Cursors
@@ -36,8 +37,6 @@ from mindloop.store.store import Store
 from mindloop.store.tasks import LoopPhase as Phase
 from mindloop.store.tasks import TaskRecord
 from mindloop.store.tasks import TaskStatus as LoopStatus
-
-CURSOR = "loop"  # the loop's cursor: scope the loop root, this name
 
 
 class Hint(StrEnum):
@@ -139,17 +138,26 @@ class LoopState(BaseModel):
 
 _ROW = frozenset({"phase", "status", "status_reason", "plan_reentries", "version"})
 _BINDING = frozenset({"task_id", "task_path", "root_id", "created_at", "updated_at"})
-_NOT_IN_CURSOR = set(_ROW | _BINDING)
+_IN_COLUMNS = set(_ROW | _BINDING)  # the rest is the row's `loop_state`
+
+_tc = _tasks_table.c
+# A loop write: the SET clause comes from the parameter keys; the version the state was
+# read at is the guard, and the new one is that plus one.
+_SAVE = (
+    sa.update(_tasks_table)
+    .where(_tc.id == sa.bindparam("_id"), _tc.version == sa.bindparam("_version"))
+    .values(version=_tc.version + 1)
+)
 
 
 class StaleLoopState(Exception):
     """A loop write found the task at another version (another writer moved it first)."""
 
 
-def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
+def _compose(task: TaskRecord, rest: dict[str, Any] | None) -> LoopState:
     return LoopState.model_validate(
         {
-            **(cursor or {}),
+            **(rest or {}),
             "task_id": task.id,
             "task_path": task.task_path,
             "root_id": task.root_id,
@@ -165,8 +173,8 @@ def _compose(task: TaskRecord, cursor: dict[str, Any] | None) -> LoopState:
 
 
 # The last state read or written of each task, per store: the task's row identifies it
-# (its cursor changes only with a version bump, in the same transaction), so a read whose
-# row matches costs that one row, not the cursor's read and a validation of the whole.
+# (its `loop_state` changes only with a version bump), so a read whose row matches costs
+# a look at that row, not a validation of the whole.
 _held: weakref.WeakKeyDictionary[Store, dict[str, LoopState]] = weakref.WeakKeyDictionary()
 # the key of the row `TaskRows.task_by_path` keeps (`Store.memo_get`)
 _TASKS = _tasks_table.name
@@ -215,8 +223,7 @@ def _of(store: Store, task: TaskRecord | None) -> LoopState | None:
     held = _held.get(store, {}).get(task.task_path)
     if held is not None and held.version == task.version and held.updated_at == task.updated_at:
         return held
-    found = Cursors(store).get(task.root_id, CURSOR)
-    value = found.value if found is not None else None
+    value = task.loop_state
     if value and value.get("checked"):  # written before the marks had rows of their own
         record_checks(
             store, task.root_id, {n: (at, ref) for n, (at, ref) in value["checked"].items()}
@@ -293,30 +300,36 @@ def all_states(store: Store) -> list[LoopState]:
 def save(store: Store, state: LoopState) -> LoopState:
     """Write `state` over the task it was read from (at `state.version`); the new state.
     `StaleLoopState` when another writer moved the task first."""
+    fields: dict[str, Any] = {
+        "phase": state.phase,
+        "status": state.status,
+        "status_reason": state.status_reason or None,
+        "plan_reentries": state.plan_reentries,
+    }
+    rest = state.model_dump(mode="json", exclude=_IN_COLUMNS)
+    now = time.time()
+    params = {k: (v.value if isinstance(v, StrEnum) else v) for k, v in fields.items()}
+    params |= {"loop_state": rest, "updated_at": now, "_id": state.task_id}
+    params["_version"] = state.version
     with store.tx():
-        task = store.update_task(
-            state.task_id,
-            expected_version=state.version,
-            phase=state.phase.value if state.phase else None,
-            status=state.status.value,
-            status_reason=state.status_reason or None,
-            plan_reentries=state.plan_reentries,
-        )
-        if task is None:
+        row = store.memo_get((_TASKS, "path", state.task_path))  # the write forgets it
+        if store._write(_SAVE, params) == 0:
             raise StaleLoopState(
                 f"the loop state of {state.task_path} is no longer at version {state.version}"
             )
-        cursor = state.model_dump(mode="json", exclude=_NOT_IN_CURSOR)
-        Cursors(store).set(task.root_id, CURSOR, cursor)
+        version = state.version + 1
+        if row is not MISS and row is not None:  # the row as it now stands, kept
+            update = {**fields, "loop_state": rest, "version": version, "updated_at": now}
+            store._keep(row.model_copy(update=update))
     discard(store, state.task_path)  # a staged state is written with this one
     # `state` with the row's new fields: what a read would compose (validated already)
     return _hold(
         store,
         state.model_copy(
             update={
-                "version": task.version,
-                "updated_at": task.updated_at,
-                "status_reason": task.status_reason or "",
+                "version": version,
+                "updated_at": now,
+                "status_reason": state.status_reason or "",
             }
         ),
     )

@@ -251,6 +251,9 @@ tasks = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),  # optimistic locking of loop writes
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # the rest of the loop's state (`store.loop_state`): written with the fields above, in
+    # one statement, at every phase entry and end
+    sa.Column("loop_state", sa.JSON, nullable=True),
     sa.Index("ix_tasks_updated", "updated_at"),
 )
 
@@ -526,6 +529,28 @@ def _workspace_stamp(conn: sa.Connection) -> None:
     _add_columns(conn, ws_meta, ["stamp"])
 
 
+# ---------------------------------------------------------------- loop state in its row
+# (issue 12, loop overhead: a phase entry or end writes one row, not the row and a cursor)
+
+
+def _loop_state_in_row(conn: sa.Connection) -> None:
+    """The loop's state moves from its cursor (scope the loop root, name `loop`) into its
+    task's row."""
+    _add_columns(conn, tasks, ["loop_state"])
+    _t, _c = tasks.c, cursors.c
+    cursor = sa.and_(_c.scope == _t.root_id, _c.name == "loop")
+    conn.execute(
+        sa.update(tasks)
+        .where(_t.loop_state.is_(None))
+        .values(loop_state=sa.select(_c.value).where(cursor).scalar_subquery())
+    )
+    conn.execute(
+        sa.delete(cursors).where(
+            _c.name == "loop", _c.scope.in_(sa.select(_t.root_id).where(_t.loop_state.is_not(None)))
+        )
+    )
+
+
 MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _v0_to_v1,
     _v1_to_v2,
@@ -538,5 +563,6 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [
     _loop_memory_and_retries,
     _waits_and_approvals,
     _workspace_stamp,
+    _loop_state_in_row,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

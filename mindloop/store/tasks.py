@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
@@ -71,6 +71,9 @@ class TaskRecord(BaseModel):
     version: int = 1
     created_at: float = 0.0
     updated_at: float = 0.0
+    # the rest of the loop's state, as `store.loop_state` writes it (None: never written);
+    # not part of the record's dump (a new task starts without one)
+    loop_state: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
 
 _c = t.tasks.c

@@ -1,7 +1,8 @@
-"""The loop state of a task (`store.loop_state`): a row of `tasks` plus the loop's cursor,
-read back from a cache while the row says it is current; the passing CHECKs a BENCH node
-depends on, one cursor per node (the state written at every phase stays the same size
-however many nodes pass)."""
+"""The loop state of a task (`store.loop_state`): a row of `tasks` (columns and its
+`loop_state`), read back from a cache while the row says it is current; the passing CHECKs
+a BENCH node depends on, one cursor per node (the state written at every phase stays the
+same size however many nodes pass); a state an older mindloop kept in a cursor moves into
+the row."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 
 from mindloop.store import DialogRecord, Store
 from mindloop.store import loop_state as ls
+from mindloop.store import schema as t
 from mindloop.store.cursors import Cursors
 from mindloop.store.tasks import TaskRecord
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, downgrade, open_store
 
 TASK = "tasks/t.tsk"
 
@@ -39,9 +41,9 @@ def test_passing_checks_are_rows_of_their_own_and_the_state_does_not_grow(
     assert state is not None
 
     def size() -> int:
-        found = Cursors(store).get("r", ls.CURSOR)
-        assert found is not None
-        return len(json.dumps(found.value))
+        found = open_store(tmp_path / ".mindloop" / "state.sqlite", kind).task_by_root("r")
+        assert found is not None and found.loop_state is not None
+        return len(json.dumps(found.loop_state))
 
     state = ls.save(store, state.model_copy(update={"entry": 10}))
     first = size()
@@ -58,25 +60,57 @@ def test_passing_checks_are_rows_of_their_own_and_the_state_does_not_grow(
     fresh.close()
 
 
-def test_marks_an_older_loop_cursor_held_become_rows_when_it_is_read(
+def test_marks_an_older_loop_state_held_become_rows_when_it_is_read(
     tmp_path: Path, kind: str
 ) -> None:
-    """A loop state written before the marks had rows kept them in its cursor: the first
-    read records them (nothing lost to the next save, which no longer writes them)."""
+    """A loop state written before the marks had rows kept them in it: the first read
+    records them (nothing lost to the next save, which no longer writes them)."""
     store = _store(tmp_path, kind)
     state = ls.get(store, TASK)
     assert state is not None
-    value = state.model_dump(mode="json", exclude=ls._NOT_IN_CURSOR)
+    value = state.model_dump(mode="json", exclude=ls._IN_COLUMNS)
     value["checked"] = {"n1": [1001.0, "git:a"], "n2": [1002.0, "git:b"]}
-    Cursors(store).set("r", ls.CURSOR, value)
+    downgrade(store, _set_loop_state(kind, value))
     fresh = open_store(tmp_path / ".mindloop" / "state.sqlite", kind)
     again = ls.get(fresh, TASK)
     assert again is not None
     ls.save(fresh, again.model_copy(update={"entry": 3}))
     assert ls.checks(fresh, "r") == {"n1": (1001.0, "git:a"), "n2": (1002.0, "git:b")}
-    assert "checked" not in Cursors(fresh).get("r", ls.CURSOR).value  # type: ignore[union-attr]
-    store.close()
+    row = open_store(tmp_path / ".mindloop" / "state.sqlite", kind).task_by_root("r")
+    assert row is not None and row.loop_state is not None and "checked" not in row.loop_state
     fresh.close()
+
+
+def _set_loop_state(kind: str, value: dict[str, object]) -> str:
+    text = json.dumps(value).replace("'", "''")
+    cast = "::json" if kind == "postgres" else ""
+    return f"UPDATE tasks SET loop_state = '{text}'{cast} WHERE root_id = 'r'"
+
+
+def test_a_loop_state_kept_in_a_cursor_moves_into_its_row(tmp_path: Path, kind: str) -> None:
+    """A database from before the state had its column: the migration moves each task's
+    loop cursor into the row, and the state reads back as it was written."""
+    db = tmp_path / ".mindloop" / "state.sqlite"
+    store = _store(tmp_path, kind)
+    state = ls.get(store, TASK)
+    assert state is not None
+    state = ls.save(store, state.model_copy(update={"entry": 7, "node_id": "n3"}))
+    value = state.model_dump(mode="json", exclude=ls._IN_COLUMNS)
+    Cursors(store).set("r", "loop", value)  # where the mindloop before the column kept it
+    Cursors(store).set("free", "loop", {"entry": 1})  # no task's root: left alone
+    before = t.MIGRATIONS.index(t._loop_state_in_row)
+    downgrade(
+        store,
+        "ALTER TABLE tasks DROP COLUMN loop_state",
+        f"UPDATE schema_version SET version = {before}",
+    )
+    migrated = open_store(db, kind)
+    assert migrated.schema_version() == t.SCHEMA_VERSION
+    back = ls.get(migrated, TASK)
+    assert back is not None and (back.entry, back.node_id) == (7, "n3")
+    assert Cursors(migrated).get("r", "loop") is None
+    assert Cursors(migrated).get("free", "loop") is not None
+    migrated.close()
 
 
 def test_a_staged_state_is_read_in_its_transaction_and_written_once_with_what_follows(
