@@ -8,7 +8,6 @@ events, never lifecycle ones. The event kinds are in `events.types`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from mindloop.events.types import CHUNK_TYPES, Event
@@ -45,6 +44,8 @@ class EventBus:
         return q, self.subscribe(put)
 
     def publish(self, event: Event) -> None:
-        for listener in list(self._listeners):
-            with contextlib.suppress(Exception):  # a renderer must never stop the runtime
+        for listener in tuple(self._listeners):  # one may unsubscribe while it runs
+            try:
                 listener(event)
+            except Exception:  # a renderer must never stop the runtime
+                continue
