@@ -137,13 +137,13 @@ def _root_problems(root: Node | None, out: list[str]) -> None:
 
 
 def _busy_problems(nodes: Iterable[Node], out: list[str]) -> None:
-    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not).
+    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not;
+    # the enum members bound once: a look-up through the class costs more than the test)
+    in_progress, execution = NodeStatus.IN_PROGRESS, NodeKind.EXECUTION
     busy = [
         n.id
         for n in nodes
-        if n.status is NodeStatus.IN_PROGRESS
-        and n.kind is NodeKind.EXECUTION
-        and n.assignee == MAIN
+        if n.status is in_progress and n.kind is execution and n.assignee == MAIN
     ]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")

@@ -45,16 +45,16 @@ class Moves(SessionBase):
     def _authorise(
         self, rows: list[Row], source: NodeStatus | None, target: NodeStatus, type: NodeType
     ) -> Actor:
+        for row in rows:
+            actor = self.authority.acts_as(row)
+            if actor is not None:
+                return actor
         by = self.authority.label()
         if not rows:
             legal = ", ".join(legal_targets(source, type)) or "none (terminal)"
             raise IllegalTransition(
                 str(source or "–"), target.value, by, f"not in the table; legal from there: {legal}"
             )
-        for row in rows:
-            actor = self.authority.acts_as(row)
-            if actor is not None:
-                return actor
         allowed = ", ".join(sorted({a.value for r in rows for a in r.by}))
         raise IllegalTransition(str(source or "–"), target.value, by, f"only {allowed} may take it")
 
@@ -145,11 +145,14 @@ class Moves(SessionBase):
                     f"{node.id} waits for deps that are not DONE: {', '.join(waiting)}",
                     arg="node_id",
                 )
+            # a scan of every node: the enum members bound once (a look-up through the
+            # class costs more than the test)
+            in_progress, execution = NodeStatus.IN_PROGRESS, NodeKind.EXECUTION
             busy = [
                 n.id
                 for n in self.state.view().values()
-                if n.status is NodeStatus.IN_PROGRESS
-                and n.kind is NodeKind.EXECUTION
+                if n.status is in_progress
+                and n.kind is execution
                 and n.assignee == MAIN
                 and n.id != node.id
             ]

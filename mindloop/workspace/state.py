@@ -199,10 +199,12 @@ class WorkspaceState:
         """The statuses of the nodes `ids` names (those that exist): a planning node's
         children, in one pass without a call per child."""
         nodes = self.nodes
-        if isinstance(nodes, NodeMap):
-            own, base = nodes._own, nodes._base
-            return {n.status for i in ids if (n := own.get(i) or base.get(i)) is not None}
-        return {n.status for i in ids if (n := nodes.get(i)) is not None}
+        if isinstance(nodes, NodeMap):  # one merged look-up per child (a few are the session's)
+            own = nodes._own
+            get = {**nodes._base, **own}.get if own else nodes._base.get
+        else:
+            get = nodes.get
+        return {n.status for n in map(get, ids) if n is not None}
 
     def peek(self, node_id: str) -> Node | None:
         """One node to read (not copied, not to change)."""
