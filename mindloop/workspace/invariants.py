@@ -201,8 +201,12 @@ def _node_problems(get: Callable[[str], Node | None], n: Node, out: list[str]) -
 
 def _doc_problems(state: WorkspaceState, nodes: Iterable[Node], out: list[str]) -> None:
     # decision 8: every doc a node references is in the index
-    indexed = {d.path for d in state.index}
+    indexed: set[str] | None = None  # made for the first node with docs (most have none)
     for n in nodes:
+        if not n.docs:
+            continue
+        if indexed is None:
+            indexed = {d.path for d in state.index}
         for d in n.docs:
             if d.path not in indexed:
                 out.append(f"{n.id}: doc {d.path} is not in the workspace index")

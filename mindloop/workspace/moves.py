@@ -35,6 +35,7 @@ from mindloop.workspace.transitions import (
 )
 
 MAX_ADJUSTS = 3
+_REF_EFFECTS = frozenset({Effect.CHECKPOINT, Effect.CHECKED})  # rows that record a ref
 
 
 class Moves(SessionBase):
@@ -45,10 +46,16 @@ class Moves(SessionBase):
     def _authorise(
         self, rows: list[Row], source: NodeStatus | None, target: NodeStatus, type: NodeType
     ) -> Actor:
+        return self._authorised(rows, source, target, type)[0]
+
+    def _authorised(
+        self, rows: list[Row], source: NodeStatus | None, target: NodeStatus, type: NodeType
+    ) -> tuple[Actor, Row]:
+        """The actor this authority takes the first row it may take as, and that row."""
         for row in rows:
             actor = self.authority.acts_as(row)
             if actor is not None:
-                return actor
+                return actor, row
         by = self.authority.label()
         if not rows:
             legal = ", ".join(legal_targets(source, type)) or "none (terminal)"
@@ -90,9 +97,9 @@ class Moves(SessionBase):
             )
         rsn = fields.line("reason", reason, "reason")
         ev = fields.line("evidence", evidence, "evidence", required=False)
-        rows = find_rows(node.status, to, node.type)
-        actor = self._authorise(rows, node.status, to, node.type)
-        row = next(r for r in rows if self.authority.acts_as(r) is actor)
+        actor, row = self._authorised(
+            find_rows(node.status, to, node.type), node.status, to, node.type
+        )
         # what the call brings, checked before anything changes
         checks = list(self_check or [])
         if checks:
@@ -295,7 +302,7 @@ class Moves(SessionBase):
                 node.checked_ref = ref
         who = self.authority.who
         extra: dict[str, object] = {}
-        if ref is not None and {Effect.CHECKPOINT, Effect.CHECKED} & set(row.effects):
+        if ref is not None and not _REF_EFFECTS.isdisjoint(row.effects):
             extra["ref"] = ref
         if Effect.REPORT in row.effects:
             extra["report"] = True

@@ -81,6 +81,8 @@ _E = TypeVar("_E", bound=StrEnum)
 def enum_value(arg: str, cls: type[_E], value: str) -> _E:
     """`value` as a member of `cls`, or an error naming the allowed values (upstream's
     silent success on an unknown `action` must be impossible: flaw 3)."""
+    if type(value) is cls:  # a member already (the usual call): no look-up
+        return value
     try:
         return cls(value)
     except ValueError:

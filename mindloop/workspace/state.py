@@ -157,21 +157,26 @@ class WorkspaceState:
     index: list[DocRef] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     focus: str = ROOT_ID
-    offered: list[DocRef] = field(default_factory=list)  # found by the start scan
+    # found by the start scan; replaced whole (`Session.init`), never changed in place
+    offered: list[DocRef] = field(default_factory=list)
     created_at: float = 0.0
     exists: bool = False  # initialised (the store has its row)
     stamp: str = ""  # the store's stamp of this value (`ws_meta.stamp`; "": not stored)
 
     def copy(self) -> WorkspaceState:
         """A deep copy."""
-        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()})
+        offered = [d.model_copy() for d in self.offered]
+        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()}, offered)
 
     def cow(self) -> WorkspaceState:
         """A copy whose nodes are copied when taken (`NodeMap`): what a command session
-        works on. The small lists (index, rules, docs found) are copied at once."""
-        return self._with_nodes(NodeMap(self.view()))
+        works on. The index and the rules (changed in place by commands) are copied at
+        once; the docs found are shared (never changed in place)."""
+        return self._with_nodes(NodeMap(self.view()), self.offered)
 
-    def _with_nodes(self, nodes: MutableMapping[str, Node]) -> WorkspaceState:
+    def _with_nodes(
+        self, nodes: MutableMapping[str, Node], offered: list[DocRef]
+    ) -> WorkspaceState:
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
@@ -179,7 +184,7 @@ class WorkspaceState:
             index=[d.model_copy() for d in self.index],
             rules=[r.model_copy(deep=True) for r in self.rules],
             focus=self.focus,
-            offered=[d.model_copy() for d in self.offered],
+            offered=offered,
             created_at=self.created_at,
             exists=self.exists,
             stamp=self.stamp,
