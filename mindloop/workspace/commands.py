@@ -39,7 +39,7 @@ from mindloop.workspace.session import (
     enum_value,
     syntax_only,
 )
-from mindloop.workspace.state import find_cycle, refresh_planning
+from mindloop.workspace.state import WorkspaceState, find_cycle, refresh_planning
 from mindloop.workspace.transitions import (
     Actor,
     find_rows,

@@ -143,6 +143,9 @@ def test_a_session_copies_only_the_nodes_it_takes(rtws: Path, store: Store) -> N
     assert change.changed_nodes == ["n2"]
     assert change.after.view()["n3"] is shared.nodes["n3"]  # not copied
     assert shared.nodes["n2"].notes == ""  # the shared value was not changed in place
+    # the docs found are shared too (never changed in place); the index is copied
+    assert change.after.offered is shared.offered
+    assert change.after.index == shared.index and change.after.index is not shared.index
 
 
 def test_a_refused_command_leaves_the_shared_value_as_it_was(rtws: Path, store: Store) -> None:
