@@ -251,7 +251,7 @@ class WorkspaceState:
 
     @property
     def root(self) -> Node | None:
-        return self.nodes.get(ROOT_ID)
+        return self.peek(ROOT_ID)
 
     def index_doc(self, path: str) -> DocRef | None:
         return next((d for d in self.index if d.path == path), None)
@@ -276,13 +276,13 @@ class WorkspaceState:
                 push([(c, below) for c in reversed(children)])
 
     def ancestors(self, node_id: str) -> list[Node]:
-        """Parent first, root last."""
+        """Parent first, root last (to read: none is taken)."""
         out: list[Node] = []
-        node = self.nodes.get(node_id)
+        node = self.peek(node_id)
         seen = {node_id}
         while node is not None and node.parent_id is not None and node.parent_id not in seen:
             seen.add(node.parent_id)
-            node = self.nodes.get(node.parent_id)
+            node = self.peek(node.parent_id)
             if node is not None:
                 out.append(node)
         return out
