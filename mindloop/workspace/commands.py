@@ -39,7 +39,7 @@ from mindloop.workspace.session import (
     enum_value,
     syntax_only,
 )
-from mindloop.workspace.state import find_cycle, refresh_planning
+from mindloop.workspace.state import WorkspaceState, find_cycle, refresh_planning
 from mindloop.workspace.transitions import (
     Actor,
     find_rows,
@@ -592,20 +592,26 @@ class Session(Moves):
     def finish(self) -> Change:
         """Derive, check, version: the change to write. A result that breaks an
         invariant the input kept is refused (nothing is written)."""
-        touched = self.state.touched()
-        refresh_planning(self.state, touched)
+        state, before = self.state, self.before
+        # only a node whose status, kind, start or links moved can move its ancestors'
+        # derived statuses (a step count, a note or a conclusion cannot)
+        refresh_planning(state, [n for n in state.touched() if _derives(before, state, n)])
+        touched = state.touched()  # with the planning nodes the refresh took
         new: list[str] = []
-        if problems_near(self.state, self.before, self.state.touched()):  # usually empty
-            before = set(problems(self.before))
-            new = [p for p in problems(self.state) if p not in before]
+        if problems_near(state, before, touched):  # usually empty
+            old_problems = set(problems(before))
+            new = [p for p in problems(state) if p not in old_problems]
         if new:
             raise WorkspaceError("INVARIANT", "; ".join(new))
-        for nid in self.state.touched():
-            node = self.state.nodes[nid]
-            old = self.before.peek(nid)
+        changed: list[str] = []
+        for nid in touched:
+            node = state.nodes[nid]
+            old = before.peek(nid)
             if old is None:
+                changed.append(nid)
                 continue
             if old != node:
+                changed.append(nid)
                 node.version = old.version + 1
                 node.updated_at = self.now
                 if node.kind is NodeKind.PLANNING and old.status != node.status:
@@ -615,4 +621,19 @@ class Session(Moves):
                         f"{old.status} → {node.status} (derived from its children)",
                         **{"from": old.status.value, "to": node.status.value},
                     )
-        return Change(self.before, self.state, self.log)
+        return Change(before, state, self.log, changed=changed)
+
+
+def _derives(before: WorkspaceState, state: WorkspaceState, node_id: str) -> bool:
+    """Whether what a planning status is derived from moved at `node_id`: a new node, or
+    its status, kind, start, parent or children."""
+    now, was = state.peek(node_id), before.peek(node_id)
+    return (
+        was is None
+        or now is None
+        or now.status is not was.status
+        or now.kind is not was.kind
+        or now.started != was.started
+        or now.parent_id != was.parent_id
+        or now.children != was.children
+    )

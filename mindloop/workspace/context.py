@@ -60,7 +60,9 @@ def node_context(
 ) -> str:
     lang = lang or state.lang
     t = lambda key: ctx_text(lang, key)  # noqa: E731
-    node = state.nodes[node_id]
+    node = state.peek(node_id)  # read: a session's value keeps its nodes untaken
+    if node is None:
+        raise KeyError(node_id)
     out = [
         t("head").format(id=node.id, title=node.title),
         t("intro").format(task=state.task),
@@ -107,7 +109,7 @@ def node_context(
         )
         out += [head, fence, text.rstrip("\n"), fence]
     out += listed
-    deps = [state.nodes[d] for d in node.deps if d in state.nodes]
+    deps = [dep for d in node.deps if (dep := state.peek(d)) is not None]
     if deps:
         out += ["", t("deps")]
         for dep in deps:

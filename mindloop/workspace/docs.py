@@ -70,7 +70,7 @@ def normalise(arg: str, raw: str) -> str:
 def file_check(rtws: Path | str, acl: Acl | None = None) -> DocCheck:
     """The full check: syntax, then the file itself (inside the rtws, through symlinks
     too, readable under `acl`, existing)."""
-    root = Path(rtws)
+    root = rtws if isinstance(rtws, Path) else Path(rtws)  # made for every command: kept
 
     def check(arg: str, raw: str) -> str:
         norm = normalise(arg, raw)

@@ -137,13 +137,13 @@ def _root_problems(root: Node | None, out: list[str]) -> None:
 
 
 def _busy_problems(nodes: Iterable[Node], out: list[str]) -> None:
-    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not).
+    # 1. At most one MAIN node in progress (`_at_work`, the status first: most are not;
+    # the enum members bound once: a look-up through the class costs more than the test)
+    in_progress, execution = NodeStatus.IN_PROGRESS, NodeKind.EXECUTION
     busy = [
         n.id
         for n in nodes
-        if n.status is NodeStatus.IN_PROGRESS
-        and n.kind is NodeKind.EXECUTION
-        and n.assignee == MAIN
+        if n.status is in_progress and n.kind is execution and n.assignee == MAIN
     ]
     if len(busy) > 1:
         out.append(f"invariant 1: more than one MAIN node is IN_PROGRESS: {', '.join(busy)}")
@@ -201,8 +201,12 @@ def _node_problems(get: Callable[[str], Node | None], n: Node, out: list[str]) -
 
 def _doc_problems(state: WorkspaceState, nodes: Iterable[Node], out: list[str]) -> None:
     # decision 8: every doc a node references is in the index
-    indexed = {d.path for d in state.index}
+    indexed: set[str] | None = None  # made for the first node with docs (most have none)
     for n in nodes:
+        if not n.docs:
+            continue
+        if indexed is None:
+            indexed = {d.path for d in state.index}
         for d in n.docs:
             if d.path not in indexed:
                 out.append(f"{n.id}: doc {d.path} is not in the workspace index")

@@ -530,7 +530,27 @@ def parse_info_md(text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------- Log.md
 
 
+# A log row's time to the second, by the second: a run's rows fall in a few seconds, and a
+# whole projection write formats every row of the log. The second is `at`'s whole part
+# unless `datetime` would round its microseconds up into the next one (a fraction from
+# .999999 on, and times before 1970, are formatted by `datetime` itself, uncached).
+_SECONDS_KEPT = 4096
+_seconds: dict[int, str] = {}
+
+
 def stamp(at: float) -> str:
+    whole = int(at)
+    if at >= 0 and at - whole < 0.999999:
+        text = _seconds.get(whole)
+        if text is None:
+            if len(_seconds) >= _SECONDS_KEPT:
+                _seconds.clear()
+            text = _seconds[whole] = _formatted(float(whole))
+        return text
+    return _formatted(at)
+
+
+def _formatted(at: float) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 

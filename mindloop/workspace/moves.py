@@ -35,6 +35,7 @@ from mindloop.workspace.transitions import (
 )
 
 MAX_ADJUSTS = 3
+_REF_EFFECTS = frozenset({Effect.CHECKPOINT, Effect.CHECKED})  # rows that record a ref
 
 
 class Moves(SessionBase):
@@ -45,16 +46,22 @@ class Moves(SessionBase):
     def _authorise(
         self, rows: list[Row], source: NodeStatus | None, target: NodeStatus, type: NodeType
     ) -> Actor:
+        return self._authorised(rows, source, target, type)[0]
+
+    def _authorised(
+        self, rows: list[Row], source: NodeStatus | None, target: NodeStatus, type: NodeType
+    ) -> tuple[Actor, Row]:
+        """The actor this authority takes the first row it may take as, and that row."""
+        for row in rows:
+            actor = self.authority.acts_as(row)
+            if actor is not None:
+                return actor, row
         by = self.authority.label()
         if not rows:
             legal = ", ".join(legal_targets(source, type)) or "none (terminal)"
             raise IllegalTransition(
                 str(source or "–"), target.value, by, f"not in the table; legal from there: {legal}"
             )
-        for row in rows:
-            actor = self.authority.acts_as(row)
-            if actor is not None:
-                return actor
         allowed = ", ".join(sorted({a.value for r in rows for a in r.by}))
         raise IllegalTransition(str(source or "–"), target.value, by, f"only {allowed} may take it")
 
@@ -90,9 +97,9 @@ class Moves(SessionBase):
             )
         rsn = fields.line("reason", reason, "reason")
         ev = fields.line("evidence", evidence, "evidence", required=False)
-        rows = find_rows(node.status, to, node.type)
-        actor = self._authorise(rows, node.status, to, node.type)
-        row = next(r for r in rows if self.authority.acts_as(r) is actor)
+        actor, row = self._authorised(
+            find_rows(node.status, to, node.type), node.status, to, node.type
+        )
         # what the call brings, checked before anything changes
         checks = list(self_check or [])
         if checks:
@@ -145,11 +152,14 @@ class Moves(SessionBase):
                     f"{node.id} waits for deps that are not DONE: {', '.join(waiting)}",
                     arg="node_id",
                 )
+            # a scan of every node: the enum members bound once (a look-up through the
+            # class costs more than the test)
+            in_progress, execution = NodeStatus.IN_PROGRESS, NodeKind.EXECUTION
             busy = [
                 n.id
                 for n in self.state.view().values()
-                if n.status is NodeStatus.IN_PROGRESS
-                and n.kind is NodeKind.EXECUTION
+                if n.status is in_progress
+                and n.kind is execution
                 and n.assignee == MAIN
                 and n.id != node.id
             ]
@@ -292,7 +302,7 @@ class Moves(SessionBase):
                 node.checked_ref = ref
         who = self.authority.who
         extra: dict[str, object] = {}
-        if ref is not None and {Effect.CHECKPOINT, Effect.CHECKED} & set(row.effects):
+        if ref is not None and not _REF_EFFECTS.isdisjoint(row.effects):
             extra["ref"] = ref
         if Effect.REPORT in row.effects:
             extra["report"] = True

@@ -192,18 +192,26 @@ class Dirty:
 
     @classmethod
     def of(cls, change: Change) -> Dirty:
+        dirty = cls()
+        dirty.add(change)
+        return dirty
+
+    def add(self, change: Change) -> None:
+        """Add what `change` touched (`merge` of `Dirty.of(change)`, without making it:
+        every commit stages its change)."""
         before, after = change.before, change.after
         if not before.exists or before.lang != after.lang:
-            return cls(full=True)
-        nodes = set(change.changed_nodes)
-        return cls(
-            workspace=[r.text for r in before.rules] != [r.text for r in after.rules]
+            self.full = True
+            return
+        nodes = change.changed_nodes
+        self.workspace = self.workspace or (
+            [r.text for r in before.rules] != [r.text for r in after.rules]
             or before.index != after.index
-            or before.offered != after.offered,
-            graph=bool(nodes) or before.focus != after.focus,
-            nodes=nodes,
-            logs={e.node_id for e in change.log},
+            or before.offered != after.offered
         )
+        self.graph = self.graph or bool(nodes) or before.focus != after.focus
+        self.nodes.update(nodes)
+        self.logs.update(e.node_id for e in change.log)
 
     def merge(self, other: Dirty) -> None:
         self.full = self.full or other.full

@@ -67,7 +67,7 @@ def stage(store: Store, rtws: Path, change: Change) -> None:
     slot = entry.tasks.get(key)
     if slot is None:
         slot = entry.tasks[key] = _Task(Path(rtws), task)
-    slot.staged.merge(Dirty.of(change))
+    slot.staged.add(change)
     store.after_commit(f"workspace:{task}", lambda: _committed(store, entry, slot))
 
 

@@ -84,13 +84,29 @@ def _digest(path: str, st: os.stat_result, now_ns: int) -> bytes:
     held = _digests.get(key)
     if held is not None and held[:3] == sig:
         return held[3]
-    with open(path, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).digest()
+    digest = hashlib.sha256(_content(path, st.st_size)).digest()
     if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
         if len(_digests) >= _DIGESTS_KEPT:
             _digests.clear()
         _digests[key] = (*sig, digest)
     return digest
+
+
+def _content(path: str, size: int) -> bytes:
+    """The file's bytes, to its end (`open(path, "rb").read()` without the file object's
+    own system calls: a recent file is read again at every ref, several times a node)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        want = size + 1  # a short read is the end of a regular file; more: it grew
+        while chunk := os.read(fd, want):
+            chunks.append(chunk)
+            if len(chunk) < want:
+                break
+            want = 1 << 16
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def tree_hash(rtws: Path) -> str:

@@ -237,7 +237,7 @@ def write(store: Store, change: Change) -> None:
                 node.check_report_ref = report_ref(reports[nid])
     seq = len(before.nodes)
     changed = change.changed_nodes
-    change.written = changed  # what the files of the change show (`projector.stage`)
+    change.changed = changed  # what the files of the change show (`projector.stage`)
     for nid in changed:
         node = after.nodes[nid]
         old = before.peek(nid)

@@ -49,15 +49,17 @@ class Change:
     before: WorkspaceState
     after: WorkspaceState
     log: list[LogEntry] = field(default_factory=list)
-    # `changed_nodes` as the store wrote them (`repo.write` keeps them for the files)
-    written: list[str] | None = field(default=None, compare=False, repr=False)
+    # `changed_nodes` once known: found by `Session.finish` (the nodes whose versions it
+    # bumped, and the new ones), kept by `repo.write` for the files (`projector.stage`),
+    # so the nodes are compared with their old selves once per change
+    changed: list[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed_nodes(self) -> list[str]:
         """New nodes (in creation order) and nodes that differ from before; only the
         nodes the session took can (`WorkspaceState.touched`)."""
-        if self.written is not None:
-            return self.written
+        if self.changed is not None:
+            return self.changed
         before, after = self.before, self.after
         out = []
         for nid in after.touched():
@@ -79,6 +81,8 @@ _E = TypeVar("_E", bound=StrEnum)
 def enum_value(arg: str, cls: type[_E], value: str) -> _E:
     """`value` as a member of `cls`, or an error naming the allowed values (upstream's
     silent success on an unknown `action` must be impossible: flaw 3)."""
+    if type(value) is cls:  # a member already (the usual call): no look-up
+        return value
     try:
         return cls(value)
     except ValueError:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from enum import Enum
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -31,6 +31,8 @@ from mindloop.workspace.models import (
     Rule,
 )
 
+_M = TypeVar("_M", bound=BaseModel)
+
 
 @dataclass(frozen=True)
 class _CopyPlan:
@@ -39,6 +41,7 @@ class _CopyPlan:
     lists: tuple[str, ...]  # lists of immutable values: a new list
     record_lists: tuple[str, ...]  # lists of records of immutable values: each record copied
     records: tuple[str, ...]  # a record of immutable values (or None): copied
+    plain: bool  # the model and its records hold nothing beside their fields (`_plain`)
 
 
 def _immutable(kind: Any) -> bool:
@@ -57,10 +60,17 @@ def _flat_record(kind: Any) -> bool:
     )
 
 
+def _plain(model: type[BaseModel]) -> bool:
+    """Whether an instance is its fields and nothing else: no private attributes, no
+    extra fields (then `_shallow` copies it as `model_copy` would)."""
+    return not model.__private_attributes__ and model.model_config.get("extra") != "allow"
+
+
 def copy_plan(model: type[BaseModel]) -> _CopyPlan | None:
     """How to deep-copy `model`'s instances field by field, from its annotations; None
     when a field has another shape (then dump and validate again)."""
     lists, record_lists, records = [], [], []
+    kinds: list[type[BaseModel]] = [model]
     for name, info in model.model_fields.items():
         kind, args = info.annotation, get_args(info.annotation)
         if _immutable(kind):
@@ -69,13 +79,35 @@ def copy_plan(model: type[BaseModel]) -> _CopyPlan | None:
             lists.append(name)
         elif get_origin(kind) is list and _flat_record(args[0]):
             record_lists.append(name)
+            kinds.append(args[0])
         elif get_origin(kind) in (Union, UnionType) and all(
             a is type(None) or _flat_record(a) for a in args
         ):
             records.append(name)
+            kinds += [a for a in args if a is not type(None)]
         else:
             return None
-    return _CopyPlan(tuple(lists), tuple(record_lists), tuple(records))
+    plain = all(_plain(k) for k in kinds)
+    return _CopyPlan(tuple(lists), tuple(record_lists), tuple(records), plain)
+
+
+_set = object.__setattr__
+
+
+def _shallow(record: _M) -> _M:
+    """`record.model_copy()` of a `_plain` model: its fields' dict and the set of the
+    fields given copied, without `model_copy`'s generic path (a command copies the nodes
+    it takes, and their records)."""
+    copy = object.__new__(type(record))
+    _set(copy, "__dict__", record.__dict__.copy())
+    _set(copy, "__pydantic_fields_set__", record.__pydantic_fields_set__.copy())
+    _set(copy, "__pydantic_extra__", None)
+    _set(copy, "__pydantic_private__", None)
+    return copy
+
+
+def _model_copy(record: _M) -> _M:
+    return record.model_copy()
 
 
 _NODE_COPY = copy_plan(Node)
@@ -88,16 +120,17 @@ def _copy_node(node: Node) -> Node:
     plan = _NODE_COPY
     if plan is None:
         return Node.model_validate(node.model_dump())
-    copy = node.model_copy()
+    shallow = _shallow if plan.plain else _model_copy
+    copy = shallow(node)
     fields = copy.__dict__
     for name in plan.lists:
         fields[name] = fields[name].copy()
     for name in plan.record_lists:
-        fields[name] = [r.model_copy() for r in fields[name]]
+        fields[name] = [shallow(r) for r in fields[name]]
     for name in plan.records:
         record = fields[name]
         if record is not None:
-            fields[name] = record.model_copy()
+            fields[name] = shallow(record)
     return copy
 
 
@@ -157,21 +190,26 @@ class WorkspaceState:
     index: list[DocRef] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     focus: str = ROOT_ID
-    offered: list[DocRef] = field(default_factory=list)  # found by the start scan
+    # found by the start scan; replaced whole (`Session.init`), never changed in place
+    offered: list[DocRef] = field(default_factory=list)
     created_at: float = 0.0
     exists: bool = False  # initialised (the store has its row)
     stamp: str = ""  # the store's stamp of this value (`ws_meta.stamp`; "": not stored)
 
     def copy(self) -> WorkspaceState:
         """A deep copy."""
-        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()})
+        offered = [d.model_copy() for d in self.offered]
+        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()}, offered)
 
     def cow(self) -> WorkspaceState:
         """A copy whose nodes are copied when taken (`NodeMap`): what a command session
-        works on. The small lists (index, rules, docs found) are copied at once."""
-        return self._with_nodes(NodeMap(self.view()))
+        works on. The index and the rules (changed in place by commands) are copied at
+        once; the docs found are shared (never changed in place)."""
+        return self._with_nodes(NodeMap(self.view()), self.offered)
 
-    def _with_nodes(self, nodes: MutableMapping[str, Node]) -> WorkspaceState:
+    def _with_nodes(
+        self, nodes: MutableMapping[str, Node], offered: list[DocRef]
+    ) -> WorkspaceState:
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
@@ -179,7 +217,7 @@ class WorkspaceState:
             index=[d.model_copy() for d in self.index],
             rules=[r.model_copy(deep=True) for r in self.rules],
             focus=self.focus,
-            offered=[d.model_copy() for d in self.offered],
+            offered=offered,
             created_at=self.created_at,
             exists=self.exists,
             stamp=self.stamp,
@@ -199,10 +237,12 @@ class WorkspaceState:
         """The statuses of the nodes `ids` names (those that exist): a planning node's
         children, in one pass without a call per child."""
         nodes = self.nodes
-        if isinstance(nodes, NodeMap):
-            own, base = nodes._own, nodes._base
-            return {n.status for i in ids if (n := own.get(i) or base.get(i)) is not None}
-        return {n.status for i in ids if (n := nodes.get(i)) is not None}
+        if isinstance(nodes, NodeMap):  # one merged look-up per child (a few are the session's)
+            own = nodes._own
+            get = {**nodes._base, **own}.get if own else nodes._base.get
+        else:
+            get = nodes.get
+        return {n.status for n in map(get, ids) if n is not None}
 
     def peek(self, node_id: str) -> Node | None:
         """One node to read (not copied, not to change)."""
@@ -211,7 +251,7 @@ class WorkspaceState:
 
     @property
     def root(self) -> Node | None:
-        return self.nodes.get(ROOT_ID)
+        return self.peek(ROOT_ID)
 
     def index_doc(self, path: str) -> DocRef | None:
         return next((d for d in self.index if d.path == path), None)
@@ -236,13 +276,13 @@ class WorkspaceState:
                 push([(c, below) for c in reversed(children)])
 
     def ancestors(self, node_id: str) -> list[Node]:
-        """Parent first, root last."""
+        """Parent first, root last (to read: none is taken)."""
         out: list[Node] = []
-        node = self.nodes.get(node_id)
+        node = self.peek(node_id)
         seen = {node_id}
         while node is not None and node.parent_id is not None and node.parent_id not in seen:
             seen.add(node.parent_id)
-            node = self.nodes.get(node.parent_id)
+            node = self.peek(node.parent_id)
             if node is not None:
                 out.append(node)
         return out

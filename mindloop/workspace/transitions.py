@@ -291,12 +291,33 @@ class Authority:
         return None
 
 
+def _indexed() -> tuple[
+    dict[tuple[NodeStatus | None, NodeType], tuple[Row, ...]],
+    dict[tuple[NodeStatus | None, NodeStatus, NodeType], tuple[Row, ...]],
+]:
+    """The table's rows by (from, node type) and by (from, to, node type), in table order:
+    every command looks its rows up (a scan of the whole table each time was a tenth of a
+    transition's cost), and the table is a constant."""
+    by_source: dict[tuple[NodeStatus | None, NodeType], tuple[Row, ...]] = {}
+    by_pair: dict[tuple[NodeStatus | None, NodeStatus, NodeType], tuple[Row, ...]] = {}
+    for source in (None, *NodeStatus):
+        for node_type in NodeType:
+            rows = tuple(r for r in TRANSITIONS if r.source == source and node_type in r.types)
+            by_source[(source, node_type)] = rows
+            for target in NodeStatus:
+                by_pair[(source, target, node_type)] = tuple(r for r in rows if r.target == target)
+    return by_source, by_pair
+
+
+_BY_SOURCE, _BY_PAIR = _indexed()
+
+
 def rows_from(source: NodeStatus | None, node_type: NodeType) -> list[Row]:
-    return [r for r in TRANSITIONS if r.source == source and node_type in r.types]
+    return list(_BY_SOURCE.get((source, node_type), ()))
 
 
 def find_rows(source: NodeStatus | None, target: NodeStatus, node_type: NodeType) -> list[Row]:
-    return [r for r in rows_from(source, node_type) if r.target == target]
+    return list(_BY_PAIR.get((source, target, node_type), ()))
 
 
 def legal_targets(source: NodeStatus | None, node_type: NodeType) -> list[NodeStatus]:

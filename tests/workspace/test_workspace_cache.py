@@ -143,6 +143,9 @@ def test_a_session_copies_only_the_nodes_it_takes(rtws: Path, store: Store) -> N
     assert change.changed_nodes == ["n2"]
     assert change.after.view()["n3"] is shared.nodes["n3"]  # not copied
     assert shared.nodes["n2"].notes == ""  # the shared value was not changed in place
+    # the docs found are shared too (never changed in place); the index is copied
+    assert change.after.offered is shared.offered
+    assert change.after.index == shared.index and change.after.index is not shared.index
 
 
 def test_a_refused_command_leaves_the_shared_value_as_it_was(rtws: Path, store: Store) -> None:
@@ -388,7 +391,7 @@ def test_a_load_given_the_stamp_just_read_reads_nothing_when_it_holds_that_value
 
 
 def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, PrivateAttr
 
     from mindloop.workspace.models import (
         Criterion,
@@ -416,11 +419,22 @@ def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
         self_check=[Check(criterion="AC1", passed=True, evidence="e")],
         dispatch=NodeDispatch(member="m", dispatch_id="d", side_id="s", caller_id="c", at=1.0),
     )
-    assert copy_plan(Node) is not None  # every field of a node has a shape it copies
+    plan = copy_plan(Node)
+    assert plan is not None  # every field of a node has a shape it copies
+    assert plan.plain  # nothing beside its fields: copied without `model_copy`'s generic path
     assert copy_plan(Rule) is None  # a dict field: dumped and validated again
+
+    class Private(BaseModel):
+        tags: list[str] = []
+        _seen: int = PrivateAttr(default=0)
+
+    private = copy_plan(Private)
+    assert private is not None and not private.plain  # its private part: `model_copy`
     was = node.model_dump()
     copy = _copy_node(node)
     assert copy == node and copy.model_dump() == was
+    assert copy.model_fields_set == node.model_fields_set
+    assert copy.model_fields_set is not node.model_fields_set
     for name in Node.model_fields:
         mine, theirs = getattr(copy, name), getattr(node, name)
         if isinstance(mine, list | BaseModel):

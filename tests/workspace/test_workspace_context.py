@@ -11,6 +11,7 @@ from mindloop.workspace.commands import CriterionInput, DocInput, Session
 from mindloop.workspace.context import node_context
 from mindloop.workspace.models import DocStatus, NodeKind, NodeStatus, RefAction
 from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.transitions import Authority
 from tests.workspace.ws_util import apply, done, fresh
 
 
@@ -157,3 +158,16 @@ def test_docs_inline_within_the_budget_else_listed_with_how_to_read_them(tmp_pat
     assert "- https://example.com/spec — spec (a URL)" in text
     text = node_context(state, "n1", rtws=rtws, budget=10**6, lang="zh")
     assert "## 需求" in text and "BODY_BIG" not in text  # one doc never above its own cap
+
+
+def test_a_context_reads_a_sessions_value_without_taking_its_nodes(tmp_path: Path) -> None:
+    """A session's value (a command's result, which the loop shows next) is read, not
+    taken: building a node's context copies none of its nodes, and says the same as on
+    the value as stored."""
+    rtws = _rtws(tmp_path)
+    stored = _state()
+    s = Session(stored, Authority.runtime())
+    text = node_context(s.state, "n2", rtws=rtws)
+    assert s.state.touched() == []
+    assert text == node_context(stored, "n2", rtws=rtws)
+    assert [n.id for n in s.state.ancestors("n2")] == ["n1", "root"] and s.state.touched() == []

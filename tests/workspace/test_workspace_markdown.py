@@ -4,6 +4,8 @@ either heading language (statement 71), with doc statuses and empty descriptions
 
 from __future__ import annotations
 
+import datetime as dt
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +183,26 @@ def test_english_files_use_english_headings_and_both_parse_alike() -> None:
     ws_zh = markdown.workspace_md(task="t.tsk", lang="zh", rules=["r"], index=node.docs, found=[])
     assert "## Rules" in ws_en and "## Docs" in ws_en and "## 规则" in ws_zh and "## 文档" in ws_zh
     assert markdown.parse_workspace_md(ws_en) == markdown.parse_workspace_md(ws_zh)
+
+
+def _datetime_stamp(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=-1e9, max_value=4e9, allow_nan=False),
+        # the edge of a second: datetime rounds .9999995 and up into the next one
+        st.builds(
+            lambda s, f: s + f,
+            st.integers(0, 4_000_000_000),
+            st.sampled_from([0.0, 0.5, 0.999998, 0.999999, 0.9999994, 0.9999995, 0.9999999]),
+        ),
+    )
+)
+def test_a_log_time_is_what_datetime_writes(at: float) -> None:
+    """The log's time column is formatted once per second (`stamp`'s cache): always the
+    text `datetime` gives, asked twice (the second answer from the cache)."""
+    assert markdown.stamp(at) == _datetime_stamp(at)
+    assert markdown.stamp(at) == _datetime_stamp(at)

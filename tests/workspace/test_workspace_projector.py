@@ -191,3 +191,36 @@ def test_a_stale_file_that_is_the_stores_rendering_is_not_a_hand_edit(
     assert projection.problems(store, rtws, TASK) == []
     written = projection.write(store, rtws, TASK)
     assert written.kept == [] and not list(_ws(rtws).rglob("*.edited-*"))
+
+
+def test_a_commits_staging_adds_what_its_change_touched_to_whats_staged(
+    store: Store, rtws: Path
+) -> None:
+    """Staging adds each change to the files staged (`Dirty.add`): the same files as the
+    changes' `Dirty.of` merged, whatever came first (a workspace made, a node moved, a
+    rule added, a note)."""
+    from mindloop.workspace.projection import Dirty
+
+    changes = [execute(store, rtws, TASK, CHAT, lambda s: None)[1]]  # the workspace made
+    _tree(store, rtws)
+    steps = [
+        lambda s: s.update(node_id="n2", notes="half way"),
+        lambda s: s.add_rule("Use type hints", {}),
+        lambda s: s.create_node(
+            parent_id="root", kind=NodeKind.EXECUTION, title="UI", requirement="u"
+        ),
+    ]
+    changes += [execute(store, rtws, TASK, CHAT, step)[1] for step in steps]
+    for start in range(len(changes)):
+        added, merged = Dirty(), Dirty()
+        for change in changes[start:]:
+            added.add(change)
+            merged.merge(Dirty.of(change))
+        assert added == merged
+    later = Dirty()
+    later.add(changes[-1])
+    assert later.nodes == {"n4", "root"} and later.graph and not later.workspace
+    assert later.logs == {"n4"}
+    rule = Dirty()
+    rule.add(changes[2])
+    assert rule.workspace and not rule.graph and rule.logs == {None}

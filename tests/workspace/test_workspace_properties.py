@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mindloop.workspace.commands import CriterionInput, DocInput, Session
+from mindloop.workspace.commands import Change, CriterionInput, DocInput, Session
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.invariants import problems
 from mindloop.workspace.models import (
@@ -154,6 +154,8 @@ def test_no_sequence_of_accepted_calls_breaks_an_invariant(seq: list[tuple[Any, 
             continue
         after = change.after
         assert problems(after) == [], (action, problems(after))
+        # the changed nodes `finish` found are those a comparison of the values finds
+        assert change.changed_nodes == Change(change.before, after, change.log).changed_nodes
         # invariant 6: every status change of an execution node is a logged transition
         moved = {
             nid

@@ -73,13 +73,13 @@ def test_an_unchanged_file_is_not_read_again_a_changed_one_is(
 ) -> None:
     monkeypatch.setattr(ref, "_RACY_NS", 0)  # every file old enough to be trusted
     reads: list[str] = []
-    real = open
+    real = ref._content
 
-    def counting(path: Any, *args: Any, **kwargs: Any) -> Any:
+    def counting(path: str, size: int) -> bytes:
         reads.append(str(path))
-        return real(path, *args, **kwargs)
+        return real(path, size)
 
-    monkeypatch.setattr(ref, "open", counting, raising=False)
+    monkeypatch.setattr(ref, "_content", counting)
     first = workspace_ref(root)
     assert reads
     reads.clear()
@@ -138,3 +138,14 @@ def test_a_repository_made_or_removed_later_is_seen_at_the_next_ref(
     assert not _in_git(rtws)
     (rtws / ".git").write_text("gitdir: elsewhere\n")  # a worktree's `.git` is a file
     assert _in_git(rtws)
+
+
+@pytest.mark.parametrize("size", [0, 1, 97, 65536, 65537, 200_000])
+def test_a_file_is_read_to_its_end_whatever_size_was_stated(tmp_path: Path, size: int) -> None:
+    """The ref reads a recent file to its end: the size its stat gave may be stale (the
+    file grew or shrank since)."""
+    path = tmp_path / "f.bin"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    for stated in (size, max(0, size - 3), size + 10, 0):
+        assert ref._content(str(path), stated) == data

@@ -16,6 +16,7 @@ from mindloop.workspace.transitions import (
     Actor,
     Authority,
     find_rows,
+    rows_from,
     table_markdown,
 )
 from tests.workspace.ws_util import CHAT, RT, apply, change, complete, done, tree
@@ -501,3 +502,38 @@ def test_a_node_is_given_its_step_budget_and_its_split_parts_keep_it() -> None:
             ),
         )
     assert err.value.arg == "step_budget"
+
+
+@pytest.mark.parametrize("node_type", list(NodeType))
+def test_the_rows_looked_up_are_the_tables_in_its_order(node_type: NodeType) -> None:
+    """`find_rows` and `rows_from` read an index of the table: for every pair, the rows
+    a scan of the table finds, in the table's order (and none for a value not a status)."""
+    for source in (None, *S):
+        scan = [r for r in TRANSITIONS if r.source == source and node_type in r.types]
+        assert rows_from(source, node_type) == scan
+        for target in S:
+            assert find_rows(source, target, node_type) == [r for r in scan if r.target == target]
+    assert find_rows(S.NEW, "nonsense", node_type) == []  # type: ignore[arg-type]
+
+
+def test_a_command_that_moves_no_status_derives_no_planning_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step count (or a note) moves nothing a planning status is derived from: `finish`
+    does not recompute its ancestors' statuses; a transition does."""
+    state = apply(tree(), lambda s: s.transition(node_id="n3", to=S.IN_PROGRESS, reason="go"), RT)
+    derived: list[list[str]] = []
+    real = WorkspaceState.statuses
+
+    def counting(self: WorkspaceState, ids: list[str]) -> set[NodeStatus]:
+        derived.append(list(ids))
+        return real(self, ids)
+
+    monkeypatch.setattr(WorkspaceState, "statuses", counting)
+    counted = change(state, lambda s: s.count_steps(node_id="n3", steps=2), RT)
+    assert derived == [] and counted.changed_nodes == ["n3"]
+    assert counted.after.nodes["n3"].steps_used == 2
+    noted = change(state, lambda s: s.update(node_id="n3", notes="half way"))
+    assert derived == [] and noted.changed_nodes == ["n3"]
+    change(state, lambda s: s.transition(node_id="n3", to=S.CHECK_FAILED, reason="stuck"), RT)
+    assert ["n2", "n3"] in derived  # n1 (planning) derived from its children
