@@ -44,6 +44,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from mindloop.store import json_text
 from mindloop.store import sqlite_direct as direct
 from mindloop.store import statements as q
 from mindloop.store.dialect import Rows, StoreDialect
@@ -89,7 +90,14 @@ class SqliteDialect(StoreDialect):
         def _open() -> sqlite3.Connection:
             return sqlite3.connect(target, uri=True)
 
-        self.engine = sa.create_engine("sqlite://", creator=_open, poolclass=sa.pool.StaticPool)
+        self.engine = sa.create_engine(
+            "sqlite://",
+            creator=_open,
+            poolclass=sa.pool.StaticPool,
+            # the fast path's JSON text (`sqlite_direct`) for statements SQLAlchemy runs too
+            json_serializer=json_text.dumps,
+            json_deserializer=json_text.loads,
+        )
 
         @sa.event.listens_for(self.engine, "connect")
         def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
