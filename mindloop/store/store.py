@@ -582,12 +582,15 @@ class Store(TaskRows, RouterLog):
             keys = {tails.key(m.dialog_id, m.course) for m in msgs}
             kept = [(k, tail) for k in keys if (tail := self.memo_get(k)) is not MISS]
             ids = self._insert_many(q.INSERT_MESSAGE, rows)
-            out = [
-                MessageRecord.model_validate(row | {"id": mid})
-                for mid, row in zip(ids, rows, strict=True)
-            ]
+            for mid, row in zip(ids, rows, strict=True):
+                row["id"] = mid
+            validate = MessageRecord.model_validate
+            out = [validate(row) for row in rows]
             for k, tail in kept:
-                tail.extend(r for r in out if tails.key(r.dialog_id, r.course) == k)
+                if len(keys) == 1:  # one dialog's course (a step's messages)
+                    tail.extend(out)
+                else:
+                    tail.extend(r for r in out if tails.key(r.dialog_id, r.course) == k)
                 self.memo_put(k, tail)
         return out
 
