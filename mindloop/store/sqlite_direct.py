@@ -6,8 +6,8 @@ the engine's dialect. What is skipped is SQLAlchemy's per-call execution machine
 SQLite work of a one-row insert, and the runtime makes a handful of such calls per step.
 Type handling that SQLAlchemy would do is done here for the two types that need it in
 SQLite: JSON (serialised on the way in, parsed on the way out, both by `json_text`) and
-Boolean (read back as bool). Only the SQLite dialect (`mindloop.store.sqlite`) uses this module; other dialects
-run every statement through SQLAlchemy.
+Boolean (read back as bool). Only the SQLite dialect (`mindloop.store.sqlite`) uses this
+module; other dialects run every statement through SQLAlchemy.
 """
 
 from __future__ import annotations
