@@ -44,6 +44,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from mindloop.store import json_text
 from mindloop.store import sqlite_direct as direct
 from mindloop.store import statements as q
 from mindloop.store.dialect import Rows, StoreDialect
@@ -72,6 +73,10 @@ class SqliteDialect(StoreDialect):
         super().__init__(str(path), durable=durable)
         self.path = path
         self.dbapi: Any = None
+        # One cursor for every statement this module runs itself: each reads its result
+        # in full before the next runs (a row left unread would keep a read snapshot),
+        # and a cursor made per statement costs as much as a small statement's work.
+        self._cur: Any = None
         self._configured = False
         self._lazy = False  # the open transaction commits without a flush of its own
         # The connection's `synchronous` level as last set (None: not known). It matters
@@ -89,7 +94,14 @@ class SqliteDialect(StoreDialect):
         def _open() -> sqlite3.Connection:
             return sqlite3.connect(target, uri=True)
 
-        self.engine = sa.create_engine("sqlite://", creator=_open, poolclass=sa.pool.StaticPool)
+        self.engine = sa.create_engine(
+            "sqlite://",
+            creator=_open,
+            poolclass=sa.pool.StaticPool,
+            # the fast path's JSON text (`sqlite_direct`) for statements SQLAlchemy runs too
+            json_serializer=json_text.dumps,
+            json_deserializer=json_text.loads,
+        )
 
         @sa.event.listens_for(self.engine, "connect")
         def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
@@ -101,6 +113,7 @@ class SqliteDialect(StoreDialect):
 
         self.conn = self.engine.connect()
         self.dbapi = self.conn.connection.dbapi_connection
+        self._cur = self.dbapi.cursor()
         return self.conn
 
     def _check_or_create(self) -> None:
@@ -204,13 +217,13 @@ class SqliteDialect(StoreDialect):
             want = "NORMAL" if self._lazy else "FULL"
             if self._sync != want:
                 self._sync = None  # unknown until it is set
-                self.dbapi.execute(f"PRAGMA synchronous={want}")
+                self._cur.execute(f"PRAGMA synchronous={want}")
                 self._sync = want
         # IMMEDIATE takes the write lock up front: no deadlock on lock upgrade when
         # another process writes concurrently, and a conditional update (a claim) decides
         # on rows no one else changes until the commit.
         try:
-            self.dbapi.execute("BEGIN IMMEDIATE")
+            self._cur.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             self._end()
             raise self.unusable(exc) or exc from exc
@@ -255,7 +268,7 @@ class SqliteDialect(StoreDialect):
     def changes_by_others(self) -> int | None:
         # SQLite's own counter: unchanged by this connection's commits, moved by any
         # other's (one cheap statement: no table is read).
-        return int(self.dbapi.execute("PRAGMA data_version").fetchone()[0])
+        return self._cur.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ fast path
 
@@ -301,17 +314,18 @@ class SqliteDialect(StoreDialect):
             sql = _MANY[many] = f"{head} VALUES {', '.join([group] * len(rows))}"
         values = [v for row in rows for v in comp.params(row)]
         try:
-            last = int(self.dbapi.execute(sql, values).lastrowid)
+            last = int(self._cur.execute(sql, values).lastrowid)
         except sqlite3.Error as exc:
             raise sa.exc.DBAPIError.instance(sql, values, exc, sqlite3.Error) from exc
         return list(range(last - len(rows) + 1, last + 1))
 
     def _run(self, comp: direct.Compiled, params: Any) -> sqlite3.Cursor:
         """Execute on the DBAPI connection; its errors raised as SQLAlchemy's (an
-        `IntegrityError` is the same exception on either path)."""
+        `IntegrityError` is the same exception on either path). The cursor is the one
+        cursor (`_cur`): its caller reads the result at once."""
         values = comp.params(params)
         try:
-            return self.dbapi.execute(comp.sql, values)
+            return self._cur.execute(comp.sql, values)  # type: ignore[no-any-return]
         except sqlite3.Error as exc:
             raise sa.exc.DBAPIError.instance(comp.sql, values, exc, sqlite3.Error) from exc
 

@@ -5,14 +5,13 @@ the engine's dialect. What is skipped is SQLAlchemy's per-call execution machine
 (execution contexts, events, result objects): about 20 µs a call, several times the
 SQLite work of a one-row insert, and the runtime makes a handful of such calls per step.
 Type handling that SQLAlchemy would do is done here for the two types that need it in
-SQLite: JSON (serialised on the way in, parsed on the way out) and Boolean (read back as
-bool). Only the SQLite dialect (`mindloop.store.sqlite`) uses this module; other dialects
-run every statement through SQLAlchemy.
+SQLite: JSON (serialised on the way in, parsed on the way out, both by `json_text`) and
+Boolean (read back as bool). Only the SQLite dialect (`mindloop.store.sqlite`) uses this
+module; other dialects run every statement through SQLAlchemy.
 """
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,20 +19,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from mindloop.store import json_text
+
 _Convert = Callable[[Any], Any]
 _ConvertColumn = Callable[[Sequence[Any]], list[Any]]
 _NEED = object()  # a bind the caller must supply
 
 
 def _json_column(values: Sequence[Any]) -> list[Any]:
-    """Parse a column of JSON texts in one `json.loads` over them joined as an array: the
-    parser's per-call overhead is most of the cost of a small document, and a long
-    history is parsed at every drive's start (2,000 messages: 1.7 ms one by one, 0.6 ms
-    joined)."""
+    """Parse a column of JSON texts in one parse of them joined as an array: the parser's
+    per-call overhead is most of the cost of a small document, and a long history is
+    parsed at every drive's start (2,000 messages: 1.7 ms one by one, 0.6 ms joined)."""
+    loads = json_text.loads
     try:
-        return list(json.loads("[" + ",".join(["null" if v is None else v for v in values]) + "]"))
+        return list(loads("[" + ",".join(["null" if v is None else v for v in values]) + "]"))
     except TypeError:  # a value SQLite stored as a number (JSON columns have NUMERIC affinity)
-        return [v if v is None or not isinstance(v, str | bytes) else json.loads(v) for v in values]
+        return [v if v is None or not isinstance(v, str | bytes) else loads(v) for v in values]
 
 
 def _bool_column(values: Sequence[Any]) -> list[Any]:
@@ -51,7 +52,7 @@ def _from_db(type_: sa.types.TypeEngine[Any]) -> _ConvertColumn | None:
 
 def _to_db(type_: sa.types.TypeEngine[Any]) -> _Convert | None:
     if isinstance(type_, sa.JSON):
-        return json.dumps
+        return json_text.dumps
     return None
 
 

@@ -582,12 +582,15 @@ class Store(TaskRows, RouterLog):
             keys = {tails.key(m.dialog_id, m.course) for m in msgs}
             kept = [(k, tail) for k in keys if (tail := self.memo_get(k)) is not MISS]
             ids = self._insert_many(q.INSERT_MESSAGE, rows)
-            out = [
-                MessageRecord.model_validate(row | {"id": mid})
-                for mid, row in zip(ids, rows, strict=True)
-            ]
-            for k, tail in kept:
-                tail.extend(r for r in out if tails.key(r.dialog_id, r.course) == k)
+            for mid, row in zip(ids, rows, strict=True):
+                row["id"] = mid
+            validate = MessageRecord.model_validate
+            out = [validate(row) for row in rows]  # records of the caller's own
+            for k, tail in kept:  # the rows go to the tails (`_message_row`: the store's)
+                if len(keys) == 1:  # one dialog's course (a step's messages)
+                    tail.extend(rows)
+                else:
+                    tail.extend([r for r in rows if tails.key(r["dialog_id"], r["course"]) == k])
                 self.memo_put(k, tail)
         return out
 
@@ -813,11 +816,13 @@ def _own(rec: DialogRecord) -> DialogRecord:
 
 
 def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
+    """The row of a message to append: the store's own (its data a copy of the caller's
+    dict), as kept tails keep it (`tails.py`)."""
     return {
         "dialog_id": m.dialog_id,
         "course": m.course,
         "kind": m.kind,
-        "data": m.data,
+        "data": dict(m.data),
         "generation_id": m.generation_id,
         "created_at": now,
     }

@@ -13,9 +13,12 @@ store's memo (`memo.py`) under `key`, so it is dropped whenever it might be wron
 other write to the messages table (its statement makes the memo forget the table), a
 commit by another connection (`PRAGMA data_version`), a rollback. An append puts back
 the tails of the dialogs it appended to, extended with exactly the rows it inserted.
-Records are handed out as copies (a caller may set fields) and kept as copies; the tail
-keeps at most `KEPT` records, the oldest dropped first (a read further back goes to the
-database).
+The tail keeps each message as its row (the fields of a `MessageRecord`, a dict no one
+else holds) and hands out records built from it, so every caller gets records of its own
+(it may set fields): an append puts its rows as they are, where copying records would
+cost a pydantic copy per message twice (in, and out again when the drive reads it back).
+It keeps at most `KEPT` messages, the oldest dropped first (a read further back goes to
+the database).
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ import bisect
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mindloop.store.records import MessageRecord
 
 KEPT = 256
 
-_id = operator.attrgetter("id")
+_id = operator.itemgetter("id")
 
 
 def key(dialog_id: str, course: int) -> tuple[str, str, str, int]:
@@ -39,29 +43,31 @@ def key(dialog_id: str, course: int) -> tuple[str, str, str, int]:
 
 @dataclass
 class Tail:
-    since: int  # every message with a greater id is in `records`
-    records: list[MessageRecord] = field(default_factory=list)
+    since: int  # every message with a greater id is in `rows`
+    rows: list[dict[str, Any]] = field(default_factory=list)  # `MessageRecord` fields
 
     @classmethod
     def read(cls, since: int, found: Iterable[MessageRecord]) -> Tail:
         """A tail from a complete read of the messages after `since`."""
         tail = cls(since)
-        tail.extend(found)
+        tail.extend([r.model_dump() for r in found])
         return tail
 
     def covers(self, after_id: int) -> bool:
         return after_id >= self.since
 
     def after(self, after_id: int) -> list[MessageRecord]:
-        """Copies of the kept messages newer than `after_id` (`covers` it)."""
-        records = self.records
-        start = bisect.bisect_right(records, after_id, key=_id)  # kept in id order
-        return [r.model_copy() for r in records[start:]]
+        """Records of the kept messages newer than `after_id` (`covers` it)."""
+        rows = self.rows
+        start = bisect.bisect_right(rows, after_id, key=_id)  # kept in id order
+        validate = MessageRecord.model_validate
+        return [validate(row) for row in rows[start:]]
 
-    def extend(self, appended: Iterable[MessageRecord]) -> None:
-        """Add messages just appended (ids above every kept one), as copies."""
-        self.records += [r.model_copy() for r in appended]
-        over = len(self.records) - KEPT
+    def extend(self, appended: list[dict[str, Any]]) -> None:
+        """Add the rows of messages just appended (ids above every kept one), which the
+        tail now holds: nobody may change them."""
+        self.rows += appended
+        over = len(self.rows) - KEPT
         if over > 0:
-            self.since = self.records[over - 1].id
-            del self.records[:over]
+            self.since = self.rows[over - 1]["id"]
+            del self.rows[:over]

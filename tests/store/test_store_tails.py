@@ -86,6 +86,25 @@ def test_a_record_handed_out_is_a_copy(two: tuple[Store, Store]) -> None:
     assert ours.messages_after("d1", 1, 0)[0].generation_id is None
 
 
+def test_what_callers_change_of_their_records_is_not_kept(two: tuple[Store, Store]) -> None:
+    """The record given to `append_messages`, the one it returns and the one a read
+    returns are the caller's: changing their fields or their data changes nothing the
+    store keeps."""
+    ours, theirs = two
+    ours.messages_after("d1", 1, 0)
+    given = _msg("d1", "a")
+    (stored,) = ours.append_messages([given])
+    given.data["text"] = "changed after the append"
+    stored.data["text"] = "changed by the appender"
+    stored.course = 7
+    read = ours.messages_after("d1", 1, 0)[0]
+    read.data["text"] = "changed by a reader"
+    read.kind = "assistant"
+    again = ours.messages_after("d1", 1, 0)
+    assert _shown(again) == _shown(theirs.messages_after("d1", 1, 0))
+    assert again[0].data == {"text": "a"} and again[0].kind == "user" and again[0].course == 1
+
+
 def test_the_tail_keeps_the_newest_and_reads_older_ones_again(two: tuple[Store, Store]) -> None:
     ours, theirs = two
     ours.messages_after("d1", 1, 0)
