@@ -50,7 +50,6 @@ from mindloop.memory import (
     summarize,
 )
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
-from mindloop.memory.sections import MESSAGE_SECTIONS
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
 from mindloop.providers.base import ChatMessage, GenerationRequest, ToolSpec
@@ -194,7 +193,7 @@ class BudgetedRequests:
             params=parts.params(member, fbr=False),
             member=member.id,
         )
-        self._remember_estimate(live.id, model, self._raw_request_tokens(req, compiled))
+        self._remember_estimate(live.id, model, self._raw_request_tokens(req))
         if compiled.trims or compiled.taskdoc_over is not None:
             self.bus.publish(
                 ContextTrimmed(
@@ -477,23 +476,10 @@ class BudgetedRequests:
 
     # ------------------------------------------------------------------ calibration
 
-    def _raw_request_tokens(self, req: GenerationRequest, compiled: CompiledContext) -> int:
-        """The request's size by the base counter (tool specs counted once per name):
-        the messages of the compiled turns as their parts' kept counts have them
-        (`MessageCounts`: each a part of one section, shown once), the others counted."""
+    def _raw_request_tokens(self, req: GenerationRequest) -> int:
+        """The request's size by the base counter (tool specs counted once per name)."""
         base = self.compiler.base_counter
-        counts = self.compiler.message_counts
-        total = base.count(req.system)
-        shown: set[int] = set()
-        if counts.base is base:
-            for s in compiled.sections:
-                if s.kind in MESSAGE_SECTIONS:
-                    for p in s.parts:
-                        total += counts.total(p)
-                        shown.update(map(id, p.messages))
-        for m in req.messages:
-            if id(m) not in shown:
-                total += message_tokens(m, base)
+        total = request_tokens(req.system, req.messages, (), base)
         for spec in req.tools:
             n = self._tool_tokens.get(spec.name)
             if n is None:

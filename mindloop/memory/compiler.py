@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.i18n import Lang
 from mindloop.memory.budget import Budgets, budgets
-from mindloop.memory.render import MessageCounts, part_cost, section_costs, section_messages
-from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Section, SectionKind
+from mindloop.memory.render import part_cost, section_costs, section_messages
+from mindloop.memory.sections import SECTIONS, Section, SectionKind
 from mindloop.memory.tokens import (
     CalibratedCounter,
     Calibration,
@@ -167,8 +167,6 @@ class MemoryCompiler:
         self._budgets: dict[tuple[int, str | None], Budgets] = {}
         self._budgets_of: MemoryConfig = config
         self._counters: dict[str, CalibratedCounter] = {}  # by model, at its last ratio
-        # each message part's base counts (the history's turns: the same parts each step)
-        self.message_counts = MessageCounts(self.base_counter)
 
     def budgets(self, window: int, phase: str | None) -> Budgets:
         """`budget.budgets` for this compiler's config, kept by (window, phase)."""
@@ -220,13 +218,8 @@ class MemoryCompiler:
         # its parts' (what a trim starts from)
         costs: dict[SectionKind, int] = {}
         each: dict[SectionKind, list[int]] = {}
-        ratio = self.message_counts.ratio_of(counter)
         for k, s in by_kind.items():
-            if ratio is not None and k in MESSAGE_SECTIONS:  # the same numbers, kept
-                found = each[k] = self.message_counts.costs(s.parts, ratio)
-                costs[k] = sum(found)
-            else:
-                costs[k], each[k] = section_costs(s, counter, lang)
+            costs[k], each[k] = section_costs(s, counter, lang)
 
         params: list[TrimParams] = []  # made when a section is first cut
 

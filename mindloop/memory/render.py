@@ -14,19 +14,12 @@ request never costs more than the budget it was checked against.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from mindloop.i18n import Lang
 from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
-from mindloop.memory.tokens import (
-    CALL_OVERHEAD,
-    MESSAGE_OVERHEAD,
-    CalibratedCounter,
-    TokenCounter,
-    message_tokens,
-)
-from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage, UserMessage
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
+from mindloop.providers.base import ChatMessage, UserMessage
 
 # What joins a section's lines. It is text like any other: under a calibrated ratio above
 # 1 one break costs more than one token, so costs count it with the counter.
@@ -136,81 +129,3 @@ def section_costs(
     if kind in MESSAGE_SECTIONS:  # no heading: its parts are messages
         return sum(costs), costs
     return base_cost(kind, counter, lang) + sum(costs), costs
-
-
-# One message part as `MessageCounts` keeps it: the part; its assistant messages with
-# their number of tool calls (a message may gain calls in place: then counted again);
-# the overheads of its messages and calls; the base count of each of its texts; their sum.
-_Counted = tuple[Part, tuple[tuple[AssistantMessage, int], ...], int, tuple[int, ...], int]
-
-COUNTED_KEPT = 4096  # message parts whose counts are kept (emptied when full)
-
-
-class MessageCounts:
-    """What each message part's texts count by a base counter, kept by the part: a
-    dialog's turns are the very same parts from step to step (`turns.TurnParts`), and
-    a calibrated count is the base count scaled (`CalibratedCounter.count(text)` is
-    `ceil(base.count(text) * ratio)`, the base count at a ratio of 1), so a part's
-    cost under any ratio is its overheads plus its base counts scaled, its texts not
-    counted again. The numbers are `part_costs`' (`message_tokens` of each message)."""
-
-    def __init__(self, base: TokenCounter) -> None:
-        self.base = base
-        self._held: dict[int, _Counted] = {}
-
-    def ratio_of(self, counter: TokenCounter) -> float | None:
-        """The ratio `counter` scales this base counter's counts by (None: it does not)."""
-        if counter is self.base:
-            return 1.0
-        if type(counter) is CalibratedCounter and counter.base is self.base:
-            return counter.ratio
-        return None
-
-    def costs(self, parts: Sequence[Part], ratio: float) -> list[int]:
-        """`part_costs` of message parts, by a counter scaling the base by `ratio`."""
-        counted = self._counted
-        if ratio == 1.0:
-            return [counted(p)[4] for p in parts]
-        ceil = math.ceil
-        out = []
-        for p in parts:
-            found = counted(p)
-            n = found[2]
-            for b in found[3]:
-                n += ceil(b * ratio)
-            out.append(n)
-        return out
-
-    def total(self, part: Part) -> int:
-        """`part_cost` of a message part by the base counter."""
-        return self._counted(part)[4]
-
-    def _counted(self, part: Part) -> _Counted:
-        held = self._held.get(id(part))
-        if held is not None and held[0] is part:
-            for msg, calls in held[1]:
-                if len(msg.tool_calls) != calls:
-                    break
-            else:
-                return held
-        count = self.base.count
-        assistants: list[tuple[AssistantMessage, int]] = []
-        fixed = 0
-        bases: list[int] = []
-        for m in part.messages:  # as `message_tokens` counts them
-            fixed += MESSAGE_OVERHEAD
-            if isinstance(m, AssistantMessage):
-                assistants.append((m, len(m.tool_calls)))
-                bases.append(count(m.text))
-                for call in m.tool_calls:
-                    fixed += CALL_OVERHEAD
-                    bases += (count(call.name), count(call.arguments))
-            elif isinstance(m, ToolResultMessage):
-                bases.append(count(m.content))
-            else:
-                bases.append(count(m.text))
-        found = (part, tuple(assistants), fixed, tuple(bases), fixed + sum(bases))
-        if len(self._held) >= COUNTED_KEPT:
-            self._held.clear()
-        self._held[id(part)] = found
-        return found
