@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import (
@@ -145,12 +146,11 @@ def summary_text(summary: Summary, lang: Lang) -> str:
     return "\n".join(out)
 
 
-@dataclass(frozen=True)
-class InputBlock:
+class InputBlock(NamedTuple):
     """One block of a phase input, as posted: what it is (`key`: head, notes, offered,
     node, reflections, targets, target, batch, dead_kb, resolved_waits, messages, tree,
     last_summary), its text (its heading first) and the node it shows, if one (the
-    model reads it whole with `node_get`)."""
+    model reads it whole with `node_get`). A tuple: each entry makes a few."""
 
     key: str
     text: str
@@ -160,7 +160,7 @@ class InputBlock:
 def blocks(inp: PhaseInput) -> list[InputBlock]:
     """The input's blocks, in the order `render` writes them."""
     lang = inp.lang
-    h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+    h = _marks(lang).heading
 
     def block(key: str, lines: Sequence[str], node: str | None = None) -> InputBlock:
         return InputBlock(key, "\n".join(lines), node)
