@@ -120,7 +120,7 @@ class BudgetedRequests:
         self._tool_tokens: dict[str, int] = {}
         # the tool specs of each tool selection asked for (a phase's, a member's)
         self._spec_lists: dict[
-            tuple[int, ...], tuple[RequestBuilder, tuple[Tool, ...], list[ToolSpec]]
+            tuple[int, int], tuple[RequestBuilder, tuple[Tool, ...], list[ToolSpec]]
         ] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
@@ -208,9 +208,10 @@ class BudgetedRequests:
         return BudgetedRequest(request=req, compiled=compiled, compaction=state.compaction)
 
     def _specs(self, parts: RequestBuilder, tools: Sequence[Tool]) -> list[ToolSpec]:
-        """`parts.specs(tools)`, kept by the tools (by identity: a policy offers the same
-        selection at every step of a phase); a list of its own for each request."""
-        key = (id(parts), *map(id, tools))
+        """`parts.specs(tools)`, kept by the selection (a policy offers the same list at
+        every step of a phase: found by its identity, used while it holds the very same
+        tools); a list of its own for each request."""
+        key = (id(parts), id(tools))
         held = self._spec_lists.get(key)
         if held is None or held[0] is not parts or held[1] != tuple(tools):
             if len(self._spec_lists) >= KEPT:
