@@ -205,19 +205,20 @@ def blocks(inp: PhaseInput) -> list[InputBlock]:
     return out
 
 
-# The blocks of the inputs this process rendered lately, by their text: `posted_blocks`
-# reads an input it finds here from them (`_as_posted`) instead of parsing its text.
-_RENDERED: dict[str, tuple[InputBlock, ...]] = {}
-RENDERED_KEPT = 64  # inputs kept (the oldest goes first)
+# The blocks of the inputs this process rendered lately, by the text's identity (the
+# loop hands the text it posted to the request's sections: no hash of a long text), the
+# text held with them: `posted_blocks` reads an input it finds here from its blocks
+# (`_as_posted`) instead of parsing its text.
+_RENDERED: dict[int, tuple[str, tuple[InputBlock, ...]]] = {}
+RENDERED_KEPT = 64  # inputs kept (emptied when full)
 
 
 def render(inp: PhaseInput) -> str:
     out = tuple(blocks(inp))
     text = "\n\n".join(b.text for b in out)
-    kept = _RENDERED
-    if kept.pop(text, None) is None and len(kept) >= RENDERED_KEPT:
-        kept.pop(next(iter(kept)), None)
-    kept[text] = out
+    if len(_RENDERED) >= RENDERED_KEPT:
+        _RENDERED.clear()
+    _RENDERED[id(text)] = (text, out)
     return text
 
 
@@ -288,12 +289,13 @@ def posted_blocks(
     the last tree heading before it (a tree's lines never hold one). A heading a model
     wrote into a node's requirement can only split a block in two.
 
-    The text is what `parse_blocks` reads; an input this process rendered lately is
-    read from the blocks `render` joined instead, when that gives the same blocks
-    (`_as_posted`): no parse at each entry of the loop that just posted it."""
-    held = _RENDERED.get(text)
-    if held is not None:
-        found = _as_posted(held, lang, last_summary, node, targets)
+    The text is what `parse_blocks` reads; an input this process rendered lately (the
+    very text `render` returned) is read from the blocks it joined instead, when that
+    gives the same blocks (`_as_posted`): no parse at each entry of the loop that just
+    posted it."""
+    held = _RENDERED.get(id(text))
+    if held is not None and held[0] is text:
+        found = _as_posted(held[1], lang, last_summary, node, targets)
         if found is not None:
             return found
     return parse_blocks(text, lang, last_summary=last_summary, node=node, targets=targets)
