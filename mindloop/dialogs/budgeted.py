@@ -52,7 +52,7 @@ from mindloop.memory import (
 from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
-from mindloop.providers.base import ChatMessage, GenerationRequest
+from mindloop.providers.base import ChatMessage, GenerationRequest, ToolSpec
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.tools.base import Tool
@@ -118,6 +118,10 @@ class BudgetedRequests:
         self._states: OrderedDict[str, _DialogState] = OrderedDict()
         self._estimates: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._tool_tokens: dict[str, int] = {}
+        # the tool specs of each tool selection asked for (a phase's, a member's)
+        self._spec_lists: dict[
+            tuple[int, int], tuple[RequestBuilder, tuple[Tool, ...], list[ToolSpec]]
+        ] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
@@ -180,7 +184,7 @@ class BudgetedRequests:
         system_text = parts.system_prompt(live, taskdoc=taskdoc) if system is None else system
         self._check_system(system_text, compiled.taskdoc_tokens, model, live)
         messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
-        specs = parts.specs(tools)
+        specs = self._specs(parts, tools)
         req = GenerationRequest.model_construct(
             model=model,
             system=system_text,
@@ -202,6 +206,18 @@ class BudgetedRequests:
                 )
             )
         return BudgetedRequest(request=req, compiled=compiled, compaction=state.compaction)
+
+    def _specs(self, parts: RequestBuilder, tools: Sequence[Tool]) -> list[ToolSpec]:
+        """`parts.specs(tools)`, kept by the selection (a policy offers the same list at
+        every step of a phase: found by its identity, used while it holds the very same
+        tools); a list of its own for each request."""
+        key = (id(parts), id(tools))
+        held = self._spec_lists.get(key)
+        if held is None or held[0] is not parts or held[1] != tuple(tools):
+            if len(self._spec_lists) >= KEPT:
+                self._spec_lists.clear()
+            held = self._spec_lists[key] = (parts, tuple(tools), parts.specs(tools))
+        return list(held[2])
 
     def _summary(self, state: _DialogState, c: DialogCompaction) -> Section:
         """The dialog summary section of compaction `c`, built once per compaction (its

@@ -20,15 +20,23 @@ from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_
 
 
 class _StatCache:
-    """Caches a file's text keyed by (mtime_ns, size)."""
+    """Caches a file's text keyed by (mtime_ns, size). A file found missing is looked
+    for with `access` until it exists (no `stat` error raised and caught at every
+    generation for the usual missing self.md)."""
 
     def __init__(self) -> None:
         self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
+        self._missing: set[Path] = set()
 
     def read(self, path: Path) -> str:
+        if path in self._missing:
+            if not os.access(path, os.F_OK):
+                return ""
+            self._missing.discard(path)
         try:
             st = os.stat(path)
         except OSError:
+            self._missing.add(path)
             return ""
         key = (st.st_mtime_ns, st.st_size)
         hit = self._cache.get(path)

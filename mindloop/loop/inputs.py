@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from mindloop.i18n import Lang
 from mindloop.loop.phase_texts import (
@@ -145,12 +146,11 @@ def summary_text(summary: Summary, lang: Lang) -> str:
     return "\n".join(out)
 
 
-@dataclass(frozen=True)
-class InputBlock:
+class InputBlock(NamedTuple):
     """One block of a phase input, as posted: what it is (`key`: head, notes, offered,
     node, reflections, targets, target, batch, dead_kb, resolved_waits, messages, tree,
     last_summary), its text (its heading first) and the node it shows, if one (the
-    model reads it whole with `node_get`)."""
+    model reads it whole with `node_get`). A tuple: each entry makes a few."""
 
     key: str
     text: str
@@ -160,7 +160,7 @@ class InputBlock:
 def blocks(inp: PhaseInput) -> list[InputBlock]:
     """The input's blocks, in the order `render` writes them."""
     lang = inp.lang
-    h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
+    h = _marks(lang).heading
 
     def block(key: str, lines: Sequence[str], node: str | None = None) -> InputBlock:
         return InputBlock(key, "\n".join(lines), node)
@@ -205,8 +205,21 @@ def blocks(inp: PhaseInput) -> list[InputBlock]:
     return out
 
 
+# The blocks of the inputs this process rendered lately, by the text's identity (the
+# loop hands the text it posted to the request's sections: no hash of a long text), the
+# text held with them: `posted_blocks` reads an input it finds here from its blocks
+# (`_as_posted`) instead of parsing its text.
+_RENDERED: dict[int, tuple[str, tuple[InputBlock, ...]]] = {}
+RENDERED_KEPT = 64  # inputs kept (emptied when full)
+
+
 def render(inp: PhaseInput) -> str:
-    return "\n\n".join(b.text for b in blocks(inp))
+    out = tuple(blocks(inp))
+    text = "\n\n".join(b.text for b in out)
+    if len(_RENDERED) >= RENDERED_KEPT:
+        _RENDERED.clear()
+    _RENDERED[id(text)] = (text, out)
+    return text
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,8 @@ class _Marks:
     heading: dict[str, str]  # the input's headings by key (INPUT_SECTIONS)
     keys: dict[str, str]  # key by heading, for the blocks kept
     breaks: re.Pattern[str]
+    tree_head: str  # how the tree block starts
+    tree_cut: str  # where the parse cuts the tree off (its last occurrence)
 
 
 _MARKS: dict[Lang, _Marks] = {}
@@ -229,9 +244,15 @@ def _marks(lang: Lang) -> _Marks:
         h = {k: v[lang] for k, v in INPUT_SECTIONS.items()}
         keys = {h[k]: k for k in INPUT_SECTIONS if k not in ("tree", "last_summary")}
         keys |= {OFFERED[lang]: "offered", DEAD_KB[lang]: "dead_kb"}
-        assert not any(k.startswith("\n") for k in keys)  # see `_breaks`
+        assert not any("\n" in k for k in keys)  # see `_breaks` and `_as_posted`
         marks = [re.escape(k) + "(?:\n|$)" for k in keys]
-        found = _MARKS[lang] = _Marks(h, keys, re.compile("\n\n(?=" + "|".join(marks) + ")"))
+        found = _MARKS[lang] = _Marks(
+            h,
+            keys,
+            re.compile("\n\n(?=" + "|".join(marks) + ")"),
+            h["tree"] + "\n",
+            f"\n\n{h['tree']}\n",
+        )
     return found
 
 
@@ -266,13 +287,35 @@ def posted_blocks(
     Nothing of the input is lost however its texts read: the last step summary is cut
     only where it is exactly what `render` wrote from `last_summary`, the tree only at
     the last tree heading before it (a tree's lines never hold one). A heading a model
-    wrote into a node's requirement can only split a block in two."""
+    wrote into a node's requirement can only split a block in two.
+
+    The text is what `parse_blocks` reads; an input this process rendered lately (the
+    very text `render` returned) is read from the blocks it joined instead, when that
+    gives the same blocks (`_as_posted`): no parse at each entry of the loop that just
+    posted it."""
+    held = _RENDERED.get(id(text))
+    if held is not None and held[0] is text:
+        found = _as_posted(held[1], lang, last_summary, node, targets)
+        if found is not None:
+            return found
+    return parse_blocks(text, lang, last_summary=last_summary, node=node, targets=targets)
+
+
+def parse_blocks(
+    text: str,
+    lang: Lang,
+    *,
+    last_summary: Summary | None = None,
+    node: str | None = None,
+    targets: Sequence[str] = (),
+) -> list[InputBlock]:
+    """`posted_blocks` read from the text alone: the definition (see there)."""
     marks = _marks(lang)
     h = marks.heading
     if last_summary is not None:
         tail = f"\n\n{h['last_summary']}\n{summary_text(last_summary, lang)}"
         text = text.removesuffix(tail)
-    at = text.rfind(f"\n\n{h['tree']}\n")
+    at = text.rfind(marks.tree_cut)
     if at >= 0:
         text = text[:at]
     keys = marks.keys
@@ -290,6 +333,57 @@ def posted_blocks(
         else:
             target = next(t for head, t in heads.items() if chunk.startswith(head))
             out.append(InputBlock("target", chunk, target))
+    return out
+
+
+def _as_posted(
+    held: Sequence[InputBlock],
+    lang: Lang,
+    last_summary: Summary | None,
+    node: str | None,
+    targets: Sequence[str],
+) -> list[InputBlock] | None:
+    """What `parse_blocks` reads from the text `render` joined from `held`, taken from
+    `held` itself: its blocks but the tree and the last step summary, when no text
+    of them would make the parse cut otherwise (a heading or a target's head after a
+    blank line inside a block, a tree heading in the summary not cut with it, a block
+    the parse would name otherwise); else None (the text is parsed)."""
+    marks = _marks(lang)
+    h = marks.heading
+    out = list(held)
+    if out and out[-1].key == "last_summary":
+        tail = out.pop().text
+        if marks.tree_cut in tail and (
+            last_summary is None
+            or tail != f"{h['last_summary']}\n{summary_text(last_summary, lang)}"
+        ):
+            return None  # the parse may cut at the summary's tree heading
+    if not out or out[-1].key != "tree":
+        return None
+    tree = out.pop().text
+    if not tree.startswith(marks.tree_head) or marks.tree_cut in tree:
+        return None  # the parse cuts at the tree's start, as its last tree heading
+    if not out or out[0].key != "head" or out[0].node is not None:
+        return None
+    heads = {node_head(t, lang): t for t in targets} if targets else {}
+    keys, breaks = marks.keys, marks.breaks
+    for i, b in enumerate(out):
+        text = b.text
+        if "\n\n" in text and (
+            breaks.search(text) is not None or any("\n\n" + head in text for head in heads)
+        ):
+            return None  # the parse would split it
+        if i == 0:
+            continue
+        end = text.find("\n")
+        key = keys.get(text if end < 0 else text[:end])
+        if key is not None:
+            if key != b.key or b.node != (node if key == "node" else None):
+                return None
+        elif b.key != "target" or b.node != next(
+            (t for head, t in heads.items() if text.startswith(head)), None
+        ):
+            return None
     return out
 
 

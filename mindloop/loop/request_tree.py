@@ -77,11 +77,12 @@ def tree_section(
 ) -> Section:
     """The workspace tree (an existing one) as a section (see the module doc); `parts`:
     the root's tree as last built, to build this one from."""
-    nodes = ws.view()
-    if phase is Phase.DO and node is not None and node in nodes:
-        keep = _in_walk_order(ws, [node, *nodes[node].deps])
+    peek = ws.peek  # (no view of every node: DO's section lists a few)
+    current = peek(node) if node is not None else None
+    if phase is Phase.DO and node is not None and current is not None:
+        keep = _in_walk_order(ws, [node, *current.deps])
         return Section(kind=_KIND, parts=tuple(_node_part(ws, n, 0, True) for n in keep))
-    related = _related(ws, [n for n in (node, *targets) if n is not None and n in nodes])
+    related = _related(ws, [n for n in (node, *targets) if n is not None and peek(n) is not None])
     if parts is None:
         parts = TreeParts()
     return Section(kind=_KIND, parts=parts.whole(ws, related))

@@ -166,6 +166,7 @@ class MemoryCompiler:
         # phase, so computed once (again if `config` is replaced).
         self._budgets: dict[tuple[int, str | None], Budgets] = {}
         self._budgets_of: MemoryConfig = config
+        self._counters: dict[str, CalibratedCounter] = {}  # by model, at its last ratio
 
     def budgets(self, window: int, phase: str | None) -> Budgets:
         """`budget.budgets` for this compiler's config, kept by (window, phase)."""
@@ -178,10 +179,15 @@ class MemoryCompiler:
         return found
 
     def counter(self, model: str | None) -> TokenCounter:
-        """The base counter scaled by `model`'s learned ratio (fixed for one compile)."""
+        """The base counter scaled by `model`'s learned ratio (fixed for one compile;
+        the same counter while the ratio and the base counter are)."""
         if model is None:
             return self.base_counter
-        return CalibratedCounter(self.base_counter, self.calibration.ratio(model))
+        ratio = self.calibration.ratio(model)
+        held = self._counters.get(model)
+        if held is None or held.ratio != ratio or held.base is not self.base_counter:
+            held = self._counters[model] = CalibratedCounter(self.base_counter, ratio)
+        return held
 
     def compile(
         self,

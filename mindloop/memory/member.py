@@ -85,6 +85,7 @@ class MemberMemory:
         self.path = rtws / ".minds" / "team" / member / "memory.jsonl"
         self.min_confidence = min_confidence
         self._section: tuple[tuple[MemoryItem, ...], Section] | None = None
+        self._missing = False  # the file was missing when last looked for
 
     def items(self) -> list[MemoryItem]:
         """The items, in the order they were first written. A damaged line is an error
@@ -93,11 +94,16 @@ class MemberMemory:
         return list(self._items())
 
     def _items(self) -> tuple[MemoryItem, ...]:
-        """The items as last read (shared: not to change)."""
+        """The items as last read (shared: not to change). A file found missing is
+        looked for with `access` until it exists (no `stat` error at every step)."""
+        if self._missing and not os.access(self.path, os.F_OK):
+            return ()
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
+            self._missing = True
             return ()
+        self._missing = False
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         held = _read.get(self.path)
         if held is not None and held[0] == stamp:

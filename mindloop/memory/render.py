@@ -29,8 +29,14 @@ _DATA_FENCE: dict[Lang, str] = {"en": "--- data ---", "zh": "--- 数据 ---"}
 
 
 def heading(kind: SectionKind, lang: Lang) -> str:
-    spec = SECTIONS[kind]
-    return f"## {spec.heading.get(lang, spec.heading['en'])}"
+    found = _HEADINGS.get((kind, lang))
+    if found is None:
+        spec = SECTIONS[kind]
+        found = _HEADINGS[kind, lang] = f"## {spec.heading.get(lang, spec.heading['en'])}"
+    return found
+
+
+_HEADINGS: dict[tuple[SectionKind, Lang], str] = {}  # (each request writes and counts them)
 
 
 def fence(lang: Lang) -> str:

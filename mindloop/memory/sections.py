@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from mindloop.i18n import Lang
 from mindloop.providers.base import ChatMessage
@@ -102,7 +102,9 @@ class Part(BaseModel):
 
     id: str  # how the trim log and a read-it-whole hint name it (event id, node id, turn #)
     text: str = ""
-    messages: tuple[ChatMessage, ...] = ()
+    # The engine's own messages (a dialog's turn, its fold or its trim), already models:
+    # not validated again (a request makes parts for its new turns at every step).
+    messages: SkipValidation[tuple[ChatMessage, ...]] = ()
     # Higher is kept first: a memory item's confidence, a retrieved passage's score.
     score: float = 0.0
     # Never dropped by its section's rule: the current node and its ancestors and deps,

@@ -429,6 +429,12 @@ class _TextCuts:
         self.by_length = count_length(w.params.counter)
         # what a text part costs beyond its text (its count by length: 0 for "")
         self.fixed = w.text_cost("") if self.by_length is not None else 0
+        # each picked text's length and count (the same at every probe)
+        count = w.params.counter.count
+        self.sizes = [
+            (len(p.text), count(p.text)) if pick and self.by_length is not None else (0, 0)
+            for p, pick in zip(self.originals, self.picked, strict=True)
+        ]
 
     def texts(self, c: int) -> list[str]:
         counter, lang, at = self.w.params.counter, self.w.params.lang, self.at
@@ -452,14 +458,16 @@ class _TextCuts:
                 for new, old, cost in zip(texts, self.originals, self.known, strict=True)
             ]
             return texts, costs
-        counter, lang, at, fixed = self.w.params.counter, self.w.params.lang, self.at, self.fixed
+        lang, at, fixed = self.w.params.lang, self.at, self.fixed
         costs = []
-        for p, pick, cost in zip(self.originals, self.picked, self.known, strict=True):
-            size = None
+        for p, pick, cost, (size, n) in zip(
+            self.originals, self.picked, self.known, self.sizes, strict=True
+        ):
+            cut = None
             if pick:
                 head, tail, where = at(p, c)
-                size = clipped_length(p.text, head, tail, counter, lang, where)
-            costs.append(cost if size is None else fixed + by_length(size))
+                cut = _clipped_size(size, n, head, tail, lang, where)
+            costs.append(cost if cut is None else fixed + by_length(cut))
         return c, costs
 
 
@@ -534,13 +542,19 @@ def clipped_length(
     text: str, head: int, tail: int, counter: TokenCounter, lang: Lang, where: str = ""
 ) -> int | None:
     """The length of `clip`'s text without making it (None: `text` fits, unchanged)."""
-    cut = _cut(text, head, tail, counter, lang, where)
-    if cut is None:
+    return _clipped_size(len(text), counter.count(text), head, tail, lang, where)
+
+
+def _clipped_size(size: int, n: int, head: int, tail: int, lang: Lang, where: str) -> int | None:
+    """`clipped_length` of a text of `size` characters that counts `n` tokens (a cap
+    search weighs the same text at every probe: counted once)."""
+    if n <= head + tail:
         return None
-    head_chars, tail_chars, note = cut
-    span = range(len(text))  # sliced as the text would be: the same lengths
-    kept = len(span[:head_chars]) + (len(span[len(text) - tail_chars :]) if tail_chars else 0)
-    return kept + len(note)
+    per = size / n
+    head_chars, tail_chars = int(head * per), int(tail * per)
+    span = range(size)  # sliced as the text would be: the same lengths
+    kept = len(span[:head_chars]) + (len(span[size - tail_chars :]) if tail_chars else 0)
+    return kept + _note_length(n - head - tail, lang, where)
 
 
 def _cut(
@@ -554,6 +568,18 @@ def _cut(
     per = len(text) / n  # characters per token of this very text
     note = _CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n=n - head - tail, where=where)
     return int(head * per), int(tail * per), note
+
+
+def _note_length(n: int, lang: Lang, where: str) -> int:
+    """The length of `_cut`'s note for `n` tokens cut (its template holds `{n}` and
+    `{where}` once each: the rest of it, and the two as written)."""
+    rest = _NOTE_REST.get(lang)
+    if rest is None:
+        rest = _NOTE_REST[lang] = len(_CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n="", where=""))
+    return rest + len(str(n)) + len(where)
+
+
+_NOTE_REST: dict[Lang, int] = {}
 
 
 def _clip_turn(part: Part, head: int, tail: int, p: TrimParams, *, results_only: bool) -> Part:

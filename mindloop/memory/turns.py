@@ -10,10 +10,10 @@ the "recent history" section.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from mindloop.memory.sections import Part, Section, SectionKind
-from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage
+from mindloop.providers.base import AssistantMessage, ChatMessage, ToolResultMessage, UserMessage
 
 
 class Turn(NamedTuple):  # (a tuple: a step builds a handful, cheaply)
@@ -30,8 +30,20 @@ class Turn(NamedTuple):  # (a tuple: a step builds a handful, cheaply)
         first = self.messages[0]
         if not isinstance(first, AssistantMessage) or not first.tool_calls:
             return False
-        answered = {m.call_id for m in self.messages[1:] if isinstance(m, ToolResultMessage)}
+        answered = {m.call_id for m in self.messages[1:] if _is_result(m)}
         return all(c.id in answered for c in first.tool_calls)
+
+
+_NOT_RESULTS = (UserMessage, AssistantMessage)
+
+
+def _is_result(msg: ChatMessage) -> TypeGuard[ToolResultMessage]:
+    """`isinstance(msg, ToolResultMessage)`, the exact message types told apart without
+    the models' ABC check (a turn split looks at every message of a long dialog)."""
+    kind = type(msg)
+    return kind is ToolResultMessage or (
+        kind not in _NOT_RESULTS and isinstance(msg, ToolResultMessage)
+    )
 
 
 def split_turns(messages: Sequence[ChatMessage], start: int = 0) -> list[Turn]:
@@ -42,7 +54,7 @@ def split_turns(messages: Sequence[ChatMessage], start: int = 0) -> list[Turn]:
     first = start
     for i in range(start, len(messages)):
         msg = messages[i]
-        if isinstance(msg, ToolResultMessage) and current:
+        if current and _is_result(msg):
             current.append(msg)
             continue
         if current:
@@ -63,7 +75,7 @@ def tail_turns(
     end = len(messages)
     i = end - 1
     while i >= start and len(out) < n:
-        if not isinstance(messages[i], ToolResultMessage) or i == start:
+        if i == start or not _is_result(messages[i]):
             if i != skip or end != i + 1:
                 out.append(Turn(i, tuple(messages[i:end])))
             end = i

@@ -47,22 +47,32 @@ class _Entry:
 
     def unchanged(self) -> bool:
         """Whether every watched path still has its signature (stops at the first
-        that does not)."""
+        that does not). A path missing at the rendering is looked for with `access`
+        (no `lstat` error raised and caught at every generation)."""
         now: list[_Sig] = []
-        lstat = os.lstat
+        lstat, access = os.lstat, os.access
         for path, parent, old in zip(self.watch, self.parents, self.sig, strict=True):
-            sig: _Sig = None
             if parent < 0 or now[parent] is not None:  # `_sig`, inline: a request's path
-                try:
-                    st = lstat(path)
-                except OSError:
-                    pass
+                if old is None:
+                    if access(path, os.F_OK, **_NOFOLLOW):
+                        return False  # it exists now
                 else:
-                    sig = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-            if sig != old:
+                    try:
+                        st = lstat(path)
+                    except OSError:
+                        return False
+                    if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) != old:
+                        return False
+            elif old is not None:  # its directory is gone
                 return False
-            now.append(sig)
+            now.append(old)
         return True
+
+
+# `access` as `lstat` looks: a symlink, dangling or not, exists (where it can say so).
+_NOFOLLOW: dict[str, bool] = (
+    {"follow_symlinks": False} if os.access in os.supports_follow_symlinks else {}
+)
 
 
 def _parents(watch: tuple[str, ...]) -> tuple[int, ...]:

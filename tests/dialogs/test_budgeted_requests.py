@@ -509,3 +509,35 @@ async def test_the_summary_asked_for_fits_beside_the_newest_verdicts(rtws: Path)
         checked.add(c.verdicts)
     assert len(checked) >= 2  # compactions with other verdicts, each weighed by its own
     await rt.aclose()
+
+
+async def test_each_request_offers_the_tools_it_was_given(rtws: Path) -> None:
+    """The specs of a tool selection are kept by the selection: other selections, the
+    same list changed in place, and a new list of other tools each get their own specs."""
+    policy = Budgeted()
+    rt, _ = runtime(rtws, reader(0), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    history = History()
+    history.add_row(1, "user", {"text": "go"}, None)
+    live = LiveDialog(
+        record=rt.store.get_dialog(root.id),
+        member=rt.config.member("dev"),
+        policy=policy,
+        root_member="dev",
+        history=history,
+    )
+    assert policy.memory is not None
+    every = rt.parts.member_tools(live.member, is_root=True)
+    assert len(every) >= 3
+    offered = list(every[:2])
+    for tools in (offered, every[1:3], offered, every, offered):
+        req = policy.memory.compile_request(live, rt.parts, tools).request
+        assert [s.name for s in req.tools] == [t.name for t in tools]
+    offered[0] = every[2]  # changed in place
+    req = policy.memory.compile_request(live, rt.parts, offered).request
+    assert [s.name for s in req.tools] == [every[2].name, every[1].name]
+    for i in range(3):  # new lists, whatever ids they get
+        tools = [every[i]]
+        req = policy.memory.compile_request(live, rt.parts, tools).request
+        assert [s.name for s in req.tools] == [every[i].name]
+    await rt.aclose()

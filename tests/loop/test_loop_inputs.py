@@ -7,13 +7,21 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mindloop.i18n import Lang
 from mindloop.loop import phase_ops
 from mindloop.loop.driver import TaskLoop
-from mindloop.loop.inputs import PhaseInput, blocks, posted_blocks, render, tree_text
+from mindloop.loop.inputs import (
+    PhaseInput,
+    blocks,
+    node_head,
+    parse_blocks,
+    posted_blocks,
+    render,
+    tree_text,
+)
 from mindloop.loop.phase_texts import INPUT_SECTIONS
 from mindloop.loop.phases import Phase
 from mindloop.store import loop_state as ls
@@ -124,6 +132,96 @@ def test_an_input_as_posted_gives_back_its_blocks_but_the_tree_and_the_summary(
         if b.node is not None:
             assert b.text.startswith(want[[w.node for w in want].index(b.node)].text[:40])
     assert not any(b.text.startswith(INPUT_SECTIONS["tree"][lang]) for b in got)
+
+
+# What a model may write that reads like the input's own structure after a blank line:
+# a heading the parse cuts at, a node's head, the tree's heading (in a summary too).
+_TRAPS = st.sampled_from(
+    [
+        "\n\n" + INPUT_SECTIONS["notes"]["en"] + "\nx",
+        "\n\n" + INPUT_SECTIONS["resolved_waits"]["zh"],
+        "\n\n" + INPUT_SECTIONS["tree"]["en"] + "\n- n9",
+        "\n\n" + INPUT_SECTIONS["last_summary"]["en"] + "\n",
+        "\n\n" + node_head("n2", "en") + "x",
+        "\n\n" + node_head("n1", "zh"),
+        "\n\n",
+        "",
+    ]
+)
+_TRAPPED = st.builds(lambda a, b, c: a + b + c, _TEXT, _TRAPS, _TEXT)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    phase=st.sampled_from(list(Phase)),
+    notes=st.lists(_TRAPPED, max_size=2),
+    resolved=st.lists(_TRAPPED, max_size=2),
+    reflections=st.lists(_TRAPPED, max_size=2),
+    summary=st.none()
+    | st.builds(Summary, progress=_TRAPPED, pending=st.lists(_TRAPPED, max_size=2)),
+    other=st.none() | st.builds(Summary, progress=_TRAPPED),
+    node=st.sampled_from(["n1", "n2", None]),
+    lang=st.sampled_from(["en", "zh"]),
+    read_in=st.sampled_from(["en", "zh"]),
+)
+@example(  # a node's head in a note, in CHECK (the parse cuts the note there)
+    phase=Phase.CHECK,
+    notes=["a\n\n" + node_head("n2", "en") + "b"],
+    resolved=[],
+    reflections=[],
+    summary=None,
+    other=None,
+    node=None,
+    lang="en",
+    read_in="en",
+)
+def test_an_input_this_process_rendered_reads_back_as_its_text_parses(
+    two_nodes: tuple[Path, WorkspaceState],
+    phase: Phase,
+    notes: list[str],
+    resolved: list[str],
+    reflections: list[str],
+    summary: Summary | None,
+    other: Summary | None,
+    node: str | None,
+    lang: Lang,
+    read_in: Lang,
+) -> None:
+    """`posted_blocks` takes an input `render` just wrote from its blocks instead of
+    parsing the text: the very blocks the parse gives (a heading or a node's head after
+    a blank line in any text, a tree heading in the summary, the entry's summary, node
+    or language not the rendered ones), and for a text it did not render, the parse."""
+    rtws, state = two_nodes
+    inp = PhaseInput(
+        phase,
+        3,
+        lang,
+        state,
+        rtws,
+        node=node,
+        targets=["n1", "n2"] if phase is Phase.CHECK else [],
+        notes=notes,
+        resolved=resolved,
+        last_summary=summary,
+        workspace_ref="abc123",
+        reflections=reflections,
+    )
+    text = render(inp)
+    for last, at, targets in (
+        (summary, node, inp.targets),
+        (other, node, inp.targets),
+        (summary, "n2" if node != "n2" else None, inp.targets),
+        (summary, node, list(reversed(inp.targets))),
+    ):
+        got = posted_blocks(text, read_in, last_summary=last, node=at, targets=targets)
+        want = parse_blocks(text, read_in, last_summary=last, node=at, targets=targets)
+        assert got == want
+    fresh = text + "\n"  # not rendered: parsed
+    assert posted_blocks(fresh, lang, last_summary=summary, node=node) == parse_blocks(
+        fresh, lang, last_summary=summary, node=node
+    )
 
 
 # ---------------------------------------------------------------- the tree between entries

@@ -74,3 +74,17 @@ def test_a_file_changed_by_another_writer_is_read_again(tmp_path: Path) -> None:
     mem.path.write_text(mem.path.read_text("utf-8") + "not json\n", "utf-8")
     with pytest.raises(ValueError, match=r"memory\.jsonl:3: not a memory item"):
         mem.items()
+
+
+def test_a_memory_file_missing_then_written_elsewhere_shows_at_once(tmp_path: Path) -> None:
+    """A missing file is looked for at every step without a `stat` error; another
+    writer creating it shows in the next section, and its removal empties it again."""
+    mem = MemberMemory(tmp_path, "dev")
+    for _ in range(2):
+        assert mem.section().parts == ()
+    MemberMemory(tmp_path, "dev").remember("Use uv.", 0.9, writer="SELF_IMPROVE")
+    assert [p.text for p in mem.section().parts] == ["- Use uv."]
+    mem.path.unlink()
+    assert mem.section().parts == ()
+    MemberMemory(tmp_path, "dev").remember("Use pip.", 0.9, writer="SELF_IMPROVE")
+    assert [p.text for p in mem.section().parts] == ["- Use pip."]

@@ -224,3 +224,18 @@ def test_cache_sees_bear_in_mind_come_and_go(tmp_path: Path) -> None:
     assert "### runbook.md\nRUN FASTER" in render(pkg)
     shutil.rmtree(pkg.path / "bearinmind")
     assert "## Bear In Mind" not in render(pkg)
+
+
+def test_cache_sees_a_missing_section_arrive_and_go(tmp_path: Path) -> None:
+    """A hit looks for a section missing at the rendering without `lstat` (`access`):
+    its arriving is a change, and so is its going again."""
+    pkg = make_package(tmp_path, goals="g")
+    first = render(pkg)
+    for _ in range(2):  # hits
+        assert render(pkg) == first
+    write(pkg.path, "constraints.md", "CONSTRAINED")
+    assert "CONSTRAINED" in render(pkg)
+    (pkg.path / "constraints.md").unlink()
+    assert render(pkg) == first
+    write(pkg.path, "progress.md", "PROGRESSED")
+    assert "PROGRESSED" in render(pkg)
