@@ -86,6 +86,19 @@ def runtime(
     return rt, events
 
 
+def live_dev(
+    rt: DialogRuntime, record: DialogRecord, policy: Budgeted, history: History
+) -> LiveDialog:
+    """`dev`'s root dialog as a drive holds it, with `history` as its view."""
+    return LiveDialog(
+        record=record,
+        member=rt.config.member("dev"),
+        policy=policy,
+        root_member="dev",
+        history=history,
+    )
+
+
 def reader(steps: int, *, input_factor: float | None = None) -> FunctionModel:
     """Reads big.txt `steps` times, then answers; reports input tokens as `input_factor`
     × the request's characters / 4 when given."""
@@ -210,13 +223,7 @@ async def test_a_message_that_grows_in_place_is_counted_again(rtws: Path) -> Non
     history = History()
     history.add_row(1, "user", {"text": "go"}, None)
     history.add_row(2, "tool_call", {"id": "c1", "name": "list_dir", "arguments": "{}"}, 7)
-    live = LiveDialog(
-        record=rt.store.get_dialog(root.id),
-        member=rt.config.member("dev"),
-        policy=policy,
-        root_member="dev",
-        history=history,
-    )
+    live = live_dev(rt, rt.store.get_dialog(root.id), policy, history)
     assert policy.memory is not None
 
     def counted() -> int:
@@ -343,13 +350,7 @@ async def test_messages_folded_again_with_other_settings_are_counted_again(rtws:
             )
         history = History()
         history.messages = msgs  # the very same messages, in a new drive's view
-        live = LiveDialog(
-            record=record,
-            member=rt.config.member("dev"),
-            policy=policy,
-            root_member="dev",
-            history=history,
-        )
+        live = live_dev(rt, record, policy, history)
         return memory.dialog_tokens(live, "mock-model")
 
     first = DialogCompaction(
@@ -519,13 +520,7 @@ async def test_each_request_offers_the_tools_it_was_given(rtws: Path) -> None:
     root, _ = rt.start_root_dialog(TASK, "go", "dev")
     history = History()
     history.add_row(1, "user", {"text": "go"}, None)
-    live = LiveDialog(
-        record=rt.store.get_dialog(root.id),
-        member=rt.config.member("dev"),
-        policy=policy,
-        root_member="dev",
-        history=history,
-    )
+    live = live_dev(rt, rt.store.get_dialog(root.id), policy, history)
     assert policy.memory is not None
     every = rt.parts.member_tools(live.member, is_root=True)
     assert len(every) >= 3
