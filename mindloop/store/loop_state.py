@@ -20,13 +20,11 @@ each write joining the caller's transaction.
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.store.cursors import Cursors
@@ -139,15 +137,6 @@ class LoopState(BaseModel):
 _ROW = frozenset({"phase", "status", "status_reason", "plan_reentries", "version"})
 _BINDING = frozenset({"task_id", "task_path", "root_id", "created_at", "updated_at"})
 _IN_COLUMNS = set(_ROW | _BINDING)  # the rest is the row's `loop_state`
-
-_tc = _tasks_table.c
-# A loop write: the SET clause comes from the parameter keys; the version the state was
-# read at is the guard, and the new one is that plus one.
-_SAVE = (
-    sa.update(_tasks_table)
-    .where(_tc.id == sa.bindparam("_id"), _tc.version == sa.bindparam("_version"))
-    .values(version=_tc.version + 1)
-)
 
 
 class StaleLoopState(Exception):
@@ -300,36 +289,29 @@ def all_states(store: Store) -> list[LoopState]:
 def save(store: Store, state: LoopState) -> LoopState:
     """Write `state` over the task it was read from (at `state.version`); the new state.
     `StaleLoopState` when another writer moved the task first."""
-    fields: dict[str, Any] = {
-        "phase": state.phase,
-        "status": state.status,
-        "status_reason": state.status_reason or None,
-        "plan_reentries": state.plan_reentries,
-    }
-    rest = state.model_dump(mode="json", exclude=_IN_COLUMNS)
-    now = time.time()
-    params = {k: (v.value if isinstance(v, StrEnum) else v) for k, v in fields.items()}
-    params |= {"loop_state": rest, "updated_at": now, "_id": state.task_id}
-    params["_version"] = state.version
     with store.tx():
-        row = store.memo_get((_TASKS, "path", state.task_path))  # the write forgets it
-        if store._write(_SAVE, params) == 0:
+        task = store.update_task(
+            state.task_id,
+            expected_version=state.version,
+            phase=state.phase,
+            status=state.status,
+            status_reason=state.status_reason or None,
+            plan_reentries=state.plan_reentries,
+            loop_state=state.model_dump(mode="json", exclude=_IN_COLUMNS),
+        )
+        if task is None:
             raise StaleLoopState(
                 f"the loop state of {state.task_path} is no longer at version {state.version}"
             )
-        version = state.version + 1
-        if row is not MISS and row is not None:  # the row as it now stands, kept
-            update = {**fields, "loop_state": rest, "version": version, "updated_at": now}
-            store._keep(row.model_copy(update=update))
     discard(store, state.task_path)  # a staged state is written with this one
     # `state` with the row's new fields: what a read would compose (validated already)
     return _hold(
         store,
         state.model_copy(
             update={
-                "version": version,
-                "updated_at": now,
-                "status_reason": state.status_reason or "",
+                "version": task.version,
+                "updated_at": task.updated_at,
+                "status_reason": task.status_reason or "",
             }
         ),
     )

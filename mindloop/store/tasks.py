@@ -89,12 +89,27 @@ UPDATE_TASK = (
     .values(version=_c.version + 1)
     .returning(*t.tasks.c)  # the record as it now stands: no read after each loop write
 )
-UPDATE_TASK_AT = UPDATE_TASK.where(_c.version == sa.bindparam("_version"))
+# … at the version the writer read: the new one is that plus one, and the record is the
+# row kept for that version with the write's fields (returned only when none is kept)
+UPDATE_TASK_AT = (
+    sa.update(t.tasks)
+    .where(_c.id == sa.bindparam("_id"), _c.version == sa.bindparam("_version"))
+    .values(version=_c.version + 1)
+)
 TOUCH_TASK = (
     sa.update(t.tasks).where(_c.id == sa.bindparam("_id")).values(updated_at=sa.bindparam("_now"))
 )
-# The fields a loop write may change (not the binding: package and root are for life).
-UPDATABLE = frozenset({"topic", "phase", "status", "status_reason", "plan_reentries"})
+# The fields a loop write may change (not the binding: package and root are for life),
+# and how a kept record takes each value it is given (an enum field from its value).
+_AS_FIELD: dict[str, Any] = {
+    "topic": str,
+    "phase": lambda v: None if v is None else LoopPhase(v),
+    "status": TaskStatus,
+    "status_reason": lambda v: v,
+    "plan_reentries": int,
+    "loop_state": lambda v: v,
+}
+UPDATABLE = frozenset(_AS_FIELD)
 
 
 _TASKS = t.tasks.name  # the first item of the keys this module keeps (`Store.memo_get`)
@@ -162,10 +177,11 @@ class TaskRows:
         return rec
 
     def _keep(self, rec: TaskRecord) -> None:
-        """Keep a task row just read or written, by root and by package."""
+        """Keep a task row just read or written, by root, by package and by id."""
         copy = rec.model_copy()
         self.memo_put((_TASKS, "root", rec.root_id), copy)
         self.memo_put((_TASKS, "path", rec.task_path), copy)
+        self.memo_put((_TASKS, "id", rec.id), copy)
 
     def recent_tasks(self, limit: int) -> list[TaskRecord]:
         """The `limit` most recently updated tasks, newest first."""
@@ -188,18 +204,26 @@ class TaskRows:
         unknown = set(fields) - UPDATABLE
         if unknown:
             raise ValueError(f"update_task: not updatable: {', '.join(sorted(unknown))}")
+        now = time.time()
         params = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in fields.items()}
-        params |= {"updated_at": time.time(), "_id": task_id}
-        stmt = UPDATE_TASK
-        if expected_version is not None:
-            stmt, params["_version"] = UPDATE_TASK_AT, expected_version
+        params |= {"updated_at": now, "_id": task_id}
         with self.tx():
-            changed = self._write_returning(TaskRecord, stmt, params)
-        if not changed:
             if expected_version is None:
-                raise NotFoundError(f"no task with id {task_id!r}")
-            return None
-        rec = changed[0]  # the row as it now stands (the write dropped what was kept)
+                changed = self._write_returning(TaskRecord, UPDATE_TASK, params)
+                if not changed:
+                    raise NotFoundError(f"no task with id {task_id!r}")
+                rec = changed[0]  # the row as it now stands (the write dropped what was kept)
+            else:
+                kept = self.memo_get((_TASKS, "id", task_id))  # the write forgets it
+                params["_version"] = expected_version
+                if self._write(UPDATE_TASK_AT, params) == 0:
+                    return None
+                if kept is MISS or kept is None or kept.version != expected_version:
+                    rec = self.get_task(task_id)
+                else:  # that row with what this write changed
+                    update = {k: _AS_FIELD[k](v) for k, v in fields.items()}
+                    update |= {"version": expected_version + 1, "updated_at": now}
+                    rec = kept.model_copy(update=update)
         self._keep(rec)
         return rec
 
