@@ -592,29 +592,38 @@ class TaskLoop:
         the control loop once the drive let go of the root (it may wait for others)."""
         state = self._seg
         assert state is not None and state.phase is not None
-        end = self._end_of(state, reason, step_cap(self.rt.config.team.loop.phases, state.phase))
-        if end is None:
+        if reason not in _ENDED_BY:  # the phase goes on (`_end_of`)
             return None
         await self.policies.run_summaries(self.rt, self._member())
         # closed, routed and entered in one transaction (one commit between two phases);
         # nothing in it suspends, so no other coroutine's statement lands inside it
         with self.rt.store.tx(durable=False):
             try:
-                more = self._transition(state, end, result)
+                more = self._transition(state, reason, result)
                 self._flush()
             finally:  # written, or rolled back with the transaction
                 self._staged = None
                 ls.discard(self.rt.store, self.task)
         return more
 
-    def _transition(self, state: ls.LoopState, end: ls.PhaseEnd, result: DriveResult) -> int | None:
+    def _transition(self, state: ls.LoopState, reason: DriveEnd, result: DriveResult) -> int | None:
         """`_segue`'s transaction: the phase closed, routed and the next one entered. What
         it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
         written once: the closed state is staged, and written with the entry (`_flush`
         writes it when none follows)."""
-        hand = phase_ops.InHand(self.rt.rtws)
+        rt = self.rt
+        hand = phase_ops.InHand(rt.rtws)
         steps, cost = result.segment_steps, result.segment_cost
-        closed, messages = self._close(state, end, steps, cost, hand=hand, save=False)
+        stored = ls.get(rt.store, self.task)  # with the end `phase_end` recorded, if it did
+        assert stored is not None and state.phase is not None
+        if stored.ended is None:
+            end = self._end_of(state, reason, step_cap(rt.config.team.loop.phases, state.phase))
+        else:  # recorded: the drive's end is not looked at (nor is a stop kept for it)
+            self.policies.table[state.phase].take_stuck(self.root)
+            end = None
+        closed, messages = self._close(
+            state, end, steps, cost, hand=hand, save=False, stored=stored
+        )
         self._seg_stop, self._next = False, None  # closed: the control loop routes, unless
         if _ended(closed, messages):
             self._next = (closed, messages)
@@ -711,19 +720,21 @@ class TaskLoop:
     def _close(
         self,
         state: ls.LoopState,
-        end: ls.PhaseEnd,
+        end: ls.PhaseEnd | None,
         steps: int = 0,
         cost: float = 0.0,
         *,
         hand: phase_ops.InHand | None = None,
         save: bool = True,
+        stored: ls.LoopState | None = None,
     ) -> tuple[ls.LoopState, list[MessageRecord]]:
         """Close the current phase (`phase_ops.close`, with the drive's `steps` and
-        `cost`); the next look routes from the closed state (returned, with the entry's
-        messages). Without `save` (the segue's transaction) the closed state is staged
+        `cost`; `end` None: the one recorded in `stored`, the state as just read); the
+        next look routes from the closed state (returned, with the entry's messages).
+        Without `save` (the segue's transaction) the closed state is staged
         (`loop_state.stage`) and written once, with what follows it (`_flush`)."""
         closed, messages = phase_ops.close(
-            self.rt, state, end, steps=steps, cost=cost, save=save, hand=hand
+            self.rt, state, end, steps=steps, cost=cost, save=save, hand=hand, stored=stored
         )
         if not save:
             self._staged = closed

@@ -76,12 +76,24 @@ class InHand:
     rtws: Path
     workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
     _ref: str | None = None
+    _course: int | None = None
 
     def ref(self) -> str:
         """The workspace ref (`workspace.ref.workspace_ref`), computed once."""
         if self._ref is None:
             self._ref = workspace_ref(self.rtws)
         return self._ref
+
+    def carry_ref(self, ref: str) -> None:
+        """The ref is `ref` (still valid: `check_ref.after_do`), unless it was computed."""
+        if self._ref is None:
+            self._ref = ref
+
+    def course(self, rt: DialogRuntime, root_id: str) -> int:
+        """The loop root's course (read once: nothing in the transaction starts another)."""
+        if self._course is None:
+            self._course = rt.store.get_dialog(root_id).course
+        return self._course
 
 
 def _ref_of(rt: DialogRuntime, hand: InHand | None) -> str:
@@ -253,7 +265,8 @@ def enter_phase(
                 tree=tree_parts(store, task),
             )
         )
-        msg = _post(rt, state.root_id, text, phase, entry, mark=not held)
+        course = hand.course(rt, state.root_id) if hand is not None else None
+        msg = _post(rt, state.root_id, text, phase, entry, mark=not held, course=course)
         if ref is not None:  # its close may take it (`check_ref`)
             check_ref.hold(store, task, msg, ref)
         if hand is not None:  # a node moved: a session's copy, read again when needed
@@ -299,15 +312,17 @@ def _post(
     entry: int,
     *,
     mark: bool = True,
+    course: int | None = None,
 ) -> MessageRecord:
     """The phase input as a user message of the loop root, marked as the loop's (and the
-    root marked to drive, unless `mark` is off: the poster drives it)."""
+    root marked to drive, unless `mark` is off: the poster drives it); `course`: the
+    root's, when the caller has it."""
     store = rt.store
     msg = store.append_message(
         root_id,
         "user",
         {"text": text, "loop": {"phase": phase.value, "entry": entry}},
-        course=store.get_dialog(root_id).course,
+        course=store.get_dialog(root_id).course if course is None else course,
     )
     if mark:
         store.update_dialog(root_id, needs_drive=True)
@@ -319,10 +334,13 @@ def phase_messages(rt: DialogRuntime, state: ls.LoopState) -> list[MessageRecord
     return _entry_messages(rt, state)[1]
 
 
-def _entry_messages(rt: DialogRuntime, state: ls.LoopState) -> tuple[int, list[MessageRecord]]:
+def _entry_messages(
+    rt: DialogRuntime, state: ls.LoopState, hand: InHand | None = None
+) -> tuple[int, list[MessageRecord]]:
     """`phase_messages`, and the root's course they are of (the one it is in now)."""
-    course = rt.store.get_dialog(state.root_id).course
-    return course, rt.store.messages_after(state.root_id, course, state.entry_message_id)
+    root = state.root_id
+    course = hand.course(rt, root) if hand is not None else rt.store.get_dialog(root).course
+    return course, rt.store.messages_after(root, course, state.entry_message_id)
 
 
 def close(
@@ -334,6 +352,7 @@ def close(
     cost: float = 0.0,
     save: bool = True,
     hand: InHand | None = None,
+    stored: ls.LoopState | None = None,
 ) -> tuple[ls.LoopState, list[MessageRecord]]:
     """Record the end of the current phase (one lazy transaction): `end` unless
     `phase_end` recorded one already; the model `steps` (and `cost`) of its last drive and the
@@ -344,11 +363,12 @@ def close(
     `hand`: what the caller's transaction read already (the workspace is left in it
     unless the close wrote it). Without `save`, the closed state is staged (`loop_state.stage`): written with
     the next save of the task in the caller's transaction (the next entry's), or by its
-    `loop_state.flush`."""
+    `loop_state.flush`. `stored`: the task's state as the caller's transaction just read
+    it (`loop_state.get`)."""
     store = rt.store
     task = state.task_path
     with store.tx(durable=False):
-        fresh = ls.get(store, task)
+        fresh = stored if stored is not None else ls.get(store, task)
         assert fresh is not None
         state = fresh
         if state.ended is None:
@@ -368,7 +388,11 @@ def close(
         after = step_budget.count(rt, state, state.entry_steps + steps, RUNTIME, ws)
         if hand is not None:  # a write leaves a session's copy: read again when needed
             hand.workspace = read if after is read else None
-        course, messages = _entry_messages(rt, state)
+        course, messages = _entry_messages(rt, state, hand)
+        if hand is not None and state.phase is Phase.DO:  # the ref at COMPLETE, if still it
+            carried = check_ref.after_do(rt, state, messages, after if after is not None else ws)
+            if carried is not None:
+                hand.carry_ref(carried)
         passed_at: str | None = None  # a CHECK pass: the ref its nodes passed at
         if state.phase is Phase.CHECK:
             done = [
