@@ -33,7 +33,9 @@ from mindloop.dialogs.repeats import normalized, normalized_digest
 from mindloop.loop.ladder import Exhausted, FailureClass, Level, after_failure
 from mindloop.memory.tokens import CharCounter
 from mindloop.store import Store
+from mindloop.store.memo import MISS
 from mindloop.store.retries import RetryRow, RetryRows
+from mindloop.store.schema import retry_records as _retry_table
 
 _REFLECTION_COUNTER = CharCounter()
 
@@ -255,11 +257,22 @@ class RetryLedger:
     """Retry records of one store, under one `loop.retries` config."""
 
     def __init__(self, store: Store, config: RetriesConfig) -> None:
+        self.store = store
         self.rows = RetryRows(store)
         self.config = config
 
     def records(self, task_path: str, todo_id: str) -> list[RetryRecord]:
-        return [RetryRecord.of_row(r) for r in self.rows.of_node(task_path, todo_id)]
+        """A node's records, oldest first (of the task's, read once while nobody writes
+        one: every DO and ADJUST entry asks, and records are rare)."""
+        return [RetryRecord.of_row(r) for r in self._of_task(task_path) if r.todo_id == todo_id]
+
+    def _of_task(self, task_path: str) -> tuple[RetryRow, ...]:
+        key = (_retry_table.name, "task", task_path)  # kept until the table is written
+        held = self.store.memo_get(key)
+        if held is MISS:
+            held = tuple(self.rows.of_task(task_path))
+            self.store.memo_put(key, held)
+        return held  # type: ignore[no-any-return]
 
     def propose(
         self, new: RetryProposal, *, approved: Callable[[str], bool] = lambda _: False

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mindloop.errors import NotFoundError
 from mindloop.store import schema as t
@@ -58,7 +58,11 @@ class LoopPhase(StrEnum):
 
 
 class TaskRecord(BaseModel):
-    """A task: its package, its loop root, and the loop's state of it."""
+    """A task: its package, its loop root, and the loop's state of it. A value (changed
+    by `model_copy(update=…)`, never in place): the rows the store keeps are handed out
+    as they are."""
+
+    model_config = ConfigDict(frozen=True)
 
     id: str
     task_path: str  # rtws-relative path of the package, as dialogs record it
@@ -160,14 +164,14 @@ class TaskRows:
     def task_by_root(self, root_id: str) -> TaskRecord | None:
         """The task whose loop root is `root_id` (None: a free root dialog, or no root).
         Kept while nothing else wrote a task (`Store.memo_get`; `update_task` puts the
-        row it wrote); each caller gets a record of its own."""
+        row it wrote); a record is a value, shared."""
         return self._task_by("root", TASK_BY_ROOT, {"root_id": root_id})
 
     def _task_by(self, by: str, stmt: sa.Executable, params: dict[str, str]) -> TaskRecord | None:
         key = (_TASKS, by, *params.values())  # `by` names the one parameter
         held = self.memo_get(key)
         if held is not MISS:
-            return None if held is None else held.model_copy()
+            return held  # type: ignore[no-any-return]
         found = self._records(TaskRecord, stmt, params)
         rec = found[0] if found else None
         if rec is None:
@@ -178,10 +182,9 @@ class TaskRows:
 
     def _keep(self, rec: TaskRecord) -> None:
         """Keep a task row just read or written, by root, by package and by id."""
-        copy = rec.model_copy()
-        self.memo_put((_TASKS, "root", rec.root_id), copy)
-        self.memo_put((_TASKS, "path", rec.task_path), copy)
-        self.memo_put((_TASKS, "id", rec.id), copy)
+        self.memo_put((_TASKS, "root", rec.root_id), rec)
+        self.memo_put((_TASKS, "path", rec.task_path), rec)
+        self.memo_put((_TASKS, "id", rec.id), rec)
 
     def recent_tasks(self, limit: int) -> list[TaskRecord]:
         """The `limit` most recently updated tasks, newest first."""

@@ -192,3 +192,15 @@ def test_reflections_are_short_and_only_the_last_three_are_shown(ledger: RetryLe
     records = ledger.records(TASK, "n1")
     assert reflections_for_prompt(records, RetriesConfig()) == ["try c", "try d", "try e"]
     assert reflections_for_prompt(records, RetriesConfig(reflections_in_prompt=0)) == []
+
+
+def test_records_appended_by_another_process_are_seen(tmp_path: Path) -> None:
+    # the ledger keeps a task's records between reads: until another connection commits
+    ours = RetryLedger(Store(tmp_path / "s.sqlite"), RetriesConfig())
+    theirs = RetryLedger(Store(tmp_path / "s.sqlite"), RetriesConfig())
+    with ours.store.tx():
+        assert ours.records(TASK, "n1") == []
+    assert isinstance(theirs.propose(proposal(fp="a")), Accepted)
+    with ours.store.tx():
+        assert [r.change_summary for r in ours.records(TASK, "n1")] == ["change a"]
+    assert isinstance(ours.propose(proposal(fp="a")), Rejected)

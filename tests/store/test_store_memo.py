@@ -66,10 +66,13 @@ def test_a_write_of_the_table_and_a_rollback_drop_what_was_kept(store: Store) ->
     assert store.task_by_root("d1").phase is None  # type: ignore[union-attr]
 
 
-def test_each_caller_gets_a_record_of_its_own(store: Store) -> None:
+def test_no_caller_can_change_the_kept_record(store: Store) -> None:
+    import pydantic
+
     first = store.task_by_root("d1")
     assert first is not None
-    first.topic = "changed by a caller"
+    with pytest.raises(pydantic.ValidationError):  # a value: shared, not copied per caller
+        first.topic = "changed by a caller"  # type: ignore[misc]
     assert store.task_by_root("d1").topic == "x"  # type: ignore[union-attr]
 
 
