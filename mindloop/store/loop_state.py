@@ -297,7 +297,10 @@ def save(store: Store, state: LoopState) -> LoopState:
             status=state.status,
             status_reason=state.status_reason or None,
             plan_reentries=state.plan_reentries,
-            loop_state=state.model_dump(mode="json", exclude=_IN_COLUMNS),
+            # what is None is left out (every field that may be None defaults to None):
+            # a smaller document, and one whose text has no `null` to look into again
+            # (`json_text.dumps`)
+            loop_state=state.model_dump(mode="json", exclude=_IN_COLUMNS, exclude_none=True),
         )
         if task is None:
             raise StaleLoopState(

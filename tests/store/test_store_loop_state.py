@@ -146,3 +146,36 @@ def test_a_staged_state_is_read_in_its_transaction_and_written_once_with_what_fo
         assert again is not None and again.entry == 4
     store.close()
     other.close()
+
+
+def test_a_state_reads_back_as_written_with_its_empty_fields_left_out(
+    tmp_path: Path, kind: str
+) -> None:
+    import typing
+
+    # What is None is not written (a field that may be None defaults to None): a state
+    # that had them set and cleared them reads back equal, from another connection too.
+    for model in (ls.LoopState, ls.PhaseEnd, ls.Summary):
+        for name, f in model.model_fields.items():
+            if type(None) in typing.get_args(f.annotation):
+                assert f.default is None, f"{model.__name__}.{name}"
+    store = _store(tmp_path, kind)
+    state = ls.get(store, TASK)
+    assert state is not None
+    end = ls.PhaseEnd(by=ls.EndedBy.TOOL, hint=ls.Hint.DO, summary=ls.Summary(progress="p"))
+    full = state.model_copy(
+        update={"phase": ls.Phase.DO, "node_id": "n1", "ended": end, "batch_end": {"a": 1}}
+    )
+    state = ls.save(store, full)
+    cleared = state.model_copy(
+        update={"node_id": None, "ended": end.model_copy(update={"hint": None}), "batch_end": None}
+    )
+    state = ls.save(store, cleared)
+    fresh = open_store(tmp_path / ".mindloop" / "state.sqlite", kind)  # another process
+    row = fresh.task_by_root("r")
+    assert (
+        row is not None and row.loop_state is not None and "null" not in json.dumps(row.loop_state)
+    )
+    assert ls.get(fresh, TASK) == state
+    store.close()
+    fresh.close()
