@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mindloop.loop.phases import PHASES, Hint, Phase
-from mindloop.workspace.models import MAIN, TERMINAL, Node, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState
 
 HINT_ILLEGAL = "HINT_ILLEGAL"
@@ -98,14 +98,16 @@ def dispatchable(state: WorkspaceState, node: Node) -> bool:
 
 def count_nodes(state: WorkspaceState) -> NodeTally:
     """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
-    NEW nodes). The enum members are bound once: a member looked up through its class
+    NEW nodes). The enum members are bound once and compared by identity: a member
+    looked up through its class, or hashed for a set's test (`Enum.__hash__` is Python),
     costs more than the test, at every node of every transition."""
     total = terminal = waiting = 0
     check_failed = complete = at_work = ready = blocked = own = member = False
     benches: list[str] = []
     peek = state.peek
-    execution, bench, terminal_ = NodeKind.EXECUTION, NodeType.BENCH, TERMINAL
+    execution, bench = NodeKind.EXECUTION, NodeType.BENCH
     wait, new, done = NodeStatus.WAIT, NodeStatus.NEW, NodeStatus.DONE
+    failed, cancelled = NodeStatus.FAILED, NodeStatus.CANCELLED
     failed_, adjusting = NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING
     complete_, in_progress = NodeStatus.COMPLETE, NodeStatus.IN_PROGRESS
     for n in state.view().values():  # read, none copied
@@ -113,7 +115,7 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
             continue
         total += 1
         status = n.status
-        if status in terminal_:
+        if status is done or status is failed or status is cancelled:  # TERMINAL
             terminal += 1
         elif status is wait:
             waiting += 1
@@ -127,15 +129,18 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
         elif status is in_progress:
             at_work = at_work or n.assignee == MAIN
         elif status is new:
-            if n.member is not None and not member:
+            if not member and n.member is not None:
                 member = dispatchable(state, n)
             if ready and blocked:
+                continue
+            if not n.deps:  # the common case: ready
+                ready = ready or n.assignee == MAIN
                 continue
             deps = [d for d in map(peek, n.deps) if d is not None]
             open_ = [d for d in deps if d.status is not done]
             if not open_:
                 ready = ready or n.assignee == MAIN
-            elif all(d.status in _FAILED_DEPS for d in open_):
+            elif all(d.status is failed or d.status is cancelled for d in open_):  # R5
                 blocked = True
     return NodeTally(
         total,
@@ -150,9 +155,6 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
         own,
         member,
     )
-
-
-_FAILED_DEPS = frozenset({NodeStatus.FAILED, NodeStatus.CANCELLED})
 
 
 @dataclass(frozen=True)
