@@ -327,6 +327,8 @@ def planning_status(children: Iterable[NodeStatus], *, started: bool = False) ->
 
 _ENDED_WELL = frozenset({NodeStatus.DONE, NodeStatus.CANCELLED})
 _ONLY_NEW = frozenset({NodeStatus.NEW})
+# a child in one of these makes its planning parent IN_PROGRESS, whatever the others are
+_AT_WORK = frozenset(NodeStatus) - TERMINAL - _ONLY_NEW
 
 
 def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None) -> None:
@@ -349,13 +351,27 @@ def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None
             for i, cid in enumerate(reversed(chain)):
                 depth[cid] = base + 1 + i
         order = sorted(depth, key=depth.__getitem__)  # parents before children
-    for nid in reversed(order):
+    # a planning node with a child at work (neither NEW nor ended) is IN_PROGRESS whatever
+    # its other children are (`planning_status`): known from the touched child (or the
+    # refreshed planning child) below it, without gathering every child's status
+    at_work: set[str] = set()
+    for nid in reversed(order):  # children before their parents
         node = peek(nid)
-        if node is None or node.kind is not NodeKind.PLANNING:
+        if node is None:
             continue
-        status = planning_status(state.statuses(node.children), started=node.started)
-        if status is not node.status:
-            state.nodes[nid].status = status
+        status = node.status
+        if node.kind is NodeKind.PLANNING:
+            if nid in at_work:
+                status = NodeStatus.IN_PROGRESS
+            else:
+                status = planning_status(state.statuses(node.children), started=node.started)
+            if status is not node.status:
+                state.nodes[nid].status = status
+        parent = node.parent_id
+        if status in _AT_WORK and parent is not None and parent not in at_work:
+            above = peek(parent)
+            if above is not None and nid in above.children:
+                at_work.add(parent)
 
 
 def is_ready(state: WorkspaceState, node: Node) -> bool:
