@@ -15,7 +15,7 @@ import pytest
 
 from mindloop.store import Store
 from mindloop.workspace import repo
-from mindloop.workspace.api import execute
+from mindloop.workspace.api import count_steps, execute
 from mindloop.workspace.commands import Change, CriterionInput, DocInput, Session
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.models import DocStatus, NodeKind, NodeStatus, NodeType, SelfCheck
@@ -451,3 +451,42 @@ def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
     copy.dispatch.member = "other"
     copy.worklog_refs.append(5)
     assert node.model_dump() == was
+
+
+def test_the_runtimes_step_count_writes_what_the_sessions_count_would(
+    rtws: Path, store: Store
+) -> None:
+    """`api.count_steps` (the loop's DO close) writes one node's record without a command
+    session: the same node `Session.count_steps` gives, its files rewritten; nothing for
+    no steps, a terminal or a missing node."""
+    _tree(store, rtws)
+    execute(
+        store,
+        rtws,
+        TASK,
+        CHAT,
+        lambda s: s.transition(node_id="n2", to=NodeStatus.IN_PROGRESS, reason="go"),
+    )
+    before = repo.load(store, TASK)
+    by_session = Session(before, Authority.runtime(), now=5.0)
+    by_session.count_steps(node_id="n2", steps=3)
+    expected = by_session.finish().after.nodes["n2"]
+    after = count_steps(store, rtws, TASK, "n2", 3, now=5.0)
+    assert after.nodes["n2"] == expected and expected.steps_used == 3
+    assert repo.load(store, TASK, cached=False).nodes["n2"] == expected
+    assert repo.load(store, TASK).stamp != before.stamp
+    info = (rtws / TASK / "workspace" / "nodes" / expected.dir / "Info.md").read_text()
+    assert "steps_used: 3" in info
+    execute(
+        store,
+        rtws,
+        TASK,
+        Authority.runtime(),
+        lambda s: s.transition(node_id="n3", to=NodeStatus.CANCELLED, reason="x", conclusion="c"),
+    )
+    stamp = repo.load(store, TASK).stamp
+    for node_id, steps in (("n2", 0), ("nope", 2), ("n3", 2)):
+        count_steps(store, rtws, TASK, node_id, steps)
+    assert repo.load(store, TASK).stamp == stamp  # nothing written
+    with pytest.raises(WorkspaceError):
+        count_steps(store, rtws, TASK, "n2", -1)
