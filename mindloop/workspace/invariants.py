@@ -120,7 +120,7 @@ def problems_near(
     cycle = find_cycle(state, starts) if starts else None
     if cycle:
         out.append(f"deps form a cycle: {' → '.join(cycle)}")
-    if state.index != before.index:
+    if state.index is not before.index and state.index != before.index:
         _doc_problems(state, state.view().values(), out)
     else:
         _doc_problems(state, (n for n in map(state.peek, touched) if n is not None), out)

@@ -251,7 +251,7 @@ def write(store: Store, change: Change) -> None:
             seq += 1
         elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
             raise WriteConflict(nid, old.version)
-    index_moved = before.index != after.index
+    index_moved = after.index is not before.index and before.index != after.index
     if index_moved:
         rows.replace_docs(
             store,
@@ -261,8 +261,8 @@ def write(store: Store, change: Change) -> None:
                 for d in after.index
             ],
         )
-    kept = {r.id for r in after.rules if r.id}
-    for rule in before.rules:
+    kept = {r.id for r in after.rules if r.id} if after.rules is not before.rules else None
+    for rule in before.rules if kept is not None else ():
         if rule.id not in kept:
             rows.delete_rule(store, rule.id)
     new_rules = False
@@ -280,7 +280,7 @@ def write(store: Store, change: Change) -> None:
             )
     offered_moved = after.offered is not before.offered and before.offered != after.offered
     moved = before.focus != after.focus or offered_moved
-    rules_moved = new_rules or before.rules != after.rules
+    rules_moved = new_rules or (after.rules is not before.rules and before.rules != after.rules)
     meta = before.exists and (moved or bool(change.log))
     if meta and offered_moved:  # restamps it too
         rows.update_meta(

@@ -134,6 +134,17 @@ def _copy_node(node: Node) -> Node:
     return copy
 
 
+def copy_index(index: Iterable[DocRef]) -> list[DocRef]:
+    """A doc index of one's own (its entries copied: a command changes them in place)."""
+    return [d.model_copy() for d in index]
+
+
+def copy_rules(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules of one's own (each copied with its source: the store completes a new rule's
+    id in place)."""
+    return [r.model_copy(deep=True) for r in rules]
+
+
 class NodeMap(MutableMapping[str, Node]):
     """A session's nodes over a shared base that is never changed: a node is copied the
     first time it is taken (`[]`, `get`, `values`, `items`), and the copy is the session's
@@ -198,26 +209,33 @@ class WorkspaceState:
 
     def copy(self) -> WorkspaceState:
         """A deep copy."""
-        offered = [d.model_copy() for d in self.offered]
-        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()}, offered)
-
-    def cow(self) -> WorkspaceState:
-        """A copy whose nodes are copied when taken (`NodeMap`): what a command session
-        works on. The index and the rules (changed in place by commands) are copied at
-        once; the docs found are shared (never changed in place)."""
-        return self._with_nodes(NodeMap(self.view()), self.offered)
-
-    def _with_nodes(
-        self, nodes: MutableMapping[str, Node], offered: list[DocRef]
-    ) -> WorkspaceState:
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
-            nodes=nodes,
-            index=[d.model_copy() for d in self.index],
-            rules=[r.model_copy(deep=True) for r in self.rules],
+            nodes={k: _copy_node(v) for k, v in self.view().items()},
+            index=copy_index(self.index),
+            rules=copy_rules(self.rules),
             focus=self.focus,
-            offered=offered,
+            offered=[d.model_copy() for d in self.offered],
+            created_at=self.created_at,
+            exists=self.exists,
+            stamp=self.stamp,
+        )
+
+    def cow(self) -> WorkspaceState:
+        """A copy whose nodes are copied when taken (`NodeMap`): what a command session
+        works on. The doc index and the rules are shared until a command takes them
+        (`SessionBase.index_taken`, `rules_taken`: copied whole, a command changes their
+        records in place); the docs found are shared (replaced whole, never changed in
+        place). A command costs the nodes and lists it changes, not the workspace."""
+        return WorkspaceState(
+            task=self.task,
+            lang=self.lang,
+            nodes=NodeMap(self.view()),
+            index=self.index,
+            rules=self.rules,
+            focus=self.focus,
+            offered=self.offered,
             created_at=self.created_at,
             exists=self.exists,
             stamp=self.stamp,

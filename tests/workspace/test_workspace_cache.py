@@ -143,9 +143,25 @@ def test_a_session_copies_only_the_nodes_it_takes(rtws: Path, store: Store) -> N
     assert change.changed_nodes == ["n2"]
     assert change.after.view()["n3"] is shared.nodes["n3"]  # not copied
     assert shared.nodes["n2"].notes == ""  # the shared value was not changed in place
-    # the docs found are shared too (never changed in place); the index is copied
+    # the docs found, the index and the rules are shared too, until a command takes them
     assert change.after.offered is shared.offered
-    assert change.after.index == shared.index and change.after.index is not shared.index
+    assert change.after.index is shared.index and change.after.rules is shared.rules
+    current = repo.load(store, TASK)
+    before = current.copy()
+    _, expired = execute(
+        store,
+        rtws,
+        TASK,
+        Authority.user(),
+        lambda s: s.index_status("docs/auth.md", DocStatus.EXPIRED),
+    )
+    assert expired.after.index is not current.index  # taken: copied, then changed
+    assert expired.after.index_doc("docs/auth.md").status is DocStatus.EXPIRED  # type: ignore[union-attr]
+    assert current == before  # the shared value is as it was
+    assert expired.after.rules is current.rules
+    _, ruled = execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("Be brief", {}))
+    assert ruled.after.rules is not expired.after.rules and expired.after.rules == []
+    assert ruled.after.index is expired.after.index
 
 
 def test_a_refused_command_leaves_the_shared_value_as_it_was(rtws: Path, store: Store) -> None:
