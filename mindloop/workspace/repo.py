@@ -300,7 +300,7 @@ def write(store: Store, change: Change) -> None:
         if before.exists and not meta:
             rows.restamp(store, task, stamp)
         taken = after.nodes  # the value's own dict (a session's view is a new one)
-        nodes = taken.view() if isinstance(taken, NodeMap) else dict(taken)
+        nodes = taken.view() if type(taken) is NodeMap else dict(taken)
         _cache.setdefault(store, {})[task] = WorkspaceState(
             task=task,
             lang=after.lang,
