@@ -261,10 +261,11 @@ def write(store: Store, change: Change) -> None:
                 for d in after.index
             ],
         )
-    kept = {r.id for r in after.rules if r.id} if after.rules is not before.rules else None
-    for rule in before.rules if kept is not None else ():
-        if rule.id not in kept:
-            rows.delete_rule(store, rule.id)
+    if after.rules is not before.rules:  # taken by the session: some may be gone
+        kept = {r.id for r in after.rules if r.id}
+        for rule in before.rules:
+            if rule.id not in kept:
+                rows.delete_rule(store, rule.id)
     new_rules = False
     for rule in after.rules:
         if not rule.id:
