@@ -4,7 +4,10 @@
 workspace, initialises it on first use (the root node, and the start scan recorded in
 the log with the docs it found offered to the planner), runs the command, checks the
 invariants and writes the difference; once the transaction commits, the projection files
-it touched are rewritten (coalesced during a work loop's run: `projector.py`). Reads (`show`, `node_view`, `rules`, `docs`) never create state.
+it touched are rewritten (coalesced during a work loop's run: `projector.py`). The
+runtime's step count (`count_steps`), which moves one node's record and nothing a check
+reads, is written the same way without a command session. Reads (`show`, `node_view`,
+`rules`, `docs`) never create state.
 
 `WorkspaceApi` is the same over an rtws for people (the CLI's `rules`, `docs`, `workspace`
 and `node` commands), acting as the user: rules and the doc index are theirs to manage.
