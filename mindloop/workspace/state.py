@@ -3,9 +3,8 @@ from them (a planning node's status, readiness, cycles).
 
 Commands (`commands.py`) work on a copy-on-write view of this value (`cow`: a node is
 copied when a command takes it, the doc index and the rules when a command changes them,
-so a command costs what it touches, not the workspace) and
-the store writes the difference (`repo.py`), so everything here is pure and cheap to test
-with hypothesis. A value loaded from the store may be shared (`repo.load` caches it): read
+so a command costs what it touches, not the workspace) and the store writes the
+difference (`repo.py`), so everything here is pure and cheap to test with hypothesis. A value loaded from the store may be shared (`repo.load` caches it): read
 it, never change it in place; only a `cow` view is changed.
 """
 
