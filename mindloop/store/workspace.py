@@ -61,6 +61,15 @@ UPDATE_META = (
         stamp=sa.bindparam("stamp"),  # a write of the workspace: a new stamp (`restamp`)
     )
 )
+FOCUS_META = (  # a write that moved the focus, not the docs found
+    sa.update(t.ws_meta)
+    .where(_m.task_path == sa.bindparam("_task"))
+    .values(
+        focus=sa.bindparam("focus"),
+        updated_at=sa.bindparam("updated_at"),
+        stamp=sa.bindparam("stamp"),
+    )
+)
 TOUCH_META = (  # a write that moved neither the focus nor the docs found
     sa.update(t.ws_meta)
     .where(_m.task_path == sa.bindparam("_task"))
@@ -208,6 +217,14 @@ def update_meta(
             "updated_at": updated_at,
             "stamp": stamp,
         },
+    )
+    _stamped(store, task_path, stamp)
+
+
+def focus_meta(store: Store, task_path: str, *, focus: str, updated_at: float, stamp: str) -> None:
+    """`update_meta` of a write whose docs found are as stored (no JSON of them bound)."""
+    store._write(
+        FOCUS_META, {"_task": task_path, "focus": focus, "updated_at": updated_at, "stamp": stamp}
     )
     _stamped(store, task_path, stamp)
 

@@ -140,11 +140,18 @@ def chat_authority(ctx: ToolContext) -> Authority:
     gate = None
     if actor is Actor.CHECK and access is not None and ctx.task_path:
         task = ctx.task_path
-        gate = since_checks(Path(ctx.rtws), lambda: access.bench_checks(task))
+        gate = since_checks(_rtws(ctx), lambda: access.bench_checks(task))
     return Authority.phase(actor, who, adjust_cycles=cycles, since_checks=gate)
 
 
 # ---------------------------------------------------------------------- shared
+
+
+def _rtws(ctx: ToolContext) -> Path:
+    """The context's rtws as a Path (as it is given, not made again: a call needs it a few
+    times)."""
+    rtws = ctx.rtws
+    return rtws if isinstance(rtws, Path) else Path(rtws)
 
 
 def _docs(items: list[DocArg] | None) -> list[DocInput]:
@@ -196,10 +203,10 @@ class Tools:
             return task
         assert ctx.workspace is not None
         authority = self.authority_for(ctx)
-        rtws = Path(ctx.rtws)
+        rtws = _rtws(ctx)
         lang = ctx.work_language
         try:
-            s = _dry_session(ctx, task, authority)
+            s = _dry_session(ctx, task, authority, rtws)
             result = command(s)
             change = s.finish()
         except WorkspaceError as exc:
@@ -329,7 +336,7 @@ class Tools:
     async def node_transition(self, a: NodeTransitionArgs, ctx: ToolContext) -> ToolOutput:
         # the runtime records the workspace ref at COMPLETE and DONE (agent-loop §5.1):
         # computed here, for those transitions only (off the event loop unless it is quick)
-        rtws = Path(ctx.rtws)
+        rtws = _rtws(ctx)
         ref = (
             await run_blocking(("workspace_ref", rtws), lambda: workspace_ref(rtws))
             if a.to in REF_TARGETS
@@ -599,10 +606,10 @@ class Tools:
         return self._write(ctx, lambda s: s.add_rule(a.rule, source), describe)
 
 
-def _dry_session(ctx: ToolContext, task: str, authority: Authority) -> Session:
+def _dry_session(ctx: ToolContext, task: str, authority: Authority, rtws: Path) -> Session:
     """A session on the workspace as it is now (nothing is written through it)."""
     return api.session_for(
-        _current(ctx, task), Path(ctx.rtws), authority, lang=ctx.work_language, acl=ctx.acl
+        _current(ctx, task), rtws, authority, lang=ctx.work_language, acl=ctx.acl
     )
 
 

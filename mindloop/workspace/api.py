@@ -4,7 +4,10 @@
 workspace, initialises it on first use (the root node, and the start scan recorded in
 the log with the docs it found offered to the planner), runs the command, checks the
 invariants and writes the difference; once the transaction commits, the projection files
-it touched are rewritten (coalesced during a work loop's run: `projector.py`). Reads (`show`, `node_view`, `rules`, `docs`) never create state.
+it touched are rewritten (coalesced during a work loop's run: `projector.py`). The
+runtime's step count (`count_steps`), which moves one node's record and nothing a check
+reads, is written the same way without a command session. Reads (`show`, `node_view`,
+`rules`, `docs`) never create state.
 
 `WorkspaceApi` is the same over an rtws for people (the CLI's `rules`, `docs`, `workspace`
 and `node` commands), acting as the user: rules and the doc index are theirs to manage.
@@ -12,6 +15,7 @@ and `node` commands), acting as the user: rules and the doc index are theirs to 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +31,7 @@ from mindloop.tools.base import Acl
 from mindloop.workspace import projection, projector, repo
 from mindloop.workspace.commands import Change, Session
 from mindloop.workspace.docs import file_check
+from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.models import DocRef, DocStatus, LogEntry, Node, Rule
 from mindloop.workspace.report import find_report
 from mindloop.workspace.scan import scan
@@ -79,6 +84,40 @@ def commit_checked(store: Store, rtws: Path, change: Change) -> bool:
             return False
         repo.commit(store, change, rtws=rtws, project=project)
     return True
+
+
+def count_steps(
+    store: Store,
+    rtws: Path,
+    task: str,
+    node_id: str,
+    steps: int,
+    *,
+    now: float | None = None,
+) -> WorkspaceState:
+    """The runtime adds a closing DO entry's model `steps` to its node's `steps_used`
+    (agent-loop §5.1, §8.1: the step budget) in the caller's transaction, the projections
+    rewritten after the commit as `execute`'s are. A count moves one node's record and
+    nothing a status, a link or an invariant is derived from, so it is written as the
+    change `Session.count_steps` would make (the node's version bumped, no log row)
+    without a command session and its checks. Nothing is written for no steps, or for a
+    node that is missing or terminal (a terminal node's count is final). The workspace
+    as it is after (shared: read it, never change it)."""
+    if steps < 0:
+        raise WorkspaceError("INVALID_VALUE", f"steps must be >= 0, got {steps}", arg="steps")
+    with store.tx():
+        state = repo.load(store, task)
+        node = state.peek(node_id)
+        if not steps or node is None or node.terminal:
+            return state
+        after = state.cow()
+        taken = after.nodes[node_id]
+        taken.steps_used += steps
+        taken.version = node.version + 1
+        taken.updated_at = time.time() if now is None else now
+        change = Change(state, after, changed=[node_id])
+        repo.commit(store, change, rtws=rtws, project=project)
+    return after
 
 
 def prepare(

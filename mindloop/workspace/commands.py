@@ -80,7 +80,7 @@ class Session(Moves):
         added = []
         for ref in refs:
             if self.state.index_doc(ref.path) is None:
-                self.state.index.append(DocRef(path=ref.path, description=ref.description))
+                self.index_taken().append(DocRef(path=ref.path, description=ref.description))
                 added.append(ref.path)
         if added:
             self._log(None, "doc", f"indexed: {', '.join(added)}", paths=added)
@@ -530,18 +530,18 @@ class Session(Moves):
             return None
         fields.check_list("rules", [*self.state.rules, value])
         rule = Rule(text=value, source=source, created_at=self.now)
-        self.state.rules.append(rule)
+        self.rules_taken().append(rule)
         self._log(None, "rule", f"rule added: {value}", source=source)
         return rule
 
     def remove_rule(self, text: str) -> Rule:
         self._require_init()
         value = text.strip()
-        found = next((r for r in self.state.rules if r.text == value), None)
-        if found is None:
+        at = next((i for i, r in enumerate(self.state.rules) if r.text == value), None)
+        if at is None:
             have = "; ".join(r.text for r in self.state.rules) or "(none)"
             raise WorkspaceError("RULE_NOT_FOUND", f"no rule {value!r} (rules: {have})", arg="rule")
-        self.state.rules.remove(found)
+        found = self.rules_taken().pop(at)
         self._log(None, "rule", f"rule removed: {value}")
         return found
 
@@ -552,7 +552,7 @@ class Session(Moves):
         if self.state.index_doc(norm) is not None:
             raise WorkspaceError("DOC_EXISTS", f"{norm!r} is in the index already", arg="path")
         ref = DocRef(path=norm, description=desc)
-        self.state.index.append(ref)
+        self.index_taken().append(ref)
         self._log(None, "doc", f"indexed: {norm}", paths=[norm])
         return ref
 
@@ -568,13 +568,16 @@ class Session(Moves):
                 "first, or expire the doc",
                 arg="path",
             )
-        self.state.index.remove(ref)
+        index = self.index_taken()
+        ref = index.pop(next(i for i, d in enumerate(index) if d.path == ref.path))
         self._log(None, "doc", f"removed from the index: {norm}", paths=[norm])
         return ref
 
     def index_status(self, path: str, status: DocStatus, description: str | None = None) -> DocRef:
         self._require_init()
         ref = self._indexed(normalise("path", path))
+        self.index_taken()
+        ref = self._indexed(ref.path)  # the session's own entry
         ref.status = status
         if description is not None:
             ref.description = fields.line("description", description, "description", required=False)

@@ -77,8 +77,8 @@ def problems_near(
     went, are checked when those links moved (a child that stayed reads the same of its
     parent: it is among its children), the nodes depending on a node whose type moved,
     cycles through an edge that came (`cycle_starts`), the root when it is touched,
-    invariant 1 when a touched node is or was at work, and the doc index for every node
-    when it changed."""
+    invariant 1 when a touched node came to work, and the doc index for every node when
+    it changed."""
     out: list[str] = []
     touched = list(touched)
     get = peeker(state)
@@ -103,7 +103,9 @@ def problems_near(
                     near[parent] = None
         if was is not None and now.type is not was.type:
             retyped.add(nid)
-        busy = busy or _at_work(now) or (was is not None and _at_work(was))
+        # invariant 1 breaks only where a node comes to work: the others at work now were
+        # at work before (a node leaving work, or staying, cannot add a second one)
+        busy = busy or (_at_work(now) and (was is None or not _at_work(was)))
     if ROOT_ID in near:
         _root_problems(state.peek(ROOT_ID), out)
     if busy:
@@ -118,7 +120,7 @@ def problems_near(
     cycle = find_cycle(state, starts) if starts else None
     if cycle:
         out.append(f"deps form a cycle: {' → '.join(cycle)}")
-    if state.index != before.index:
+    if state.index is not before.index and state.index != before.index:
         _doc_problems(state, state.view().values(), out)
     else:
         _doc_problems(state, (n for n in map(state.peek, touched) if n is not None), out)

@@ -205,9 +205,12 @@ class Dirty:
             return
         nodes = change.changed_nodes
         self.workspace = self.workspace or (
-            [r.text for r in before.rules] != [r.text for r in after.rules]
-            or before.index != after.index
-            or before.offered != after.offered
+            (
+                after.rules is not before.rules
+                and [r.text for r in before.rules] != [r.text for r in after.rules]
+            )
+            or (after.index is not before.index and before.index != after.index)
+            or (after.offered is not before.offered and before.offered != after.offered)
         )
         self.graph = self.graph or bool(nodes) or before.focus != after.focus
         self.nodes.update(nodes)

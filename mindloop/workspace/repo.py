@@ -177,11 +177,14 @@ def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[Lo
 
 
 def _node_row(node: Node) -> dict[str, Any]:
+    # the record without its fields at None: each defaults to None (a test holds the models
+    # to it), so it reads back the same, and its JSON has no `null` (the store's encoder
+    # serialises a document with one a second time, to tell it from NaN)
     return {
         "parent_id": node.parent_id,
         "status": node.status.value,
         "version": node.version,
-        "data": node.model_dump(mode="json"),
+        "data": node.model_dump(mode="json", exclude_none=True),
         "updated_at": node.updated_at,
     }
 
@@ -248,7 +251,7 @@ def write(store: Store, change: Change) -> None:
             seq += 1
         elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
             raise WriteConflict(nid, old.version)
-    index_moved = before.index != after.index
+    index_moved = after.index is not before.index and before.index != after.index
     if index_moved:
         rows.replace_docs(
             store,
@@ -258,10 +261,11 @@ def write(store: Store, change: Change) -> None:
                 for d in after.index
             ],
         )
-    kept = {r.id for r in after.rules if r.id}
-    for rule in before.rules:
-        if rule.id not in kept:
-            rows.delete_rule(store, rule.id)
+    if after.rules is not before.rules:  # taken by the session: some may be gone
+        kept = {r.id for r in after.rules if r.id}
+        for rule in before.rules:
+            if rule.id not in kept:
+                rows.delete_rule(store, rule.id)
     new_rules = False
     for rule in after.rules:
         if not rule.id:
@@ -275,10 +279,11 @@ def write(store: Store, change: Change) -> None:
                     "created_at": rule.created_at,
                 },
             )
-    moved = before.focus != after.focus or before.offered != after.offered
-    rules_moved = new_rules or before.rules != after.rules
+    offered_moved = after.offered is not before.offered and before.offered != after.offered
+    moved = before.focus != after.focus or offered_moved
+    rules_moved = new_rules or (after.rules is not before.rules and before.rules != after.rules)
     meta = before.exists and (moved or bool(change.log))
-    if meta and moved:  # restamps it too
+    if meta and offered_moved:  # restamps it too
         rows.update_meta(
             store,
             task,
@@ -287,6 +292,8 @@ def write(store: Store, change: Change) -> None:
             updated_at=now,
             stamp=stamp,
         )
+    elif meta and moved:  # the focus alone
+        rows.focus_meta(store, task, focus=after.focus, updated_at=now, stamp=stamp)
     elif meta:
         rows.touch_meta(store, task, updated_at=now, stamp=stamp)
     wrote = not before.exists or changed or change.log or index_moved or rules_moved or moved
@@ -294,7 +301,7 @@ def write(store: Store, change: Change) -> None:
         if before.exists and not meta:
             rows.restamp(store, task, stamp)
         taken = after.nodes  # the value's own dict (a session's view is a new one)
-        nodes = taken.view() if isinstance(taken, NodeMap) else dict(taken)
+        nodes = taken.view() if type(taken) is NodeMap else dict(taken)
         _cache.setdefault(store, {})[task] = WorkspaceState(
             task=task,
             lang=after.lang,

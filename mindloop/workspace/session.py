@@ -16,10 +16,12 @@ from mindloop.workspace.errors import StaleVersion, WorkspaceError
 from mindloop.workspace.models import (
     MAIN,
     MEMBER_PREFIX,
+    DocRef,
     LogEntry,
     Node,
+    Rule,
 )
-from mindloop.workspace.state import WorkspaceState
+from mindloop.workspace.state import WorkspaceState, copy_index, copy_rules
 from mindloop.workspace.transitions import (
     Authority,
 )
@@ -116,6 +118,21 @@ class SessionBase:
         self.log: list[LogEntry] = []
 
     # ------------------------------------------------------------------ helpers
+
+    def index_taken(self) -> list[DocRef]:
+        """The doc index to change: the session's own from now on (the value the session
+        started from shares its list until a command takes it: `WorkspaceState.cow`)."""
+        state = self.state
+        if state.index is self.before.index:
+            state.index = copy_index(state.index)
+        return state.index
+
+    def rules_taken(self) -> list[Rule]:
+        """The rules to change: the session's own from now on (as `index_taken`)."""
+        state = self.state
+        if state.rules is self.before.rules:
+            state.rules = copy_rules(state.rules)
+        return state.rules
 
     def node(self, node_id: str, arg: str = "node_id") -> Node:
         """The node to change (the session's copy from now on)."""

@@ -2,9 +2,9 @@
 from them (a planning node's status, readiness, cycles).
 
 Commands (`commands.py`) work on a copy-on-write view of this value (`cow`: a node is
-copied when a command takes it, so a command costs the nodes it touches, not the tree) and
-the store writes the difference (`repo.py`), so everything here is pure and cheap to test
-with hypothesis. A value loaded from the store may be shared (`repo.load` caches it): read
+copied when a command takes it, the doc index and the rules when a command changes them,
+so a command costs what it touches, not the workspace) and the store writes the
+difference (`repo.py`), so everything here is pure and cheap to test with hypothesis. A value loaded from the store may be shared (`repo.load` caches it): read
 it, never change it in place; only a `cow` view is changed.
 """
 
@@ -134,11 +134,25 @@ def _copy_node(node: Node) -> Node:
     return copy
 
 
+def copy_index(index: Iterable[DocRef]) -> list[DocRef]:
+    """A doc index of one's own (its entries copied: a command changes them in place)."""
+    return [d.model_copy() for d in index]
+
+
+def copy_rules(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules of one's own (each copied with its source: the store completes a new rule's
+    id in place)."""
+    return [r.model_copy(deep=True) for r in rules]
+
+
 class NodeMap(MutableMapping[str, Node]):
     """A session's nodes over a shared base that is never changed: a node is copied the
     first time it is taken (`[]`, `get`, `values`, `items`), and the copy is the session's
     from then on. `peek` and `view` read without copying (for checks that change nothing);
-    `touched` names the nodes that may differ from the base. Nodes are never removed."""
+    `touched` names the nodes that may differ from the base. Nodes are never removed.
+    A state's reads tell it from a plain dict by its exact type (`type(nodes) is NodeMap`:
+    an ABC's isinstance of a dict costs five times as much, at every read): not to be
+    subclassed."""
 
     __slots__ = ("_base", "_own")
 
@@ -198,26 +212,33 @@ class WorkspaceState:
 
     def copy(self) -> WorkspaceState:
         """A deep copy."""
-        offered = [d.model_copy() for d in self.offered]
-        return self._with_nodes({k: _copy_node(v) for k, v in self.view().items()}, offered)
-
-    def cow(self) -> WorkspaceState:
-        """A copy whose nodes are copied when taken (`NodeMap`): what a command session
-        works on. The index and the rules (changed in place by commands) are copied at
-        once; the docs found are shared (never changed in place)."""
-        return self._with_nodes(NodeMap(self.view()), self.offered)
-
-    def _with_nodes(
-        self, nodes: MutableMapping[str, Node], offered: list[DocRef]
-    ) -> WorkspaceState:
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
-            nodes=nodes,
-            index=[d.model_copy() for d in self.index],
-            rules=[r.model_copy(deep=True) for r in self.rules],
+            nodes={k: _copy_node(v) for k, v in self.view().items()},
+            index=copy_index(self.index),
+            rules=copy_rules(self.rules),
             focus=self.focus,
-            offered=offered,
+            offered=[d.model_copy() for d in self.offered],
+            created_at=self.created_at,
+            exists=self.exists,
+            stamp=self.stamp,
+        )
+
+    def cow(self) -> WorkspaceState:
+        """A copy whose nodes are copied when taken (`NodeMap`): what a command session
+        works on. The doc index and the rules are shared until a command takes them
+        (`SessionBase.index_taken`, `rules_taken`: copied whole, a command changes their
+        records in place); the docs found are shared (replaced whole, never changed in
+        place). A command costs the nodes and lists it changes, not the workspace."""
+        return WorkspaceState(
+            task=self.task,
+            lang=self.lang,
+            nodes=NodeMap(self.view()),
+            index=self.index,
+            rules=self.rules,
+            focus=self.focus,
+            offered=self.offered,
             created_at=self.created_at,
             exists=self.exists,
             stamp=self.stamp,
@@ -226,18 +247,18 @@ class WorkspaceState:
     def view(self) -> Mapping[str, Node]:
         """The nodes to read (none copied, none to change)."""
         nodes = self.nodes
-        return nodes.view() if isinstance(nodes, NodeMap) else nodes
+        return nodes.view() if type(nodes) is NodeMap else nodes
 
     def touched(self) -> list[str]:
         """The nodes that may differ from the value this one was made from (`cow`)."""
         nodes = self.nodes
-        return nodes.touched() if isinstance(nodes, NodeMap) else list(nodes)
+        return nodes.touched() if type(nodes) is NodeMap else list(nodes)
 
     def statuses(self, ids: Iterable[str]) -> set[NodeStatus]:
         """The statuses of the nodes `ids` names (those that exist): a planning node's
         children, in one pass without a call per child."""
         nodes = self.nodes
-        if isinstance(nodes, NodeMap):  # one merged look-up per child (a few are the session's)
+        if type(nodes) is NodeMap:  # one merged look-up per child (a few are the session's)
             own = nodes._own
             get = {**nodes._base, **own}.get if own else nodes._base.get
         else:
@@ -247,7 +268,7 @@ class WorkspaceState:
     def peek(self, node_id: str) -> Node | None:
         """One node to read (not copied, not to change)."""
         nodes = self.nodes
-        return nodes.peek(node_id) if isinstance(nodes, NodeMap) else nodes.get(node_id)
+        return nodes.peek(node_id) if type(nodes) is NodeMap else nodes.get(node_id)
 
     @property
     def root(self) -> Node | None:
@@ -261,7 +282,7 @@ class WorkspaceState:
         `start`; `depth` cuts the walk below that many levels. The nodes are to read (take
         one with `nodes[id]` to change it)."""
         nodes = self.nodes
-        peek = nodes.peek if isinstance(nodes, NodeMap) else nodes.get  # bound once: hot
+        peek = nodes.peek if type(nodes) is NodeMap else nodes.get  # bound once: hot
         stack = [(start, 0)]
         pop, push = stack.pop, stack.extend
         while stack:
@@ -327,6 +348,8 @@ def planning_status(children: Iterable[NodeStatus], *, started: bool = False) ->
 
 _ENDED_WELL = frozenset({NodeStatus.DONE, NodeStatus.CANCELLED})
 _ONLY_NEW = frozenset({NodeStatus.NEW})
+# a child in one of these makes its planning parent IN_PROGRESS, whatever the others are
+_AT_WORK = frozenset(NodeStatus) - TERMINAL - _ONLY_NEW
 
 
 def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None) -> None:
@@ -349,13 +372,27 @@ def refresh_planning(state: WorkspaceState, touched: Iterable[str] | None = None
             for i, cid in enumerate(reversed(chain)):
                 depth[cid] = base + 1 + i
         order = sorted(depth, key=depth.__getitem__)  # parents before children
-    for nid in reversed(order):
+    # a planning node with a child at work (neither NEW nor ended) is IN_PROGRESS whatever
+    # its other children are (`planning_status`): known from the touched child (or the
+    # refreshed planning child) below it, without gathering every child's status
+    at_work: set[str] = set()
+    for nid in reversed(order):  # children before their parents
         node = peek(nid)
-        if node is None or node.kind is not NodeKind.PLANNING:
+        if node is None:
             continue
-        status = planning_status(state.statuses(node.children), started=node.started)
-        if status is not node.status:
-            state.nodes[nid].status = status
+        status = node.status
+        if node.kind is NodeKind.PLANNING:
+            if nid in at_work:
+                status = NodeStatus.IN_PROGRESS
+            else:
+                status = planning_status(state.statuses(node.children), started=node.started)
+            if status is not node.status:
+                state.nodes[nid].status = status
+        parent = node.parent_id
+        if status in _AT_WORK and parent is not None and parent not in at_work:
+            above = peek(parent)
+            if above is not None and nid in above.children:
+                at_work.add(parent)
 
 
 def is_ready(state: WorkspaceState, node: Node) -> bool:
@@ -376,7 +413,7 @@ def peeker(state: WorkspaceState) -> Callable[[str], Node | None]:
     """A state's node by id, read without copying and without building a dict (checks of
     a few nodes read only what they reach): one call per lookup."""
     nodes = state.nodes
-    if not isinstance(nodes, NodeMap):
+    if type(nodes) is not NodeMap:
         return nodes.get
     own, base = nodes._own, nodes._base
 

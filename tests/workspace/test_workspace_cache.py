@@ -15,7 +15,7 @@ import pytest
 
 from mindloop.store import Store
 from mindloop.workspace import repo
-from mindloop.workspace.api import execute
+from mindloop.workspace.api import count_steps, execute
 from mindloop.workspace.commands import Change, CriterionInput, DocInput, Session
 from mindloop.workspace.errors import WorkspaceError
 from mindloop.workspace.models import DocStatus, NodeKind, NodeStatus, NodeType, SelfCheck
@@ -143,9 +143,25 @@ def test_a_session_copies_only_the_nodes_it_takes(rtws: Path, store: Store) -> N
     assert change.changed_nodes == ["n2"]
     assert change.after.view()["n3"] is shared.nodes["n3"]  # not copied
     assert shared.nodes["n2"].notes == ""  # the shared value was not changed in place
-    # the docs found are shared too (never changed in place); the index is copied
+    # the docs found, the index and the rules are shared too, until a command takes them
     assert change.after.offered is shared.offered
-    assert change.after.index == shared.index and change.after.index is not shared.index
+    assert change.after.index is shared.index and change.after.rules is shared.rules
+    current = repo.load(store, TASK)
+    before = current.copy()
+    _, expired = execute(
+        store,
+        rtws,
+        TASK,
+        Authority.user(),
+        lambda s: s.index_status("docs/auth.md", DocStatus.EXPIRED),
+    )
+    assert expired.after.index is not current.index  # taken: copied, then changed
+    assert expired.after.index_doc("docs/auth.md").status is DocStatus.EXPIRED  # type: ignore[union-attr]
+    assert current == before  # the shared value is as it was
+    assert expired.after.rules is current.rules
+    _, ruled = execute(store, rtws, TASK, CHAT, lambda s: s.add_rule("Be brief", {}))
+    assert ruled.after.rules is not expired.after.rules and expired.after.rules == []
+    assert ruled.after.index is expired.after.index
 
 
 def test_a_refused_command_leaves_the_shared_value_as_it_was(rtws: Path, store: Store) -> None:
@@ -451,3 +467,42 @@ def test_a_taken_node_is_a_deep_copy_of_every_field() -> None:
     copy.dispatch.member = "other"
     copy.worklog_refs.append(5)
     assert node.model_dump() == was
+
+
+def test_the_runtimes_step_count_writes_what_the_sessions_count_would(
+    rtws: Path, store: Store
+) -> None:
+    """`api.count_steps` (the loop's DO close) writes one node's record without a command
+    session: the same node `Session.count_steps` gives, its files rewritten; nothing for
+    no steps, a terminal or a missing node."""
+    _tree(store, rtws)
+    execute(
+        store,
+        rtws,
+        TASK,
+        CHAT,
+        lambda s: s.transition(node_id="n2", to=NodeStatus.IN_PROGRESS, reason="go"),
+    )
+    before = repo.load(store, TASK)
+    by_session = Session(before, Authority.runtime(), now=5.0)
+    by_session.count_steps(node_id="n2", steps=3)
+    expected = by_session.finish().after.nodes["n2"]
+    after = count_steps(store, rtws, TASK, "n2", 3, now=5.0)
+    assert after.nodes["n2"] == expected and expected.steps_used == 3
+    assert repo.load(store, TASK, cached=False).nodes["n2"] == expected
+    assert repo.load(store, TASK).stamp != before.stamp
+    info = (rtws / TASK / "workspace" / "nodes" / expected.dir / "Info.md").read_text()
+    assert "steps_used: 3" in info
+    execute(
+        store,
+        rtws,
+        TASK,
+        Authority.runtime(),
+        lambda s: s.transition(node_id="n3", to=NodeStatus.CANCELLED, reason="x", conclusion="c"),
+    )
+    stamp = repo.load(store, TASK).stamp
+    for node_id, steps in (("n2", 0), ("nope", 2), ("n3", 2)):
+        count_steps(store, rtws, TASK, node_id, steps)
+    assert repo.load(store, TASK).stamp == stamp  # nothing written
+    with pytest.raises(WorkspaceError):
+        count_steps(store, rtws, TASK, "n2", -1)

@@ -57,7 +57,8 @@ def _edit(s: Session, edit: tuple[Any, ...]) -> None:
         node.dispatch = None
         node.status = NodeStatus.WAIT if j % 2 else node.status
     elif s.state.index:
-        s.state.index.pop(j % len(s.state.index))
+        index = s.index_taken()
+        index.pop(j % len(index))
 
 
 def _build(seq: list[tuple[Any, ...]]) -> WorkspaceState:

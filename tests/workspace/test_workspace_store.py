@@ -5,17 +5,20 @@ conformance suite), and the migration."""
 from __future__ import annotations
 
 import sqlite3
+import typing
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from pydantic import BaseModel
 
 from mindloop.store import Store
 from mindloop.store import schema as t
 from mindloop.store import workspace as rows
 from mindloop.workspace import repo
-from mindloop.workspace.commands import Session
+from mindloop.workspace.commands import CriterionInput, Session
 from mindloop.workspace.errors import StaleVersion, WriteConflict
-from mindloop.workspace.models import NodeStatus
+from mindloop.workspace.models import Node, NodeStatus
 from tests.store.stores import KINDS, open_store
 from tests.workspace.ws_util import CHAT, TASK, apply, tree
 
@@ -123,3 +126,43 @@ def test_an_older_database_gains_the_workspace_tables(tmp_path: Path) -> None:
     assert store.schema_version() == t.SCHEMA_VERSION
     _save(store, lambda s: s.init())
     assert repo.load(store, TASK).exists
+
+
+def _none_defaults(model: type[BaseModel], seen: set[type[BaseModel]]) -> list[str]:
+    """The fields of `model` and of the records it holds that admit None but default to
+    something else."""
+    seen.add(model)
+    out = []
+    for name, info in model.model_fields.items():
+        kinds = [info.annotation, *typing.get_args(info.annotation)]
+        kinds += [a for k in kinds for a in typing.get_args(k)]
+        if type(None) in kinds and info.get_default(call_default_factory=True) is not None:
+            out.append(f"{model.__name__}.{name}")
+        for kind in kinds:
+            if isinstance(kind, type) and issubclass(kind, BaseModel) and kind not in seen:
+                out += _none_defaults(kind, seen)
+    return out
+
+
+def test_a_node_is_stored_without_its_fields_at_none_and_reads_back_the_same(
+    store: Store,
+) -> None:
+    # a field at None is left out of the stored record: it must default to None
+    assert _none_defaults(Node, set()) == []
+    _save(store, lambda s: s.init())
+    _save(
+        store,
+        lambda s: s.create_node(
+            parent_id="root",
+            kind="EXECUTION",
+            title="t",
+            requirement="r",
+            acceptance_criteria=[CriterionInput("w", "t"), CriterionInput("w2", "t2", "pytest")],
+        ),
+    )
+    stored = dict(store._rows(sa.select(t.ws_nodes.c.node_id, t.ws_nodes.c.data)))
+    assert (
+        "parent_id" not in stored["root"] and "verify" not in stored["n1"]["acceptance_criteria"][0]
+    )
+    assert stored["n1"]["acceptance_criteria"][1]["verify"] == "pytest"
+    assert repo.load(store, TASK, cached=False).nodes == repo.load(store, TASK).nodes

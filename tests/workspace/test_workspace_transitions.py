@@ -535,5 +535,16 @@ def test_a_command_that_moves_no_status_derives_no_planning_status(
     assert counted.after.nodes["n3"].steps_used == 2
     noted = change(state, lambda s: s.update(node_id="n3", notes="half way"))
     assert derived == [] and noted.changed_nodes == ["n3"]
-    change(state, lambda s: s.transition(node_id="n3", to=S.CHECK_FAILED, reason="stuck"), RT)
+    # a child at work (neither NEW nor ended) makes its parent IN_PROGRESS whatever the
+    # other children are: derived without gathering them
+    failed = change(
+        state, lambda s: s.transition(node_id="n3", to=S.CHECK_FAILED, reason="stuck"), RT
+    )
+    assert derived == [] and failed.after.nodes["n1"].status is S.IN_PROGRESS
+    ended = change(
+        state,
+        lambda s: s.transition(node_id="n3", to=S.CANCELLED, reason="gone", conclusion="dropped"),
+        RT,
+    )
     assert ["n2", "n3"] in derived  # n1 (planning) derived from its children
+    assert ended.after.nodes["n1"].status is S.IN_PROGRESS  # n2 NEW beside an ended n3
