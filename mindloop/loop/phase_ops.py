@@ -385,7 +385,7 @@ def close(
                 with contextlib.suppress(WorkspaceError):  # moved meanwhile (a reply)
                     ws = move(rt, task, node.id, NodeStatus.CHECK_FAILED, why)
         # DO: the node's steps_used
-        after = step_budget.count(rt, state, state.entry_steps + steps, RUNTIME, ws)
+        after = step_budget.count(rt, state, state.entry_steps + steps, ws)
         if hand is not None:  # a write leaves a session's copy: read again when needed
             hand.workspace = read if after is read else None
         course, messages = _entry_messages(rt, state, hand)

@@ -22,9 +22,7 @@ from mindloop.loop.phases import Phase
 from mindloop.loop.stuck import Stuck, StuckRule
 from mindloop.store import loop_state as ls
 from mindloop.workspace import api, repo
-from mindloop.workspace.commands import Session
 from mindloop.workspace.state import WorkspaceState
-from mindloop.workspace.transitions import Authority
 
 
 def entry_limit(
@@ -62,24 +60,15 @@ def count(
     rt: DialogRuntime,
     state: ls.LoopState,
     steps: int,
-    who: str,
     ws: WorkspaceState | None = None,
 ) -> WorkspaceState | None:
     """Add a closing DO entry's `steps` to its node's `steps_used` (joins the caller's
-    transaction). `ws`: the workspace as the caller's transaction just read or wrote it,
-    if it has it; the workspace as it is after the count (None: not read, nothing to
-    count)."""
+    transaction; `workspace.api.count_steps`). `ws`: the workspace as the caller's
+    transaction just read or wrote it, if it has it; the workspace as it is after the
+    count (None: not read, nothing to count)."""
     node_id = state.node_id
     if state.phase is not Phase.DO or node_id is None or steps <= 0:
         return ws
-    if ws is None:
-        ws = repo.load(rt.store, state.task_path)
-    node = ws.peek(node_id)
-    if node is None or node.terminal:
-        return ws
-
-    def command(s: Session) -> None:
-        s.count_steps(node_id=node_id, steps=steps)
-
-    _, change = api.execute(rt.store, rt.rtws, state.task_path, Authority.runtime(who), command)
-    return change.after
+    if ws is not None and (node := ws.peek(node_id)) is not None and node.terminal:
+        return ws  # a terminal node's count is final
+    return api.count_steps(rt.store, rt.rtws, state.task_path, node_id, steps)
