@@ -60,7 +60,12 @@ INSERT_BATCH = 500
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
 
-__all__ = ["STATE_DIR", "STATE_FILE", "Store", "StoreError", "StoreStats", "new_id"]
+__all__ = ["STATE_DIR", "STATE_FILE", "IdTaken", "Store", "StoreError", "StoreStats", "new_id"]
+
+
+class IdTaken(StoreError):
+    """The id reserved for a row (`Store.reserve_generation_id`) was taken by another
+    process's write before the row was written; nothing was written under it."""
 
 
 def new_id(prefix: str = "") -> str:
@@ -105,6 +110,8 @@ class Store(TaskRows, RouterLog):
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         self._memo = Memo(self._changes_by_others)  # `memo_get`
+        # the largest generation id this store handed out (`reserve_generation_id`)
+        self._generation_handed = 0
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -642,13 +649,42 @@ class Store(TaskRows, RouterLog):
     def record_generation(
         self, gen: GenerationRecord, msgs: Sequence[MessageRecord]
     ) -> tuple[GenerationRecord, list[MessageRecord]]:
-        """Persist a finished generation and what it produced, in one transaction."""
+        """Persist a finished generation and what it produced, in one transaction: under
+        `gen.id` if set (`reserve_generation_id`; `IdTaken` if another process wrote a
+        generation under it meanwhile), else under the next free id."""
         with self.tx():
-            gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
+            top = self._generations_top()
+            gid = gen.id
+            if not gid:
+                gid = self._generation_handed = max(top, self._generation_handed) + 1
+            try:
+                self._insert(q.INSERT_GENERATION, gen.model_dump() | {"id": gid})
+            except sa.exc.IntegrityError as exc:  # the key: nothing else can fail here
+                raise IdTaken(f"generation id {gid} was taken by another process") from exc
+            self.memo_put(_GENERATIONS_TOP, max(top, gid))
             for m in msgs:
                 m.generation_id = gid
             stored = self.append_messages(msgs)
         return gen.model_copy(update={"id": gid}), stored
+
+    def reserve_generation_id(self) -> int:
+        """An id for a generation to be written later (`record_generation` with it set),
+        for what must name it before it is written: the call keys of tools that run
+        before the generation commits with their results (`dialogs/turn.py`). Beyond
+        every generation row as of now and every id this store handed out, so no write
+        of this process takes it; another process's write may (no SQLite sequence spans
+        processes), which `record_generation` then reports (`IdTaken`)."""
+        gid = self._generation_handed = max(self._generations_top(), self._generation_handed) + 1
+        return gid
+
+    def _generations_top(self) -> int:
+        """The largest generation id written (kept, `memo_get`: read again only when
+        another connection committed)."""
+        top = self.memo_get(_GENERATIONS_TOP)
+        if top is MISS:
+            top = int(self._scalar(q.MAX_GENERATION_ID) or 0)
+            self.memo_put(_GENERATIONS_TOP, top)
+        return top  # type: ignore[no-any-return]
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
         return self._records(GenerationRecord, q.GENERATIONS, {"dialog_id": dialog_id})
@@ -804,6 +840,8 @@ class Store(TaskRows, RouterLog):
         return self.reminders(dialog_id)
 
 
+# the largest generation id written (`_generations_top`)
+_GENERATIONS_TOP = (t.generations.name, "top")
 # what `wait_state` counts (its key names them all: a write of any drops it)
 _WAIT_TABLES = (t.pending_tellasks.name, t.questions.name, t.waits.name)
 
