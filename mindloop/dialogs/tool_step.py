@@ -161,10 +161,15 @@ class ToolStep:
             )
             return out
 
-        if len(calls) == 1:  # the common case: no task to schedule
-            results = [await one(0, calls[0])]
-        else:  # independent calls run concurrently
-            results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
+        try:
+            if len(calls) == 1:  # the common case: no task to schedule
+                results = [await one(0, calls[0])]
+            else:  # independent calls run concurrently
+                results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
+        except (asyncio.CancelledError, Exception):
+            if turn is not None:  # its usage is kept; the next drive generates again
+                self._cut_off(live, turn)
+            raise
         any_effects = any(r.effects for r in results)
         opened = False
         # Durable only when the tools asked for store effects: those commit with their
@@ -209,6 +214,18 @@ class ToolStep:
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
         return StepEffects(waits=opened)
+
+    def _cut_off(self, live: LiveDialog, turn: TurnDecision) -> None:
+        """A deferred turn whose tools did not all finish (the drive was cancelled, or a
+        tool raised): its generation is kept as one cut off mid-stream is, without the
+        turn (its usage counts; the step is generated again), and nothing of the calls."""
+        gen = turn.generation.model_copy(update={"id": 0, "finish_reason": "cancelled"})
+        calls = [c.model_dump() for c in turn.calls]
+        with self.store.tx():
+            self.store.record_generation(gen, [])
+            self.store.record_event(
+                "generation_cancelled", live.id, {"text": turn.text, "calls": calls}
+            )
 
     def _apply_all(self, live: LiveDialog, out: ToolOutput) -> tuple[ToolOutput, bool]:
         """Inside the results' transaction: carry out one call's effects in order. A store

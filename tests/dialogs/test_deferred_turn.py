@@ -10,6 +10,7 @@ its own and the calls run again under keys naming the id it got.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import time
@@ -40,9 +41,16 @@ class LookArgs(ToolArgs):
     pass
 
 
-def _registry(before_mark: list[ToolContext] | None = None) -> ToolRegistry:
-    """`mark` (a store effect) and `look` (reads only), both store-only; `before_mark`
-    collects the context of every run of `mark`."""
+class HangArgs(ToolArgs):
+    pass
+
+
+def _registry(
+    before_mark: list[ToolContext] | None = None, hanging: asyncio.Event | None = None
+) -> ToolRegistry:
+    """`mark` (a store effect), `look` (reads only) and `hang` (never returns; sets
+    `hanging`), all store-only; `before_mark` collects the context of every run of
+    `mark`."""
 
     async def mark(args: MarkArgs, ctx: ToolContext) -> ToolOutput:
         if before_mark is not None:
@@ -57,12 +65,19 @@ def _registry(before_mark: list[ToolContext] | None = None) -> ToolRegistry:
     async def look(args: LookArgs, ctx: ToolContext) -> ToolOutput:
         return ToolOutput("nothing new")
 
+    async def hang(args: HangArgs, ctx: ToolContext) -> ToolOutput:
+        if hanging is not None:
+            hanging.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
     reg = standard_registry()
     reg.add_toolset(
         "work",
         [
             Tool[BaseModel]("mark", "Mark a node.", MarkArgs, mark, store_only=True),  # type: ignore[arg-type]
             Tool[BaseModel]("look", "Look.", LookArgs, look, store_only=True),  # type: ignore[arg-type]
+            Tool[BaseModel]("hang", "Hang.", HangArgs, hang, store_only=True),  # type: ignore[arg-type]
         ],
     )
     return reg
@@ -180,4 +195,36 @@ async def test_a_reserved_generation_id_taken_by_another_process_runs_the_calls_
     assert [m.kind for m in hist] == ["user", "assistant", "tool_call", "tool_result", "assistant"]
     assert [m.generation_id for m in hist[1:3]] == [gen.id, gen.id]
     assert _marks(rt.store) == [{"node": "n1", "key": _key(root.id, gen.id)}]
+    await rt.aclose()
+
+
+async def test_a_drive_cancelled_while_the_tools_run_keeps_the_usage_and_generates_again(
+    rtws: Path,
+) -> None:
+    write_team(rtws, {"dev": {"toolsets": ["work"]}})
+    hanging = asyncio.Event()
+    turn = Turn(tool_calls=[call("hang")], input_tokens=7, output_tokens=3)
+    model = ScriptedModel([turn])
+    rt = DialogRuntime(rtws, tools=_registry(hanging=hanging), providers={"mock": model})
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    task = asyncio.create_task(Scheduler(rt).run())
+    await asyncio.wait_for(hanging.wait(), 10)
+    task.cancel()  # what Ctrl-C does to the backend loop
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the generation is kept as cut off (its usage counts), without its turn
+    assert [m.kind for m in rt.store.load_history(root.id)] == ["user"]
+    [gen] = rt.store.generations(root.id)
+    assert (gen.finish_reason, gen.input_tokens, gen.output_tokens) == ("cancelled", 7, 3)
+    [cut] = [e["data"] for e in rt.store.events(root.id) if e["type"] == "generation_cancelled"]
+    assert [c["name"] for c in cut["calls"]] == ["hang"]
+    await rt.aclose()
+
+    model = ScriptedModel([Turn(tool_calls=[call("mark", node="n1")]), Turn(text="done")])
+    rt = DialogRuntime(rtws, tools=_registry(), providers={"mock": model})
+    rt.recover()  # Ctrl-C settled the drive: it is marked to drive again
+    await Scheduler(rt).run()
+    hist = rt.store.load_history(root.id)
+    assert [m.kind for m in hist] == ["user", "assistant", "tool_call", "tool_result", "assistant"]
+    assert len(_marks(rt.store)) == 1 and hist[-1].data["text"] == "done"
     await rt.aclose()
