@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindloop.dialogs import approvals
-from mindloop.dialogs.claims import Claims
+from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
@@ -208,6 +208,12 @@ class ToolStep:
             turn.generation.id = 0
             commit_turn(self.store, self.tree, live, turn, self.claims)
             return await self.run(live, calls, offered, turn.generation.id)
+        except ClaimLost:  # another process drives the dialog: nothing more is written
+            raise
+        except Exception:  # a bug in an effect: rolled back; the usage is kept
+            if turn is not None:
+                self._cut_off(live, turn)
+            raise
         # the view takes what committed (a rolled-back step leaves it as it was)
         live.history.extend(turned)
         live.history.extend(stored)
