@@ -147,7 +147,7 @@ async def test_a_kill_around_the_step_commit_leaves_all_or_nothing_of_the_step(
     await rt.aclose()
 
     if not after:  # nothing of the step: no generation, no assistant turn, no effect
-        reader = Store(state)
+        reader = Store.for_rtws(rtws)  # the same database, as another process opens it
         assert [m.kind for m in reader.load_history(root.id)] == ["user"]
         assert reader.generations(root.id) == [] and _marks(reader) == []
         reader.close()
@@ -170,12 +170,11 @@ async def test_a_reserved_generation_id_taken_by_another_process_runs_the_calls_
     rtws: Path,
 ) -> None:
     write_team(rtws, {"dev": {"toolsets": ["work"]}})
-    state = rtws / ".mindloop" / "state.sqlite"
     runs: list[ToolContext] = []
     model = ScriptedModel([Turn(tool_calls=[call("mark", node="n1")]), Turn(text="done")])
     rt = DialogRuntime(rtws, tools=_registry(runs), providers={"mock": model})
     root, _ = rt.start_root_dialog(TASK, "go", "dev")
-    other = Store(state)  # another process, writing a generation while the tool runs
+    other = Store.for_rtws(rtws)  # another process, writing a generation while the tool runs
 
     def other_writes(ev: Event) -> None:
         if ev.type == "tool_call" and len(runs) == 0:

@@ -70,7 +70,8 @@ def test_an_id_another_connection_took_is_refused_and_nothing_is_written(
         store.close()
 
 
-def test_a_reservation_costs_no_statement_while_nobody_else_wrote(tmp_path: Path) -> None:
+@pytest.mark.sqlite_only  # SQLite's data_version tells what other connections committed
+def test_a_reservation_costs_one_check_while_nobody_else_wrote(tmp_path: Path) -> None:
     store = Store(tmp_path / ".mindloop" / "state.sqlite")
     try:
         store.record_generation(_gen(), [])
