@@ -181,7 +181,8 @@ class ToolStep:
                 # driver answers these calls as interrupted (tools are at-least-once), or
                 # generates again if the generation was deferred with them.
                 self.claims.renew(did)
-                turned = record_turn(self.store, turn) if turn is not None else []
+                # the turn's messages go in with the results (one statement)
+                turned = record_turn(self.store, turn, hold=True) if turn is not None else []
                 if any_effects:  # each call's effects, in call order; they may recast it
                     for i, r in enumerate(results):
                         if r.effects:

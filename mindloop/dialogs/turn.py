@@ -164,10 +164,12 @@ def reserve_turn(store: Store, d: TurnDecision) -> None:
     d.generation.id = store.reserve_generation_id()
 
 
-def record_turn(store: Store, d: TurnDecision) -> list[MessageRecord]:
+def record_turn(store: Store, d: TurnDecision, *, hold: bool = False) -> list[MessageRecord]:
     """Inside a transaction: write the turn's generation (under its reserved id, if it
-    has one: `IdTaken` if another process took it) and messages; the stored messages."""
-    d.generation, stored = store.record_generation(d.generation, d.messages)
+    has one: `IdTaken` if another process took it) and messages; the stored messages
+    (with `hold`, the list they go to when they are written with the next messages the
+    transaction appends: `Store.hold_messages`)."""
+    d.generation, stored = store.record_generation(d.generation, d.messages, hold=hold)
     return stored
 
 
