@@ -110,7 +110,7 @@ class Store(TaskRows, RouterLog):
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         self._memo = Memo(self._changes_by_others)  # `memo_get`
-        # the largest generation id this store handed out (`reserve_generation_id`)
+        # the largest generation id this store reserved (`reserve_generation_id`; SQLite)
         self._generation_handed = 0
         # messages to append ahead of the next ones the transaction appends, and the list
         # their stored records go to (`hold_messages`)
@@ -701,18 +701,27 @@ class Store(TaskRows, RouterLog):
     ) -> tuple[GenerationRecord, list[MessageRecord]]:
         """Persist a finished generation and what it produced, in one transaction: under
         `gen.id` if set (`reserve_generation_id`; `IdTaken` if another process wrote a
-        generation under it meanwhile), else under the next free id. With `hold`, the
-        messages are held (`hold_messages`): the list they go to is returned."""
+        generation under it meanwhile), else under a new id. With `hold`, the messages are
+        held (`hold_messages`): the list they go to is returned."""
         with self.tx():
-            top = self._generations_top()
             gid = gen.id
-            if not gid:
-                gid = self._generation_handed = max(top, self._generation_handed) + 1
-            try:
+            handed = self._generation_handed  # 0: none (on PostgreSQL, always)
+            if gid:  # reserved
+                top = self._generations_top() if handed else 0
+                try:
+                    self._insert(q.INSERT_GENERATION, gen.model_dump())
+                except sa.exc.IntegrityError as exc:  # the key: nothing else can fail here
+                    raise IdTaken(f"generation id {gid} was taken by another process") from exc
+                if handed:
+                    self.memo_put(_GENERATIONS_TOP, max(top, gid))
+            elif handed and not self._handed_below_top():
+                # an id this store reserved may be beyond every row: not the next one
+                gid = self._generation_handed = max(self._generations_top(), handed) + 1
                 self._insert(q.INSERT_GENERATION, gen.model_dump() | {"id": gid})
-            except sa.exc.IntegrityError as exc:  # the key: nothing else can fail here
-                raise IdTaken(f"generation id {gid} was taken by another process") from exc
-            self.memo_put(_GENERATIONS_TOP, max(top, gid))
+                self.memo_put(_GENERATIONS_TOP, gid)
+            else:  # the database's next id: beyond every row (and every reserved id)
+                gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
+                self.memo_put(_GENERATIONS_TOP, gid)
             for m in msgs:
                 m.generation_id = gid
             stored = self.hold_messages(msgs) if hold else self.append_messages(msgs)
@@ -721,11 +730,15 @@ class Store(TaskRows, RouterLog):
     def reserve_generation_id(self) -> int:
         """An id for a generation to be written later (`record_generation` with it set),
         for what must name it before it is written: the call keys of tools that run
-        before the generation commits with their results (`dialogs/turn.py`). Beyond
-        every generation row as of now and every id this store handed out, so no write
-        of this process takes it; another process's write may (no SQLite sequence spans
+        before the generation commits with their results (`dialogs/turn.py`). Drawn from
+        the database's sequence where it has one (PostgreSQL); on SQLite, beyond every
+        generation row as of now and every id this store handed out — so no write of this
+        store takes it, but another process's may (SQLite has no sequence spanning
         processes), which `record_generation` then reports (`IdTaken`)."""
-        gid = self._generation_handed = max(self._generations_top(), self._generation_handed) + 1
+        gid = self._dialect.next_id(t.generations)
+        if gid is None:
+            top = self._generations_top()
+            gid = self._generation_handed = max(top, self._generation_handed) + 1
         return gid
 
     def _generations_top(self) -> int:
@@ -736,6 +749,13 @@ class Store(TaskRows, RouterLog):
             top = int(self._scalar(q.MAX_GENERATION_ID) or 0)
             self.memo_put(_GENERATIONS_TOP, top)
         return top  # type: ignore[no-any-return]
+
+    def _handed_below_top(self) -> bool:
+        """Whether every id this store reserved is at most the largest generation id as
+        last seen — so at most the largest now: the database's next id is none of them.
+        (Without checking that no one wrote since, which only makes the largest larger.)"""
+        top = self._memo.peek(_GENERATIONS_TOP)
+        return top is not MISS and self._generation_handed <= top
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
         return self._records(GenerationRecord, q.GENERATIONS, {"dialog_id": dialog_id})

@@ -1,10 +1,10 @@
 """Generation ids reserved ahead of the write (`Store.reserve_generation_id`).
 
 A generation whose tool calls run before it is written (its step commits once, with
-their results) needs its id first: the calls' keys name it. A reserved id is beyond
-every row and every id the store handed out, so no write of this store takes it; a
-write of another connection may, and then writing under it fails with `IdTaken`,
-writing nothing.
+their results) needs its id first: the calls' keys name it. On PostgreSQL it is drawn
+from the table's sequence. On SQLite a reserved id is beyond every row and every id the
+store handed out, so no write of this store takes it; a write of another connection
+may, and then writing under it fails with `IdTaken`, writing nothing.
 """
 
 from __future__ import annotations
@@ -51,13 +51,18 @@ def test_reserved_ids_are_beyond_every_row_and_every_id_handed_out(
 def test_an_id_another_connection_took_is_refused_and_nothing_is_written(
     path_kind: tuple[Path, str],
 ) -> None:
-    store = open_store(*path_kind)
-    other = open_store(*path_kind)
+    path, kind = path_kind
+    store = open_store(path, kind)
+    other = open_store(path, kind)
     try:
         store.record_generation(_gen(), [])
         gid = store.reserve_generation_id()
         taken, _ = other.record_generation(_gen("d2"), [])  # it does not know of it
-        assert taken.id == gid
+        if kind == "postgresql":  # drawn from the table's sequence: nobody else gets it
+            assert taken.id != gid
+            assert store.record_generation(_gen(gid=gid), [])[0].id == gid
+            return
+        assert taken.id == gid  # SQLite: the next id is the largest + 1
         with pytest.raises(IdTaken), store.tx():
             store.append_messages([_msg("d3")])
             store.record_generation(_gen(gid=gid), [_msg()])
@@ -71,10 +76,12 @@ def test_an_id_another_connection_took_is_refused_and_nothing_is_written(
 
 
 @pytest.mark.sqlite_only  # SQLite's data_version tells what other connections committed
-def test_a_reservation_costs_one_check_while_nobody_else_wrote(tmp_path: Path) -> None:
+def test_ids_cost_no_statement_while_nobody_else_wrote(tmp_path: Path) -> None:
     store = Store(tmp_path / ".mindloop" / "state.sqlite")
     try:
-        store.record_generation(_gen(), [])
+        before = store.stats.statements
+        store.record_generation(_gen(), [])  # nothing reserved: the database's next id
+        assert store.stats.statements - before == 1  # the insert
         before = store.stats.statements
         gid = store.reserve_generation_id()
         # one check that no other connection committed (SQLite's data_version), no read
@@ -83,5 +90,8 @@ def test_a_reservation_costs_one_check_while_nobody_else_wrote(tmp_path: Path) -
             before = store.stats.statements
             store.record_generation(_gen(gid=gid), [])
         assert store.stats.statements - before == 2  # data_version in the tx, the insert
+        before = store.stats.statements
+        store.record_generation(_gen(), [])  # the reserved id is written: the next one
+        assert store.stats.statements - before == 1
     finally:
         store.close()
