@@ -4,8 +4,8 @@ Its generation is not committed before the tools run: it commits with their resu
 store effects, under an id reserved for it, which the calls' keys name. A kill before
 that commit leaves nothing of the step, and the next drive generates again (S4) — no
 "interrupted" result, no effect, no generation row; after it, everything of the step is
-there once. Another process taking the reserved id meanwhile makes the turn commit on
-its own and the calls run again under keys naming the id it got.
+there once. Another process taking the reserved id meanwhile (SQLite) makes the turn
+commit on its own and the calls run again under keys naming the id it got.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ async def test_a_kill_around_the_step_commit_leaves_all_or_nothing_of_the_step(
     await rt.aclose()
 
 
+@pytest.mark.sqlite_only  # PostgreSQL draws the id from a sequence: nobody else gets it
 async def test_a_reserved_generation_id_taken_by_another_process_runs_the_calls_again(
     rtws: Path,
 ) -> None:
