@@ -5,7 +5,8 @@ generation → decide and commit its turn (`turn.py`: the generation, what its t
 start and, for a final answer, its delivery, in one transaction) → run the requested
 tools (`tool_step.py`) → repeat, until the model answers without tool calls or tellasks,
 the dialog waits on others, the policy ends the drive, or the per-drive step limit is
-reached. Each step commits at most twice; nothing re-reads the dialog.
+reached. Each step commits at most twice, once when its calls act only in the store
+(the turn then commits with their results: `turn.defers`); nothing re-reads the dialog.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from mindloop.dialogs.prompts import STEP_LIMIT_NOTE, text_for
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tool_step import ToolStep
 from mindloop.dialogs.tree import DialogTree, WaitState
-from mindloop.dialogs.turn import commit_turn, decide_turn, generation_record
+from mindloop.dialogs.turn import (
+    commit_turn,
+    decide_turn,
+    defers,
+    generation_record,
+    reserve_turn,
+)
 from mindloop.durable.steps import Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import (
@@ -315,7 +322,11 @@ class Driver:
         if crash_points.CRASH is not None:  # tests only: the model answered, nothing committed
             crash_points.CRASH.reached("generation.after")
         decision = decide_turn(live, self.parts, out, req.model)
-        commit_turn(self.store, self.tree, live, decision, self.claims)
+        deferred = defers(decision)
+        if deferred:  # it commits with its tools' results
+            reserve_turn(self.store, decision)
+        else:
+            commit_turn(self.store, self.tree, live, decision, self.claims)
         usage.add(decision.generation)
         if out.error is not None:
             self.bus.publish(ErrorRaised(dialog_id=did, message=str(out.error)))
@@ -340,7 +351,13 @@ class Driver:
         if out.error is not None:
             return Failed(str(out.error)), state
         if decision.calls:
-            effects = await self.tools.run(live, decision.calls, offered, decision.generation.id)
+            effects = await self.tools.run(
+                live,
+                decision.calls,
+                offered,
+                decision.generation.id,
+                turn=decision if deferred else None,
+            )
             if effects.waits:  # a wait opened: parked, or resolved at once by a kept event
                 state = self.tree.wait_state(did).with_inbox()
             if live.course.pending is not None:

@@ -11,6 +11,14 @@ commit, which leaves the calls unanswered, as a crash during the tools does; rec
 answers them as interrupted. So a step costs one fsync. A tool may return store effects
 (`tools.base.Effect`: rows to write, a wait to open, a detached side dialog to start):
 they commit in that same transaction, which is then durable.
+
+A generation whose calls all act only in the store was not committed before them
+(`turn.defers`): it commits first in that same transaction, so a step is one
+transaction, and a crash before it leaves nothing of the step. Should another process
+have written a generation under the id reserved for it meanwhile (`IdTaken`: the call
+keys name that id), nothing is written; the turn commits on its own and the calls run
+again under keys naming the id it got — they changed nothing outside the store, and
+their effects were never applied.
 """
 
 from __future__ import annotations
@@ -22,16 +30,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindloop.dialogs import approvals
-from mindloop.dialogs.claims import Claims
+from mindloop.dialogs.claims import ClaimLost, Claims
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
 from mindloop.dialogs.tree import DialogTree
+from mindloop.dialogs.turn import TurnDecision, commit_turn, record_turn
 from mindloop.dialogs.wait_kinds import ApprovalPayload, WaitKind, WaitMode
 from mindloop.durable.steps import Codec, JsonObject, Steps
 from mindloop.events.bus import EventBus
 from mindloop.events.types import ApprovalRequested, ToolCalled, ToolResulted
 from mindloop.providers.base import ToolCall
-from mindloop.store import MessageRecord, ResponseRecord, Store, WaitStatus, crash_points
+from mindloop.store import (
+    IdTaken,
+    MessageRecord,
+    ResponseRecord,
+    Store,
+    WaitStatus,
+    crash_points,
+)
 from mindloop.tools.base import (
     Effect,
     EffectResult,
@@ -81,13 +97,17 @@ class ToolStep:
         calls: Sequence[ToolCall],
         offered: Sequence[Tool],
         generation_id: int,
+        turn: TurnDecision | None = None,
     ) -> StepEffects:
         """Run one generation's calls; each sees its own call key (a hash of the dialog,
-        this generation's stored id and the call's index: stable across a re-run)."""
+        this generation's stored id and the call's index: stable across a re-run). With
+        `turn` (deferred, `turn.defers`), the generation `generation_id` names commits
+        with their results."""
         did = live.id
         registry = self.parts.tools
         offered_names = [t.name for t in offered]
         repeats = live.repeats
+        failing = dict(repeats.failing) if turn is not None else {}  # as the step began
         # what a call leaves for the later calls of this step (one call: nothing)
         step = StepLocal() if len(calls) > 1 else None
 
@@ -141,42 +161,78 @@ class ToolStep:
             )
             return out
 
-        if len(calls) == 1:  # the common case: no task to schedule
-            results = [await one(0, calls[0])]
-        else:  # independent calls run concurrently
-            results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
+        try:
+            if len(calls) == 1:  # the common case: no task to schedule
+                results = [await one(0, calls[0])]
+            else:  # independent calls run concurrently
+                results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
+        except (asyncio.CancelledError, Exception):
+            if turn is not None:  # its usage is kept; the next drive generates again
+                self._cut_off(live, turn)
+            raise
         any_effects = any(r.effects for r in results)
         opened = False
         # Durable only when the tools asked for store effects: those commit with their
         # results (a crash leaves both or neither), and what they start (a wait, a side
         # dialog) must not be lost once the tool reported it.
-        with self.store.tx(durable=any_effects):
-            # A drive that lost its claim while the tools ran records nothing: the new
-            # driver answers these calls as interrupted (tools are at-least-once).
-            self.claims.renew(did)
-            if any_effects:  # each call's effects, in call order; they may recast its result
-                for i, r in enumerate(results):
-                    if r.effects:
-                        results[i], started = self._apply_all(live, r)
-                        opened = opened or started
-            msgs = [
-                MessageRecord(
-                    dialog_id=did,
-                    course=live.record.course,
-                    kind="tool_result",
-                    data={
-                        "call_id": c.id,
-                        "name": c.name,
-                        "content": r.text,
-                        "is_error": r.is_error,
-                    },
-                )
-                for c, r in zip(calls, results, strict=True)
-            ]
-            live.history.extend(self.store.append_messages(msgs))
+        try:
+            with self.store.tx(durable=any_effects):
+                # A drive that lost its claim while the tools ran records nothing: the new
+                # driver answers these calls as interrupted (tools are at-least-once), or
+                # generates again if the generation was deferred with them.
+                self.claims.renew(did)
+                # the turn's messages go in with the results (one statement)
+                turned = record_turn(self.store, turn, hold=True) if turn is not None else []
+                if any_effects:  # each call's effects, in call order; they may recast it
+                    for i, r in enumerate(results):
+                        if r.effects:
+                            results[i], started = self._apply_all(live, r)
+                            opened = opened or started
+                msgs = [
+                    MessageRecord(
+                        dialog_id=did,
+                        course=live.record.course,
+                        kind="tool_result",
+                        data={
+                            "call_id": c.id,
+                            "name": c.name,
+                            "content": r.text,
+                            "is_error": r.is_error,
+                        },
+                    )
+                    for c, r in zip(calls, results, strict=True)
+                ]
+                stored = self.store.append_messages(msgs)
+        except IdTaken:  # see the module doc: nothing was written
+            assert turn is not None
+            repeats.failing = failing
+            turn.generation.id = 0
+            commit_turn(self.store, self.tree, live, turn, self.claims)
+            return await self.run(live, calls, offered, turn.generation.id)
+        except ClaimLost:  # another process drives the dialog: nothing more is written
+            raise
+        except Exception:  # a bug in an effect: rolled back; the usage is kept
+            if turn is not None:
+                self._cut_off(live, turn)
+            raise
+        # the view takes what committed (a rolled-back step leaves it as it was)
+        live.history.extend(turned)
+        live.history.extend(stored)
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
         return StepEffects(waits=opened)
+
+    def _cut_off(self, live: LiveDialog, turn: TurnDecision) -> None:
+        """A deferred turn whose tools did not all finish (the drive was cancelled, or a
+        tool raised): its generation is kept as one cut off mid-stream is, without the
+        turn (its usage counts; the step is generated again), and nothing of the calls."""
+        gen = turn.generation.model_copy(update={"id": 0, "finish_reason": "cancelled"})
+        calls = [c.model_dump() for c in turn.calls]
+        with self.store.tx():
+            self.store.record_generation(gen, [])
+            self.store.record_event(
+                "generation_cancelled", live.id, {"text": turn.text, "calls": calls}
+            )
 
     def _apply_all(self, live: LiveDialog, out: ToolOutput) -> tuple[ToolOutput, bool]:
         """Inside the results' transaction: carry out one call's effects in order. A store

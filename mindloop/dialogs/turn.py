@@ -8,6 +8,14 @@ notes) and — for a final answer — delivers it to whoever waits, all in one t
 a crash leaves either none of it or all of it (`dialogs/routing.py` separates deciding
 from doing the same way).
 
+A turn that only calls tools acting in the store (`Tool.store_only`) and does nothing
+else (`defers`) is not committed before its tools run: it commits in the tool step's
+transaction, with their results and store effects (`record_turn`) — a step is then one
+transaction (agent-loop §2 S1). Nothing outside the store saw it before that commit, so
+a crash before it leaves no trace of the step, and the next drive generates again from
+the same history (S4). Its tools' call keys name the generation by the id reserved for
+it (`Store.reserve_generation_id`), the id it is then stored under.
+
 A failed generation (the provider gave up, possibly mid-stream) is never a turn: what it
 streamed is kept as a `generation_failed` event, and the next drive runs the generation
 again from the same history.
@@ -132,8 +140,7 @@ def commit_turn(
     dispatched = Dispatch()
     with store.tx(durable=d.durable):
         claims.renew(rec.id)
-        d.generation, stored = store.record_generation(d.generation, d.messages)
-        live.history.extend(stored)
+        live.history.extend(record_turn(store, d))
         for type_, data in d.events:
             store.record_event(type_, rec.id, data)
         if d.routes:
@@ -142,6 +149,28 @@ def commit_turn(
         if d.final:  # a root answers tellask-backs of its side dialogs too
             tree.deliver_final(rec, d.text)
     return dispatched
+
+
+def defers(d: TurnDecision) -> bool:
+    """Whether the turn may commit with its tools' results (see the module doc): it
+    calls tools, none of which acts outside the store (`has_outside_effect`), and
+    starts, answers and records nothing else."""
+    return bool(d.calls) and not d.durable and not d.tellasks and not d.events
+
+
+def reserve_turn(store: Store, d: TurnDecision) -> None:
+    """Give a deferred turn's generation the id it will be stored under, which its tool
+    calls' keys name (`call_key`)."""
+    d.generation.id = store.reserve_generation_id()
+
+
+def record_turn(store: Store, d: TurnDecision, *, hold: bool = False) -> list[MessageRecord]:
+    """Inside a transaction: write the turn's generation (under its reserved id, if it
+    has one: `IdTaken` if another process took it) and messages; the stored messages
+    (with `hold`, the list they go to when they are written with the next messages the
+    transaction appends: `Store.hold_messages`)."""
+    d.generation, stored = store.record_generation(d.generation, d.messages, hold=hold)
+    return stored
 
 
 def generation_record(

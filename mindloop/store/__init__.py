@@ -18,7 +18,7 @@ from mindloop.store.records import (
     WaitStatus,
 )
 from mindloop.store.router_log import RouterAttempt, RouterCandidate, RouterDecision, RouterRecord
-from mindloop.store.store import STATE_DIR, STATE_FILE, Store, StoreError, new_id
+from mindloop.store.store import STATE_DIR, STATE_FILE, IdTaken, Store, StoreError, new_id
 from mindloop.store.tasks import LoopPhase, TaskRecord, TaskStatus
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "DialogRecord",
     "DialogStatus",
     "GenerationRecord",
+    "IdTaken",
     "LoopPhase",
     "MessageKind",
     "MessageRecord",

@@ -113,6 +113,12 @@ class StoreDialect(ABC):
         the database offers none (then nothing read is kept past its transaction)."""
         return None
 
+    def next_id(self, table: sa.Table) -> int | None:
+        """A new key for a row of `table` from the database's sequence for it (no other
+        insert gets it), drawn outside any transaction; None when the database has no
+        sequences (SQLite: the store reserves keys itself, `Store.reserve_generation_id`)."""
+        return None
+
     def insert_many(self, stmt: sa.Executable, rows: list[dict[str, Any]]) -> list[Any]:
         """Insert rows in order inside the current transaction (a dialect may do it in
         one statement); their new keys, in the same order."""

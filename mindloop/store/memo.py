@@ -72,6 +72,12 @@ class Memo:
             return MISS
         return held[1]
 
+    def peek(self, key: tuple[Any, ...]) -> Any:
+        """The value kept for `key` without checking that it is still current (`MISS` if
+        none): for a hint that a caller can use whatever happened since."""
+        held = self._values.get(key)
+        return MISS if held is None else held[1]
+
     def put(self, key: tuple[Any, ...], value: Any, in_tx: bool) -> None:
         if in_tx:
             held = (self._tx, value)

@@ -156,6 +156,11 @@ class PostgresDialect(StoreDialect):
             f"{self.location}: not a usable mindloop state database ({_first_line(orig)})"
         )
 
+    def next_id(self, table: sa.Table) -> int | None:
+        [key] = table.primary_key.columns  # a serial column: its sequence, not the table's
+        seq = sa.func.pg_get_serial_sequence(table.name, key.name)
+        return int(self.conn.execute(sa.select(sa.func.nextval(seq))).scalar_one())
+
     def _end_read(self) -> None:
         """Autocommit: a read outside a transaction holds nothing afterwards."""
 

@@ -171,6 +171,7 @@ MESSAGES_AFTER = (
     .order_by(_m.id)
 )
 COUNT_MESSAGES = sa.select(sa.func.count()).where(_by(_m.dialog_id, "dialog_id"))
+MAX_GENERATION_ID = sa.select(sa.func.max(t.generations.c.id))
 GENERATIONS = (
     sa.select(t.generations)
     .where(_by(t.generations.c.dialog_id, "dialog_id"))

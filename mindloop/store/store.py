@@ -60,7 +60,12 @@ INSERT_BATCH = 500
 STATE_DIR = ".mindloop"
 STATE_FILE = "state.sqlite"
 
-__all__ = ["STATE_DIR", "STATE_FILE", "Store", "StoreError", "StoreStats", "new_id"]
+__all__ = ["STATE_DIR", "STATE_FILE", "IdTaken", "Store", "StoreError", "StoreStats", "new_id"]
+
+
+class IdTaken(StoreError):
+    """The id reserved for a row (`Store.reserve_generation_id`) was taken by another
+    process's write before the row was written; nothing was written under it."""
 
 
 def new_id(prefix: str = "") -> str:
@@ -105,6 +110,11 @@ class Store(TaskRows, RouterLog):
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         self._memo = Memo(self._changes_by_others)  # `memo_get`
+        # the largest generation id this store reserved (`reserve_generation_id`; SQLite)
+        self._generation_handed = 0
+        # messages to append ahead of the next ones the transaction appends, and the list
+        # their stored records go to (`hold_messages`)
+        self._held: tuple[list[MessageRecord], list[MessageRecord]] | None = None
         opened = False
         try:
             self._conn = self._dialect.connect()
@@ -171,6 +181,8 @@ class Store(TaskRows, RouterLog):
     def memo_get(self, key: tuple[Any, ...]) -> Any:
         """A row kept for `key` ((table, …)) while nothing can have changed it
         (`memo.py`), or `MISS`. Shared: copy what you may change."""
+        if self._held is not None and _names_messages(key[0]):
+            self._flush_held()
         return self._memo.get(key, self._depth > 0)
 
     def memo_put(self, key: tuple[Any, ...], value: Any) -> None:
@@ -183,6 +195,15 @@ class Store(TaskRows, RouterLog):
 
     def _finish(self, durable: bool, failed: bool) -> None:
         """End the outermost transaction: roll back after an exception, else commit."""
+        if self._held is not None:  # held messages are written, or dropped with the rest
+            if failed:
+                self._held = None
+            else:
+                try:
+                    self._flush_held()
+                except BaseException:
+                    self._finish(durable, failed=True)
+                    raise
         self._depth = 0
         if failed:
             self._memo.ended(rolled_back=True)
@@ -227,6 +248,8 @@ class Store(TaskRows, RouterLog):
 
     def _execute(self, stmt: sa.Executable, params: Any) -> Rows:
         """Run a read: (column names, rows)."""
+        if self._held is not None:  # what it reads may be them
+            self._flush_held()
         self.stats.statements += 1
         return self._dialect.read(stmt, params)
 
@@ -264,6 +287,8 @@ class Store(TaskRows, RouterLog):
     ) -> list[_R]:
         """Run a write with a RETURNING clause inside the current transaction: the rows it
         changed, as they now stand (saves reading them again)."""
+        if self._held is not None:
+            self._flush_held()
         self.stats.statements += 1
         self._memo.forget(stmt)
         keys, rows = self._dialect.read(stmt, params)
@@ -278,6 +303,8 @@ class Store(TaskRows, RouterLog):
         if not self._depth:
             with self.tx():
                 return self._write(stmt, params)
+        if self._held is not None and _names_messages(stmt):
+            self._flush_held()
         self.stats.statements += 1
         self._memo.forget(stmt)
         changed = self._dialect.write(stmt, params)
@@ -291,6 +318,8 @@ class Store(TaskRows, RouterLog):
         if not self._depth:
             with self.tx():
                 return self._insert(stmt, params)
+        if self._held is not None and _names_messages(stmt):
+            self._flush_held()
         self.stats.statements += 1
         self._changed = True
         self._memo.forget(stmt)
@@ -302,6 +331,8 @@ class Store(TaskRows, RouterLog):
         if not self._depth:
             with self.tx():
                 return self._insert_many(stmt, rows)
+        if self._held is not None and _names_messages(stmt):
+            self._flush_held()
         ids: list[int] = []
         self._memo.forget(stmt)
         for start in range(0, len(rows), INSERT_BATCH):
@@ -574,6 +605,10 @@ class Store(TaskRows, RouterLog):
 
     def append_messages(self, msgs: Sequence[MessageRecord]) -> list[MessageRecord]:
         """Append records in order (one transaction); returns them with ids set."""
+        held = self._held
+        if held is not None:  # they go first, in the same statement
+            self._held = None
+            msgs = [*held[0], *msgs]
         if not msgs:
             return []
         now = time.time()
@@ -592,7 +627,29 @@ class Store(TaskRows, RouterLog):
                 else:
                     tail.extend([r for r in rows if tails.key(r["dialog_id"], r["course"]) == k])
                 self.memo_put(k, tail)
+        if held is not None:
+            n = len(held[0])
+            held[1].extend(out[:n])
+            return out[n:]
         return out
+
+    def hold_messages(self, msgs: Sequence[MessageRecord]) -> list[MessageRecord]:
+        """Inside a transaction: append `msgs` with the next messages it appends, ahead of
+        them in one statement (a step's turn and its tools' results), or before anything
+        reads, or writes a statement naming, the messages table meanwhile, or at its
+        commit. Returns the list their stored records go to then (left empty if the
+        transaction rolls back). Outside one: `append_messages`."""
+        if not self._depth:
+            return self.append_messages(msgs)
+        self._flush_held()
+        receipt: list[MessageRecord] = []
+        if msgs:
+            self._held = (list(msgs), receipt)
+        return receipt
+
+    def _flush_held(self) -> None:
+        if self._held is not None:
+            self.append_messages(())
 
     def append_message(
         self,
@@ -640,15 +697,65 @@ class Store(TaskRows, RouterLog):
     # ------------------------------------------------------------------ generations
 
     def record_generation(
-        self, gen: GenerationRecord, msgs: Sequence[MessageRecord]
+        self, gen: GenerationRecord, msgs: Sequence[MessageRecord], *, hold: bool = False
     ) -> tuple[GenerationRecord, list[MessageRecord]]:
-        """Persist a finished generation and what it produced, in one transaction."""
+        """Persist a finished generation and what it produced, in one transaction: under
+        `gen.id` if set (`reserve_generation_id`; `IdTaken` if another process wrote a
+        generation under it meanwhile), else under a new id. With `hold`, the messages are
+        held (`hold_messages`): the list they go to is returned."""
         with self.tx():
-            gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
+            gid = gen.id
+            handed = self._generation_handed  # 0: none (on PostgreSQL, always)
+            if gid:  # reserved
+                top = self._generations_top() if handed else 0
+                try:
+                    self._insert(q.INSERT_GENERATION, gen.model_dump())
+                except sa.exc.IntegrityError as exc:  # the key: nothing else can fail here
+                    raise IdTaken(f"generation id {gid} was taken by another process") from exc
+                if handed:
+                    self.memo_put(_GENERATIONS_TOP, max(top, gid))
+            elif handed and not self._handed_below_top():
+                # an id this store reserved may be beyond every row: not the next one
+                gid = self._generation_handed = max(self._generations_top(), handed) + 1
+                self._insert(q.INSERT_GENERATION, gen.model_dump() | {"id": gid})
+                self.memo_put(_GENERATIONS_TOP, gid)
+            else:  # the database's next id: beyond every row (and every reserved id)
+                gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
+                self.memo_put(_GENERATIONS_TOP, gid)
             for m in msgs:
                 m.generation_id = gid
-            stored = self.append_messages(msgs)
+            stored = self.hold_messages(msgs) if hold else self.append_messages(msgs)
         return gen.model_copy(update={"id": gid}), stored
+
+    def reserve_generation_id(self) -> int:
+        """An id for a generation to be written later (`record_generation` with it set),
+        for what must name it before it is written: the call keys of tools that run
+        before the generation commits with their results (`dialogs/turn.py`). Drawn from
+        the database's sequence where it has one (PostgreSQL); on SQLite, beyond every
+        generation row as of now and every id this store handed out — so no write of this
+        store takes it, but another process's may (SQLite has no sequence spanning
+        processes), which `record_generation` then reports (`IdTaken`)."""
+        gid = self._dialect.next_id(t.generations)
+        if gid is None:
+            top = self._generations_top()
+            gid = self._generation_handed = max(top, self._generation_handed) + 1
+        return gid
+
+    def _generations_top(self) -> int:
+        """The largest generation id written (kept, `memo_get`: read again only when
+        another connection committed)."""
+        top = self.memo_get(_GENERATIONS_TOP)
+        if top is MISS:
+            top = int(self._scalar(q.MAX_GENERATION_ID) or 0)
+            self.memo_put(_GENERATIONS_TOP, top)
+        return top  # type: ignore[no-any-return]
+
+    def _handed_below_top(self) -> bool:
+        """Whether every id this store reserved is at most the largest generation id as
+        last seen — so at most the largest now: the database's next id is none of them.
+        (Without checking that no one wrote since, which only makes the largest larger.)"""
+        top = self._memo.peek(_GENERATIONS_TOP)
+        return top is not MISS and self._generation_handed <= top
 
     def generations(self, dialog_id: str) -> list[GenerationRecord]:
         return self._records(GenerationRecord, q.GENERATIONS, {"dialog_id": dialog_id})
@@ -804,8 +911,32 @@ class Store(TaskRows, RouterLog):
         return self.reminders(dialog_id)
 
 
+# the largest generation id written (`_generations_top`)
+_GENERATIONS_TOP = (t.generations.name, "top")
 # what `wait_state` counts (its key names them all: a write of any drops it)
 _WAIT_TABLES = (t.pending_tellasks.name, t.questions.name, t.waits.name)
+
+
+_MESSAGES = t.messages.name
+_NAMES_MESSAGES: dict[int, bool] = {}
+
+
+def _names_messages(what: sa.Executable | str | tuple[str, ...]) -> bool:
+    """Whether a statement (its SQL names the table: a false alarm only costs a held
+    message its statement of its own), or a memo key's table(s), may touch the messages
+    table. A statement built per call is assumed to."""
+    if isinstance(what, str):
+        return what == _MESSAGES
+    if isinstance(what, tuple):
+        return _MESSAGES in what
+    try:
+        return _NAMES_MESSAGES[id(what)]
+    except KeyError:
+        pass
+    if id(what) not in q.PREBUILT:
+        return True
+    found = _NAMES_MESSAGES[id(what)] = _MESSAGES in str(what)
+    return found
 
 
 def _own(rec: DialogRecord) -> DialogRecord:

@@ -363,7 +363,7 @@ class Tool(Generic[ArgsT]):
     toolset: str = ""
     # Running it changes nothing outside the store: it reads, or returns store effects
     # that commit with its result. A generation that calls only such tools is not
-    # flushed to disk before they run: the durable commit of their results covers it.
+    # committed before they run: it commits with their results (`dialogs/turn.py`).
     store_only: bool = False
     # Whether a call (its JSON arguments) needs the human's approval whatever the
     # member's `approval_required`, as the tool's own rule says (e.g. `retry_propose`

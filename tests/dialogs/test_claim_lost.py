@@ -3,7 +3,8 @@
 A process that stalls past its claim's time to live (here: a tool that blocks the event
 loop, so not even the heartbeat runs) may find another process has taken the dialog
 over. Its next commit checks the claim inside the transaction and rolls back: the tool
-results it was about to record are not written next to the new driver's.
+results it was about to record are not written next to the new driver's — nor, when its
+calls act only in the store, the generation that was to commit with them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from mindloop.dialogs.outcomes import DriveEnd
@@ -35,10 +37,14 @@ async def _stall(args: StallArgs, ctx: ToolContext) -> ToolOutput:
     return ToolOutput("stalled")
 
 
-async def test_a_stalled_drive_that_was_taken_over_commits_nothing(rtws: Path) -> None:
+@pytest.mark.parametrize("store_only", [False, True], ids=["outside-effect", "store-only"])
+async def test_a_stalled_drive_that_was_taken_over_commits_nothing(
+    rtws: Path, store_only: bool
+) -> None:
     write_team(rtws, {"dev": {"toolsets": ["work"]}})
     reg = standard_registry()
-    reg.add_toolset("work", [Tool[BaseModel]("stall", "Stall.", StallArgs, _stall)])  # type: ignore[arg-type]
+    stall = Tool[BaseModel]("stall", "Stall.", StallArgs, _stall, store_only=store_only)  # type: ignore[arg-type]
+    reg.add_toolset("work", [stall])
     model = ScriptedModel([Turn(tool_calls=[call("stall")]), Turn(text="never")])
     rt = DialogRuntime(rtws, tools=reg, providers={"mock": model}, claim_ttl=TTL)
     root, _ = rt.start_root_dialog("tasks/example.tsk", "go", "dev")
@@ -62,7 +68,10 @@ async def test_a_stalled_drive_that_was_taken_over_commits_nothing(rtws: Path) -
     assert taken == [True]
     assert result.reason is DriveEnd.CLAIMED
     kinds = [m.kind for m in rt.store.load_history(root.id)]
-    assert kinds == ["user", "assistant", "tool_call"]  # no result written by the loser
+    if store_only:  # the generation was to commit with the result: nothing of the step
+        assert kinds == ["user"] and rt.store.generations(root.id) == []
+    else:  # the generation committed before its tool ran; no result written by the loser
+        assert kinds == ["user", "assistant", "tool_call"]
     rec = rt.store.get_dialog(root.id)
     assert rec.claim_owner == "other-host/1/1/x" and rec.status == "running"
     await rt.aclose()
