@@ -49,7 +49,7 @@ from mindloop.memory import (
     compaction_due,
     summarize,
 )
-from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
+from mindloop.memory.compaction import Folds, VerdictOf, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
 from mindloop.providers.base import ChatMessage, GenerationRequest, ToolSpec
@@ -124,6 +124,9 @@ class BudgetedRequests:
         ] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
+        # old messages as compaction folds them: for a compaction, the tally after it,
+        # and the turns a request shows before a compaction's `fold_before`
+        self._folds = Folds()
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
         self.pending: dict[str, tuple[DialogCompaction, SummaryRequest]] = {}
 
@@ -290,9 +293,9 @@ class BudgetedRequests:
     def _folded(self, turn: Turn, c: DialogCompaction) -> Turn:
         if turn.start >= c.fold_before:
             return turn
-        lang = self.compiler.lang
+        lang, fold = self.compiler.lang, self._folds.fold
         msgs = tuple(
-            fold_message(m, i, c.fold_tokens, c.long_tokens, lang) if i < c.fold_before else m
+            fold(m, i, c.fold_tokens, c.long_tokens, lang) if i < c.fold_before else m
             for i, m in zip(range(turn.start, turn.end), turn.messages, strict=True)
         )
         return Turn(turn.start, msgs)
@@ -364,7 +367,7 @@ class BudgetedRequests:
         held = self._fold_counts.get(key)
         if held is not None and held[0] is msg:
             return held[1]
-        folded = fold_message(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
+        folded = self._folds.fold(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
         n = message_tokens(folded, self.compiler.base_counter)
         if len(self._fold_counts) >= FOLDS_KEPT:
             self._fold_counts.clear()
@@ -400,6 +403,7 @@ class BudgetedRequests:
             prior=prior,
             verdict_of=self.verdict_of,
             lang=self.compiler.lang,
+            folds=self._folds,
         )
         if prior is not None and (result.upto, result.fold_before) == (
             prior.upto,
