@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from mindloop.i18n import Lang
 from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
-from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, count_length, message_tokens
 from mindloop.providers.base import ChatMessage, UserMessage
 
 # What joins a section's lines. It is text like any other: under a calibrated ratio above
@@ -107,7 +107,23 @@ def part_costs(
     each = count(BREAK)
     if kind is SectionKind.RETRIEVED:
         each += count(BREAK) + count(fence(lang))
-    return [each + count(p.text) for p in parts]
+    by_length = count_length(counter)
+    if by_length is None or len(parts) < _BY_LENGTH_FROM:
+        return [each + count(p.text) for p in parts]
+    # a count that depends on the length alone, taken once per length: a long section's
+    # lines are of a few lengths (a tree's nodes)
+    known: dict[int, int] = {}
+    out = []
+    for p in parts:
+        size = len(p.text)
+        cost = known.get(size)
+        if cost is None:
+            cost = known[size] = each + by_length(size)
+        out.append(cost)
+    return out
+
+
+_BY_LENGTH_FROM = 16  # parts of a text section from which its counts are taken by length
 
 
 def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:

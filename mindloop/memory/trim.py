@@ -281,15 +281,23 @@ def _fold(w: _Work, target: int) -> None:
     # a folded part weighed as `replace` would (`cost_of`: a text part's cost), the
     # count of its short form added to what every part of the kind adds
     total, costs, parts = w.total, w.costs, w.parts
-    count = w.params.counter.count
+    counter = w.params.counter
+    by_length = count_length(counter)
+    count = counter.count
     each = w.text_cost("") - count("")
+    known: dict[int, int] = {}  # by length, when the count is the length's
     folded = w.folded
     for i, part in enumerate(parts):
         if total <= target:
             return
         if not part.pinned and part.folded is not None and part.folded != part.text:
             short = _folded(part)
-            cost = each + count(short.text)
+            if by_length is None:
+                cost = each + count(short.text)
+            else:
+                size = len(short.text)
+                found = known.get(size)
+                cost = known[size] = each + by_length(size) if found is None else found
             parts[i] = short
             total += cost - costs[i]
             costs[i] = cost
