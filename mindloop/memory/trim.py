@@ -18,6 +18,7 @@ lengths, and makes texts only at the cap it chose (`_TextCuts`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.i18n import Lang
 from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost, text_cost
 from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
-from mindloop.memory.tokens import TokenCounter, count_length
+from mindloop.memory.tokens import TokenCounter, chars, count_length
 from mindloop.providers.base import (
     AssistantMessage,
     ChatMessage,
@@ -282,22 +283,22 @@ def _fold(w: _Work, target: int) -> None:
     # count of its short form added to what every part of the kind adds
     total, costs, parts = w.total, w.costs, w.parts
     counter = w.params.counter
-    by_length = count_length(counter)
     count = counter.count
     each = w.text_cost("") - count("")
-    known: dict[int, int] = {}  # by length, when the count is the length's
+    way = chars(counter)  # (counted inline where it can be)
+    per, ratio = way if way is not None else (1.0, None)
+    ceil = math.ceil
     folded = w.folded
     for i, part in enumerate(parts):
         if total <= target:
             return
         if not part.pinned and part.folded is not None and part.folded != part.text:
             short = _folded(part)
-            if by_length is None:
+            if way is None:
                 cost = each + count(short.text)
             else:
-                size = len(short.text)
-                found = known.get(size)
-                cost = known[size] = each + by_length(size) if found is None else found
+                n = ceil(len(short.text) / per)
+                cost = each + (n if ratio is None else ceil(n * ratio))
             parts[i] = short
             total += cost - costs[i]
             costs[i] = cost
@@ -454,6 +455,7 @@ class _TextCuts:
         self.known = list(w.costs)  # a part left as it is costs the same
         self.picked = [only is None or only(p) for p in self.originals]
         self.by_length = count_length(w.params.counter)
+        self.way = chars(w.params.counter)  # its count inline, where it can be
         # what a text part costs beyond its text (its count by length: 0 for "")
         self.fixed = w.text_cost("") if self.by_length is not None else 0
         # each picked text's place, part, length and count (the same at every probe)
@@ -510,17 +512,25 @@ class _TextCuts:
         (`_clipped_size`, inline: a search probes a dozen caps)."""
         at, fixed, known = self.at, self.fixed, self.known
         rest = _note_rest(self.w.params.lang)
+        way = self.way
+        chars_per_token, ratio = way if way is not None else (1.0, None)
+        ceil = math.ceil
         out = []
         for i, p, size, n in self.items:
             head, tail, where = at(p, c)
             if n <= head + tail:  # fits: left as it is
                 out.append((i, known[i]))
                 continue
-            per = size / n
+            per = size / n  # this text's characters per token
             kept = int(head * per) + int(tail * per)
             if not 0 <= kept <= size:  # (never: head + tail < n)
                 kept = _kept_chars(size, n, head, tail)
-            out.append((i, fixed + by_length(kept + rest + len(str(n - head - tail)) + len(where))))
+            cut = kept + rest + len(str(n - head - tail)) + len(where)
+            if way is None:
+                out.append((i, fixed + by_length(cut)))
+            else:  # `by_length(cut)` inline
+                count = ceil(cut / chars_per_token)
+                out.append((i, fixed + (count if ratio is None else ceil(count * ratio))))
         return out
 
 
