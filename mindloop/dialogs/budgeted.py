@@ -49,10 +49,10 @@ from mindloop.memory import (
     compaction_due,
     summarize,
 )
-from mindloop.memory.compaction import VerdictOf, fold_message, resummary_request
+from mindloop.memory.compaction import Folds, VerdictOf, resummary_request
 from mindloop.memory.tokens import message_tokens, request_tokens
 from mindloop.memory.turns import Turn, TurnParts, history_sections, split_turns
-from mindloop.providers.base import ChatMessage, GenerationRequest, ToolSpec
+from mindloop.providers.base import AssistantMessage, ChatMessage, GenerationRequest, ToolSpec
 from mindloop.store import Store
 from mindloop.store.summaries import Summaries, SummaryKind, SummaryRecord
 from mindloop.tools.base import Tool
@@ -96,6 +96,10 @@ class _DialogState:
     # verdicts joined (what trigger 1 weighs)
     summary: tuple[DialogCompaction, Lang, Section] | None = None
     verdicts: tuple[DialogCompaction, str] | None = None
+    # each message of the last request (by id) and its tokens by the base counter `raw_of`,
+    # with its calls then (`_raw_request_tokens`)
+    raw: dict[int, tuple[ChatMessage, int, int]] = field(default_factory=dict)
+    raw_of: object = None
 
 
 class BudgetedRequests:
@@ -124,6 +128,9 @@ class BudgetedRequests:
         ] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
+        # old messages as compaction folds them: for a compaction, the tally after it,
+        # and the turns a request shows before a compaction's `fold_before`
+        self._folds = Folds()
         # Dropped turns awaiting their LLM summary, by dialog (the newest only).
         self.pending: dict[str, tuple[DialogCompaction, SummaryRequest]] = {}
 
@@ -193,7 +200,7 @@ class BudgetedRequests:
             params=parts.params(member, fbr=False),
             member=member.id,
         )
-        self._remember_estimate(live.id, model, self._raw_request_tokens(req))
+        self._remember_estimate(live.id, model, self._raw_request_tokens(req, state))
         if compiled.trims or compiled.taskdoc_over is not None:
             self.bus.publish(
                 ContextTrimmed(
@@ -290,9 +297,9 @@ class BudgetedRequests:
     def _folded(self, turn: Turn, c: DialogCompaction) -> Turn:
         if turn.start >= c.fold_before:
             return turn
-        lang = self.compiler.lang
+        lang, fold = self.compiler.lang, self._folds.fold
         msgs = tuple(
-            fold_message(m, i, c.fold_tokens, c.long_tokens, lang) if i < c.fold_before else m
+            fold(m, i, c.fold_tokens, c.long_tokens, lang) if i < c.fold_before else m
             for i, m in zip(range(turn.start, turn.end), turn.messages, strict=True)
         )
         return Turn(turn.start, msgs)
@@ -364,7 +371,7 @@ class BudgetedRequests:
         held = self._fold_counts.get(key)
         if held is not None and held[0] is msg:
             return held[1]
-        folded = fold_message(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
+        folded = self._folds.fold(msg, index, c.fold_tokens, c.long_tokens, self.compiler.lang)
         n = message_tokens(folded, self.compiler.base_counter)
         if len(self._fold_counts) >= FOLDS_KEPT:
             self._fold_counts.clear()
@@ -400,6 +407,7 @@ class BudgetedRequests:
             prior=prior,
             verdict_of=self.verdict_of,
             lang=self.compiler.lang,
+            folds=self._folds,
         )
         if prior is not None and (result.upto, result.fold_before) == (
             prior.upto,
@@ -477,15 +485,32 @@ class BudgetedRequests:
 
     # ------------------------------------------------------------------ calibration
 
-    def _raw_request_tokens(self, req: GenerationRequest) -> int:
-        """The request's size by the base counter (tool specs counted once per name)."""
+    def _raw_request_tokens(self, req: GenerationRequest, state: _DialogState) -> int:
+        """The request's size by the base counter (tool specs counted once per name). A
+        request holds most of its dialog's last request's messages, the very objects
+        (the history's turns, the sections shown again): each is counted once and kept
+        while requests show it (an assistant message with the calls it had then: the
+        history adds a generation's calls to its message in place)."""
         base = self.compiler.base_counter
-        total = request_tokens(req.system, req.messages, (), base)
-        for spec in req.tools:
-            n = self._tool_tokens.get(spec.name)
-            if n is None:
-                n = self._tool_tokens[spec.name] = request_tokens("", (), (spec,), base)
+        held = state.raw if state.raw_of is base else {}
+        now: dict[int, tuple[ChatMessage, int, int]] = {}
+        total = base.count(req.system)
+        for m in req.messages:
+            key = id(m)
+            calls = len(m.tool_calls) if type(m) is AssistantMessage else 0
+            found = held.get(key)
+            if found is not None and found[0] is m and found[2] == calls:
+                n = found[1]
+            else:
+                n = message_tokens(m, base)
+            now[key] = (m, n, calls)
             total += n
+        state.raw, state.raw_of = now, base
+        for spec in req.tools:
+            known = self._tool_tokens.get(spec.name)
+            if known is None:
+                known = self._tool_tokens[spec.name] = request_tokens("", (), (spec,), base)
+            total += known
         return total
 
     def _remember_estimate(self, dialog_id: str, model: str, estimate: int) -> None:

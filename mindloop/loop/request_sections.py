@@ -61,6 +61,7 @@ from mindloop.store.messages import message_by_id
 from mindloop.workspace import repo
 
 KEPT = 1024  # roots whose entry is remembered (a fixed amount of memory)
+_NOTHING: tuple[Part | None, Part | None] = (None, None)  # no text around the input
 
 
 class RequestSections(NamedTuple):
@@ -89,7 +90,9 @@ class _Entry:
     searched: int = 0
     index: int | None = None
     message: UserMessage | None = None
-    around: tuple[Part | None, Part | None] = (None, None)  # texts in the same message
+    around: tuple[Part | None, Part | None] = _NOTHING  # texts in the same message
+    # the input section as last built, and the texts around it it was built with
+    input: tuple[tuple[Part | None, Part | None], Section] | None = None
     built: bool = False
     handed: bool = True  # by this process's loop (else its state is read at each step)
 
@@ -155,10 +158,13 @@ class LoopSections:
         self._prepare(live, entry)
         skip, around = self._locate(live.history, entry)
         memory = self._memory(live.member.id).section()
-        before, after = around
-        parts = (*_some(before), *entry.blocks, *_some(after))
+        held = entry.input
+        if held is None or held[0] is not around:  # (the same at every step of an entry)
+            before, after = around
+            parts = (*_some(before), *entry.blocks, *_some(after))
+            held = entry.input = (around, Section(kind=SectionKind.INPUT, parts=parts))
         sections = [
-            Section(kind=SectionKind.INPUT, parts=parts),
+            held[1],
             self._tree(live.id, entry.state, phase),
             memory,
         ]
@@ -248,7 +254,7 @@ class LoopSections:
                     break
             entry.searched = len(messages)
         if entry.index is None:
-            return None, (None, None)
+            return None, _NOTHING
         msg = messages[entry.index]
         if msg is not entry.message:
             assert isinstance(msg, UserMessage)
@@ -292,10 +298,10 @@ def _around(message: str, text: str, lang: Lang) -> tuple[Part | None, Part | No
     """The texts merged into the input's message before and after the input (None where
     there is none), as parts under the "new messages" heading."""
     if message == text:  # nothing merged with it (the usual case)
-        return None, None
+        return _NOTHING
     at = message.find(text)
     if at < 0:
-        return None, None
+        return _NOTHING
     heading = INPUT_SECTIONS["messages"][lang]
 
     def part(id: str, chunk: str, template: str) -> Part | None:

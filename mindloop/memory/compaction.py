@@ -135,6 +135,38 @@ class DialogCompaction(BaseModel):
         return out
 
 
+FOLDS_KEPT = 4096  # folded messages a `Folds` keeps (emptied when full)
+
+
+class Folds:
+    """Old messages as compaction folds them (`fold_message`), each folded once: a
+    compaction folds every message from the previous one's start, the dialog's tally
+    after it folds them again, and a request shows the turns it keeps as folded. A
+    message before a compaction's `fold_before` never changes (a history is appended
+    to; only its newest message may still grow): a fold is kept by the message (the
+    entry holds it, so its id is not reused while it stands), its place and the fold's
+    settings, and the table is emptied when full (a fixed amount of memory)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[int, int, int, int, str], tuple[ChatMessage, ChatMessage]] = {}
+
+    def fold(
+        self, msg: ChatMessage, index: int, fold_tokens: int, long_tokens: int, lang: Lang
+    ) -> ChatMessage:
+        """`fold_message(msg, index, fold_tokens, long_tokens, lang)`."""
+        key = (id(msg), index, fold_tokens, long_tokens, lang)
+        held = self._held.get(key)
+        if held is not None and held[0] is msg:
+            return held[1]
+        folded = fold_message(msg, index, fold_tokens, long_tokens, lang)
+        if len(self._held) >= FOLDS_KEPT:
+            self._held.clear()
+        self._held[key] = (msg, folded)
+        return folded
+
+
 def fold_message(
     msg: ChatMessage, index: int, fold_tokens: int, long_tokens: int, lang: Lang
 ) -> ChatMessage:
@@ -206,21 +238,27 @@ def compact(
     prior: DialogCompaction | None = None,
     verdict_of: VerdictOf | None = None,
     lang: Lang = "en",
+    folds: Folds | None = None,
 ) -> tuple[DialogCompaction, SummaryRequest | None]:
     """Compact `messages` (one course, whole) to `spec.target` × window if it can: the
     newest `keep_turns` turns are never touched. Returns the compaction and, when turns
-    had to be dropped, the request for their LLM summary."""
+    had to be dropped, the request for their LLM summary. `folds`: the dialog's folded
+    messages, kept from fold to fold (each old message folded once)."""
+    fold = folds.fold if folds is not None else fold_message
     start = prior.upto if prior else 0
     turns = split_turns(messages, start)
     recent_from = turns[max(0, len(turns) - keep_turns)].start if turns else len(messages)
     target = int(spec.target * window)
     verdicts = list(prior.verdicts) if prior else []
-    for turn in turns:
-        if turn.start >= recent_from:
-            break
-        found = verdict_of(turn) if verdict_of else None
-        if found and found not in verdicts:
-            verdicts.append(found)
+    if verdict_of is not None:
+        seen = set(verdicts)
+        for turn in turns:
+            if turn.start >= recent_from:
+                break
+            found = verdict_of(turn)
+            if found and found not in seen:
+                verdicts.append(found)
+                seen.add(found)
 
     def made(
         upto: int, narrative: str, method: CompactionMethod, pending: bool
@@ -249,7 +287,12 @@ def compact(
     fold_tokens, long_tokens = spec.folded_result_tokens, spec.long_text_tokens
     raw = [message_tokens(messages[i], counter) for i in range(start, len(messages))]
     folded_costs = [
-        _folded_cost(messages[i], i, fold_tokens, long_tokens, lang, counter, raw[i - start])
+        _folded_cost(
+            messages[i],
+            fold(messages[i], i, fold_tokens, long_tokens, lang),
+            counter,
+            raw[i - start],
+        )
         for i in range(start, recent_from)
     ]
     recent_cost = sum(raw[recent_from - start :])
@@ -268,15 +311,9 @@ def compact(
             elif same and i < recent_from:
                 tokens_before += folded_costs[i - start]
             else:
-                tokens_before += _folded_cost(
-                    messages[i],
-                    i,
-                    prior.fold_tokens,
-                    prior.long_tokens,
-                    lang,
-                    counter,
-                    raw[i - start],
-                )
+                msg = messages[i]
+                short = fold(msg, i, prior.fold_tokens, prior.long_tokens, lang)
+                tokens_before += _folded_cost(msg, short, counter, raw[i - start])
     narrative = prior.narrative if prior else ""
     pending = prior.llm_pending if prior else False
     folded = made(start, narrative, CompactionMethod.FOLD, pending)
@@ -332,17 +369,9 @@ def _summary_cost(c: DialogCompaction, counter: TokenCounter, lang: Lang) -> int
     return MESSAGE_OVERHEAD + counter.count(text) if text else 0
 
 
-def _folded_cost(
-    msg: ChatMessage,
-    index: int,
-    fold_tokens: int,
-    long_tokens: int,
-    lang: Lang,
-    counter: TokenCounter,
-    raw: int,
-) -> int:
-    """What `msg` costs folded (`fold_message`); `raw`: what it costs as it is."""
-    folded = fold_message(msg, index, fold_tokens, long_tokens, lang)
+def _folded_cost(msg: ChatMessage, folded: ChatMessage, counter: TokenCounter, raw: int) -> int:
+    """What `msg` costs folded (`folded`: `fold_message`'s of it, the very message when
+    it is kept as it is); `raw`: what it costs as it is."""
     return raw if folded is msg else message_tokens(folded, counter)
 
 

@@ -14,11 +14,12 @@ request never costs more than the budget it was checked against.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from mindloop.i18n import Lang
 from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
-from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
+from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, chars, message_tokens
 from mindloop.providers.base import ChatMessage, UserMessage
 
 # What joins a section's lines. It is text like any other: under a calibrated ratio above
@@ -58,10 +59,25 @@ def section_text(section: Section, lang: Lang = "en") -> str:
 
 
 def section_messages(section: Section, lang: Lang = "en") -> list[ChatMessage]:
+    """The section as the request's messages (shared: a list not to change)."""
     if section.kind in MESSAGE_SECTIONS:
         return [m for p in section.parts for m in p.messages]
+    held = _TEXT_MESSAGES.get(id(section))
+    if held is not None and held[0] is section and held[1] == lang:
+        return held[2]
     text = section_text(section, lang)
-    return [UserMessage(text=text)] if text else []
+    out: list[ChatMessage] = [UserMessage(text=text)] if text else []
+    if len(_TEXT_MESSAGES) >= TEXT_MESSAGES_KEPT:
+        _TEXT_MESSAGES.clear()
+    _TEXT_MESSAGES[id(section)] = (section, lang, out)
+    return out
+
+
+# A text section's message, by the section (immutable; the entry holds it, so its id is
+# not reused while it stands): a section shown at several steps (the workspace summary,
+# an entry's input and last step summary) is written once. Emptied when full.
+TEXT_MESSAGES_KEPT = 256
+_TEXT_MESSAGES: dict[int, tuple[Section, Lang, list[ChatMessage]]] = {}
 
 
 def base_cost(kind: SectionKind, counter: TokenCounter, lang: Lang = "en") -> int:
@@ -107,7 +123,14 @@ def part_costs(
     each = count(BREAK)
     if kind is SectionKind.RETRIEVED:
         each += count(BREAK) + count(fence(lang))
-    return [each + count(p.text) for p in parts]
+    way = chars(counter)
+    if way is None:
+        return [each + count(p.text) for p in parts]
+    per, ratio = way  # counted inline (`tokens.chars`): no call per part
+    ceil = math.ceil
+    if ratio is None:
+        return [each + ceil(len(p.text) / per) for p in parts]
+    return [each + ceil(ceil(len(p.text) / per) * ratio) for p in parts]
 
 
 def section_cost(section: Section, counter: TokenCounter, lang: Lang = "en") -> int:

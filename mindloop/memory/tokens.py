@@ -45,6 +45,8 @@ class CharCounter:
         if chars_per_token <= 0:
             raise ValueError(f"chars_per_token must be > 0, got {chars_per_token}")
         self.chars_per_token = chars_per_token
+        # how it counts, for code that counts inline (`Chars`); a subclass's own
+        self.chars: Chars | None = (chars_per_token, None) if type(self) is CharCounter else None
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
@@ -123,6 +125,10 @@ class CalibratedCounter:
         self.ratio = ratio
         # what a text of a given length counts, when that is all the count depends on
         self.count_length: Callable[[int], int] | None = None
+        # (characters per token, the ratio or None for 1) over the default counter
+        self.chars: Chars | None = None
+        if type(base) is CharCounter:
+            self.chars = (base.chars_per_token, None if ratio == 1.0 else ratio)
         if ratio == 1.0:
             self.count = base.count  # type: ignore[method-assign]
             self.count_length = count_length(base)
@@ -142,6 +148,20 @@ class CalibratedCounter:
         return math.ceil(self.base.count(text) * self.ratio)
 
 
+# How the default counter and its calibrated form count: (characters per token, the
+# ratio, None for exactly 1): a count is `ceil(len(text) / per)`, scaled as
+# `ceil(count * ratio)`. Code that counts many texts counts them inline (`chars`), where
+# a call of `count` per text is most of the work.
+Chars = tuple[float, float | None]
+
+
+def chars(counter: TokenCounter) -> Chars | None:
+    """How `counter` counts, when it is the default counter or its calibrated form, else
+    None (call its `count`)."""
+    found = getattr(counter, "chars", None)
+    return found if type(counter) in _CHAR_COUNTERS else None
+
+
 def count_length(counter: TokenCounter) -> Callable[[int], int] | None:
     """What `counter` counts for a text of a given length, when its count depends on the
     length alone (the default counter and its calibrated form), else None: a trim weighs
@@ -150,10 +170,43 @@ def count_length(counter: TokenCounter) -> Callable[[int], int] | None:
     return found if callable(found) else None
 
 
+_CHAR_COUNTERS = (CharCounter, CalibratedCounter)  # whose `chars` say how they count
+
+
 def message_tokens(msg: ChatMessage, counter: TokenCounter) -> int:
     """What one message costs in a request."""
-    count = counter.count
     kind = type(msg)
+    way = getattr(counter, "chars", None)
+    if way is not None and type(counter) in _CHAR_COUNTERS:
+        # the default counter (or its calibrated form): its counts inline, the same
+        # arithmetic as `CharCounter.count` and the ratio's scaling
+        per, ratio = way
+        ceil = math.ceil
+        if kind is UserMessage:
+            n = ceil(len(msg.text) / per)  # type: ignore[union-attr]
+            return MESSAGE_OVERHEAD + (n if ratio is None else ceil(n * ratio))
+        if kind is ToolResultMessage:
+            n = ceil(len(msg.content) / per)  # type: ignore[union-attr]
+            return MESSAGE_OVERHEAD + (n if ratio is None else ceil(n * ratio))
+        if kind is AssistantMessage:
+            calls = msg.tool_calls  # type: ignore[union-attr]
+            text = msg.text  # type: ignore[union-attr]
+            if ratio is None:
+                total = MESSAGE_OVERHEAD + ceil(len(text) / per)
+                for call in calls:
+                    total += (
+                        CALL_OVERHEAD + ceil(len(call.name) / per) + ceil(len(call.arguments) / per)
+                    )
+                return total
+            total = MESSAGE_OVERHEAD + ceil(ceil(len(text) / per) * ratio)
+            for call in calls:
+                total += (
+                    CALL_OVERHEAD
+                    + ceil(ceil(len(call.name) / per) * ratio)
+                    + ceil(ceil(len(call.arguments) / per) * ratio)
+                )
+            return total
+    count = counter.count
     if kind is UserMessage:
         return MESSAGE_OVERHEAD + count(msg.text)  # type: ignore[union-attr]
     if kind is ToolResultMessage:

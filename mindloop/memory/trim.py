@@ -18,17 +18,18 @@ lengths, and makes texts only at the cap it chose (`_TextCuts`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from mindloop.i18n import Lang
 from mindloop.memory.render import base_cost, part_cost, part_costs, section_cost, text_cost
 from mindloop.memory.sections import SECTIONS, Part, Section, SectionKind, TrimRule
-from mindloop.memory.tokens import TokenCounter, count_length
+from mindloop.memory.tokens import TokenCounter, chars, count_length
 from mindloop.providers.base import (
     AssistantMessage,
     ChatMessage,
@@ -175,11 +176,18 @@ def trim(
         budget=target,
         tokens_before=before,
         tokens_after=work.total,  # `section_cost(out)`: costs are additive (`render`)
-        cut=tuple(p.id for p in work.parts if p.id in work.cut),
-        folded=tuple(p.id for p in work.parts if p.id in work.folded),
+        cut=_ids_in(work.parts, work.cut),
+        folded=_ids_in(work.parts, work.folded),
         dropped=tuple(work.dropped),
     )
     return out, record
+
+
+def _ids_in(parts: Sequence[Part], ids: set[str]) -> tuple[str, ...]:
+    """The ids of `parts` that are in `ids`, in the parts' order."""
+    if not ids:
+        return ()
+    return tuple([p.id for p in parts if p.id in ids])
 
 
 # ---------------------------------------------------------------- the rules
@@ -209,8 +217,7 @@ def _whole_hint(part: Part, lang: Lang) -> str:
 
 
 def _fits(w: _Work, target: int, cap: int, at: Callable[[Part, int], Cut]) -> bool:
-    _, costs = _TextCuts(w, at).shortened(cap)
-    return w.base + sum(costs) <= target
+    return w.base + _TextCuts(w, at).weigh(cap) <= target
 
 
 def _head_only(part: Part, c: int) -> Cut:
@@ -271,16 +278,31 @@ def _keep_pinned(w: _Work, target: int) -> None:
 def _fold(w: _Work, target: int) -> None:
     """WORKSPACE_TREE: unpinned nodes folded to their short form (oldest first), then
     dropped; pinned ones (current node, ancestors, deps, non-terminal) are kept."""
-    # the total kept as the folds change it: a tree of n nodes folds in O(n), not O(n²)
-    total, costs = w.total, w.costs
-    for i, part in enumerate(w.parts):
+    # the total kept as the folds change it: a tree of n nodes folds in O(n), not O(n²);
+    # a folded part weighed as `replace` would (`cost_of`: a text part's cost), the
+    # count of its short form added to what every part of the kind adds
+    total, costs, parts = w.total, w.costs, w.parts
+    counter = w.params.counter
+    count = counter.count
+    each = w.text_cost("") - count("")
+    way = chars(counter)  # (counted inline where it can be)
+    per, ratio = way if way is not None else (1.0, None)
+    ceil = math.ceil
+    folded = w.folded
+    for i, part in enumerate(parts):
         if total <= target:
             return
         if not part.pinned and part.folded is not None and part.folded != part.text:
-            before = costs[i]
-            w.replace(i, _folded(part))
-            w.folded.add(part.id)
-            total += costs[i] - before
+            short = _folded(part)
+            if way is None:
+                cost = each + count(short.text)
+            else:
+                n = ceil(len(short.text) / per)
+                cost = each + (n if ratio is None else ceil(n * ratio))
+            parts[i] = short
+            total += cost - costs[i]
+            costs[i] = cost
+            folded.add(part.id)
     unpinned = [i for i in range(len(w.parts)) if not w.parts[i].pinned]
     w.drop_in_order(unpinned, target)
     if w.total > target:  # the pinned nodes alone are too long: shorten them
@@ -392,16 +414,21 @@ def _lower_cap(
     the cap). Parts are shortened from the originals each time, so nothing is cut twice."""
     originals = list(w.parts)
     known = list(w.costs)  # the originals' costs: a part left as it is costs the same
+    probed: dict[int, tuple[list[Part], list[int]]] = {}  # each cap tried (made once)
 
     def shortened(c: int) -> tuple[list[Part], list[int]]:
-        parts = [at(p, c) if only is None or only(p) else p for p in originals]
-        costs = [
-            cost if new is old else w.cost_of(new)
-            for new, old, cost in zip(parts, originals, known, strict=True)
-        ]
-        return parts, costs
+        found = probed.get(c)
+        if found is None:
+            parts = [at(p, c) if only is None or only(p) else p for p in originals]
+            costs = [
+                cost if new is old else w.cost_of(new)
+                for new, old, cost in zip(parts, originals, known, strict=True)
+            ]
+            found = probed[c] = (parts, costs)
+        return found
 
-    parts, costs = _search(w, target, lo, hi, shortened, known, only)
+    cap = _search(w, target, lo, hi, lambda c: sum(shortened(c)[1]), known, only)
+    parts, costs = shortened(cap)
     for old, new in zip(originals, parts, strict=True):
         if new is not old:
             w.cut.add(old.id)
@@ -416,7 +443,8 @@ class _TextCuts:
     """A text section's parts cut at a cap (`at` says how): what each would cost, and the
     texts. A counter that counts by length alone (`tokens.count_length`: the default
     counter and its calibrated form) weighs a cut text by its length, so a probe of the
-    cap search makes no text; the cap chosen makes them."""
+    cap search makes no text; the cap chosen makes them. A probe weighs only the parts a
+    cap can cut (`weigh`): the others cost the same at every cap, summed once."""
 
     def __init__(
         self, w: _Work, at: Callable[[Part, int], Cut], only: Callable[[Part], bool] | None = None
@@ -427,14 +455,20 @@ class _TextCuts:
         self.known = list(w.costs)  # a part left as it is costs the same
         self.picked = [only is None or only(p) for p in self.originals]
         self.by_length = count_length(w.params.counter)
+        self.way = chars(w.params.counter)  # its count inline, where it can be
         # what a text part costs beyond its text (its count by length: 0 for "")
         self.fixed = w.text_cost("") if self.by_length is not None else 0
-        # each picked text's length and count (the same at every probe)
+        # each picked text's place, part, length and count (the same at every probe)
         count = w.params.counter.count
-        self.sizes = [
-            (len(p.text), count(p.text)) if pick and self.by_length is not None else (0, 0)
-            for p, pick in zip(self.originals, self.picked, strict=True)
+        self.items = [
+            (i, p, len(p.text), count(p.text) if self.by_length is not None else 0)
+            for i, (p, pick) in enumerate(zip(self.originals, self.picked, strict=True))
+            if pick
         ]
+        # what the parts no cap cuts cost together
+        self.rest = sum(
+            cost for cost, pick in zip(self.known, self.picked, strict=True) if not pick
+        )
 
     def texts(self, c: int) -> list[str]:
         counter, lang, at = self.w.params.counter, self.w.params.lang, self.at
@@ -458,17 +492,46 @@ class _TextCuts:
                 for new, old, cost in zip(texts, self.originals, self.known, strict=True)
             ]
             return texts, costs
-        lang, at, fixed = self.w.params.lang, self.at, self.fixed
-        costs = []
-        for p, pick, cost, (size, n) in zip(
-            self.originals, self.picked, self.known, self.sizes, strict=True
-        ):
-            cut = None
-            if pick:
-                head, tail, where = at(p, c)
-                cut = _clipped_size(size, n, head, tail, lang, where)
-            costs.append(cost if cut is None else fixed + by_length(cut))
+        costs = list(self.known)
+        for i, cost in self._cut_costs(c, by_length):
+            costs[i] = cost
         return c, costs
+
+    def weigh(self, c: int) -> int:
+        """What the parts cost together at cap `c` (`sum(shortened(c)[1])`)."""
+        by_length = self.by_length
+        if by_length is None:
+            return sum(self.shortened(c)[1])
+        total = self.rest
+        for _, cost in self._cut_costs(c, by_length):
+            total += cost
+        return total
+
+    def _cut_costs(self, c: int, by_length: Callable[[int], int]) -> list[tuple[int, int]]:
+        """(place, cost) of each picked part at cap `c`, weighed by the cut text's length
+        (`_clipped_size`, inline: a search probes a dozen caps)."""
+        at, fixed, known = self.at, self.fixed, self.known
+        rest = _note_rest(self.w.params.lang)
+        way = self.way
+        chars_per_token, ratio = way if way is not None else (1.0, None)
+        ceil = math.ceil
+        out = []
+        for i, p, size, n in self.items:
+            head, tail, where = at(p, c)
+            if n <= head + tail:  # fits: left as it is
+                out.append((i, known[i]))
+                continue
+            per = size / n  # this text's characters per token
+            kept = int(head * per) + int(tail * per)
+            if not 0 <= kept <= size:  # (never: head + tail < n)
+                kept = _kept_chars(size, n, head, tail)
+            cut = kept + rest + len(str(n - head - tail)) + len(where)
+            if way is None:
+                out.append((i, fixed + by_length(cut)))
+            else:  # `by_length(cut)` inline
+                count = ceil(cut / chars_per_token)
+                out.append((i, fixed + (count if ratio is None else ceil(count * ratio))))
+        return out
 
 
 def _lower_text_cap(
@@ -483,8 +546,9 @@ def _lower_text_cap(
     probe weighs the cut texts (`_TextCuts`), and only the cap chosen makes parts of
     them."""
     cuts = _TextCuts(w, at, only)
-    found, costs = _search(w, target, lo, hi, cuts.shortened, cuts.known, only)
-    texts = found if isinstance(found, list) else cuts.texts(found)
+    cap = _search(w, target, lo, hi, cuts.weigh, cuts.known, only)
+    found, costs = cuts.shortened(cap)
+    texts = found if isinstance(found, list) else cuts.texts(cap)
     parts = []
     for old, new in zip(cuts.originals, texts, strict=True):
         if new == old.text:
@@ -495,34 +559,31 @@ def _lower_text_cap(
     w.parts, w.costs = parts, costs
 
 
-_T = TypeVar("_T")
-
-
 def _search(
     w: _Work,
     target: int,
     lo: int,
     hi: int,
-    shortened: Callable[[int], tuple[_T, list[int]]],
+    weigh: Callable[[int], int],
     known: Sequence[int],
     only: Callable[[Part], bool] | None,
-) -> tuple[_T, list[int]]:
-    """The binary search of `_lower_cap`: what `shortened` gives at the largest cap in
-    [lo, hi] that fits, else at cap 0 (as short as it gets; `_drop_rest` finishes)."""
+) -> int:
+    """The binary search of `_lower_cap`: the largest cap in [lo, hi] it finds at which
+    the parts weigh (`weigh`: their costs summed) within the target beside the base,
+    else 0 (as short as it gets; `_drop_rest` finishes)."""
     base = w.base
     if only is not None:  # the parts no cap shortens already pass the target: none fits
         kept = sum(cost for p, cost in zip(w.parts, known, strict=True) if not only(p))
         if base + kept > target:
-            return shortened(0)
-    best = None
+            return 0
+    best = 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        found, costs = shortened(mid)
-        if base + sum(costs) <= target:
-            best, lo = (found, costs), mid + 1
+        if base + weigh(mid) <= target:
+            best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return shortened(0) if best is None else best
+    return best
 
 
 def clip(
@@ -550,11 +611,17 @@ def _clipped_size(size: int, n: int, head: int, tail: int, lang: Lang, where: st
     search weighs the same text at every probe: counted once)."""
     if n <= head + tail:
         return None
+    return _kept_chars(size, n, head, tail) + _note_length(n - head - tail, lang, where)
+
+
+def _kept_chars(size: int, n: int, head: int, tail: int) -> int:
+    """The characters `clip` keeps of a text of `size` characters counting `n` tokens
+    (more than `head + tail`): its head and its tail, sliced as the text would be (each
+    part shorter than the text, as head + tail < n: their sum)."""
     per = size / n
     head_chars, tail_chars = int(head * per), int(tail * per)
-    span = range(size)  # sliced as the text would be: the same lengths
-    kept = len(span[:head_chars]) + (len(span[size - tail_chars :]) if tail_chars else 0)
-    return kept + _note_length(n - head - tail, lang, where)
+    span = range(size)  # the same lengths as the text's slices
+    return len(span[:head_chars]) + (len(span[size - tail_chars :]) if tail_chars else 0)
 
 
 def _cut(
@@ -573,10 +640,15 @@ def _cut(
 def _note_length(n: int, lang: Lang, where: str) -> int:
     """The length of `_cut`'s note for `n` tokens cut (its template holds `{n}` and
     `{where}` once each: the rest of it, and the two as written)."""
+    return _note_rest(lang) + len(str(n)) + len(where)
+
+
+def _note_rest(lang: Lang) -> int:
+    """The length of `_cut`'s note without its two fields."""
     rest = _NOTE_REST.get(lang)
     if rest is None:
         rest = _NOTE_REST[lang] = len(_CUT_NOTE.get(lang, _CUT_NOTE["en"]).format(n="", where=""))
-    return rest + len(str(n)) + len(where)
+    return rest
 
 
 _NOTE_REST: dict[Lang, int] = {}

@@ -75,7 +75,11 @@ def tail_turns(
     end = len(messages)
     i = end - 1
     while i >= start and len(out) < n:
-        if i == start or not _is_result(messages[i]):
+        kind = type(messages[i])  # `_is_result`, inline: the exact types first
+        if i == start or (
+            kind is not ToolResultMessage
+            and (kind in _NOT_RESULTS or not isinstance(messages[i], ToolResultMessage))
+        ):
             if i != skip or end != i + 1:
                 out.append(Turn(i, tuple(messages[i:end])))
             end = i

@@ -14,7 +14,7 @@ from mindloop.dialogs.budgeted import RESUMMARY_MARGIN, BudgetedRequest, Budgete
 from mindloop.dialogs.history import History
 from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.request import RequestBuilder
-from mindloop.events.types import ContextCompacted, ContextTrimmed, Event
+from mindloop.events.types import ContextCompacted, ContextTrimmed, Event, GenerationEnded
 from mindloop.memory import (
     CharCounter,
     CompactionMethod,
@@ -234,6 +234,38 @@ async def test_a_message_that_grows_in_place_is_counted_again(rtws: Path) -> Non
     history.add_row(3, "tool_call", {"id": "c2", "name": "read_file", "arguments": args}, 7)
     assert len(history.messages) == 2  # the same assistant message, one call more
     assert policy.memory.dialog_tokens(live, "mock-model") == counted()
+    await rt.aclose()
+
+
+async def test_a_requests_estimate_counts_a_message_again_when_its_calls_grew(
+    rtws: Path,
+) -> None:
+    """A request's estimate (what calibration weighs the reported usage against) counts
+    each message once and keeps it for the next request that shows it, unless it gained
+    calls in place since: a model reporting exactly twice each request's size then
+    keeps the ratio at exactly 2."""
+    policy = Budgeted()
+    rt, _ = runtime(rtws, reader(0), policy)
+    root, _ = rt.start_root_dialog(TASK, "go", "dev")
+    history = History()
+    history.add_row(1, "user", {"text": "go"}, None)
+    history.add_row(2, "tool_call", {"id": "c1", "name": "list_dir", "arguments": "{}"}, 7)
+    history.add_row(3, "tool_result", {"call_id": "c1", "name": "list_dir", "content": "x"}, 7)
+    live = live_dev(rt, rt.store.get_dialog(root.id), policy, history)
+    memory = policy.memory
+    assert memory is not None
+    for step in range(3):
+        req = memory.compile_request(live, rt.parts, ()).request
+        exact = request_tokens(req.system, req.messages, req.tools, CharCounter())
+        rt.bus.publish(
+            GenerationEnded(dialog_id=live.id, finish_reason="stop", input_tokens=2 * exact)
+        )
+        assert memory.compiler.calibration.ratio("mock-model") == 2.0
+        first = history.messages[1]
+        assert isinstance(first, AssistantMessage)
+        first.tool_calls.append(  # (as a generation's calls are stored, in place)
+            ToolCall(id=f"x{step}", name="read_file", arguments='{"path": "' + "b" * 90 + '"}')
+        )
     await rt.aclose()
 
 

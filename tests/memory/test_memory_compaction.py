@@ -20,6 +20,7 @@ from mindloop.memory import (
     summarize,
     verdicts_by_tool,
 )
+from mindloop.memory.compaction import Folds, fold_message
 from mindloop.providers.base import (
     AssistantMessage,
     ChatMessage,
@@ -227,3 +228,48 @@ def test_an_overflowing_dialog_summary_is_cut_before_its_verdicts() -> None:
     assert kept.parts[1].text == section.parts[1].text  # the verdicts whole
     assert len(kept.parts[0].text) < len(section.parts[0].text)
     assert out.compact == (SectionKind.DIALOG_SUMMARY,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(dialogs(), st.floats(0.3, 1.2), st.integers(1, 8), st.integers(1, 3))
+def test_compactions_sharing_their_folds_are_the_compactions_without(
+    dialog: tuple[list[ChatMessage], set[int]], size: float, keep: int, rounds: int
+) -> None:
+    """A dialog's old messages are folded once and the folds kept (`Folds`): each
+    compaction of a growing dialog is the one that folds every message again."""
+    msgs, _ = dialog
+    window = max(1000, int(tokens(msgs) / size))
+    folds = Folds()
+    prior = kept = None
+    for r in range(rounds + 1):
+        seen = msgs[: max(1, len(msgs) - 3 * (rounds - r))]
+        plain, shared = (
+            compact(
+                seen,
+                dialog_id="d",
+                course=1,
+                window=window,
+                spec=SPEC,
+                keep_turns=keep,
+                counter=COUNTER,
+                prior=before,
+                verdict_of=verdict_of,
+                folds=given_folds,
+            )
+            for before, given_folds in ((prior, None), (kept, folds))
+        )
+        assert shared == plain
+        prior, kept = plain[0], shared[0]
+
+
+def test_a_fold_is_kept_for_the_very_message_at_its_place() -> None:
+    folds = Folds()
+    old = UserMessage(text="x" * 9000)
+    first = folds.fold(old, 3, 60, 400, "en")
+    assert first == fold_message(old, 3, 60, 400, "en") and first is not old
+    assert folds.fold(old, 3, 60, 400, "en") is first  # folded once
+    assert folds.fold(old, 3, 60, 800, "en") == fold_message(old, 3, 60, 800, "en")
+    same_text = UserMessage(text="y" * 9000)  # another message at that place: its own fold
+    assert folds.fold(same_text, 3, 60, 400, "en") == fold_message(same_text, 3, 60, 400, "en")
+    result = ToolResultMessage(call_id="c", name="shell", content="z" * 3000)
+    assert folds.fold(result, 5, 60, 400, "en") == fold_message(result, 5, 60, 400, "en")

@@ -22,7 +22,7 @@ from mindloop.memory import (
     history_sections,
 )
 from mindloop.memory.compiler import CompiledContext
-from mindloop.memory.render import section_cost, section_messages
+from mindloop.memory.render import part_cost, section_cost, section_costs, section_messages
 from mindloop.memory.tokens import TokenCounter, messages_tokens
 from mindloop.providers.base import (
     AssistantMessage,
@@ -471,3 +471,24 @@ def test_a_trim_is_the_same_whatever_shortcuts_its_counter_has(
         by_length = trim_rules.trim(section, target, trim_rules.TrimParams(counter=fast), reason)
         made = trim_rules.trim(section, target, trim_rules.TrimParams(counter=_Plain(fast)), reason)
         assert by_length == made
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(TEXT_KINDS),
+    st.lists(st.integers(0, 120), min_size=16, max_size=90),
+    st.floats(0.25, 4.0),
+)
+def test_a_long_sections_parts_cost_each_what_it_costs_alone(
+    kind: SectionKind, sizes: list[int], ratio: float
+) -> None:
+    """A long text section's parts (a tree's nodes) are weighed by their lengths, each
+    length counted once, when the counter counts by length: the cost of each part alone,
+    as with any other counter."""
+    section = Section(
+        kind=kind, parts=tuple(Part(id=f"p{i}", text="x" * n) for i, n in enumerate(sizes))
+    )
+    counter = CalibratedCounter(CharCounter(), ratio)
+    alone = [part_cost(kind, p, counter) for p in section.parts]
+    assert section_costs(section, counter)[1] == alone
+    assert section_costs(section, _Plain(counter))[1] == alone

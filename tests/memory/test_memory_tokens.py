@@ -10,10 +10,18 @@ from mindloop.memory import CalibratedCounter, Calibration, CharCounter, message
 from mindloop.memory.tokens import (
     MESSAGE_OVERHEAD,
     ModelRatio,
+    chars,
     count_length,
     request_tokens,
 )
-from mindloop.providers.base import AssistantMessage, ToolCall, ToolSpec, UserMessage
+from mindloop.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 
 
 def test_the_default_counts_four_characters_per_token() -> None:
@@ -87,3 +95,57 @@ def test_a_count_by_length_is_the_count(
         else:
             assert by_length is not None
             assert [by_length(len(t)) for t in texts] == [counter.count(t) for t in texts]
+
+
+class _Plain:
+    """A counter counting as `inner` does, with none of its shortcuts."""
+
+    def __init__(self, inner: CharCounter | CalibratedCounter) -> None:
+        self.inner = inner
+
+    def count(self, text: str) -> int:
+        return self.inner.count(text)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from([1.0, 0.5, 0.7303, 1.6, 3.9, 0.59379]),
+    st.sampled_from([4.0, 3.0, 3.7]),
+    st.lists(
+        st.one_of(
+            st.builds(UserMessage, text=st.text(max_size=400)),
+            st.builds(
+                ToolResultMessage,
+                call_id=st.just("c"),
+                name=st.text(max_size=20),
+                content=st.text(max_size=400),
+            ),
+            st.builds(
+                AssistantMessage,
+                text=st.text(max_size=200),
+                tool_calls=st.lists(
+                    st.builds(
+                        ToolCall,
+                        id=st.just("c"),
+                        name=st.text(max_size=20),
+                        arguments=st.text(max_size=300),
+                    ),
+                    max_size=3,
+                ),
+            ),
+        ),
+        max_size=8,
+    ),
+)
+def test_a_message_costs_the_same_counted_inline(
+    ratio: float, per: float, msgs: list[ChatMessage]
+) -> None:
+    """Over the default counter and its calibrated form a message's texts are counted
+    inline (`tokens.chars`): the costs their `count` gives."""
+    base = CharCounter(per)
+    for counter in (base, CalibratedCounter(base, ratio)):
+        assert chars(counter) is not None
+        assert [message_tokens(m, counter) for m in msgs] == [
+            message_tokens(m, _Plain(counter)) for m in msgs
+        ]
+    assert chars(_Plain(base)) is None
