@@ -34,7 +34,6 @@ import struct
 import sys
 import threading
 from collections.abc import Iterable
-from typing import TextIO
 
 # inotify(7) event masks
 _IN_MODIFY = 0x002
@@ -181,24 +180,16 @@ class Watcher:
         if not self._is_local(path):
             return None
         if len(self._wds) >= MAX_WATCHES and path not in self._wds:
-            self._forget(next(iter(self._wds)))  # the path watched longest ago
+            return None
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _MASK)
         if wd < 0:
             self._wds.pop(path, None)
             return None
-        self._wds.pop(path, None)
-        self._wds[path] = wd  # (last in order: watched again)
+        self._wds[path] = wd
         if wd not in self.stamps:
             self._stamp += 1
             self.stamps[wd] = self._stamp
         return int(wd)
-
-    def _forget(self, path: str) -> None:
-        """Stop watching `path` (its marks are never quiet again)."""
-        wd = self._wds.pop(path)
-        if wd not in self._wds.values():  # (another path of the same inode keeps it)
-            self.stamps.pop(wd, None)
-            self._libc.inotify_rm_watch(self._fd, wd)
 
     def _is_local(self, path: str) -> bool:
         """Whether `path` is on a filesystem whose every writer the kernel reports."""
@@ -208,62 +199,26 @@ class Watcher:
         return found
 
 
-class _Mounts:
-    """The mount table (/proc/self/mountinfo), read again only when it changed (the
-    kernel flags the open file when a mount comes or goes)."""
-
-    def __init__(self) -> None:
-        self._file: TextIO | None = None
-        self._poll = select.poll()
-        self._table: list[tuple[str, str]] = []  # (mount point, filesystem type)
-
-    def filesystem(self, path: str) -> str | None:
-        """The type of the filesystem `path` is on (the longest mount point above its
-        real path), or None."""
-        if not self._fresh():
-            return None
-        real = os.path.realpath(path)
-        best, kind = -1, None
-        for point, fs in self._table:
-            inside = real == point or real.startswith(point.rstrip("/") + "/")
-            if inside and len(point) > best:
-                best, kind = len(point), fs
-        return kind
-
-    def _fresh(self) -> bool:
-        try:
-            if self._file is None or self._poll.poll(0):
-                f = open("/proc/self/mountinfo", encoding="utf-8")  # noqa: SIM115 (kept)
-                if self._file is not None:
-                    self._poll.unregister(self._file)
-                    self._file.close()
-                self._file = f
-                self._poll.register(f, select.POLLPRI | select.POLLERR)
-                self._table = _mount_table(f.read())
-        except OSError:
-            return False
-        return True
-
-
-def _mount_table(text: str) -> list[tuple[str, str]]:
-    out = []
-    for line in text.splitlines():
-        fields = line.split()
-        try:
-            sep = fields.index("-")
-        except ValueError:
-            continue
-        if len(fields) > 4 and sep + 1 < len(fields):
-            out.append((fields[4].replace("\\040", " "), fields[sep + 1]))
-    return out
-
-
-_mounts = _Mounts()
-
-
 def _filesystem(path: str) -> str | None:
-    """The type of the filesystem `path` is on, or None."""
-    return _mounts.filesystem(path)
+    """The type of the filesystem `path` is on (the longest mount point above its real
+    path in /proc/self/mountinfo), or None."""
+    real = os.path.realpath(path)
+    best, kind = -1, None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                try:
+                    sep = fields.index("-")
+                except ValueError:
+                    continue
+                point = fields[4].replace("\\040", " ")
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > best and sep + 1 < len(fields):
+                    best, kind = len(point), fields[sep + 1]
+    except OSError:
+        return None
+    return kind
 
 
 _watcher: Watcher | None = None
@@ -300,7 +255,6 @@ def _new_watcher() -> Watcher | None:
         libc = ctypes.CDLL(None, use_errno=True)
         init = libc.inotify_init1
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
     except (OSError, AttributeError):
         return None
     fd = init(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -110,32 +110,6 @@ def test_reports_lost_in_an_overflow_leave_no_mark_quiet(
     assert fresh is not None and fresh.quiet()
 
 
-def test_past_its_bound_the_path_watched_longest_ago_is_let_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    w = watch._new_watcher()  # a watcher of its own: no path watched yet
-    assert w is not None
-    monkeypatch.setattr(watch, "_watcher", w)
-    monkeypatch.setattr(watch, "_watcher_pid", os.getpid())
-    monkeypatch.setattr(watch, "MAX_WATCHES", 4)
-    try:
-        first = tmp_path / "first.md"
-        first.write_text("1")
-        for i in range(4):
-            (tmp_path / f"d{i}").mkdir()
-        mark = watch.arm([str(first)])  # the file and its directory
-        assert mark is not None and mark.quiet()
-        others = [watch.arm([str(tmp_path / f"d{i}")]) for i in range(4)]
-        assert not mark.quiet()  # its file's watch let go: it cannot say any more
-        assert all(m is not None and m.quiet() for m in others[-2:])
-        again = watch.arm([str(first)])
-        assert again is not None and again.quiet()
-        first.write_text("2")
-        assert not again.quiet()
-    finally:
-        os.close(w._fd)
-
-
 def test_no_mark_where_the_kernel_would_not_report_every_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
