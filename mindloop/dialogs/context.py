@@ -17,31 +17,18 @@ from mindloop.dialogs.prompts import DEFAULT_PERSONA, RUNTIME_RULES, SELF_MD_HEA
 from mindloop.i18n import Lang
 from mindloop.store.records import DialogRecord
 from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
-from mindloop.taskdoc.watch import Mark, arm
 
 
 class _StatCache:
     """Caches a file's text keyed by (mtime_ns, size). A file found missing is looked
     for with `access` until it exists (no `stat` error raised and caught at every
-    generation for the usual missing self.md). Where the kernel watches the file
-    (`taskdoc.watch`), neither while nothing happened to it: the last text is used."""
+    generation for the usual missing self.md)."""
 
     def __init__(self) -> None:
         self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
         self._missing: set[Path] = set()
-        self._watched: dict[Path, tuple[Mark, str]] = {}  # the last text, while quiet
 
     def read(self, path: Path) -> str:
-        held = self._watched.get(path)
-        if held is not None and held[0].quiet():
-            return held[1]
-        mark = arm((os.fspath(path),))  # before the stat: a change after it is reported
-        text = self._read(path)
-        if mark is not None:
-            self._watched[path] = (mark, text)
-        return text
-
-    def _read(self, path: Path) -> str:
         if path in self._missing:
             if not os.access(path, os.F_OK):
                 return ""

@@ -27,7 +27,6 @@ from mindloop.config.problems import looks_like_secret
 from mindloop.memory.sections import Part, Section, SectionKind
 from mindloop.memory.writeback import Fact, may_write
 from mindloop.taskdoc.fsio import atomic_write
-from mindloop.taskdoc.watch import Mark, arm
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _PHONE = re.compile(r"(?<!\w)\+?\d[\d ()-]{7,}\d(?!\w)")
@@ -87,8 +86,6 @@ class MemberMemory:
         self.min_confidence = min_confidence
         self._section: tuple[tuple[MemoryItem, ...], Section] | None = None
         self._missing = False  # the file was missing when last looked for
-        # the items last read and the kernel's watch of the file since (`taskdoc.watch`)
-        self._watched: tuple[Mark, tuple[MemoryItem, ...]] | None = None
 
     def items(self) -> list[MemoryItem]:
         """The items, in the order they were first written. A damaged line is an error
@@ -97,20 +94,8 @@ class MemberMemory:
         return list(self._items())
 
     def _items(self) -> tuple[MemoryItem, ...]:
-        """The items as last read (shared: not to change). While the kernel reports
-        nothing on the file, the items last read (no `stat`: `taskdoc.watch`)."""
-        held = self._watched
-        if held is not None and held[0].quiet():
-            return held[1]
-        mark = arm((str(self.path),))  # before the stat: a change after it is reported
-        items = self._read()
-        self._watched = (mark, items) if mark is not None else None
-        return items
-
-    def _read(self) -> tuple[MemoryItem, ...]:
-        """The items, read again only when the file's stat changed. A file found
-        missing is looked for with `access` until it exists (no `stat` error at every
-        step)."""
+        """The items as last read (shared: not to change). A file found missing is
+        looked for with `access` until it exists (no `stat` error at every step)."""
         if self._missing and not os.access(self.path, os.F_OK):
             return ()
         try:

@@ -6,8 +6,7 @@ entries). Because the engine calls this on every generation, results are cached,
 the `lstat` signature (mtime_ns, ctime_ns, size, inode) of every file and directory the
 rendering depends on. A directory's mtime changes when entries are added or removed, and
 `change_mind` replaces files (new inode), so any change through mindloop — and any normal
-edit by a human — invalidates the cache; a hit costs one `lstat` per watched path, or,
-where the kernel watches them (`watch`), one `poll` while nothing happened to them.
+edit by a human — invalidates the cache; a hit costs one `lstat` per watched path.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from mindloop.taskdoc.sections import (
     TOP_LEVEL,
     Lang,
 )
-from mindloop.taskdoc.watch import Mark, arm
 
 INLINE_LIMIT_BYTES = 100 * 1024
 _CACHE_SIZE = 512
@@ -37,7 +35,7 @@ _CACHE_SIZE = 512
 _Sig = tuple[int, int, int, int] | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Entry:
     watch: tuple[str, ...]
     sig: tuple[_Sig, ...]
@@ -46,9 +44,6 @@ class _Entry:
     # whose directory is missing is missing too: it needs no `lstat` of its own (the
     # `bearinmind/` files of a package without one).
     parents: tuple[int, ...] = ()
-    # The kernel's watch of the paths, armed before their stats were last taken or
-    # found unchanged: while it is quiet they are unchanged (None: stat them).
-    mark: Mark | None = None
 
     def unchanged(self) -> bool:
         """Whether every watched path still has its signature (stops at the first
@@ -469,25 +464,16 @@ def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> 
     key = (str(pkg.path), variant)
     with _lock:
         entry = _cache.get(key)
-    if entry is not None:
-        mark = entry.mark
-        if mark is not None and mark.quiet():
-            return entry.text
-        # armed before the stats are compared: a change after them is reported
-        mark = arm(entry.watch)
-        if entry.unchanged():
-            entry.mark = mark
-            return entry.text
+    if entry is not None and entry.unchanged():
+        return entry.text
     reconcile_before_read(pkg)
     # Stat before reading: a change racing with the render leaves a stale signature,
     # which forces a re-render next time rather than caching new stats with old text.
-    # The watch, armed before both, reports such a change as well.
     watch = _watch_paths(pkg)
-    mark = arm(watch)
     sig = tuple(_sig(p) for p in watch)
     text = render()
     with _lock:
-        _cache[key] = _Entry(watch, sig, text, _parents(watch), mark)
+        _cache[key] = _Entry(watch, sig, text, _parents(watch))
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)

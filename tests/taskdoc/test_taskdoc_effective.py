@@ -8,22 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from taskdoc_testutil import make_package, tree_snapshot, write
 
 from mindloop.rtws import init_rtws
-from mindloop.taskdoc import TaskPackage, layout_problems, render_effective_taskdoc, watch
+from mindloop.taskdoc import TaskPackage, layout_problems, render_effective_taskdoc
 from mindloop.taskdoc.effective import clear_cache
-
-
-@pytest.fixture(autouse=True, params=["watched", "stat"])
-def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test twice: a cached rendering checked by the kernel's watch of its files
-    where there is one (`taskdoc.watch`), and by their stats alone."""
-    if request.param == "stat":
-        monkeypatch.setattr(watch, "_watcher", None)
-        monkeypatch.setattr(watch, "_watcher_pid", os.getpid())
-    return str(request.param)
 
 
 def render(pkg: TaskPackage, is_root: bool = True, lang: str = "en") -> str:
