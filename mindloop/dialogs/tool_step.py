@@ -216,7 +216,8 @@ class ToolStep:
                 self._cut_off(live, turn)
             raise
         # the view takes what committed (a rolled-back step leaves it as it was)
-        live.history.extend(turned)
+        if turned:
+            live.history.extend(turned)
         live.history.extend(stored)
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)

@@ -721,7 +721,8 @@ class Store(TaskRows, RouterLog):
                 self.memo_put(_GENERATIONS_TOP, gid)
             else:  # the database's next id: beyond every row (and every reserved id)
                 gid = self._insert(q.INSERT_GENERATION, gen.model_dump(exclude={"id"}))
-                self.memo_put(_GENERATIONS_TOP, gid)
+                if handed:  # kept for the next reservation (none made yet: none kept)
+                    self.memo_put(_GENERATIONS_TOP, gid)
             for m in msgs:
                 m.generation_id = gid
             stored = self.hold_messages(msgs) if hold else self.append_messages(msgs)
