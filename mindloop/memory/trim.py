@@ -456,6 +456,7 @@ class _TextCuts:
         self.picked = [only is None or only(p) for p in self.originals]
         self.by_length = count_length(w.params.counter)
         self.way = chars(w.params.counter)  # its count inline, where it can be
+        self.note = _note_rest(w.params.lang)  # a cut note's length without its fields
         # what a text part costs beyond its text (its count by length: 0 for "")
         self.fixed = w.text_cost("") if self.by_length is not None else 0
         # each picked text's place, part, length and count (the same at every probe)
@@ -493,8 +494,7 @@ class _TextCuts:
             ]
             return texts, costs
         costs = list(self.known)
-        for i, cost in self._cut_costs(c, by_length):
-            costs[i] = cost
+        self._cut_costs(c, by_length, costs)
         return c, costs
 
     def weigh(self, c: int) -> int:
@@ -502,36 +502,36 @@ class _TextCuts:
         by_length = self.by_length
         if by_length is None:
             return sum(self.shortened(c)[1])
-        total = self.rest
-        for _, cost in self._cut_costs(c, by_length):
-            total += cost
-        return total
+        return self.rest + self._cut_costs(c, by_length, None)
 
-    def _cut_costs(self, c: int, by_length: Callable[[int], int]) -> list[tuple[int, int]]:
-        """(place, cost) of each picked part at cap `c`, weighed by the cut text's length
-        (`_clipped_size`, inline: a search probes a dozen caps)."""
-        at, fixed, known = self.at, self.fixed, self.known
-        rest = _note_rest(self.w.params.lang)
+    def _cut_costs(self, c: int, by_length: Callable[[int], int], into: list[int] | None) -> int:
+        """What the picked parts cost together at cap `c`, each weighed by its cut text's
+        length (`_clipped_size`, inline: a search probes a dozen caps), and put `into`
+        their places when given."""
+        at, fixed, known, rest = self.at, self.fixed, self.known, self.note
         way = self.way
         chars_per_token, ratio = way if way is not None else (1.0, None)
         ceil = math.ceil
-        out = []
+        total = 0
         for i, p, size, n in self.items:
             head, tail, where = at(p, c)
             if n <= head + tail:  # fits: left as it is
-                out.append((i, known[i]))
-                continue
-            per = size / n  # this text's characters per token
-            kept = int(head * per) + int(tail * per)
-            if not 0 <= kept <= size:  # (never: head + tail < n)
-                kept = _kept_chars(size, n, head, tail)
-            cut = kept + rest + len(str(n - head - tail)) + len(where)
-            if way is None:
-                out.append((i, fixed + by_length(cut)))
-            else:  # `by_length(cut)` inline
-                count = ceil(cut / chars_per_token)
-                out.append((i, fixed + (count if ratio is None else ceil(count * ratio))))
-        return out
+                cost = known[i]
+            else:
+                per = size / n  # this text's characters per token
+                kept = int(head * per) + int(tail * per)
+                if not 0 <= kept <= size:  # (never: head + tail < n)
+                    kept = _kept_chars(size, n, head, tail)
+                cut = kept + rest + len(str(n - head - tail)) + len(where)
+                if way is None:
+                    cost = fixed + by_length(cut)
+                else:  # `by_length(cut)` inline
+                    count = ceil(cut / chars_per_token)
+                    cost = fixed + (count if ratio is None else ceil(count * ratio))
+            total += cost
+            if into is not None:
+                into[i] = cost
+        return total
 
 
 def _lower_text_cap(
