@@ -12,7 +12,7 @@ reached. Each step commits at most twice, once when its calls act only in the st
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from mindloop.dialogs.caps import CapGuard
 from mindloop.dialogs.claims import ClaimLost, Claims
@@ -83,7 +83,10 @@ SETTLED_STATUS: dict[DriveEnd, DialogStatus] = {
     DriveEnd.STEP_LIMIT: DialogStatus.STOPPED,
     DriveEnd.CAP_REACHED: DialogStatus.STOPPED,
     DriveEnd.CANCELLED: DialogStatus.INTERRUPTED,
+    DriveEnd.PAUSED: DialogStatus.INTERRUPTED,
 }
+# Ends after which the dialog is marked to drive again (the next run goes on with it).
+RESUMED_ENDS = frozenset({DriveEnd.CANCELLED, DriveEnd.PAUSED})
 
 
 class Driver:
@@ -111,12 +114,27 @@ class Driver:
         # directly; see `mindloop.durable`).
         self.steps = steps
         self.caps = CapGuard(store, parts.config.team.caps, parts.lang)
+        # Dialogs whose drive ends at its next step boundary (`pause`): the run driving
+        # them ends, and a step in flight is finished rather than cut off.
+        self.pausing: set[str] = set()
+
+    def pause(self, dialog_ids: Iterable[str]) -> None:
+        """End these dialogs' drives in this process at their next step boundary
+        (`DriveEnd.PAUSED`; the next run drives them on); a drive not running is not
+        touched."""
+        self.pausing.update(dialog_ids)
 
     async def drive(
         self, live: LiveDialog, max_steps: int, segue: Segue | None = None
     ) -> DriveResult:
         """Drive a dialog whose in-process lock the caller holds; with `segue`, carried on
         in segments while it says so (see `Segue`)."""
+        try:
+            return await self._drive(live, max_steps, segue)
+        finally:
+            self.pausing.discard(live.id)  # a pause asked of this drive ends with it
+
+    async def _drive(self, live: LiveDialog, max_steps: int, segue: Segue | None) -> DriveResult:
         did = live.id
         result = DriveResult(dialog_id=did, reason=DriveEnd.DONE)
         # Lazy commits (no fsync of their own) hold only bookkeeping whose loss on a power
@@ -184,7 +202,7 @@ class Driver:
             return result
         except asyncio.CancelledError:
             result.reason = DriveEnd.CANCELLED
-            self._settle(live, result, DriveEnd.CANCELLED, resume=True, said=said)
+            self._settle(live, result, DriveEnd.CANCELLED, said=said)
             raise
         except Exception as exc:  # a bug must not leave the dialog marked running
             result.error = f"{type(exc).__name__}: {exc}"
@@ -227,6 +245,8 @@ class Driver:
         """The step loop; how it ended. Calls the human approved run first."""
         base = result.steps  # the steps of the drive's earlier segments
         for step in range(1, max_steps + 1):
+            if self.pausing and live.id in self.pausing:
+                return DriveEnd.PAUSED
             if approved:
                 effects = await self.tools.run_approved(live, approved)
                 approved = []
@@ -386,7 +406,6 @@ class Driver:
         result: DriveResult,
         end: DriveEnd,
         *,
-        resume: bool = False,
         said: bool = False,
     ) -> None:
         """End a drive. Lazy: if this commit is lost, the dialog is still `running` (or
@@ -394,7 +413,7 @@ class Driver:
         result.reason = end
         status = SETTLED_STATUS.get(end, DialogStatus.IDLE)
         with self.store.tx(durable=False):
-            if resume:
+            if end in RESUMED_ENDS:
                 self.claims.settle(live.id, status, needs_drive=True)
             else:
                 self.claims.settle(live.id, status)

@@ -21,6 +21,9 @@ class DriveEnd(StrEnum):
     CAP_REACHED = "cap_reached"  # a spending cap of team.yaml (`caps:`) was reached
     ERROR = "error"  # a provider failure or a policy error
     CANCELLED = "cancelled"  # interrupted (Ctrl-C, shutdown): resumed by the next run
+    # the run that drove it ended meanwhile (its task's loop parked, say): the drive
+    # stopped at its step's end, nothing cut off; resumed by the next run
+    PAUSED = "paused"
     IDLE = "idle"  # there was nothing to answer
     CLAIMED = "claimed"  # another live process drives this dialog; not touched
 

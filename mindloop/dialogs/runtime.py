@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -516,6 +516,12 @@ class DialogRuntime:
                 return await self._driver.drive(live, max_steps or self.max_steps, carry)
         finally:
             self.live.release(live)
+
+    def pause(self, dialog_ids: Iterable[str]) -> None:
+        """End the drives of these dialogs running in this process at their next step
+        boundary: the step in flight finishes (its tool calls keep their results), the
+        drive ends `paused` and the dialog is marked to drive again."""
+        self._driver.pause(dialog_ids)
 
     def recover(self) -> list[str]:
         """Mark to drive again the dialogs left running by a process that is gone (its

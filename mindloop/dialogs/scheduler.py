@@ -130,30 +130,48 @@ class Scheduler:
                         await asyncio.wait_for(self.rt.wake.wait(), timeout)
                     continue
                 waker = asyncio.ensure_future(self.rt.wake.wait())
-                done, _ = await asyncio.wait(
+                await asyncio.wait(
                     [*running.values(), waker],
                     timeout=until_due,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 waker.cancel()
-                for did, task in list(running.items()):
-                    if task in done:
-                        del running[did]
-                        exc = task.exception()
-                        if exc is not None:
-                            self.errors.append(exc)
-                            broken.add(did)  # not again in this run: it would fail alike
-                        elif task.result().reason is not DriveEnd.CLAIMED:
-                            self.drives += 1
-                            self.results.append(task.result())
-                            if watch and len(self.results) > 2 * KEEP_WATCHED:
-                                del self.results[:-KEEP_WATCHED]  # a watch runs for ever
-        finally:
-            for task in running.values():
-                task.cancel()
-            if running:
-                await asyncio.gather(*running.values(), return_exceptions=True)
+                # not again in this run, a dialog whose drive raised: it would fail alike
+                broken |= self._collect(running, watch=watch)
+        except BaseException:  # cancelled (Ctrl-C, shutdown) or broken: cut them off
+            await _cut_off(running)
+            raise
+        # Ended (nothing left, or `stop`): a drive still running ends at its step's end,
+        # its tool calls answered, and the next run goes on with it; cutting a step off
+        # would leave a call whose effect happened answered as interrupted.
+        if running:
+            self.rt.pause(running)
+            try:
+                await asyncio.wait(running.values())
+            except BaseException:
+                await _cut_off(running)
+                raise
+            self._collect(running, watch=watch)
         return self.results
+
+    def _collect(self, running: dict[str, asyncio.Task[DriveResult]], *, watch: bool) -> set[str]:
+        """Take the finished drives out of `running` into the results (or the errors);
+        the dialogs whose drive raised (a bug, or a dead store)."""
+        broken: set[str] = set()
+        for did, task in list(running.items()):
+            if not task.done():
+                continue
+            del running[did]
+            exc = task.exception()
+            if exc is not None:
+                self.errors.append(exc)
+                broken.add(did)
+            elif task.result().reason is not DriveEnd.CLAIMED:
+                self.drives += 1
+                self.results.append(task.result())
+                if watch and len(self.results) > 2 * KEEP_WATCHED:
+                    del self.results[:-KEEP_WATCHED]  # a watch runs for ever
+        return broken
 
     def _ticker_dues(self) -> list[float | None]:
         return [t.next_due() for t in self.tickers]
@@ -174,3 +192,12 @@ class Scheduler:
                     self.errors.append(exc)
                     out[i] = now + TICKER_RETRY
         return out
+
+
+async def _cut_off(running: dict[str, asyncio.Task[DriveResult]]) -> None:
+    """Cancel the drives in flight (each settles `cancelled`, marked to drive again) and
+    wait until they have."""
+    for task in running.values():
+        task.cancel()
+    if running:
+        await asyncio.gather(*running.values(), return_exceptions=True)
