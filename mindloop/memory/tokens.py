@@ -242,7 +242,15 @@ def messages_costs(groups: Iterable[Sequence[ChatMessage]], counter: TokenCounte
                 n = ceil(len(m.text) / per)  # type: ignore[union-attr]
             elif kind is ToolResultMessage:
                 n = ceil(len(m.content) / per)  # type: ignore[union-attr]
-            else:  # an assistant's (its calls), or a subclass: the definition
+            elif kind is AssistantMessage:
+                n = ceil(len(m.text) / per)  # type: ignore[union-attr]
+                for call in m.tool_calls:  # type: ignore[union-attr]
+                    name = ceil(len(call.name) / per)
+                    args = ceil(len(call.arguments) / per)
+                    if ratio is not None:
+                        name, args = ceil(name * ratio), ceil(args * ratio)
+                    total += CALL_OVERHEAD + name + args
+            else:  # a subclass: the definition
                 total += message_tokens(m, counter)
                 continue
             total += MESSAGE_OVERHEAD + (n if ratio is None else ceil(n * ratio))
