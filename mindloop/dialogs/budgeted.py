@@ -102,6 +102,17 @@ class _DialogState:
     raw_of: object = None
 
 
+@dataclass
+class _Selection:
+    """A tool selection's specs (what `RequestBuilder.specs` made of it) and their tokens
+    by the base counter (-1: not summed yet)."""
+
+    parts: RequestBuilder
+    tools: tuple[Tool, ...]
+    specs: list[ToolSpec]
+    tokens: int = -1
+
+
 class BudgetedRequests:
     """One per runtime (or per loop): compiles budgeted requests for the policies that
     ask, and compacts their dialogs."""
@@ -123,9 +134,7 @@ class BudgetedRequests:
         self._estimates: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._tool_tokens: dict[str, int] = {}
         # the tool specs of each tool selection asked for (a phase's, a member's)
-        self._spec_lists: dict[
-            tuple[int, int], tuple[RequestBuilder, tuple[Tool, ...], list[ToolSpec]]
-        ] = {}
+        self._spec_lists: dict[tuple[int, int], _Selection] = {}
         # (message id, index, fold settings) -> (the message, its tokens folded)
         self._fold_counts: dict[tuple[int, int, int, int], tuple[ChatMessage, int]] = {}
         # old messages as compaction folds them: for a compaction, the tally after it,
@@ -191,16 +200,17 @@ class BudgetedRequests:
         system_text = parts.system_prompt(live, taskdoc=taskdoc) if system is None else system
         self._check_system(system_text, compiled.taskdoc_tokens, model, live)
         messages = with_reminders(compiled.messages(), live.reminders)  # not budgeted
-        specs = self._specs(parts, tools)
+        selection = self._selection(parts, tools)
         req = GenerationRequest.model_construct(
             model=model,
             system=system_text,
             messages=messages,
-            tools=specs,
+            tools=list(selection.specs),
             params=parts.params(member, fbr=False),
             member=member.id,
         )
-        self._remember_estimate(live.id, model, self._raw_request_tokens(req, state))
+        raw = self._raw_request_tokens(req, state) + self._tools_tokens(selection)
+        self._remember_estimate(live.id, model, raw)
         if compiled.trims or compiled.taskdoc_over is not None:
             self.bus.publish(
                 ContextTrimmed(
@@ -214,17 +224,31 @@ class BudgetedRequests:
             )
         return BudgetedRequest(request=req, compiled=compiled, compaction=state.compaction)
 
-    def _specs(self, parts: RequestBuilder, tools: Sequence[Tool]) -> list[ToolSpec]:
+    def _selection(self, parts: RequestBuilder, tools: Sequence[Tool]) -> _Selection:
         """`parts.specs(tools)`, kept by the selection (a policy offers the same list at
         every step of a phase: found by its identity, used while it holds the very same
-        tools); a list of its own for each request."""
+        tools); the request gets a list of its own."""
         key = (id(parts), id(tools))
         held = self._spec_lists.get(key)
-        if held is None or held[0] is not parts or held[1] != tuple(tools):
+        if held is None or held.parts is not parts or held.tools != tuple(tools):
             if len(self._spec_lists) >= KEPT:
                 self._spec_lists.clear()
-            held = self._spec_lists[key] = (parts, tuple(tools), parts.specs(tools))
-        return list(held[2])
+            held = self._spec_lists[key] = _Selection(parts, tuple(tools), parts.specs(tools))
+        return held
+
+    def _tools_tokens(self, selection: _Selection) -> int:
+        """The selection's tool specs by the base counter (each name counted once), summed
+        once per selection (the names' counts never change)."""
+        if selection.tokens < 0:
+            total = 0
+            for spec in selection.specs:
+                known = self._tool_tokens.get(spec.name)
+                if known is None:
+                    base = self.compiler.base_counter
+                    known = self._tool_tokens[spec.name] = request_tokens("", (), (spec,), base)
+                total += known
+            selection.tokens = total
+        return selection.tokens
 
     def _summary(self, state: _DialogState, c: DialogCompaction) -> Section:
         """The dialog summary section of compaction `c`, built once per compaction (its
@@ -486,11 +510,12 @@ class BudgetedRequests:
     # ------------------------------------------------------------------ calibration
 
     def _raw_request_tokens(self, req: GenerationRequest, state: _DialogState) -> int:
-        """The request's size by the base counter (tool specs counted once per name). A
-        request holds most of its dialog's last request's messages, the very objects
-        (the history's turns, the sections shown again): each is counted once and kept
-        while requests show it (an assistant message with the calls it had then: the
-        history adds a generation's calls to its message in place)."""
+        """The request's system prompt and messages by the base counter (its tools are
+        counted once per selection: `_tools_tokens`). A request holds most of its
+        dialog's last request's messages, the very objects (the history's turns, the
+        sections shown again): each is counted once and kept while requests show it (an
+        assistant message with the calls it had then: the history adds a generation's
+        calls to its message in place)."""
         base = self.compiler.base_counter
         held = state.raw if state.raw_of is base else {}
         now: dict[int, tuple[ChatMessage, int, int]] = {}
@@ -499,18 +524,11 @@ class BudgetedRequests:
             key = id(m)
             calls = len(m.tool_calls) if type(m) is AssistantMessage else 0
             found = held.get(key)
-            if found is not None and found[0] is m and found[2] == calls:
-                n = found[1]
-            else:
-                n = message_tokens(m, base)
-            now[key] = (m, n, calls)
-            total += n
+            if found is None or found[0] is not m or found[2] != calls:
+                found = (m, message_tokens(m, base), calls)
+            now[key] = found
+            total += found[1]
         state.raw, state.raw_of = now, base
-        for spec in req.tools:
-            known = self._tool_tokens.get(spec.name)
-            if known is None:
-                known = self._tool_tokens[spec.name] = request_tokens("", (), (spec,), base)
-            total += known
         return total
 
     def _remember_estimate(self, dialog_id: str, model: str, estimate: int) -> None:

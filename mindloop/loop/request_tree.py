@@ -192,7 +192,7 @@ def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
     parent's children, root first (None: the walk never reaches it)."""
     out: list[int] = []
     current = node
-    limit = len(ws.view())
+    limit = len(ws.nodes)  # (counted, not viewed: a view is a new dict of every node)
     while current.id != ROOT_ID:
         parent = ws.peek(current.parent_id) if current.parent_id is not None else None
         if parent is None or len(out) > limit:

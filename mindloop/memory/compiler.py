@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from mindloop.config.loop_memory import MemoryConfig
 from mindloop.i18n import Lang
 from mindloop.memory.budget import Budgets, budgets
-from mindloop.memory.render import part_cost, section_costs, section_messages
+from mindloop.memory.render import part_cost, section_messages, sections_costs
 from mindloop.memory.sections import SECTIONS, Section, SectionKind
 from mindloop.memory.tokens import (
     CalibratedCounter,
@@ -218,8 +218,10 @@ class MemoryCompiler:
         # its parts' (what a trim starts from)
         costs: dict[SectionKind, int] = {}
         each: dict[SectionKind, list[int]] = {}
-        for k, s in by_kind.items():
-            costs[k], each[k] = section_costs(s, counter, lang)
+        for k, (cost, parts) in zip(
+            by_kind, sections_costs(list(by_kind.values()), counter, lang), strict=True
+        ):
+            costs[k], each[k] = cost, parts
 
         params: list[TrimParams] = []  # made when a section is first cut
 

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 
 from mindloop.i18n import Lang
 from mindloop.memory.sections import MESSAGE_SECTIONS, SECTIONS, Part, Section, SectionKind
-from mindloop.memory.tokens import MESSAGE_OVERHEAD, TokenCounter, chars, message_tokens
+from mindloop.memory.tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    chars,
+    message_tokens,
+    messages_costs,
+)
 from mindloop.providers.base import ChatMessage, UserMessage
 
 # What joins a section's lines. It is text like any other: under a calibrated ratio above
@@ -112,13 +118,7 @@ def part_costs(
     """`part_cost` of each of `parts` (of a section of `kind`), with what every part of the
     kind adds counted once."""
     if kind in MESSAGE_SECTIONS:
-        out = []
-        for p in parts:
-            n = 0
-            for m in p.messages:
-                n += message_tokens(m, counter)
-            out.append(n)
-        return out
+        return messages_costs([p.messages for p in parts], counter)
     count = counter.count
     each = count(BREAK)
     if kind is SectionKind.RETRIEVED:
@@ -152,3 +152,47 @@ def section_costs(
     if kind in MESSAGE_SECTIONS:  # no heading: its parts are messages
         return sum(costs), costs
     return base_cost(kind, counter, lang) + sum(costs), costs
+
+
+def sections_costs(
+    sections: Sequence[Section], counter: TokenCounter, lang: Lang = "en"
+) -> list[tuple[int, list[int]]]:
+    """`section_costs` of each of `sections`: how the counter counts looked up once for
+    them all, and for the default counter (or its calibrated form) its arithmetic inline
+    (`tokens.chars`), the same as `base_cost` and `part_costs` (a request costs all its
+    sections at every step: its calibrated ratio moves with each generation)."""
+    way = chars(counter)
+    if way is None:
+        return [section_costs(s, counter, lang) for s in sections]
+    per, ratio = way
+    ceil = math.ceil
+    out: list[tuple[int, list[int]]] = []
+    brk = ceil(len(BREAK) / per)
+    if ratio is not None:
+        brk = ceil(brk * ratio)
+    for section in sections:
+        parts = section.parts
+        kind = section.kind
+        if not parts:
+            out.append((0, []))
+            continue
+        if kind in MESSAGE_SECTIONS:
+            costs = messages_costs([p.messages for p in parts], counter)
+            out.append((sum(costs), costs))
+            continue
+        each = brk
+        base = ceil(len(heading(kind, lang)) / per)
+        if ratio is not None:
+            base = ceil(base * ratio)
+        base += MESSAGE_OVERHEAD
+        if kind is SectionKind.RETRIEVED:
+            data = ceil(len(fence(lang)) / per)
+            extra = brk + (data if ratio is None else ceil(data * ratio))
+            each += extra
+            base += extra
+        if ratio is None:
+            costs = [each + ceil(len(p.text) / per) for p in parts]
+        else:
+            costs = [each + ceil(ceil(len(p.text) / per) * ratio) for p in parts]
+        out.append((base + sum(costs), costs))
+    return out

@@ -15,7 +15,7 @@ text, tool names and arguments, results, plus a small overhead per message.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -221,6 +221,41 @@ def message_tokens(msg: ChatMessage, counter: TokenCounter) -> int:
     for call in msg.tool_calls:
         total += CALL_OVERHEAD + count(call.name) + count(call.arguments)
     return total
+
+
+def messages_costs(groups: Iterable[Sequence[ChatMessage]], counter: TokenCounter) -> list[int]:
+    """`message_tokens` summed over each group of messages (a section's turns): the
+    default counter's arithmetic inline, its way looked up once for them all rather than
+    once per message (a request costs its history's turns again at every step: the
+    calibrated ratio moves with each generation)."""
+    way = getattr(counter, "chars", None)
+    if way is None or type(counter) not in _CHAR_COUNTERS:
+        return [sum(message_tokens(m, counter) for m in g) for g in groups]
+    per, ratio = way
+    ceil = math.ceil
+    out = []
+    for group in groups:
+        total = 0
+        for m in group:
+            kind = type(m)
+            if kind is UserMessage:
+                n = ceil(len(m.text) / per)  # type: ignore[union-attr]
+            elif kind is ToolResultMessage:
+                n = ceil(len(m.content) / per)  # type: ignore[union-attr]
+            elif kind is AssistantMessage:
+                n = ceil(len(m.text) / per)  # type: ignore[union-attr]
+                for call in m.tool_calls:  # type: ignore[union-attr]
+                    name = ceil(len(call.name) / per)
+                    args = ceil(len(call.arguments) / per)
+                    if ratio is not None:
+                        name, args = ceil(name * ratio), ceil(args * ratio)
+                    total += CALL_OVERHEAD + name + args
+            else:  # a subclass: the definition
+                total += message_tokens(m, counter)
+                continue
+            total += MESSAGE_OVERHEAD + (n if ratio is None else ceil(n * ratio))
+        out.append(total)
+    return out
 
 
 def messages_tokens(msgs: Iterable[ChatMessage], counter: TokenCounter) -> int:

@@ -22,7 +22,13 @@ from mindloop.memory import (
     history_sections,
 )
 from mindloop.memory.compiler import CompiledContext
-from mindloop.memory.render import part_cost, section_cost, section_costs, section_messages
+from mindloop.memory.render import (
+    part_cost,
+    section_cost,
+    section_costs,
+    section_messages,
+    sections_costs,
+)
 from mindloop.memory.tokens import TokenCounter, messages_tokens
 from mindloop.providers.base import (
     AssistantMessage,
@@ -492,3 +498,23 @@ def test_a_long_sections_parts_cost_each_what_it_costs_alone(
     alone = [part_cost(kind, p, counter) for p in section.parts]
     assert section_costs(section, counter)[1] == alone
     assert section_costs(section, _Plain(counter))[1] == alone
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(TEXT_KINDS).flatmap(text_section), max_size=4),
+    dialog(),
+    st.integers(0, 8),
+    st.sampled_from([1.0, 0.3, 0.77, 1.9]) | st.floats(0.25, 4.0),
+)
+def test_a_requests_sections_cost_what_each_costs_alone(
+    texts: list[Section], msgs: list[ChatMessage], turns: int, ratio: float
+) -> None:
+    """A compilation costs all its sections at once, the default counter's arithmetic
+    inline: each section and part costs what `section_costs` says with any other counter
+    (text sections, the history's turns, the last step's calls and results)."""
+    history, last = history_sections(msgs, turns)
+    sections = [*texts, history, last, Section(kind=SectionKind.INPUT)]
+    for counter in (CalibratedCounter(CharCounter(), ratio), CharCounter(3.0)):
+        plain = [section_costs(s, _Plain(counter)) for s in sections]  # type: ignore[arg-type]
+        assert sections_costs(sections, counter) == plain
