@@ -19,7 +19,6 @@ phase's authority (`workspace_tools(authority_for=...)`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -633,7 +632,7 @@ def _step_applied(ctx: ToolContext, task: str, change: Change) -> None:
     effect of a later call, computed on it, runs its command again at commit, on the
     workspace the earlier effects have written by then."""
     if ctx.step is not None and (change.log or change.changed_nodes):
-        ctx.step.put(_STEP_KEY + task, dataclasses.replace(change.after, stamp=""))
+        ctx.step.put(_STEP_KEY + task, change.after.unstamped())
 
 
 def _offers(state: WorkspaceState) -> list[str]:

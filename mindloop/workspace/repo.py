@@ -1,7 +1,8 @@
 """A workspace value from the store, and a `Change` written back (inside the caller's
 transaction).
 
-`load` reads the workspace's stamp (`ws_meta.stamp`, a new random token at every `write`)
+`load` reads the workspace's stamp (`ws_meta.stamp`, a new unique token at every `write`:
+`_new_stamp`)
 and returns the value it holds for this store when it was read or written at that stamp
 (a per-store cache, kept from each write's change itself): the loop reads the workspace
 several times per phase, and a full read validates every node. A value written in a
@@ -25,9 +26,10 @@ had copied before it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,28 @@ class _Written:
 
 
 _written: weakref.WeakKeyDictionary[Store, dict[str, _Written]] = weakref.WeakKeyDictionary()
+
+
+def _stamps() -> Iterator[str]:
+    """This process's stamps: 64 random bits drawn once, then a counter (unique like 128
+    random bits per write, without a `getrandom` system call at every write)."""
+    prefix = os.urandom(8).hex()
+    return (f"{prefix}{n:016x}" for n in itertools.count())
+
+
+_stamp_source = _stamps()
+
+
+def _new_stamp() -> str:
+    return next(_stamp_source)
+
+
+def _reseed() -> None:  # a forked child draws its own: the parent's next stamps are not its
+    global _stamp_source
+    _stamp_source = _stamps()
+
+
+os.register_at_fork(after_in_child=_reseed)
 
 
 def load(
@@ -194,7 +218,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
-    stamp = os.urandom(16).hex()  # this write's (see the module doc): 128 random bits
+    stamp = _new_stamp()  # this write's (see the module doc)
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
