@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mindloop.i18n import Lang
 from mindloop.store import Store
@@ -40,14 +39,12 @@ from mindloop.store import workspace as rows
 from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
+from mindloop.workspace.per_store import PerStore
 from mindloop.workspace.report import is_report, report_ref
 from mindloop.workspace.state import NodeMap, WorkspaceState
 
-_cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
 
-
-@dataclass(frozen=True)
-class _Written:
+class _Written(NamedTuple):
     """The last change this store wrote of a workspace: the stamp it wrote, its value (the
     change's `after`, whose nodes and lists a tool step's later calls share), and what
     `write` completed in place in it and in the values it followed (a step's earlier
@@ -60,7 +57,16 @@ class _Written:
     rules: bool
 
 
-_written: weakref.WeakKeyDictionary[Store, dict[str, _Written]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Held:
+    """What this process holds of one store's workspaces, by task: the value at its stamp
+    (`load`'s cache) and the last change written (`follows`)."""
+
+    values: dict[str, WorkspaceState] = field(default_factory=dict)
+    written: dict[str, _Written] = field(default_factory=dict)
+
+
+_held = PerStore(_Held).of  # the store's (made on first use)
 
 
 def _stamps() -> Iterator[str]:
@@ -98,12 +104,13 @@ def load(
     reading the stamp again; if none is held, the workspace is read as it is now."""
     if not cached:
         return _read(store, task_path)
-    held = _cache.get(store, {}).get(task_path)
-    if held is not None and held.stamp == (stamp or rows.stamp(store, task_path)):
-        return held
+    values = _held(store).values
+    found = values.get(task_path)
+    if found is not None and found.stamp == (stamp or rows.stamp(store, task_path)):
+        return found
     state = _read(store, task_path)
     if state.exists:
-        _cache.setdefault(store, {})[task_path] = state
+        values[task_path] = state
     return state
 
 
@@ -115,7 +122,7 @@ def follows(store: Store, change: Change, stamp: str | None) -> bool:
     step's later call, computed on the earlier calls' changes before they committed
     (`toolsets.workspace._step_applied`: the value keeps their nodes and lists)."""
     before = change.before
-    last = _written.get(store, {}).get(before.task)
+    last = _held(store).written.get(before.task)
     if last is None or stamp is None or last.stamp != stamp or last.rules or not before.exists:
         return False
     value = last.value
@@ -134,7 +141,7 @@ def follows(store: Store, change: Change, stamp: str | None) -> bool:
 def held(store: Store, task_path: str, stamp: str) -> WorkspaceState | None:
     """The value this store holds for the workspace at `stamp` (a stamp just read), if
     any: nothing is read."""
-    found = _cache.get(store, {}).get(task_path)
+    found = _held(store).values.get(task_path)
     return found if found is not None and found.stamp == stamp else None
 
 
@@ -326,7 +333,8 @@ def write(store: Store, change: Change) -> None:
             rows.restamp(store, task, stamp)
         taken = after.nodes  # the value's own dict (a session's view is a new one)
         nodes = taken.view() if type(taken) is NodeMap else dict(taken)
-        _cache.setdefault(store, {})[task] = WorkspaceState(
+        held = _held(store)
+        held.values[task] = WorkspaceState(
             task=task,
             lang=after.lang,
             nodes=nodes,
@@ -338,12 +346,11 @@ def write(store: Store, change: Change) -> None:
             exists=True,
             stamp=stamp,
         )
-        held = _written.setdefault(store, {})
-        last = held.get(task)
+        last = held.written.get(task)
         patched, rules = frozenset(refs), new_rules
         if last is not None and before.nodes is last.value.nodes:  # a step's later call:
             patched, rules = patched | last.patched, rules or last.rules  # what it copied
-        held[task] = _Written(stamp, after, patched, rules)
+        held.written[task] = _Written(stamp, after, patched, rules)
 
 
 def commit(
