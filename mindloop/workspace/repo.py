@@ -2,7 +2,7 @@
 transaction).
 
 `load` reads the workspace's stamp (`ws_meta.stamp`, a new unique token at every `write`:
-`_new_stamp`)
+`unique.token`)
 and returns the value it holds for this store when it was read or written at that stamp
 (a per-store cache, kept from each write's change itself): the loop reads the workspace
 several times per phase, and a full read validates every node. A value written in a
@@ -26,9 +26,7 @@ had copied before it.
 
 from __future__ import annotations
 
-import itertools
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,6 +34,7 @@ from typing import Any, NamedTuple
 from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as rows
+from mindloop.workspace import unique
 from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
@@ -67,28 +66,6 @@ class _Held:
 
 
 _held = PerStore(_Held).of  # the store's (made on first use)
-
-
-def _stamps() -> Iterator[str]:
-    """This process's stamps: 64 random bits drawn once, then a counter (unique like 128
-    random bits per write, without a `getrandom` system call at every write)."""
-    prefix = os.urandom(8).hex()
-    return (f"{prefix}{n:016x}" for n in itertools.count())
-
-
-_stamp_source = _stamps()
-
-
-def _new_stamp() -> str:
-    return next(_stamp_source)
-
-
-def _reseed() -> None:  # a forked child draws its own: the parent's next stamps are not its
-    global _stamp_source
-    _stamp_source = _stamps()
-
-
-os.register_at_fork(after_in_child=_reseed)
 
 
 def load(
@@ -225,7 +202,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
-    stamp = _new_stamp()  # this write's (see the module doc)
+    stamp = unique.token()  # this write's (see the module doc)
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
