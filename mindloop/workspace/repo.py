@@ -59,10 +59,12 @@ class _Written(NamedTuple):
 @dataclass
 class _Held:
     """What this process holds of one store's workspaces, by task: the value at its stamp
-    (`load`'s cache) and the last change written (`follows`)."""
+    (`load`'s cache), the last change written (`follows`), and the last value known
+    committed (`known`)."""
 
     values: dict[str, WorkspaceState] = field(default_factory=dict)
     written: dict[str, _Written] = field(default_factory=dict)
+    committed: dict[str, WorkspaceState] = field(default_factory=dict)
 
 
 _held = PerStore(_Held).of  # the store's (made on first use)
@@ -81,14 +83,31 @@ def load(
     reading the stamp again; if none is held, the workspace is read as it is now."""
     if not cached:
         return _read(store, task_path)
-    values = _held(store).values
-    found = values.get(task_path)
+    held = _held(store)
+    found = held.values.get(task_path)
     if found is not None and found.stamp == (stamp or rows.stamp(store, task_path)):
         return found
     state = _read(store, task_path)
     if state.exists:
-        values[task_path] = state
+        held.values[task_path] = state
+        _known_once_committed(store, held, state)
     return state
+
+
+def known(store: Store, task_path: str) -> WorkspaceState | None:
+    """The last value of the workspace this process read or wrote that is committed
+    (another process may have written since: nothing is read to tell), or None. For a
+    check whose commit tells again, as a tool's check is (`api.commit_checked` writes the
+    change only if the workspace is still at this value's stamp). Shared: never change it
+    in place."""
+    return _held(store).committed.get(task_path)
+
+
+def _known_once_committed(store: Store, held: _Held, state: WorkspaceState) -> None:
+    # at once outside a transaction; inside one, once it commits (never if it rolls back)
+    store.after_commit(
+        f"workspace-known:{state.task}", lambda: held.committed.__setitem__(state.task, state)
+    )
 
 
 def follows(store: Store, change: Change, stamp: str | None) -> bool:
@@ -311,7 +330,7 @@ def write(store: Store, change: Change) -> None:
         taken = after.nodes  # the value's own dict (a session's view is a new one)
         nodes = taken.view() if type(taken) is NodeMap else dict(taken)
         held = _held(store)
-        held.values[task] = WorkspaceState(
+        held.values[task] = value = WorkspaceState(
             task=task,
             lang=after.lang,
             nodes=nodes,
@@ -323,6 +342,7 @@ def write(store: Store, change: Change) -> None:
             exists=True,
             stamp=stamp,
         )
+        _known_once_committed(store, held, value)
         last = held.written.get(task)
         patched, rules = frozenset(refs), new_rules
         if last is not None and before.nodes is last.value.nodes:  # a step's later call:
