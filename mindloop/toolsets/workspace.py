@@ -19,8 +19,7 @@ phase's authority (`workspace_tools(authority_for=...)`).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,12 +204,18 @@ class Tools:
         authority = self.authority_for(ctx)
         rtws = _rtws(ctx)
         lang = ctx.work_language
-        try:
-            s = _dry_session(ctx, task, authority, rtws)
-            result = command(s)
-            change = s.finish()
-        except WorkspaceError as exc:
-            return ToolOutput(str(exc), is_error=True)
+        refused: WorkspaceError | None = None
+        for state in _checked_on(ctx, task):
+            try:
+                s = api.session_for(state, rtws, authority, lang=lang, acl=ctx.acl)
+                result = command(s)
+                change = s.finish()
+                break
+            except WorkspaceError as exc:
+                refused = exc
+        else:
+            assert refused is not None
+            return ToolOutput(str(refused), is_error=True)
         _step_applied(ctx, task, change)
         text = describe(result, change) + _first_use(change)
 
@@ -606,14 +611,29 @@ class Tools:
         return self._write(ctx, lambda s: s.add_rule(a.rule, source), describe)
 
 
-def _dry_session(ctx: ToolContext, task: str, authority: Authority, rtws: Path) -> Session:
-    """A session on the workspace as it is now (nothing is written through it)."""
-    return api.session_for(
-        _current(ctx, task), rtws, authority, lang=ctx.work_language, acl=ctx.acl
-    )
-
-
 _STEP_KEY = "workspace:"
+
+
+def _checked_on(ctx: ToolContext, task: str) -> Iterator[WorkspaceState]:
+    """What a write's check runs on (`_current`), the next only if the command refused
+    the one before: first, when the step has no earlier call on the task, the value this
+    process last knew committed (`repo.known`: nothing read, not even whether another
+    process wrote since), which is what the store holds unless another process wrote; then
+    the workspace as stored now. A check that passed on a value the store has moved past
+    is caught at its commit (`api.commit_checked`: the command runs again, its result
+    replacing the check's); one refused on it is run again on the stored workspace, so a
+    call is refused only for what the store holds."""
+    assert ctx.workspace is not None
+    if ctx.step is not None:
+        pending: WorkspaceState | None = ctx.step.get(_STEP_KEY + task)
+        if pending is not None:
+            yield pending
+            return
+    access = ctx.workspace
+    held = repo.known(access.store, task) if isinstance(access, StoreWorkspaceAccess) else None
+    if held is not None:
+        yield held
+    yield access.load(task)
 
 
 def _current(ctx: ToolContext, task: str) -> WorkspaceState:
@@ -633,7 +653,7 @@ def _step_applied(ctx: ToolContext, task: str, change: Change) -> None:
     effect of a later call, computed on it, runs its command again at commit, on the
     workspace the earlier effects have written by then."""
     if ctx.step is not None and (change.log or change.changed_nodes):
-        ctx.step.put(_STEP_KEY + task, dataclasses.replace(change.after, stamp=""))
+        ctx.step.put(_STEP_KEY + task, change.after.unstamped())
 
 
 def _offers(state: WorkspaceState) -> list[str]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from mindloop.store import Store
 from mindloop.workspace.commands import Change
+from mindloop.workspace.per_store import PerStore
 from mindloop.workspace.projection import Dirty, write_changed
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,13 @@ class _Store:
     tasks: dict[tuple[str, str], _Task] = field(default_factory=dict)  # by (rtws, task)
 
 
-_stores: weakref.WeakKeyDictionary[Store, _Store] = weakref.WeakKeyDictionary()
+_stores = PerStore(_Store)
 
 
 def stage(store: Store, rtws: Path, change: Change) -> None:
     """Note what `change` touched (in its transaction); write it once that commits."""
     task = change.after.task
-    entry = _stores.get(store)
-    if entry is None:
-        entry = _stores[store] = _Store()
+    entry = _stores.of(store)
     key = (str(rtws), task)  # a str: hashed at every commit, a Path's hash is dear
     slot = entry.tasks.get(key)
     if slot is None:
@@ -103,7 +102,7 @@ def _write(store: Store, slot: _Task) -> None:
 
 def flush(store: Store | None = None) -> None:
     """Write what waits to be written now (of `store`, or of every store)."""
-    for s, entry in list(_stores.items()) if store is None else [(store, _stores.get(store))]:
+    for s, entry in _stores.items() if store is None else [(store, _stores.get(store))]:
         if entry is None:
             continue
         for slot in list(entry.tasks.values()):
@@ -115,7 +114,7 @@ def flush(store: Store | None = None) -> None:
 def coalescing(store: Store) -> Iterator[None]:
     """Within the block, write the store's workspace files at most every `INTERVAL`
     seconds per task; at its end, write what is pending."""
-    entry = _stores.setdefault(store, _Store())
+    entry = _stores.of(store)
     entry.depth += 1
     try:
         yield

@@ -147,17 +147,17 @@ def tree_hash(rtws: Path) -> str:
 
 def _in_git(rtws: Path) -> bool:
     """Whether git would find a repository for the rtws: `GIT_DIR` set, or a `.git` in the
-    rtws or a directory above it (one `lstat` per directory, no process; the paths looked
+    rtws or a directory above it (one `access` per directory, no process; the paths looked
     at are worked out once per rtws)."""
     if os.environ.get("GIT_DIR"):
         return True
     path = os.fspath(rtws)
+    # `access` as `lstat` would find it (a link itself counts), without the exception a
+    # missing path raises there: every candidate is missing outside git
+    exists, found = os.access, os.F_OK
     for candidate in _git_candidates(path if os.path.isabs(path) else os.path.abspath(path)):
-        try:
-            os.lstat(candidate)
-        except OSError:
-            continue
-        return True
+        if exists(candidate, found, follow_symlinks=False):
+            return True
     return False
 
 

@@ -1,7 +1,8 @@
 """A workspace value from the store, and a `Change` written back (inside the caller's
 transaction).
 
-`load` reads the workspace's stamp (`ws_meta.stamp`, a new random token at every `write`)
+`load` reads the workspace's stamp (`ws_meta.stamp`, a new unique token at every `write`:
+`unique.token`)
 and returns the value it holds for this store when it was read or written at that stamp
 (a per-store cache, kept from each write's change itself): the loop reads the workspace
 several times per phase, and a full read validates every node. A value written in a
@@ -25,27 +26,24 @@ had copied before it.
 
 from __future__ import annotations
 
-import os
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mindloop.i18n import Lang
 from mindloop.store import Store
 from mindloop.store import workspace as rows
+from mindloop.workspace import unique
 from mindloop.workspace.commands import Change
 from mindloop.workspace.errors import WriteConflict
 from mindloop.workspace.models import DocRef, LogEntry, Node, Rule
+from mindloop.workspace.per_store import PerStore
 from mindloop.workspace.report import is_report, report_ref
 from mindloop.workspace.state import NodeMap, WorkspaceState
 
-_cache: weakref.WeakKeyDictionary[Store, dict[str, WorkspaceState]] = weakref.WeakKeyDictionary()
 
-
-@dataclass(frozen=True)
-class _Written:
+class _Written(NamedTuple):
     """The last change this store wrote of a workspace: the stamp it wrote, its value (the
     change's `after`, whose nodes and lists a tool step's later calls share), and what
     `write` completed in place in it and in the values it followed (a step's earlier
@@ -58,7 +56,18 @@ class _Written:
     rules: bool
 
 
-_written: weakref.WeakKeyDictionary[Store, dict[str, _Written]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Held:
+    """What this process holds of one store's workspaces, by task: the value at its stamp
+    (`load`'s cache), the last change written (`follows`), and the last value known
+    committed (`known`)."""
+
+    values: dict[str, WorkspaceState] = field(default_factory=dict)
+    written: dict[str, _Written] = field(default_factory=dict)
+    committed: dict[str, WorkspaceState] = field(default_factory=dict)
+
+
+_held = PerStore(_Held).of  # the store's (made on first use)
 
 
 def load(
@@ -74,13 +83,31 @@ def load(
     reading the stamp again; if none is held, the workspace is read as it is now."""
     if not cached:
         return _read(store, task_path)
-    held = _cache.get(store, {}).get(task_path)
-    if held is not None and held.stamp == (stamp or rows.stamp(store, task_path)):
-        return held
+    held = _held(store)
+    found = held.values.get(task_path)
+    if found is not None and found.stamp == (stamp or rows.stamp(store, task_path)):
+        return found
     state = _read(store, task_path)
     if state.exists:
-        _cache.setdefault(store, {})[task_path] = state
+        held.values[task_path] = state
+        _known_once_committed(store, held, state)
     return state
+
+
+def known(store: Store, task_path: str) -> WorkspaceState | None:
+    """The last value of the workspace this process read or wrote that is committed
+    (another process may have written since: nothing is read to tell), or None. For a
+    check whose commit tells again, as a tool's check is (`api.commit_checked` writes the
+    change only if the workspace is still at this value's stamp). Shared: never change it
+    in place."""
+    return _held(store).committed.get(task_path)
+
+
+def _known_once_committed(store: Store, held: _Held, state: WorkspaceState) -> None:
+    # at once outside a transaction; inside one, once it commits (never if it rolls back)
+    store.after_commit(
+        f"workspace-known:{state.task}", lambda: held.committed.__setitem__(state.task, state)
+    )
 
 
 def follows(store: Store, change: Change, stamp: str | None) -> bool:
@@ -91,7 +118,7 @@ def follows(store: Store, change: Change, stamp: str | None) -> bool:
     step's later call, computed on the earlier calls' changes before they committed
     (`toolsets.workspace._step_applied`: the value keeps their nodes and lists)."""
     before = change.before
-    last = _written.get(store, {}).get(before.task)
+    last = _held(store).written.get(before.task)
     if last is None or stamp is None or last.stamp != stamp or last.rules or not before.exists:
         return False
     value = last.value
@@ -110,7 +137,7 @@ def follows(store: Store, change: Change, stamp: str | None) -> bool:
 def held(store: Store, task_path: str, stamp: str) -> WorkspaceState | None:
     """The value this store holds for the workspace at `stamp` (a stamp just read), if
     any: nothing is read."""
-    found = _cache.get(store, {}).get(task_path)
+    found = _held(store).values.get(task_path)
     return found if found is not None and found.stamp == stamp else None
 
 
@@ -194,7 +221,7 @@ def write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
-    stamp = os.urandom(16).hex()  # this write's (see the module doc): 128 random bits
+    stamp = unique.token()  # this write's (see the module doc)
     if not before.exists and after.exists:
         rows.insert_meta(
             store,
@@ -302,7 +329,8 @@ def write(store: Store, change: Change) -> None:
             rows.restamp(store, task, stamp)
         taken = after.nodes  # the value's own dict (a session's view is a new one)
         nodes = taken.view() if type(taken) is NodeMap else dict(taken)
-        _cache.setdefault(store, {})[task] = WorkspaceState(
+        held = _held(store)
+        held.values[task] = value = WorkspaceState(
             task=task,
             lang=after.lang,
             nodes=nodes,
@@ -314,12 +342,12 @@ def write(store: Store, change: Change) -> None:
             exists=True,
             stamp=stamp,
         )
-        held = _written.setdefault(store, {})
-        last = held.get(task)
+        _known_once_committed(store, held, value)
+        last = held.written.get(task)
         patched, rules = frozenset(refs), new_rules
         if last is not None and before.nodes is last.value.nodes:  # a step's later call:
             patched, rules = patched | last.patched, rules or last.rules  # what it copied
-        held[task] = _Written(stamp, after, patched, rules)
+        held.written[task] = _Written(stamp, after, patched, rules)
 
 
 def commit(

@@ -244,6 +244,21 @@ class WorkspaceState:
             stamp=self.stamp,
         )
 
+    def unstamped(self) -> WorkspaceState:
+        """The same value, its parts shared, without a store stamp (`dataclasses.replace`
+        without its generic path: a tool step keeps each call's value for the next)."""
+        return WorkspaceState(
+            task=self.task,
+            lang=self.lang,
+            nodes=self.nodes,
+            index=self.index,
+            rules=self.rules,
+            focus=self.focus,
+            offered=self.offered,
+            created_at=self.created_at,
+            exists=self.exists,
+        )
+
     def view(self) -> Mapping[str, Node]:
         """The nodes to read (none copied, none to change)."""
         nodes = self.nodes
