@@ -34,7 +34,7 @@ from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.location import database_url, env_dialect
-from mindloop.store.memo import MISS, Memo
+from mindloop.store.memo import MISS, Memo, observed
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -251,6 +251,8 @@ class Store(TaskRows, RouterLog):
         if self._held is not None:  # what it reads may be them
             self._flush_held()
         self.stats.statements += 1
+        if not self._depth:  # it may see another's commit the kept values do not show
+            observed()
         return self._dialect.read(stmt, params)
 
     def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[Any]:
