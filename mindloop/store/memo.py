@@ -158,13 +158,12 @@ class Memo:
         """`stmt` is about to write: drop what is kept of its table."""
         if not self._values:
             return
-        table = _TABLES.get(id(stmt), _UNKNOWN)
-        if table is _UNKNOWN:
-            table = _table_of(stmt)
+        at = id(stmt)
+        table = _TABLES[at] if at in _TABLES else _table_of(stmt)
         if table is None:
             self._clear()
             return
-        keys = self._tables.pop(table, None)  # type: ignore[arg-type]
+        keys = self._tables.pop(table, None)
         if keys:
             values = self._values
             for key in keys:
@@ -206,7 +205,6 @@ class Memo:
         self._checked = False
 
 
-_UNKNOWN = object()
 _TABLES: dict[int, str | None] = {}
 
 
