@@ -106,7 +106,9 @@ class Store(TaskRows, RouterLog):
         self._dialect: StoreDialect = dialect or SqliteDialect(self.path, durable=durable)
         self.durable = self._dialect.durable
         self.stats = StoreStats()
-        self._depth = 0
+        self._depth = 0  # the open `tx()` blocks
+        self._durable_tx = True  # the open transaction's `durable`
+        self._txs = (_Transaction(self, False), _Transaction(self, True))  # `tx()`
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         self._memo = Memo(self._changes_by_others)  # `memo_get`
@@ -170,10 +172,11 @@ class Store(TaskRows, RouterLog):
         failure from the next durable commit on, because the WAL is replayed as an ordered
         prefix. Use it only for writes whose loss would leave an earlier state that
         recovery treats alike."""
-        return _Transaction(self, durable)
+        return self._txs[durable]
 
     def _begin(self, durable: bool) -> None:
         self._dialect.begin(durable=durable)
+        self._durable_tx = durable
         self._depth = 1
         self._changed = False
         self._memo.began()
@@ -964,14 +967,15 @@ def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
 
 class _Transaction:
     """`Store.tx()`'s context manager: a class rather than a generator, as the engine opens
-    several transactions a step. A nested block joins the outermost transaction."""
+    several transactions a step, and one per store and durability, entered again by
+    every block (blocks nest by the store's depth: the block that opens the transaction
+    ends it, a nested block joins it)."""
 
-    __slots__ = ("_durable", "_outer", "_store")
+    __slots__ = ("_durable", "_store")
 
     def __init__(self, store: Store, durable: bool) -> None:
         self._store = store
         self._durable = durable
-        self._outer = False
 
     def __enter__(self) -> sa.Connection:
         store = self._store
@@ -979,12 +983,11 @@ class _Transaction:
             store._depth += 1
         else:
             store._begin(self._durable)
-            self._outer = True
         return store._conn
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         store = self._store
-        if self._outer:
-            store._finish(self._durable, failed=kind is not None)
+        if store._depth == 1:  # the outermost block
+            store._finish(store._durable_tx, failed=kind is not None)
         else:
             store._depth -= 1
