@@ -254,9 +254,11 @@ class Store(TaskRows, RouterLog):
         if self._held is not None:  # what it reads may be them
             self._flush_held()
         self.stats.statements += 1
-        if not self._depth:  # it may see another's commit the kept values do not show
-            observed()
-        return self._dialect.read(stmt, params)
+        if self._depth:
+            return self._dialect.read(stmt, params)
+        found = self._dialect.read(stmt, params)
+        observed()  # it may have seen another's commit that the kept values do not show
+        return found
 
     def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[Any]:
         """Run a read. Outside a `tx()` block nothing holds a snapshot afterwards (other
