@@ -13,9 +13,15 @@ database holds:
   wrote (an update's RETURNING, the stamp it set) puts it back;
 - other connections' commits (other processes, other stores of this one): the dialect's
   `changes_by_others` counter (SQLite's `PRAGMA data_version`, one statement without a
-  table read) is read before a kept value is used — once per transaction, which holds
-  the write lock from its start so nobody else commits until it ends, and at each use
-  outside one — and everything is dropped when it moved;
+  table read) is read before a kept value is used, and everything is dropped when it
+  moved. Inside a transaction it is read once: the transaction holds the write lock from
+  its start, so nobody else commits until it ends (and at its commit the values are
+  still current). Outside one it is read once per event-loop turn: until the running
+  task lets others run, this process can learn of another's commit only through a read
+  of the database, so the check stands until any store of the process reads a table
+  outside a transaction, begins or commits a transaction (`observed`), or the loop turns
+  (a callback queued at the check clears it before anything woken by new input runs).
+  Without a running event loop every use outside a transaction checks;
 - a rollback drops everything (what the transaction read or wrote may be gone).
 
 At most `KEPT` values are kept; past that the one put longest ago goes.
@@ -26,6 +32,8 @@ that read them. Values are shared: a caller that may change what it got copies i
 
 from __future__ import annotations
 
+from asyncio import AbstractEventLoop
+from asyncio.events import _get_running_loop
 from collections.abc import Callable
 from typing import Any
 
@@ -39,11 +47,32 @@ MISS = object()  # `Memo.get`: nothing usable is kept
 KEPT = 2048
 
 
+_epoch = 0  # moved by `observed`: a check made before it no longer stands for the turn
+
+
+def observed() -> None:
+    """This process may just have seen another connection's commit (a read outside a
+    transaction, the start or end of one), or made one other stores must see: no memo
+    serves a value on a check made before, outside a transaction (see the module doc)."""
+    global _epoch
+    _epoch += 1
+
+
 class Memo:
     """One store's kept values (see the module doc). `counter` reads the dialect's
     `changes_by_others`."""
 
-    __slots__ = ("_checked", "_counter", "_seen", "_tables", "_tx", "_values", "_versioned")
+    __slots__ = (
+        "_checked",
+        "_counter",
+        "_fresh",
+        "_seen",
+        "_tables",
+        "_turn_loop",
+        "_tx",
+        "_values",
+        "_versioned",
+    )
 
     def __init__(self, counter: Callable[[], int | None]) -> None:
         self._counter = counter
@@ -54,23 +83,47 @@ class Memo:
         self._versioned: bool | None = None  # the database has a counter (first `began`)
         self._seen: int | None = None  # the counter when the values were last checked
         self._checked = False  # checked in the open transaction
+        # Checked outside a transaction in this event-loop turn: `_epoch` then (-1: not),
+        # and the loop whose queued callback (`_expire`) ends the turn (None: none queued).
+        self._fresh = -1
+        self._turn_loop: AbstractEventLoop | None = None
 
     def get(self, key: tuple[Any, ...], in_tx: bool) -> Any:
         """The value kept for `key`, or `MISS`."""
         held = self._values.get(key)
         if held is None:
             return MISS
-        if in_tx and (self._checked or held[0] == self._tx):  # read under this lock
-            return held[1]
+        if in_tx:
+            if self._checked or held[0] == self._tx:  # read under this lock
+                return held[1]
+        elif self._fresh == _epoch and _get_running_loop() is self._turn_loop:
+            return held[1]  # checked in this turn, nothing seen since
         if not self._versioned:  # kept only within the transaction that read it
             return MISS
         seen = self._counter()
-        self._checked = in_tx
+        if in_tx:
+            self._checked = True
+        else:
+            self._turn()
         if seen != self._seen:
             self._clear()
             self._seen = seen
             return MISS
         return held[1]
+
+    def _turn(self) -> None:
+        """The values were found current: so they stay for the rest of this turn."""
+        loop = _get_running_loop()
+        if loop is None:
+            return
+        self._fresh = _epoch
+        if self._turn_loop is not loop:
+            loop.call_soon(self._expire)
+            self._turn_loop = loop
+
+    def _expire(self) -> None:
+        self._fresh = -1
+        self._turn_loop = None
 
     def peek(self, key: tuple[Any, ...]) -> Any:
         """The value kept for `key` without checking that it is still current (`MISS` if
@@ -90,14 +143,23 @@ class Memo:
             self._evict(next(iter(values)))  # the value put longest ago
         values[key] = held  # last in order: put again, a value stays
         first = key[0]
-        for table in first if isinstance(first, tuple) else (first,):
-            self._tables.setdefault(table, set()).add(key)
+        tables = self._tables
+        if isinstance(first, tuple):  # a value read from several tables
+            for table in first:
+                tables.setdefault(table, set()).add(key)
+        else:
+            keys = tables.get(first)
+            if keys is None:
+                tables[first] = {key}
+            else:
+                keys.add(key)
 
     def forget(self, stmt: sa.Executable) -> None:
         """`stmt` is about to write: drop what is kept of its table."""
         if not self._values:
             return
-        table = _table_of(stmt)
+        at = id(stmt)
+        table = _TABLES[at] if at in _TABLES else _table_of(stmt)
         if table is None:
             self._clear()
             return
@@ -120,7 +182,9 @@ class Memo:
         self._tables.clear()
 
     def began(self) -> None:
-        """A transaction started (it holds the write lock)."""
+        """A transaction started (it holds the write lock; waiting for it may have let
+        another process commit, which its reads then see)."""
+        observed()
         self._tx += 1
         if self._versioned is None:  # the first one: what was kept before is unknown
             self._seen = self._counter()
@@ -133,9 +197,12 @@ class Memo:
             self._clear()
 
     def ended(self, *, rolled_back: bool) -> None:
-        self._checked = False
+        observed()  # other stores of this process check again: this one may have committed
         if rolled_back or not self._versioned:
             self._clear()
+        elif self._checked:  # current when the lock was let go: so for the rest of the turn
+            self._turn()
+        self._checked = False
 
 
 _TABLES: dict[int, str | None] = {}

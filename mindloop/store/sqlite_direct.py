@@ -87,14 +87,19 @@ class Compiled:
         object.__setattr__(self, "_get", get)
         object.__setattr__(self, "_convert", convert)
 
-    def params(self, values: dict[str, Any] | None) -> list[Any]:
-        if self._get is None:
+    def params(self, values: dict[str, Any] | None) -> Sequence[Any]:
+        get = self._get
+        if get is None:
+            if not self._convert:
+                return self.defaults
             out = list(self.defaults)
         elif len(self._supplied) == len(self.defaults):
-            out = list(self._get(values or {}))
+            if not self._convert:  # the caller's values as they are (most statements)
+                return get(values or {})  # type: ignore[no-any-return]
+            out = list(get(values or {}))
         else:
             out = list(self.defaults)
-            for i, v in zip(self._supplied, self._get(values or {}), strict=True):
+            for i, v in zip(self._supplied, get(values or {}), strict=True):
                 out[i] = v
         for i, conv in self._convert:
             if out[i] is not None:

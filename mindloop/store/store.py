@@ -34,7 +34,7 @@ from mindloop.store.bulk import gc_paused
 from mindloop.store.dialect import Rows, StoreDialect
 from mindloop.store.errors import StoreError
 from mindloop.store.location import database_url, env_dialect
-from mindloop.store.memo import MISS, Memo
+from mindloop.store.memo import MISS, Memo, observed
 from mindloop.store.records import (
     DialogRecord,
     GenerationRecord,
@@ -106,7 +106,9 @@ class Store(TaskRows, RouterLog):
         self._dialect: StoreDialect = dialect or SqliteDialect(self.path, durable=durable)
         self.durable = self._dialect.durable
         self.stats = StoreStats()
-        self._depth = 0
+        self._depth = 0  # the open `tx()` blocks
+        self._durable_tx = True  # the open transaction's `durable`
+        self._txs = (_Transaction(self, False), _Transaction(self, True))  # `tx()`
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
         self._memo = Memo(self._changes_by_others)  # `memo_get`
@@ -170,10 +172,11 @@ class Store(TaskRows, RouterLog):
         failure from the next durable commit on, because the WAL is replayed as an ordered
         prefix. Use it only for writes whose loss would leave an earlier state that
         recovery treats alike."""
-        return _Transaction(self, durable)
+        return self._txs[durable]
 
     def _begin(self, durable: bool) -> None:
         self._dialect.begin(durable=durable)
+        self._durable_tx = durable
         self._depth = 1
         self._changed = False
         self._memo.began()
@@ -251,7 +254,11 @@ class Store(TaskRows, RouterLog):
         if self._held is not None:  # what it reads may be them
             self._flush_held()
         self.stats.statements += 1
-        return self._dialect.read(stmt, params)
+        if self._depth:
+            return self._dialect.read(stmt, params)
+        found = self._dialect.read(stmt, params)
+        observed()  # it may have seen another's commit that the kept values do not show
+        return found
 
     def _rows(self, stmt: sa.Executable, params: dict[str, Any] | None = None) -> list[Any]:
         """Run a read. Outside a `tx()` block nothing holds a snapshot afterwards (other
@@ -962,14 +969,15 @@ def _message_row(m: MessageRecord, now: float) -> dict[str, Any]:
 
 class _Transaction:
     """`Store.tx()`'s context manager: a class rather than a generator, as the engine opens
-    several transactions a step. A nested block joins the outermost transaction."""
+    several transactions a step, and one per store and durability, entered again by
+    every block (blocks nest by the store's depth: the block that opens the transaction
+    ends it, a nested block joins it)."""
 
-    __slots__ = ("_durable", "_outer", "_store")
+    __slots__ = ("_durable", "_store")
 
     def __init__(self, store: Store, durable: bool) -> None:
         self._store = store
         self._durable = durable
-        self._outer = False
 
     def __enter__(self) -> sa.Connection:
         store = self._store
@@ -977,12 +985,11 @@ class _Transaction:
             store._depth += 1
         else:
             store._begin(self._durable)
-            self._outer = True
         return store._conn
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         store = self._store
-        if self._outer:
-            store._finish(self._durable, failed=kind is not None)
+        if store._depth == 1:  # the outermost block
+            store._finish(store._durable_tx, failed=kind is not None)
         else:
             store._depth -= 1

@@ -5,6 +5,7 @@ connection's commit, this store's own write of the table and a rollback are all 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,3 +135,93 @@ def test_the_memo_keeps_a_bounded_number_of_values(store: Store) -> None:
     assert len(store._memo._values) <= KEPT
     store.update_dialog("d1", title="t")  # a write of the table still drops its values
     assert store.memo_get(("dialogs", "hot")) is MISS
+
+
+# ---------------------------------------------------------------- within an event-loop turn
+
+
+def _theirs(path: Path, topic: str) -> None:
+    """Another process commits a new topic for the task."""
+    con = sqlite3.connect(path)
+    con.execute("UPDATE tasks SET topic = ?", (topic,))
+    con.commit()
+    con.close()
+
+
+async def _checked_in_this_turn(store: Store) -> None:
+    """The task row and the dialog are kept, and were found current in this turn."""
+    store.task_by_root("d1")
+    store.get_dialog("d1")
+    await asyncio.sleep(0)
+    ran = statements_run(store, lambda: (store.task_by_root("d1"), store.get_dialog("d1")))
+    assert ran == ["PRAGMA data_version"]
+
+
+async def test_reads_in_one_turn_share_one_check(store: Store) -> None:
+    """Until the task lets others run, only a read of the database could show this
+    process another's commit: the kept rows are checked once for all the reads between."""
+    await _checked_in_this_turn(store)
+    assert statements_run(store, lambda: store.task_by_root("d1")) == []
+    await asyncio.sleep(0)  # the loop turned: anything may have happened
+    ran = statements_run(store, lambda: store.task_by_root("d1"))
+    assert ran == ["PRAGMA data_version"]
+
+
+async def test_a_commit_by_another_process_is_seen_once_the_loop_turned(
+    tmp_path: Path, store: Store
+) -> None:
+    await _checked_in_this_turn(store)
+    await asyncio.to_thread(_theirs, tmp_path / DB, "theirs")  # learnt through the loop
+    assert store.task_by_root("d1").topic == "theirs"  # type: ignore[union-attr]
+
+
+async def test_a_read_that_saw_a_commit_is_not_followed_by_a_row_from_before_it(
+    tmp_path: Path, store: Store
+) -> None:
+    """In one turn: the rows were checked, another process commits, a read of the
+    table sees it; a kept row older than that read is then never handed out."""
+    await _checked_in_this_turn(store)
+    _theirs(tmp_path / DB, "theirs")
+    assert [t.topic for t in store.recent_tasks(5)] == ["theirs"]
+    assert store.task_by_root("d1").topic == "theirs"  # type: ignore[union-attr]
+
+
+async def test_another_store_of_the_process_commits_within_the_turn(
+    tmp_path: Path, store: Store
+) -> None:
+    """Two stores on one file (two connections, as the web UI and a worker in one
+    process): what one commits, the other's next read returns, in the same turn."""
+    other = Store(tmp_path / DB)
+    try:
+        other.task_by_root("d1")
+        await _checked_in_this_turn(store)
+        other.update_task("t1", phase="DO")
+        assert store.task_by_root("d1").phase == "DO"  # type: ignore[union-attr]
+        assert store.get_dialog("d1").title is None  # type: ignore[union-attr]
+        with other.tx():  # begun before the read below, committed after it
+            other.update_dialog("d1", title="other's")
+            assert store.get_dialog("d1").title is None  # type: ignore[union-attr]
+        assert store.get_dialog("d1").title == "other's"  # type: ignore[union-attr]
+        store.update_task("t1", phase="CHECK")
+        assert other.task_by_root("d1").phase == "CHECK"  # type: ignore[union-attr]
+    finally:
+        other.close()
+
+
+def test_a_check_made_in_an_event_loop_that_ended_does_not_stand(
+    tmp_path: Path, store: Store
+) -> None:
+    """A check made in an event loop that closed before its turn's end ran stands
+    nowhere else (here: after the loop, where every read checks)."""
+    loop = asyncio.new_event_loop()
+
+    async def check_and_stop() -> None:
+        await _checked_in_this_turn(store)
+        loop.stop()  # stops at this turn's end, before the next one's callbacks run
+
+    task = loop.create_task(check_and_stop())
+    loop.run_forever()
+    assert task.done()
+    loop.close()  # drops the turn's end, still queued
+    _theirs(tmp_path / DB, "theirs")
+    assert store.task_by_root("d1").topic == "theirs"  # type: ignore[union-attr]
