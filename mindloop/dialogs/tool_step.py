@@ -377,8 +377,12 @@ class ToolStep:
                         data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
                     )
                 )
-            live.history.extend(self.store.append_messages(notes))
+            stored = self.store.append_messages(notes)
             self.store.mark_delivered([i.id for i in items])
+            hook = getattr(live.policy, "before_commit", None)  # as in `run`
+            if hook is not None:
+                hook(live, stored, opened)
+        live.history.extend(stored)
         return StepEffects(waits=opened)
 
     async def _execute_approved(self, d: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -553,6 +553,8 @@ class TaskLoop:
         finally:
             hooks.pop(self.root, None)
             self._drive = None
+            ls.defer_ends(rt.store, self.task, False)
+            ls.discard(rt.store, self.task)  # an end staged by a step that rolled back
         report.drives.append(result)
         if self._pre is not None:  # the transition committed, the drive ended before its segue
             _, held = self._pre
@@ -645,38 +647,49 @@ class TaskLoop:
         segue only publishes what it held. Anything that could make the drive end
         otherwise, or that the segue must do first, leaves the transition to the segue:
         a wait opened, a course to start, summaries owed, news in the inbox, the root
-        waiting, the drive's first segment (its steps and cost are not at hand)."""
-        rt, state, result = self.rt, self._seg, self._drive
+        waiting, the drive's first segment (its steps and cost are not at hand); the
+        end the step recorded is then written here (`loop_state.defer_ends`: from the
+        first step this hook saw, the end is staged, written once with the transition)."""
+        store = self.rt.store
+        if not self._segues_here(live, stored, opened):
+            ls.flush(store, self.task)  # an end the step staged: written with it
+            ls.defer_ends(store, self.task, True)  # this hook runs: the next end waits
+            return
+        held: list[Event] = []
+        state, result = self._seg, self._drive
+        assert state is not None and result is not None
+        with _holding(self.rt.bus, held):
+            try:
+                more = self._transition(state, DriveEnd.STOPPED, result)
+                self._flush()
+            finally:  # written, or rolled back with the step's transaction
+                self._staged = None
+                ls.discard(store, self.task)
+        self._pre = (more, held)
+
+    def _segues_here(self, live: LiveDialog, stored: Sequence[MessageRecord], opened: bool) -> bool:
+        """Whether the transition may run in the step's transaction (`before_commit`)."""
+        rt, state = self.rt, self._seg
         if (
-            result is None
+            self._drive is None
             or state is None
             or self._pre is not None
             or opened
             or live.course.pending is not None
             or not _ends_phase(stored)
         ):
-            return
+            return False
         memory = self.policies.memory
         if memory is not None and memory.pending:
-            return
-        stored_state = ls.get(rt.store, self.task)
-        if (
-            stored_state is None
-            or stored_state.ended is None  # recorded by the `phase_end` just run
-            or stored_state.entry != state.entry
+            return False
+        now = ls.get(rt.store, self.task)
+        return not (
+            now is None
+            or now.ended is None  # recorded by the `phase_end` just run
+            or now.entry != state.entry
             or rt.store.undelivered_responses(self.root)
             or rt.tree.wait_state(self.root).waiting
-        ):
-            return
-        held: list[Event] = []
-        with _holding(rt.bus, held):
-            try:
-                more = self._transition(state, DriveEnd.STOPPED, result)
-                self._flush()
-            finally:  # written, or rolled back with the step's transaction
-                self._staged = None
-                ls.discard(rt.store, self.task)
-        self._pre = (more, held)
+        )
 
     def _transition(self, state: ls.LoopState, reason: DriveEnd, result: DriveResult) -> int | None:
         """`_segue`'s transaction: the phase closed, routed and the next one entered. What
