@@ -651,9 +651,9 @@ class TaskLoop:
         end the step recorded is then written here (`loop_state.defer_ends`: from the
         first step this hook saw, the end is staged, written once with the transition)."""
         store = self.rt.store
+        ls.defer_ends(store, self.task, True)  # this hook runs: the next end may wait
         if not self._segues_here(live, stored, opened):
             ls.flush(store, self.task)  # an end the step staged: written with it
-            ls.defer_ends(store, self.task, True)  # this hook runs: the next end waits
             return
         held: list[Event] = []
         state, result = self._seg, self._drive
