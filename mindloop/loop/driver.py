@@ -555,10 +555,10 @@ class TaskLoop:
             self._drive = None
             ls.defer_ends(rt.store, self.task, False)
             ls.discard(rt.store, self.task)  # an end staged by a step that rolled back
+            pre, self._pre = self._pre, None  # (a drive that raised: the run ends)
         report.drives.append(result)
-        if self._pre is not None:  # the transition committed, the drive ended before its segue
-            _, held = self._pre
-            self._pre = None
+        if pre is not None:  # the transition committed, the drive ended before its segue
+            _, held = pre
             for ev in held:
                 self.rt.bus.publish(ev)
             if self._seg_stop is None:  # a phase was entered: the control loop drives it
