@@ -12,6 +12,12 @@ answers them as interrupted. So a step costs one fsync. A tool may return store 
 (`tools.base.Effect`: rows to write, a wait to open, a detached side dialog to start):
 they commit in that same transaction, which is then durable.
 
+A turn policy may give the step a hook (`CommitHook`, its `before_commit`): run inside the
+step's transaction just before its commit, with the results as stored, it may add the
+synchronous store work the step's results call for (the work loop closes the phase a
+`phase_end` ended, routes and enters the next one there: one transaction, one commit,
+where a crash leaves the step and its consequences together or neither).
+
 A generation whose calls all act only in the store was not committed before them
 (`turn.defers`): it commits first in that same transaction, so a step is one
 transaction, and a crash before it leaves nothing of the step. Should another process
@@ -27,7 +33,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mindloop.dialogs import approvals
 from mindloop.dialogs.claims import ClaimLost, Claims
@@ -61,6 +67,17 @@ from mindloop.tools.base import (
     call_key,
 )
 from mindloop.toolsets import REMINDER_TOOLS
+
+
+class CommitHook(Protocol):
+    """A turn policy's hook into its dialog's tool steps (optional: `before_commit`)."""
+
+    def before_commit(
+        self, live: LiveDialog, stored: Sequence[MessageRecord], opened: bool
+    ) -> None:
+        """Inside the step's transaction, its results stored (`stored`; `opened`: a call
+        opened a wait), just before its commit: synchronous store work only (it must not
+        suspend); what it raises rolls the step back."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +220,10 @@ class ToolStep:
                     for c, r in zip(calls, results, strict=True)
                 ]
                 stored = self.store.append_messages(msgs)
+                # the policy's hook, if it has one (`CommitHook`)
+                hook = getattr(live.policy, "before_commit", None)
+                if hook is not None:
+                    hook(live, stored, opened)
         except IdTaken:  # see the module doc: nothing was written
             assert turn is not None
             repeats.failing = failing
@@ -356,8 +377,12 @@ class ToolStep:
                         data={"text": text, "call_id": d["call_id"], "wait_id": d["wait_id"]},
                     )
                 )
-            live.history.extend(self.store.append_messages(notes))
+            stored = self.store.append_messages(notes)
             self.store.mark_delivered([i.id for i in items])
+            hook = getattr(live.policy, "before_commit", None)  # as in `run`
+            if hook is not None:
+                hook(live, stored, opened)
+        live.history.extend(stored)
         return StepEffects(waits=opened)
 
     async def _execute_approved(self, d: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -25,16 +25,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from mindloop.dialogs.budgeted import BudgetedRequests
 from mindloop.dialogs.caps import CapScope
+from mindloop.dialogs.live import LiveDialog
 from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.staleness import StaleAction
+from mindloop.events.bus import EventBus
 from mindloop.events.types import (
     DriveEnded,
     Event,
@@ -55,7 +57,7 @@ from mindloop.loop.kb import KbDispatcher
 from mindloop.loop.ladder import CapKind, DriveCap, drive_cap
 from mindloop.loop.memory_tool import MEMORY_TOOLSET, MemoryTool
 from mindloop.loop.phase_calls import store_entries
-from mindloop.loop.phases import Phase, step_cap
+from mindloop.loop.phases import PHASE_END, Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
@@ -250,6 +252,11 @@ class TaskLoop:
         self._plan: _Plan | None = None
         # The closed state the segue's transaction staged (`loop_state.stage`).
         self._staged: ls.LoopState | None = None
+        # The root's drive as its last segue saw it (its segments' steps and cost), and a
+        # transition that committed with the step that ended the phase (`before_commit`):
+        # the steps the next segment may take, and the events it held for the segue.
+        self._drive: DriveResult | None = None
+        self._pre: tuple[int | None, list[Event]] | None = None
         self._report = LoopReport(self.task, self.root, LoopOutcome.DONE)
 
     # ------------------------------------------------------------------ public
@@ -539,8 +546,24 @@ class TaskLoop:
             return await self._wait_in_phase(state, report)
         self._fresh_entry = 0
         self._seg, self._seg_stop = state, None
-        result = await rt.drive(self.root, max_steps=left, segue=self._segue)
+        hooks = self.policies.table.hooks
+        hooks[self.root] = self  # `before_commit`, in the root's tool steps
+        try:
+            result = await rt.drive(self.root, max_steps=left, segue=self._segue)
+        finally:
+            hooks.pop(self.root, None)
+            self._drive = None
+            ls.defer_ends(rt.store, self.task, False)
+            ls.discard(rt.store, self.task)  # an end staged by a step that rolled back
+            pre, self._pre = self._pre, None  # (a drive that raised: the run ends)
         report.drives.append(result)
+        if pre is not None:  # the transition committed, the drive ended before its segue
+            _, held = pre
+            for ev in held:
+                self.rt.bus.publish(ev)
+            if self._seg_stop is None:  # a phase was entered: the control loop drives it
+                self._next = None
+                return False
         if self._seg_stop is not None:  # the segue closed the last phase and routed
             return self._seg_stop
         state = self._seg  # the phase the drive ended in
@@ -590,6 +613,13 @@ class TaskLoop:
         phase the same drive carries on in it (its step cap returned): no claim is
         settled and taken again, no view re-read, between two phases. Parking is left to
         the control loop once the drive let go of the root (it may wait for others)."""
+        self._drive = result  # the hook of its next steps may use it
+        pre, self._pre = self._pre, None
+        if pre is not None:  # closed, routed and entered with the step (`before_commit`)
+            more, held = pre
+            for ev in held:
+                self.rt.bus.publish(ev)
+            return more
         state = self._seg
         assert state is not None and state.phase is not None
         if reason not in _ENDED_BY:  # the phase goes on (`_end_of`)
@@ -605,6 +635,61 @@ class TaskLoop:
                 self._staged = None
                 ls.discard(self.rt.store, self.task)
         return more
+
+    def before_commit(
+        self, live: LiveDialog, stored: Sequence[MessageRecord], opened: bool
+    ) -> None:
+        """The root's tool step is about to commit (the tool step's `CommitHook`, given
+        through the phase's policy): when its results end the phase (`phase_end`) and the
+        drive will stop for it and segue, the segue's transition (`_transition`: the
+        phase closed, routed, the next one entered) runs here, in the step's transaction
+        — one commit, and one write of the loop state, where there were two — and the
+        segue only publishes what it held. Anything that could make the drive end
+        otherwise, or that the segue must do first, leaves the transition to the segue:
+        a wait opened, a course to start, summaries owed, news in the inbox, the root
+        waiting, the drive's first segment (its steps and cost are not at hand); the
+        end the step recorded is then written here (`loop_state.defer_ends`: from the
+        first step this hook saw, the end is staged, written once with the transition)."""
+        store = self.rt.store
+        ls.defer_ends(store, self.task, True)  # this hook runs: the next end may wait
+        if not self._segues_here(live, stored, opened):
+            ls.flush(store, self.task)  # an end the step staged: written with it
+            return
+        held: list[Event] = []
+        state, result = self._seg, self._drive
+        assert state is not None and result is not None
+        with _holding(self.rt.bus, held):
+            try:
+                more = self._transition(state, DriveEnd.STOPPED, result)
+                self._flush()
+            finally:  # written, or rolled back with the step's transaction
+                self._staged = None
+                ls.discard(store, self.task)
+        self._pre = (more, held)
+
+    def _segues_here(self, live: LiveDialog, stored: Sequence[MessageRecord], opened: bool) -> bool:
+        """Whether the transition may run in the step's transaction (`before_commit`)."""
+        rt, state = self.rt, self._seg
+        if (
+            self._drive is None
+            or state is None
+            or self._pre is not None
+            or opened
+            or live.course.pending is not None
+            or not _ends_phase(stored)
+        ):
+            return False
+        memory = self.policies.memory
+        if memory is not None and memory.pending:
+            return False
+        now = ls.get(rt.store, self.task)
+        return not (
+            now is None
+            or now.ended is None  # recorded by the `phase_end` just run
+            or now.entry != state.entry
+            or rt.store.undelivered_responses(self.root)
+            or rt.tree.wait_state(self.root).waiting
+        )
 
     def _transition(self, state: ls.LoopState, reason: DriveEnd, result: DriveResult) -> int | None:
         """`_segue`'s transaction: the phase closed, routed and the next one entered. What
@@ -883,6 +968,30 @@ _ENDED_BY = {
     DriveEnd.STEP_LIMIT: ls.EndedBy.STEP_CAP,
     DriveEnd.STOPPED: ls.EndedBy.RUNTIME,
 }
+
+
+def _ends_phase(stored: Sequence[MessageRecord]) -> bool:
+    """The step's results (as stored) end the phase: a `phase_end` that succeeded (the
+    policy's `goes_on` stops the drive for it, `phase_end_called`)."""
+    return any(
+        m.kind == "tool_result" and m.data.get("name") == PHASE_END and not m.data.get("is_error")
+        for m in stored
+    )
+
+
+@contextlib.contextmanager
+def _holding(bus: EventBus, held: list[Event]) -> Iterator[None]:
+    """The bus's events go to `held` meanwhile (published once the transaction that
+    made them committed, in order, where the segue would have published them)."""
+    own = vars(bus).get("publish")
+    setattr(bus, "publish", held.append)  # noqa: B010 (an instance's method, shadowed)
+    try:
+        yield
+    finally:
+        if own is None:
+            delattr(bus, "publish")
+        else:
+            setattr(bus, "publish", own)  # noqa: B010
 
 
 def _ended(state: ls.LoopState, messages: list[MessageRecord]) -> bool:

@@ -32,7 +32,10 @@ phase gets `LoopPolicy(phase)`:
   and routing takes up other work (`NodeWaits`);
 - **the node worked** (`work_node`): DO's node, read from the loop state when the policy
   is given to a drive (its start, a segue), never per step; waits the root's calls open
-  then belong to that node (`LiveDialog.node`, `loop.node_waits`).
+  then belong to that node (`LiveDialog.node`, `loop.node_waits`);
+- **the step's commit** (`before_commit`, the tool step's `CommitHook`): the hook the
+  loop driving the root registered (`PolicyTable.hooks`), run inside the step's
+  transaction (the driver closes the phase a `phase_end` ended, and routes, there).
 
 Refusals are counted from the stored history when the phase ends (`count_refusals`, by
 code): they are FORMAT failures of the retry ladder (agent-loop §8.1), and counting what
@@ -77,6 +80,7 @@ from mindloop.tools.base import Tool
 if TYPE_CHECKING:
     from mindloop.dialogs.live import LiveDialog
     from mindloop.dialogs.request import RequestBuilder
+    from mindloop.dialogs.tool_step import CommitHook
 
 __all__ = [
     "TOOL_NOT_ALLOWED_IN_PHASE",
@@ -142,6 +146,8 @@ class LoopPolicy(DefaultPolicy):
         self._sections = sections
         # dialog id -> why goes_on stopped its drive
         self._stuck: dict[str, Stop] = {}
+        # root id -> the hook of the loop driving it (`PolicyTable.hooks`, shared)
+        self.hooks: dict[str, CommitHook] = {}
 
     def offered_tools(self, live: LiveDialog, parts: RequestBuilder) -> Sequence[Tool]:
         found = self._offered.get(live.member.id)
@@ -288,6 +294,14 @@ class LoopPolicy(DefaultPolicy):
             return False
         return True
 
+    def before_commit(
+        self, live: LiveDialog, stored: Sequence[MessageRecord], opened: bool
+    ) -> None:
+        """The tool step's hook (`CommitHook`): the driving loop's, if one registered."""
+        hook = self.hooks.get(live.id)
+        if hook is not None:
+            hook.before_commit(live, stored, opened)
+
     def take_stuck(self, dialog_id: str) -> Stop | None:
         """Why `goes_on` stopped `dialog_id`'s drive (once), if it did: stuck, L0 used
         up, L2 used up (DO: a failed self-check with no repair attempt left),
@@ -335,6 +349,10 @@ class PolicyTable:
     ) -> None:
         self.lang: Lang = lang
         self._policies = {p: LoopPolicy(p, lang, memory, entry_of, sections) for p in Phase}
+        # root id -> the tool-step hook of the loop driving it, whatever its phase
+        self.hooks: dict[str, CommitHook] = {}
+        for policy in self._policies.values():
+            policy.hooks = self.hooks
 
     def __getitem__(self, phase: Phase) -> LoopPolicy:
         return self._policies[phase]

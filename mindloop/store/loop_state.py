@@ -320,15 +320,38 @@ def save(store: Store, state: LoopState) -> LoopState:
     )
 
 
+# Tasks whose phase ends `end_phase` stages instead of writing, per store: the loop that
+# drives the task's root writes (or flushes) the end before its tool step commits
+# (`defer_ends`).
+_deferring: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+
+
+def defer_ends(store: Store, task_path: str, on: bool) -> None:
+    """While `on`, the task's `end_phase` stages the end (`stage`) in the caller's
+    transaction rather than writing it: the caller — the loop driving the task's root,
+    whose tool steps' commit hook runs in every transaction that records an end — writes
+    it with what follows (the phase closed and the next one entered) or `flush`es it
+    before that transaction commits (and `discard`s it if it rolls back)."""
+    tasks = _deferring.setdefault(store, set())
+    if on:
+        tasks.add(task_path)
+    else:
+        tasks.discard(task_path)
+
+
 def end_phase(store: Store, root_id: str, end: PhaseEnd) -> LoopState | None:
     """Record how the current phase of the loop rooted at `root_id` ended (joins the
-    caller's transaction). The first end wins: a phase that already ended, or a dialog
-    that is no task's loop root, is left as it is (None)."""
+    caller's transaction; staged while its task `defer_ends`). The first end wins: a
+    phase that already ended, or a dialog that is no task's loop root, is left as it is
+    (None)."""
     with store.tx():
         state = by_root(store, root_id)
         if state is None or not state.in_phase:
             return None
-        return save(store, state.model_copy(update={"ended": end}))
+        ended = state.model_copy(update={"ended": end})
+        if state.task_path in _deferring.get(store, ()):
+            return stage(store, ended)
+        return save(store, ended)
 
 
 def human_spoke(store: Store, root_id: str) -> None:

@@ -328,18 +328,19 @@ def _turn(point: str) -> Pick:
 
 
 def _adjust(points: list[Point]) -> list[Point]:
-    """The points of the ADJUST phase: from the commit entering it (the one after the
-    result of CHECK's `phase_end`) to the one leaving it (the one after the result of
-    its own `phase_end`, which follows its `retry_propose`)."""
+    """The points of the ADJUST phase: from the commit entering it (the commit of CHECK's
+    last step, after the result of its `phase_end`: CHECK closed and ADJUST entered with
+    it), before and after it, to the one leaving it (the commit of the step of its own
+    `phase_end`, which follows its `retry_propose`: DO entered with it)."""
     proposed = _index(points, "tool.before", "retry_propose")
     check_end = max(
         i
         for i, p in enumerate(points[:proposed])
         if p.point == "tool.after" and p.where == "phase_end"
     )
-    start = _index(points, "commit.after", start=check_end) + 1
+    start = _index(points, "commit.before", start=check_end)
     own_end = _index(points, "tool.after", "phase_end", start=proposed)
-    stop = _index(points, "commit.after", start=_index(points, "commit.after", start=own_end) + 1)
+    stop = _index(points, "commit.after", start=own_end)
     return points[start : stop + 1]
 
 
@@ -351,7 +352,9 @@ ADJUST_PICKS: dict[str, Pick] = {  # of the ADJUST phase's points
     "the ADJUST cycle recorded": _after("retry_propose"),
     "node_transition ran, its result not committed": _nth("tool.after", "node_transition"),
     "before phase_end": _nth("tool.before", "phase_end"),
-    "the node back to work and the phase end committed": _after("phase_end"),
+    "the phase_end step, before its commit (DO entered with it)": _after(
+        "phase_end", "commit.before"
+    ),
     "leaving ADJUST (for DO), after its commit": lambda points: points[-1],
 }
 RUN_PICKS: dict[str, Pick] = {  # `run TASK -m …` until the question
