@@ -231,32 +231,26 @@ class WorkspaceState:
         (`SessionBase.index_taken`, `rules_taken`: copied whole, a command changes their
         records in place); the docs found are shared (replaced whole, never changed in
         place). A command costs the nodes and lists it changes, not the workspace."""
-        return WorkspaceState(
-            task=self.task,
-            lang=self.lang,
-            nodes=NodeMap(self.view()),
-            index=self.index,
-            rules=self.rules,
-            focus=self.focus,
-            offered=self.offered,
-            created_at=self.created_at,
-            exists=self.exists,
-            stamp=self.stamp,
-        )
+        return self._sharing(NodeMap(self.view()), self.stamp)
 
     def unstamped(self) -> WorkspaceState:
         """The same value, its parts shared, without a store stamp (`dataclasses.replace`
         without its generic path: a tool step keeps each call's value for the next)."""
+        return self._sharing(self.nodes, "")
+
+    def _sharing(self, nodes: MutableMapping[str, Node], stamp: str) -> WorkspaceState:
+        """A value with these nodes and stamp, sharing every other part with this one."""
         return WorkspaceState(
             task=self.task,
             lang=self.lang,
-            nodes=self.nodes,
+            nodes=nodes,
             index=self.index,
             rules=self.rules,
             focus=self.focus,
             offered=self.offered,
             created_at=self.created_at,
             exists=self.exists,
+            stamp=stamp,
         )
 
     def view(self) -> Mapping[str, Node]:
