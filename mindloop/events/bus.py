@@ -8,7 +8,8 @@ events, never lifecycle ones. The event kinds are in `events.types`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from mindloop.events.types import CHUNK_TYPES, Event
 
@@ -49,3 +50,16 @@ class EventBus:
                 listener(event)
             except Exception:  # a renderer must never stop the runtime
                 continue
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[list[Event]]:
+        """Within the block, what is published is kept in the list yielded instead of
+        delivered (the caller publishes it later, e.g. once the transaction that made the
+        events committed). The instance's `publish` is shadowed meanwhile, so publishing
+        outside such a block costs nothing more."""
+        held: list[Event] = []
+        self.publish = held.append  # type: ignore[method-assign,assignment]
+        try:
+            yield held
+        finally:
+            del self.publish

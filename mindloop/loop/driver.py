@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -36,7 +36,6 @@ from mindloop.dialogs.outcomes import DriveEnd, DriveResult
 from mindloop.dialogs.runtime import DialogRuntime
 from mindloop.dialogs.scheduler import Scheduler
 from mindloop.dialogs.staleness import StaleAction
-from mindloop.events.bus import EventBus
 from mindloop.events.types import (
     DriveEnded,
     Event,
@@ -655,10 +654,9 @@ class TaskLoop:
         if not self._segues_here(live, stored, opened):
             ls.flush(store, self.task)  # an end the step staged: written with it
             return
-        held: list[Event] = []
         state, result = self._seg, self._drive
         assert state is not None and result is not None
-        with _holding(self.rt.bus, held):
+        with self.rt.bus.holding() as held:
             try:
                 more = self._transition(state, DriveEnd.STOPPED, result)
                 self._flush()
@@ -977,21 +975,6 @@ def _ends_phase(stored: Sequence[MessageRecord]) -> bool:
         m.kind == "tool_result" and m.data.get("name") == PHASE_END and not m.data.get("is_error")
         for m in stored
     )
-
-
-@contextlib.contextmanager
-def _holding(bus: EventBus, held: list[Event]) -> Iterator[None]:
-    """The bus's events go to `held` meanwhile (published once the transaction that
-    made them committed, in order, where the segue would have published them)."""
-    own = vars(bus).get("publish")
-    setattr(bus, "publish", held.append)  # noqa: B010 (an instance's method, shadowed)
-    try:
-        yield
-    finally:
-        if own is None:
-            delattr(bus, "publish")
-        else:
-            setattr(bus, "publish", own)  # noqa: B010
 
 
 def _ended(state: ls.LoopState, messages: list[MessageRecord]) -> bool:
