@@ -214,16 +214,26 @@ async def test_estimates_follow_every_message_of_the_requests(rtws: Path) -> Non
     await rt.aclose()
 
 
-async def test_a_message_that_grows_in_place_is_counted_again(rtws: Path) -> None:
-    """An assistant message gains its tool calls in place while its generation is stored
-    (`History`): the dialog's tokens count it again with the calls it has now."""
+def _dialog_with_a_call(
+    rtws: Path, result: dict[str, object] | None = None
+) -> tuple[Budgeted, DialogRuntime, History, LiveDialog]:
+    """A root dialog of the budgeted policy whose history (in hand, not stored) is the
+    user's message and one `list_dir` call of generation 7 (and its `result`, if given)."""
     policy = Budgeted()
     rt, _ = runtime(rtws, reader(0), policy)
     root, _ = rt.start_root_dialog(TASK, "go", "dev")
     history = History()
     history.add_row(1, "user", {"text": "go"}, None)
     history.add_row(2, "tool_call", {"id": "c1", "name": "list_dir", "arguments": "{}"}, 7)
-    live = live_dev(rt, rt.store.get_dialog(root.id), policy, history)
+    if result is not None:
+        history.add_row(3, "tool_result", result, 7)
+    return policy, rt, history, live_dev(rt, rt.store.get_dialog(root.id), policy, history)
+
+
+async def test_a_message_that_grows_in_place_is_counted_again(rtws: Path) -> None:
+    """An assistant message gains its tool calls in place while its generation is stored
+    (`History`): the dialog's tokens count it again with the calls it has now."""
+    policy, rt, history, live = _dialog_with_a_call(rtws)
     assert policy.memory is not None
 
     def counted() -> int:
@@ -244,14 +254,8 @@ async def test_a_requests_estimate_counts_a_message_again_when_its_calls_grew(
     each message once and keeps it for the next request that shows it, unless it gained
     calls in place since: a model reporting exactly twice each request's size then
     keeps the ratio at exactly 2."""
-    policy = Budgeted()
-    rt, _ = runtime(rtws, reader(0), policy)
-    root, _ = rt.start_root_dialog(TASK, "go", "dev")
-    history = History()
-    history.add_row(1, "user", {"text": "go"}, None)
-    history.add_row(2, "tool_call", {"id": "c1", "name": "list_dir", "arguments": "{}"}, 7)
-    history.add_row(3, "tool_result", {"call_id": "c1", "name": "list_dir", "content": "x"}, 7)
-    live = live_dev(rt, rt.store.get_dialog(root.id), policy, history)
+    result: dict[str, object] = {"call_id": "c1", "name": "list_dir", "content": "x"}
+    policy, rt, history, live = _dialog_with_a_call(rtws, result)
     memory = policy.memory
     assert memory is not None
     for step in range(3):
