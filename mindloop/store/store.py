@@ -74,6 +74,7 @@ def new_id(prefix: str = "") -> str:
 
 
 _R = TypeVar("_R", bound=BaseModel)
+_F = TypeVar("_F", bound=Callable[[], None])
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Store(TaskRows, RouterLog):
         self._txs = (_Transaction(self, False), _Transaction(self, True))  # `tx()`
         self._changed = False  # the current transaction changed rows
         self._after: dict[str, Callable[[], None]] = {}  # run once the transaction commits
+        self._deferred: dict[str, Callable[[], None]] = {}  # writes held back (`deferred`)
         self._memo = Memo(self._changes_by_others)  # `memo_get`
         # the largest generation id this store reserved (`reserve_generation_id`; SQLite)
         self._generation_handed = 0
@@ -198,12 +200,14 @@ class Store(TaskRows, RouterLog):
 
     def _finish(self, durable: bool, failed: bool) -> None:
         """End the outermost transaction: roll back after an exception, else commit."""
-        if self._held is not None:  # held messages are written, or dropped with the rest
+        if self._held is not None or self._deferred:  # written, or dropped with the rest
             if failed:
                 self._held = None
+                self._deferred = {}
             else:
                 try:
                     self._flush_held()
+                    self._flush_deferred()
                 except BaseException:
                     self._finish(durable, failed=True)
                     raise
@@ -231,6 +235,21 @@ class Store(TaskRows, RouterLog):
         if after:
             self._run_after(after)
 
+    def deferred(self, key: str, make: Callable[[], _F]) -> _F:
+        """Inside a transaction: the writes held back under `key` to coalesce them (made
+        by `make()` the first time: a callable that writes them), run before anything
+        reads and at the commit, never if the transaction rolls back. For rows only their
+        writer writes, rewritten several times in one transaction."""
+        found = self._deferred.get(key)
+        if found is None:
+            found = self._deferred[key] = make()
+        return found  # type: ignore[return-value]
+
+    def _flush_deferred(self) -> None:
+        while self._deferred:
+            key = next(iter(self._deferred))
+            self._deferred.pop(key)()
+
     def after_commit(self, key: str, fn: Callable[[], None]) -> None:
         """Run `fn` once the current transaction has committed, never if it rolls back;
         one run per `key` per transaction (outside one: at once). For what is derived from
@@ -253,6 +272,8 @@ class Store(TaskRows, RouterLog):
         """Run a read: (column names, rows)."""
         if self._held is not None:  # what it reads may be them
             self._flush_held()
+        if self._deferred:
+            self._flush_deferred()
         self.stats.statements += 1
         if self._depth:
             return self._dialect.read(stmt, params)
@@ -296,6 +317,8 @@ class Store(TaskRows, RouterLog):
         changed, as they now stand (saves reading them again)."""
         if self._held is not None:
             self._flush_held()
+        if self._deferred:
+            self._flush_deferred()
         self.stats.statements += 1
         self._memo.forget(stmt)
         keys, rows = self._dialect.read(stmt, params)
