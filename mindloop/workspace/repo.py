@@ -13,8 +13,11 @@ A cached value is shared: read it, never change it in place.
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
-transaction rolls back whole. After the commit the files the change touched are rewritten
-(`projector.stage`).
+transaction rolls back whole. The node rows and the meta row (with its stamp) are written
+once per transaction, just before it reads anything or commits (`_HeldBack`): a step's
+calls, the phase they end and the count of its steps move one node and restamp the
+workspace several times in one transaction. After the commit the files the change touched
+are rewritten (`projector.stage`).
 
 A tool's change is computed before its result's transaction (a check, then the same
 change committed with the result: `api.commit_checked`); a step's later calls are
