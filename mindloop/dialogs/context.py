@@ -28,10 +28,10 @@ class _StatCache:
     generation for the usual missing self.md)."""
 
     def __init__(self) -> None:
-        self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
-        self._missing: set[Path] = set()
+        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
+        self._missing: set[str] = set()
 
-    def read(self, path: Path) -> str:
+    def read(self, path: str) -> str:
         if path in self._missing:
             if not os.access(path, os.F_OK):
                 return ""
@@ -45,7 +45,7 @@ class _StatCache:
         hit = self._cache.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
         self._cache[path] = (key, text)
         return text
 
@@ -68,8 +68,9 @@ class ContextBuilder:
         self._packages: dict[str, TaskPackage] = {}
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
         self._personas: dict[str, tuple[str, str, str]] = {}  # member -> (text, name, shown)
-        self._self_md_paths: dict[str, Path] = {}
-        self._persona_paths: dict[str, Path] = {}  # (paths built once: read per generation)
+        # (paths built once, as text: read per generation)
+        self._self_md_paths: dict[str, str] = {}
+        self._persona_paths: dict[str, str] = {}
         self._rosters: dict[str, str] = {}  # by member, for `_rosters_of`
         self._rosters_of = config
         # the last prompt by (member, task), with the parts it was joined from
@@ -84,7 +85,7 @@ class ContextBuilder:
     def persona(self, member: MemberConfig) -> str:
         path = self._persona_paths.get(member.persona)
         if path is None:
-            path = self._persona_paths[member.persona] = self.rtws / member.persona
+            path = self._persona_paths[member.persona] = str(self.rtws / member.persona)
         text = self._files.read(path)
         hit = self._personas.get(member.id)
         if hit is not None and hit[0] is text and hit[1] == member.name:  # the same file
@@ -98,7 +99,7 @@ class ContextBuilder:
         none); one `stat` per generation while the file is unchanged."""
         path = self._self_md_paths.get(member.id)
         if path is None:
-            path = self._self_md_paths[member.id] = (
+            path = self._self_md_paths[member.id] = str(
                 self.rtws / ".minds" / "team" / member.id / "self.md"
             )
         text = self._files.read(path)
