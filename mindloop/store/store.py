@@ -441,12 +441,13 @@ class Store(TaskRows, RouterLog):
     def list_dialogs(
         self, *, root_id: str | None = None, task_path: str | None = None
     ) -> list[DialogRecord]:
-        stmt = sa.select(t.dialogs).order_by(t.dialogs.c.created_at, t.dialogs.c.id)
+        params: dict[str, Any] = {}
         if root_id is not None:
-            stmt = stmt.where(t.dialogs.c.root_id == root_id)
+            params["root_id"] = root_id
         if task_path is not None:
-            stmt = stmt.where(t.dialogs.c.task_path == task_path)
-        return self._records(DialogRecord, stmt)
+            params["task_path"] = task_path
+        stmt = q.LIST_DIALOGS[root_id is not None, task_path is not None]
+        return self._records(DialogRecord, stmt, params)
 
     def delete_tree(self, root_id: str, *, now: float | None = None) -> list[str] | None:
         """Delete the dialog tree of `root_id` (the root and every side dialog under it)
