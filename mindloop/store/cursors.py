@@ -17,6 +17,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy.dialects import postgresql, sqlite
 
 from mindloop.store import schema as t
+from mindloop.store import tails
+from mindloop.store.memo import MISS
 from mindloop.store.records import MessageRecord
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
@@ -100,7 +102,11 @@ def message_batch(
     store: Store, dialog_id: str, course: int, after_id: int, limit: int
 ) -> list[MessageRecord]:
     """At most `limit` messages of one course after `after_id`, oldest first: a cursor's
-    next batch, read without loading the rest of the dialog."""
+    next batch, read without loading the rest of the dialog (nor reading at all what the
+    course's kept tail holds, `tails.py`: a pass catching up with the newest messages)."""
+    tail = store.memo_get(tails.key(dialog_id, course))
+    if tail is not MISS and tail.covers(after_id):
+        return tail.after(after_id, limit)  # type: ignore[no-any-return]
     params = {"dialog_id": dialog_id, "course": course, "after_id": after_id, "limit": limit}
     return store._records(MessageRecord, _BATCH, params)
 
