@@ -293,7 +293,7 @@ class Store(TaskRows, RouterLog):
         than `model_construct` or a row mapping: loading a long history is on the path of
         every drive start)."""
         keys, rows = self._execute(stmt, params)
-        validate = model.model_validate
+        validate = _validator(model)
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
     def _kept_records(
@@ -324,7 +324,7 @@ class Store(TaskRows, RouterLog):
         keys, rows = self._dialect.read(stmt, params)
         if rows:
             self._changed = True
-        validate = model.model_validate
+        validate = _validator(model)
         return [validate(dict(zip(keys, row, strict=True))) for row in rows]
 
     def _write(self, stmt: sa.Executable, params: Any = None) -> int:
@@ -464,12 +464,13 @@ class Store(TaskRows, RouterLog):
     def list_dialogs(
         self, *, root_id: str | None = None, task_path: str | None = None
     ) -> list[DialogRecord]:
-        stmt = sa.select(t.dialogs).order_by(t.dialogs.c.created_at, t.dialogs.c.id)
+        params: dict[str, Any] = {}
         if root_id is not None:
-            stmt = stmt.where(t.dialogs.c.root_id == root_id)
+            params["root_id"] = root_id
         if task_path is not None:
-            stmt = stmt.where(t.dialogs.c.task_path == task_path)
-        return self._records(DialogRecord, stmt)
+            params["task_path"] = task_path
+        stmt = q.LIST_DIALOGS[root_id is not None, task_path is not None]
+        return self._records(DialogRecord, stmt, params)
 
     def delete_tree(self, root_id: str, *, now: float | None = None) -> list[str] | None:
         """Delete the dialog tree of `root_id` (the root and every side dialog under it)
@@ -649,8 +650,7 @@ class Store(TaskRows, RouterLog):
             ids = self._insert_many(q.INSERT_MESSAGE, rows)
             for mid, row in zip(ids, rows, strict=True):
                 row["id"] = mid
-            validate = MessageRecord.model_validate
-            out = [validate(row) for row in rows]  # records of the caller's own
+            out = [_validate_message(row) for row in rows]  # records of the caller's own
             for k, tail in kept:  # the rows go to the tails (`_message_row`: the store's)
                 if len(keys) == 1:  # one dialog's course (a step's messages)
                     tail.extend(rows)
@@ -968,6 +968,15 @@ def _names_messages(what: sa.Executable | str | tuple[str, ...]) -> bool:
         return True
     found = _NAMES_MESSAGES[id(what)] = _MESSAGES in str(what)
     return found
+
+
+def _validator(model: type[_R]) -> Callable[[Any], _R]:
+    """`model.model_validate` without its Python frame (~0.4 µs less a record, and a
+    record is built per row read)."""
+    return model.__pydantic_validator__.validate_python
+
+
+_validate_message = _validator(MessageRecord)
 
 
 def _own(rec: DialogRecord) -> DialogRecord:
