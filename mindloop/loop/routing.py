@@ -99,8 +99,9 @@ def dispatchable(state: WorkspaceState, node: Node) -> bool:
 def count_nodes(state: WorkspaceState) -> NodeTally:
     """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
     NEW nodes). The enum members are bound once and compared by identity: a member
-    looked up through its class, or hashed for a set's test (`Enum.__hash__` is Python),
-    costs more than the test, at every node of every transition."""
+    looked up through its class costs more than the test, at every node of every
+    transition. NEW and the terminal statuses — where most nodes are — are tested
+    first, and a MAIN node is not asked for its member (a property call)."""
     total = terminal = waiting = 0
     check_failed = complete = at_work = ready = blocked = own = member = False
     benches: list[str] = []
@@ -110,12 +111,28 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
     failed, cancelled = NodeStatus.FAILED, NodeStatus.CANCELLED
     failed_, adjusting = NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING
     complete_, in_progress = NodeStatus.COMPLETE, NodeStatus.IN_PROGRESS
+    main = MAIN
     for n in state.view().values():  # read, none copied
         if n.kind is not execution:
             continue
         total += 1
         status = n.status
-        if status is done or status is failed or status is cancelled:  # TERMINAL
+        if status is new:  # the statuses most nodes are in, tested first
+            assignee = n.assignee
+            if not member and assignee != main and n.member is not None:
+                member = dispatchable(state, n)
+            if ready and blocked:
+                continue
+            if not n.deps:  # the common case: ready
+                ready = ready or assignee == main
+                continue
+            deps = [d for d in map(peek, n.deps) if d is not None]
+            open_ = [d for d in deps if d.status is not done]
+            if not open_:
+                ready = ready or assignee == main
+            elif all(d.status is failed or d.status is cancelled for d in open_):  # R5
+                blocked = True
+        elif status is done or status is failed or status is cancelled:  # TERMINAL
             terminal += 1
         elif status is wait:
             waiting += 1
@@ -127,21 +144,7 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
         elif status is complete_:
             complete = True
         elif status is in_progress:
-            at_work = at_work or n.assignee == MAIN
-        elif status is new:
-            if not member and n.member is not None:
-                member = dispatchable(state, n)
-            if ready and blocked:
-                continue
-            if not n.deps:  # the common case: ready
-                ready = ready or n.assignee == MAIN
-                continue
-            deps = [d for d in map(peek, n.deps) if d is not None]
-            open_ = [d for d in deps if d.status is not done]
-            if not open_:
-                ready = ready or n.assignee == MAIN
-            elif all(d.status is failed or d.status is cancelled for d in open_):  # R5
-                blocked = True
+            at_work = at_work or n.assignee == main
     return NodeTally(
         total,
         terminal,
