@@ -20,6 +20,7 @@ each write joining the caller's transaction.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Mapping
 from enum import StrEnum
@@ -289,10 +290,16 @@ def all_states(store: Store) -> list[LoopState]:
 def save(store: Store, state: LoopState) -> LoopState:
     """Write `state` over the task it was read from (at `state.version`); the new state.
     `StaleLoopState` when another writer moved the task first."""
+    now = time.time()
+    # what a read composes from the row as written — its version the next one (the write
+    # is guarded by this one), its time this write's — made before the write: one copy
+    # of the state, not two (a row that read otherwise is composed again by `get`)
+    written = state.model_copy(update={"version": state.version + 1, "updated_at": now})
     with store.tx():
         task = store.update_task(
             state.task_id,
             expected_version=state.version,
+            now=now,
             phase=state.phase,
             status=state.status,
             status_reason=state.status_reason or None,
@@ -307,17 +314,7 @@ def save(store: Store, state: LoopState) -> LoopState:
                 f"the loop state of {state.task_path} is no longer at version {state.version}"
             )
     discard(store, state.task_path)  # a staged state is written with this one
-    # `state` with the row's new fields: what a read would compose (validated already)
-    return _hold(
-        store,
-        state.model_copy(
-            update={
-                "version": task.version,
-                "updated_at": task.updated_at,
-                "status_reason": task.status_reason or "",
-            }
-        ),
-    )
+    return _hold(store, written)
 
 
 # Tasks whose phase ends `end_phase` stages instead of writing, per store: the loop that
