@@ -659,8 +659,8 @@ class TaskLoop:
         state, result = self._seg, self._drive
         assert state is not None and result is not None
         with self.rt.bus.holding() as held:
-            try:
-                more = self._transition(state, DriveEnd.STOPPED, result)
+            try:  # the root's course is its step's (no course starts: `_segues_here`)
+                more = self._transition(state, DriveEnd.STOPPED, result, live.record.course)
                 self._flush()
             finally:  # written, or rolled back with the step's transaction
                 self._staged = None
@@ -691,13 +691,15 @@ class TaskLoop:
             or rt.tree.wait_state(self.root).waiting
         )
 
-    def _transition(self, state: ls.LoopState, reason: DriveEnd, result: DriveResult) -> int | None:
+    def _transition(
+        self, state: ls.LoopState, reason: DriveEnd, result: DriveResult, course: int | None = None
+    ) -> int | None:
         """`_segue`'s transaction: the phase closed, routed and the next one entered. What
-        it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
-        written once: the closed state is staged, and written with the entry (`_flush`
-        writes it when none follows)."""
+        it reads is read once and handed on (`phase_ops.InHand`; `course`: the root's,
+        when the caller has it), and the loop state is written once: the closed state is
+        staged, and written with the entry (`_flush` writes it when none follows)."""
         rt = self.rt
-        hand = phase_ops.InHand(rt.rtws)
+        hand = phase_ops.InHand(rt.rtws, root_course=course)
         steps, cost = result.segment_steps, result.segment_cost
         stored = ls.get(rt.store, self.task)  # with the end `phase_end` recorded, if it did
         assert stored is not None and state.phase is not None

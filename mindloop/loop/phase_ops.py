@@ -75,8 +75,9 @@ class InHand:
 
     rtws: Path
     workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
+    # the loop root's course, when the caller has it (its tool step's dialog): else read
+    root_course: int | None = None
     _ref: str | None = None
-    _course: int | None = None
 
     def ref(self) -> str:
         """The workspace ref (`workspace.ref.workspace_ref`), computed once."""
@@ -91,9 +92,9 @@ class InHand:
 
     def course(self, rt: DialogRuntime, root_id: str) -> int:
         """The loop root's course (read once: nothing in the transaction starts another)."""
-        if self._course is None:
-            self._course = rt.store.get_dialog(root_id).course
-        return self._course
+        if self.root_course is None:
+            self.root_course = rt.store.get_dialog(root_id).course
+        return self.root_course
 
 
 def _ref_of(rt: DialogRuntime, hand: InHand | None) -> str:
