@@ -41,7 +41,11 @@ class Target(StrEnum):
 
     @property
     def phase(self) -> Phase | None:
-        return Phase(self.value) if self.value in Phase.__members__ else None
+        return _PHASE_OF.get(self)
+
+
+# The phase each target enters (its value's), looked up once per decision.
+_PHASE_OF: dict[Target, Phase] = {t: Phase(t.value) for t in Target if t.value in Phase.__members__}
 
 
 HINT_TARGET: dict[Hint, Target] = {

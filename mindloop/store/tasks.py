@@ -107,8 +107,8 @@ TOUCH_TASK = (
 # and how a kept record takes each value it is given (an enum field from its value).
 _AS_FIELD: dict[str, Any] = {
     "topic": str,
-    "phase": lambda v: None if v is None else LoopPhase(v),
-    "status": TaskStatus,
+    "phase": lambda v: v if v is None or type(v) is LoopPhase else LoopPhase(v),
+    "status": lambda v: v if type(v) is TaskStatus else TaskStatus(v),
     "status_reason": lambda v: v,
     "plan_reentries": int,
     "loop_state": lambda v: v,
