@@ -10,7 +10,9 @@ first candidate wins when it does not. An illegal hint is dropped and said so
 nothing can move until a wait resolves: the task parks.
 
 Everything here is pure (hypothesis tests it, `tests/loop/test_loop_routing.py`): the
-driver gathers the facts, this module decides, the driver carries the decision out.
+driver gathers the facts, this module decides, the driver carries the decision out. The
+one thing kept is a task's last count of its nodes (`KeptTally`), from which the driver
+counts the next workspace: the same tally `count_nodes` makes, whatever it is given.
 """
 
 from __future__ import annotations
@@ -166,20 +168,13 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
     )
 
 
-# What one node adds to a tally (`_marks`): a bit each; a tally counts the nodes with each.
-_EXECUTION, _TERMINAL, _WAITING, _CHECK_FAILED, _COMPLETE = 1, 2, 4, 8, 16
-_AT_WORK, _READY, _BLOCKED, _BENCH_WAITING, _OWN_WAITING, _DISPATCHABLE = (
-    32,
-    64,
-    128,
-    256,
-    512,
-    1024,
-)
+# What one node adds to a tally (`_node_marks`): a bit each; a tally counts the nodes with each.
+_EXECUTION, _TERMINAL, _WAITING, _CHECK_FAILED, _COMPLETE, _AT_WORK = 1, 2, 4, 8, 16, 32
+_READY, _BLOCKED, _BENCH_WAITING, _OWN_WAITING, _DISPATCHABLE = 64, 128, 256, 512, 1024
 _BITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def _marks(state: WorkspaceState, n: Node) -> int:
+def _node_marks(state: WorkspaceState, n: Node) -> int:
     """What node `n` adds to `count_nodes`'s tally, as bits (each as `count_nodes` tests
     it: the same node in the same workspace gives the same answers)."""
     if n.kind is not NodeKind.EXECUTION:
@@ -221,7 +216,7 @@ class KeptTally:
     A workspace value loaded from the store is shared and never changed in place (a
     write copies the nodes it changes), so a node that did not change is the very same
     object: the next count finds the changed nodes by identity, position by position
-    (in C), while the ids are the same in the same order, and marks again (`_marks`)
+    (in C), while the ids are the same in the same order, and marks again (`_node_marks`)
     only them and the nodes whose deps name them (their readiness); a changed list of
     deps, or of ids, counts the whole again. The kept nodes are held, so no identity
     is reused while they are compared."""
@@ -255,7 +250,7 @@ class KeptTally:
         marks, counts = self._marks, self._counts
         benches = False
         for i in todo:
-            old, new = marks[i], _marks(state, values[i])
+            old, new = marks[i], _node_marks(state, values[i])
             if old == new:
                 continue
             marks[i] = new
@@ -272,7 +267,7 @@ class KeptTally:
         return self._tally
 
     def _build(self, state: WorkspaceState, keys: list[str], values: list[Node]) -> NodeTally:
-        marks = [_marks(state, n) for n in values]
+        marks = [_node_marks(state, n) for n in values]
         dependents: dict[str, list[int]] = {}
         for i, n in enumerate(values):
             for d in n.deps:
