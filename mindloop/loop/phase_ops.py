@@ -276,31 +276,28 @@ def enter_phase(
         pass_entry = review_pass.pass_entry(state, entry) if phase is Phase.SELF_IMPROVE else 0
         state = ls.save(
             store,
-            state.model_copy(
-                update={
-                    "status": ls.LoopStatus.ACTIVE,
-                    "status_reason": "",
-                    "phase": phase,
-                    "entry": entry,
-                    "entry_message_id": msg.id,
-                    "entered_at": time.time(),
-                    "entry_steps": 0,
-                    "node_id": node,
-                    "targets": targets,
-                    "ended": None,
-                    "closed": False,
-                    "batch_end": batch_end,
-                    "pass_until": pass_until,
-                    "pass_entry": pass_entry,
-                    "new_scope": False if phase is Phase.PLAN else state.new_scope,
-                    "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
-                    "planned": state.planned or phase is Phase.PLAN,
-                    "plan_reentries": state.plan_reentries + (1 if replan else 0),
-                    # new scope reopens the task: it ends with SELF_IMPROVE again
-                    "self_improved": phase is Phase.SELF_IMPROVE
-                    or (state.self_improved and phase is not Phase.PLAN),
-                }
-            ),
+            state,
+            status=ls.LoopStatus.ACTIVE,
+            status_reason="",
+            phase=phase,
+            entry=entry,
+            entry_message_id=msg.id,
+            entered_at=time.time(),
+            entry_steps=0,
+            node_id=node,
+            targets=targets,
+            ended=None,
+            closed=False,
+            batch_end=batch_end,
+            pass_until=pass_until,
+            pass_entry=pass_entry,
+            new_scope=False if phase is Phase.PLAN else state.new_scope,
+            replan_stale=False if phase is Phase.PLAN else state.replan_stale,
+            planned=state.planned or phase is Phase.PLAN,
+            plan_reentries=state.plan_reentries + (1 if replan else 0),
+            # new scope reopens the task: it ends with SELF_IMPROVE again
+            self_improved=phase is Phase.SELF_IMPROVE
+            or (state.self_improved and phase is not Phase.PLAN),
         )
     return state, text
 
@@ -568,4 +565,4 @@ def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopSt
     with rt.store.tx(durable=False):
         fresh = ls.get(rt.store, state.task_path)
         assert fresh is not None
-        return ls.save(rt.store, fresh.model_copy(update=changes))
+        return ls.save(rt.store, fresh, **changes)
