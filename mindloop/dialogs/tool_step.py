@@ -5,8 +5,7 @@ the refusal's code and message as its result, distinct from an unknown tool. A c
 already failed twice the same way with the same arguments is refused too
 (`dialogs.repeats`). Allowed
 calls run through the registry (`ToolRegistry.execute`, where every failure becomes an
-error result the model can read); independent calls run concurrently, but calls that act
-only in the store run in call order (`ToolStep._in_order`). The results commit
+error result the model can read); independent calls run concurrently. The results commit
 together in one lazy transaction: lost only with a power failure before the next durable
 commit, which leaves the calls unanswered, as a crash during the tools does; recovery
 answers them as interrupted. So a step costs one fsync. A tool may return store effects
@@ -180,8 +179,8 @@ class ToolStep:
             return out
 
         try:
-            if len(calls) == 1 or self._in_order(calls):  # no task to schedule
-                results = [await one(i, c) for i, c in enumerate(calls)]
+            if len(calls) == 1:  # the common case: no task to schedule
+                results = [await one(0, calls[0])]
             else:  # independent calls run concurrently
                 results = list(await asyncio.gather(*(one(i, c) for i, c in enumerate(calls))))
         except (asyncio.CancelledError, Exception):
@@ -244,21 +243,6 @@ class ToolStep:
         if any(c.name in REMINDER_TOOLS for c in calls):
             live.reminders = self.store.reminders(did)
         return StepEffects(waits=opened)
-
-    def _in_order(self, calls: Sequence[ToolCall]) -> bool:
-        """Whether the calls run one after another, in call order: when every one acts
-        only in the store (`Tool.store_only`: it checks, and its effects commit with the
-        step) and runs inline (no durable step records it). Nothing outside waits on
-        such calls, so running them together gains nothing, and each sees the earlier
-        ones' changes (`StepLocal`) as the commit applies them."""
-        if self.steps is not None:
-            return False
-        get = self.parts.tools.get
-        for call in calls:
-            tool = get(call.name)
-            if tool is None or not tool.store_only:
-                return False
-        return True
 
     def _cut_off(self, live: LiveDialog, turn: TurnDecision) -> None:
         """A deferred turn whose tools did not all finish (the drive was cancelled, or a

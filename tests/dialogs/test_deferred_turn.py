@@ -132,40 +132,6 @@ async def test_a_step_of_store_only_calls_commits_once_after_its_tools(rtws: Pat
     await rt.aclose()
 
 
-async def test_the_store_only_calls_of_a_step_run_in_call_order(rtws: Path) -> None:
-    # one after another even when one waits: each sees the earlier ones' changes as the
-    # step's commit applies them (calls that act outside the store run concurrently)
-    ran: list[str] = []
-
-    async def slow(args: LookArgs, ctx: ToolContext) -> ToolOutput:
-        ran.append("slow started")
-        await asyncio.sleep(0)  # lets anything scheduled run
-        ran.append("slow ended")
-        return ToolOutput("slow")
-
-    async def quick(args: LookArgs, ctx: ToolContext) -> ToolOutput:
-        ran.append("quick")
-        return ToolOutput("quick")
-
-    reg = _registry()
-    reg.add_toolset(
-        "order",
-        [
-            Tool[BaseModel]("slow", "Slow.", LookArgs, slow, store_only=True),  # type: ignore[arg-type]
-            Tool[BaseModel]("quick", "Quick.", LookArgs, quick, store_only=True),  # type: ignore[arg-type]
-        ],
-    )
-    write_team(rtws, {"dev": {"toolsets": ["order"]}})
-    model = ScriptedModel([Turn(tool_calls=[call("slow"), call("quick")]), Turn(text="ok")])
-    rt = DialogRuntime(rtws, tools=reg, providers={"mock": model})
-    root, _ = rt.start_root_dialog(TASK, "go", "dev")
-    await Scheduler(rt).run()
-    assert ran == ["slow started", "slow ended", "quick"]
-    results = [m.data["content"] for m in rt.store.load_history(root.id) if m.kind == "tool_result"]
-    assert results == ["slow", "quick"]
-    await rt.aclose()
-
-
 @pytest.mark.parametrize("after", [False, True], ids=["killed-before", "killed-after"])
 async def test_a_kill_around_the_step_commit_leaves_all_or_nothing_of_the_step(
     rtws: Path, after: bool
