@@ -55,16 +55,7 @@ def test_a_workspace_round_trips_through_the_store(store: Store) -> None:
 
 
 def test_versions_bump_on_change_and_a_stale_write_changes_nothing(store: Store) -> None:
-    _save(store, lambda s: s.init())
-    _save(
-        store,
-        lambda s: s.create_node(
-            parent_id="root",
-            kind="EXECUTION",
-            title="A",
-            requirement="r",  # type: ignore[arg-type]
-        ),
-    )
+    _one_node(store)
     assert repo.load(store, TASK).nodes["n1"].version == 1
     _save(store, lambda s: s.update(node_id="n1", notes="first", expected_version=1))
     n1 = repo.load(store, TASK).nodes["n1"]
