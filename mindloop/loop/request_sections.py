@@ -249,8 +249,7 @@ class LoopSections:
         if entry.index is None and text:
             for i in range(len(messages) - 1, entry.searched - 1, -1):
                 msg = messages[i]
-                # (the message the loop posted holds the very text it handed over)
-                if isinstance(msg, UserMessage) and (msg.text is text or text in msg.text):
+                if isinstance(msg, UserMessage) and text in msg.text:
                     entry.index = i
                     break
             entry.searched = len(messages)
