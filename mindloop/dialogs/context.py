@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from operator import is_
 from pathlib import Path
 
 from mindloop.config import Config, MemberConfig
@@ -18,6 +19,8 @@ from mindloop.i18n import Lang
 from mindloop.store.records import DialogRecord
 from mindloop.taskdoc import TaskPackage, encapsulation_rules, render_effective_taskdoc
 
+PROMPTS_KEPT = 1024  # (member, task) pairs whose last system prompt is kept (emptied when full)
+
 
 class _StatCache:
     """Caches a file's text keyed by (mtime_ns, size). A file found missing is looked
@@ -25,10 +28,10 @@ class _StatCache:
     generation for the usual missing self.md)."""
 
     def __init__(self) -> None:
-        self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
-        self._missing: set[Path] = set()
+        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
+        self._missing: set[str] = set()
 
-    def read(self, path: Path) -> str:
+    def read(self, path: str) -> str:
         if path in self._missing:
             if not os.access(path, os.F_OK):
                 return ""
@@ -42,7 +45,7 @@ class _StatCache:
         hit = self._cache.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
         self._cache[path] = (key, text)
         return text
 
@@ -64,10 +67,14 @@ class ContextBuilder:
         self._files = _StatCache()
         self._packages: dict[str, TaskPackage] = {}
         self._self_md: dict[str, tuple[str, str]] = {}  # member -> (file text, rendered)
-        self._self_md_paths: dict[str, Path] = {}
-        self._persona_paths: dict[str, Path] = {}  # (paths built once: read per generation)
+        self._personas: dict[str, tuple[str, str, str]] = {}  # member -> (text, name, shown)
+        # (paths built once, as text: read per generation)
+        self._self_md_paths: dict[str, str] = {}
+        self._persona_paths: dict[str, str] = {}
         self._rosters: dict[str, str] = {}  # by member, for `_rosters_of`
         self._rosters_of = config
+        # the last prompt by (member, task), with the parts it was joined from
+        self._prompts: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {}
 
     def package(self, task_path: str) -> TaskPackage:
         pkg = self._packages.get(task_path)
@@ -78,16 +85,21 @@ class ContextBuilder:
     def persona(self, member: MemberConfig) -> str:
         path = self._persona_paths.get(member.persona)
         if path is None:
-            path = self._persona_paths[member.persona] = self.rtws / member.persona
-        text = self._files.read(path).strip()
-        return text or text_for(DEFAULT_PERSONA, self.lang).format(name=member.name)
+            path = self._persona_paths[member.persona] = str(self.rtws / member.persona)
+        text = self._files.read(path)
+        hit = self._personas.get(member.id)
+        if hit is not None and hit[0] is text and hit[1] == member.name:  # the same file
+            return hit[2]
+        shown = text.strip() or text_for(DEFAULT_PERSONA, self.lang).format(name=member.name)
+        self._personas[member.id] = (text, member.name, shown)
+        return shown
 
     def self_md(self, member: MemberConfig) -> str:
         """The member's own `self.md` under a heading naming its hash ("" when it has
         none); one `stat` per generation while the file is unchanged."""
         path = self._self_md_paths.get(member.id)
         if path is None:
-            path = self._self_md_paths[member.id] = (
+            path = self._self_md_paths[member.id] = str(
                 self.rtws / ".minds" / "team" / member.id / "self.md"
             )
         text = self._files.read(path)
@@ -143,7 +155,7 @@ class ContextBuilder:
         rendered it with `self.taskdoc`, else rendered here)."""
         if taskdoc is None:
             taskdoc = self.taskdoc(dialog, root_member)
-        parts = [
+        parts = (
             self.persona(member),
             self.self_md(member),
             text_for(RUNTIME_RULES, self.lang),
@@ -151,5 +163,15 @@ class ContextBuilder:
             encapsulation_rules(self.lang),
             self.rules(dialog.task_path) if self.rules is not None else "",
             taskdoc,
-        ]
-        return "\n\n".join(p for p in parts if p)
+        )
+        # Each part is the very text its cache holds while its source is unchanged: the
+        # prompt joined for the same texts (by identity) is the same; joined again else.
+        key = (member.id, dialog.task_path)
+        held = self._prompts.get(key)
+        if held is not None and all(map(is_, held[0], parts)):
+            return held[1]
+        text = "\n\n".join(p for p in parts if p)
+        if len(self._prompts) >= PROMPTS_KEPT:
+            self._prompts.clear()
+        self._prompts[key] = (parts, text)
+        return text

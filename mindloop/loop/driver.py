@@ -60,7 +60,7 @@ from mindloop.loop.phases import PHASE_END, Phase, step_cap
 from mindloop.loop.policy import LoopPolicy, PolicyTable
 from mindloop.loop.request_sections import LoopSections
 from mindloop.loop.retry_tool import RETRY_TOOLSET, RetryTool
-from mindloop.loop.routing import HINT_ILLEGAL, Decision, NodeTally, Target, count_nodes, route
+from mindloop.loop.routing import HINT_ILLEGAL, Decision, KeptTally, NodeTally, Target, route
 from mindloop.loop.stuck import detect_stuck
 from mindloop.memory import MemoryCompiler
 from mindloop.memory.compaction import verdicts_by_tool
@@ -257,6 +257,7 @@ class TaskLoop:
         self._drive: DriveResult | None = None
         self._pre: tuple[int | None, list[Event]] | None = None
         self._report = LoopReport(self.task, self.root, LoopOutcome.DONE)
+        self._tally = KeptTally()  # the task's nodes as `_decide` last counted them
 
     # ------------------------------------------------------------------ public
 
@@ -368,14 +369,15 @@ class TaskLoop:
         ws = hand.workspace if hand is not None and hand.workspace is not None else None
         if ws is None:
             ws = repo.load(rt.store, self.task)
-        nodes = count_nodes(ws)  # one pass over the nodes serves settle, dispatch, routing
+        # one count of the nodes (from the last one) serves settle, dispatch, routing
+        nodes = self._tally.count(ws)
         # a note to the root says which side dialogs were stopped
         waits = phase_ops.cancel_abandoned(rt, ws, rt.store.open_waits(self.root))
         # nodes whose waits closed move on
         settled = node_waits.settle(rt, state, ws, waits, nodes)
         if settled.moved:
             ws = repo.load(rt.store, self.task)
-            nodes = count_nodes(ws)
+            nodes = self._tally.count(ws)
             self._notes += settled.notes
             self._resolved += settled.resolved
         dispatched = phase_ops.dispatch_ready(rt, state, ws, nodes)
@@ -657,8 +659,8 @@ class TaskLoop:
         state, result = self._seg, self._drive
         assert state is not None and result is not None
         with self.rt.bus.holding() as held:
-            try:
-                more = self._transition(state, DriveEnd.STOPPED, result)
+            try:  # the root's course is its step's (no course starts: `_segues_here`)
+                more = self._transition(state, DriveEnd.STOPPED, result, live.record.course)
                 self._flush()
             finally:  # written, or rolled back with the step's transaction
                 self._staged = None
@@ -689,13 +691,15 @@ class TaskLoop:
             or rt.tree.wait_state(self.root).waiting
         )
 
-    def _transition(self, state: ls.LoopState, reason: DriveEnd, result: DriveResult) -> int | None:
+    def _transition(
+        self, state: ls.LoopState, reason: DriveEnd, result: DriveResult, course: int | None = None
+    ) -> int | None:
         """`_segue`'s transaction: the phase closed, routed and the next one entered. What
-        it reads is read once and handed on (`phase_ops.InHand`), and the loop state is
-        written once: the closed state is staged, and written with the entry (`_flush`
-        writes it when none follows)."""
+        it reads is read once and handed on (`phase_ops.InHand`; `course`: the root's,
+        when the caller has it), and the loop state is written once: the closed state is
+        staged, and written with the entry (`_flush` writes it when none follows)."""
         rt = self.rt
-        hand = phase_ops.InHand(rt.rtws)
+        hand = phase_ops.InHand(rt.rtws, root_course=course)
         steps, cost = result.segment_steps, result.segment_cost
         stored = ls.get(rt.store, self.task)  # with the end `phase_end` recorded, if it did
         assert stored is not None and state.phase is not None

@@ -30,6 +30,7 @@ from mindloop.loop.phases import Phase
 from mindloop.loop.request_tree import TreeParts, node_line
 from mindloop.store import MessageRecord
 from mindloop.store.loop_state import Summary
+from mindloop.workspace.context import node_context
 from mindloop.workspace.state import WorkspaceState
 from mindloop.workspace.texts import ctx_text
 
@@ -96,8 +97,6 @@ def tree_text(state: WorkspaceState, lang: Lang, parts: TreeParts | None = None)
 def node_text(state: WorkspaceState, node_id: str, rtws: Path, lang: Lang) -> str:
     """The node as the work loop shows it: its requirement, criteria, rules, docs and
     deps' conclusions (the workspace's node-context function), plus its loop counters."""
-    from mindloop.workspace.context import node_context
-
     n = state.nodes[node_id]
     counters = (
         f"status {n.status.value}; attempt {n.attempt}; adjusted {n.adjust_count}×; "

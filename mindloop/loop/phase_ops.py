@@ -75,8 +75,9 @@ class InHand:
 
     rtws: Path
     workspace: WorkspaceState | None = None  # as stored (None after a write: read again)
+    # the loop root's course, when the caller has it (its tool step's dialog): else read
+    root_course: int | None = None
     _ref: str | None = None
-    _course: int | None = None
 
     def ref(self) -> str:
         """The workspace ref (`workspace.ref.workspace_ref`), computed once."""
@@ -91,9 +92,9 @@ class InHand:
 
     def course(self, rt: DialogRuntime, root_id: str) -> int:
         """The loop root's course (read once: nothing in the transaction starts another)."""
-        if self._course is None:
-            self._course = rt.store.get_dialog(root_id).course
-        return self._course
+        if self.root_course is None:
+            self.root_course = rt.store.get_dialog(root_id).course
+        return self.root_course
 
 
 def _ref_of(rt: DialogRuntime, hand: InHand | None) -> str:
@@ -275,31 +276,28 @@ def enter_phase(
         pass_entry = review_pass.pass_entry(state, entry) if phase is Phase.SELF_IMPROVE else 0
         state = ls.save(
             store,
-            state.model_copy(
-                update={
-                    "status": ls.LoopStatus.ACTIVE,
-                    "status_reason": "",
-                    "phase": phase,
-                    "entry": entry,
-                    "entry_message_id": msg.id,
-                    "entered_at": time.time(),
-                    "entry_steps": 0,
-                    "node_id": node,
-                    "targets": targets,
-                    "ended": None,
-                    "closed": False,
-                    "batch_end": batch_end,
-                    "pass_until": pass_until,
-                    "pass_entry": pass_entry,
-                    "new_scope": False if phase is Phase.PLAN else state.new_scope,
-                    "replan_stale": False if phase is Phase.PLAN else state.replan_stale,
-                    "planned": state.planned or phase is Phase.PLAN,
-                    "plan_reentries": state.plan_reentries + (1 if replan else 0),
-                    # new scope reopens the task: it ends with SELF_IMPROVE again
-                    "self_improved": phase is Phase.SELF_IMPROVE
-                    or (state.self_improved and phase is not Phase.PLAN),
-                }
-            ),
+            state,
+            status=ls.LoopStatus.ACTIVE,
+            status_reason="",
+            phase=phase,
+            entry=entry,
+            entry_message_id=msg.id,
+            entered_at=time.time(),
+            entry_steps=0,
+            node_id=node,
+            targets=targets,
+            ended=None,
+            closed=False,
+            batch_end=batch_end,
+            pass_until=pass_until,
+            pass_entry=pass_entry,
+            new_scope=False if phase is Phase.PLAN else state.new_scope,
+            replan_stale=False if phase is Phase.PLAN else state.replan_stale,
+            planned=state.planned or phase is Phase.PLAN,
+            plan_reentries=state.plan_reentries + (1 if replan else 0),
+            # new scope reopens the task: it ends with SELF_IMPROVE again
+            self_improved=phase is Phase.SELF_IMPROVE
+            or (state.self_improved and phase is not Phase.PLAN),
         )
     return state, text
 
@@ -567,4 +565,4 @@ def save(rt: DialogRuntime, state: ls.LoopState, **changes: object) -> ls.LoopSt
     with rt.store.tx(durable=False):
         fresh = ls.get(rt.store, state.task_path)
         assert fresh is not None
-        return ls.save(rt.store, fresh.model_copy(update=changes))
+        return ls.save(rt.store, fresh, **changes)

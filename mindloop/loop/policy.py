@@ -141,6 +141,7 @@ class LoopPolicy(DefaultPolicy):
         # the loop root's current entry (its node, its targets), for the node scope
         self._entry_of = entry_of
         self._system = system_section(phase, lang, ", ".join(self.spec.hints))
+        self._prompt: tuple[str | None, str] = (None, "")  # the last member prompt, joined
         self._offered: dict[str, list[Tool]] = {}
         self._memory = memory
         self._sections = sections
@@ -180,7 +181,7 @@ class LoopPolicy(DefaultPolicy):
         memory, else the history as it is."""
         member = live.member
         taskdoc = parts.taskdoc(live)  # rendered once: for the prompt and to measure
-        system = parts.system_prompt(live, taskdoc=taskdoc) + "\n\n" + self._system
+        system = self._with_phase(parts.system_prompt(live, taskdoc=taskdoc))
         memory = self._memory()
         if memory is not None:
             builder = self._sections()
@@ -210,6 +211,14 @@ class LoopPolicy(DefaultPolicy):
             params=parts.params(member, fbr=False),
             member=member.id,
         )
+
+    def _with_phase(self, prompt: str) -> str:
+        """The member's prompt and the phase's rules: joined once while the member's
+        prompt is the very same text (a system prompt is kept while its parts are)."""
+        held = self._prompt
+        if held[0] is not prompt:
+            held = self._prompt = (prompt, prompt + "\n\n" + self._system)
+        return held[1]
 
     def check_call(
         self, live: LiveDialog, parts: RequestBuilder, name: str, offered: Sequence[Tool]

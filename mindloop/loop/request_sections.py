@@ -249,7 +249,8 @@ class LoopSections:
         if entry.index is None and text:
             for i in range(len(messages) - 1, entry.searched - 1, -1):
                 msg = messages[i]
-                if isinstance(msg, UserMessage) and text in msg.text:
+                # (the message the loop posted holds the very text it handed over)
+                if isinstance(msg, UserMessage) and (msg.text is text or text in msg.text):
                     entry.index = i
                     break
             entry.searched = len(messages)

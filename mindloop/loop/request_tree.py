@@ -208,5 +208,6 @@ def _path(ws: WorkspaceState, node: Node) -> tuple[int, ...] | None:
 
 def _node_part(ws: WorkspaceState, n: Node, depth: int, pinned: bool) -> Part:
     indent = "  " * depth + "- "
-    folded = None if pinned else f"{indent}{n.id} {n.status.value} {n.title}"
+    # joined (the status as its value, like `node_line`), not formatted
+    folded = None if pinned else "".join((indent, n.id, " ", n.status, " ", n.title))
     return Part(id=n.id, text=indent + node_line(ws, n), pinned=pinned, folded=folded)

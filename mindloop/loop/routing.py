@@ -10,7 +10,9 @@ first candidate wins when it does not. An illegal hint is dropped and said so
 nothing can move until a wait resolves: the task parks.
 
 Everything here is pure (hypothesis tests it, `tests/loop/test_loop_routing.py`): the
-driver gathers the facts, this module decides, the driver carries the decision out.
+driver gathers the facts, this module decides, the driver carries the decision out. The
+one thing kept is a task's last count of its nodes (`KeptTally`), from which the driver
+counts the next workspace: the same tally `count_nodes` makes, whatever it is given.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import compress
+from operator import is_not
 
 from mindloop.loop.phases import PHASES, Hint, Phase
-from mindloop.workspace.models import MAIN, Node, NodeKind, NodeStatus, NodeType
+from mindloop.workspace.models import MAIN, TERMINAL, Node, NodeKind, NodeStatus, NodeType
 from mindloop.workspace.state import WorkspaceState
 
 HINT_ILLEGAL = "HINT_ILLEGAL"
@@ -39,7 +43,11 @@ class Target(StrEnum):
 
     @property
     def phase(self) -> Phase | None:
-        return Phase(self.value) if self.value in Phase.__members__ else None
+        return _PHASE_OF.get(self)
+
+
+# The phase each target enters (its value's), looked up once per decision.
+_PHASE_OF: dict[Target, Phase] = {t: Phase(t.value) for t in Target if t.value in Phase.__members__}
 
 
 HINT_TARGET: dict[Hint, Target] = {
@@ -99,8 +107,9 @@ def dispatchable(state: WorkspaceState, node: Node) -> bool:
 def count_nodes(state: WorkspaceState) -> NodeTally:
     """Count `state`'s execution nodes for the rules (one pass; deps looked up only for
     NEW nodes). The enum members are bound once and compared by identity: a member
-    looked up through its class, or hashed for a set's test (`Enum.__hash__` is Python),
-    costs more than the test, at every node of every transition."""
+    looked up through its class costs more than the test, at every node of every
+    transition. NEW and the terminal statuses — where most nodes are — are tested
+    first, and a MAIN node is not asked for its member (a property call)."""
     total = terminal = waiting = 0
     check_failed = complete = at_work = ready = blocked = own = member = False
     benches: list[str] = []
@@ -110,12 +119,28 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
     failed, cancelled = NodeStatus.FAILED, NodeStatus.CANCELLED
     failed_, adjusting = NodeStatus.CHECK_FAILED, NodeStatus.ADJUSTING
     complete_, in_progress = NodeStatus.COMPLETE, NodeStatus.IN_PROGRESS
+    main = MAIN
     for n in state.view().values():  # read, none copied
         if n.kind is not execution:
             continue
         total += 1
         status = n.status
-        if status is done or status is failed or status is cancelled:  # TERMINAL
+        if status is new:  # the statuses most nodes are in, tested first
+            assignee = n.assignee
+            if not member and assignee != main and n.member is not None:
+                member = dispatchable(state, n)
+            if ready and blocked:
+                continue
+            if not n.deps:  # the common case: ready
+                ready = ready or assignee == main
+                continue
+            deps = [d for d in map(peek, n.deps) if d is not None]
+            open_ = [d for d in deps if d.status is not done]
+            if not open_:
+                ready = ready or assignee == main
+            elif all(d.status is failed or d.status is cancelled for d in open_):  # R5
+                blocked = True
+        elif status is done or status is failed or status is cancelled:  # TERMINAL
             terminal += 1
         elif status is wait:
             waiting += 1
@@ -127,21 +152,7 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
         elif status is complete_:
             complete = True
         elif status is in_progress:
-            at_work = at_work or n.assignee == MAIN
-        elif status is new:
-            if not member and n.member is not None:
-                member = dispatchable(state, n)
-            if ready and blocked:
-                continue
-            if not n.deps:  # the common case: ready
-                ready = ready or n.assignee == MAIN
-                continue
-            deps = [d for d in map(peek, n.deps) if d is not None]
-            open_ = [d for d in deps if d.status is not done]
-            if not open_:
-                ready = ready or n.assignee == MAIN
-            elif all(d.status is failed or d.status is cancelled for d in open_):  # R5
-                blocked = True
+            at_work = at_work or n.assignee == main
     return NodeTally(
         total,
         terminal,
@@ -155,6 +166,133 @@ def count_nodes(state: WorkspaceState) -> NodeTally:
         own,
         member,
     )
+
+
+# What one node adds to a tally (`_node_marks`): a bit each; a tally counts the nodes with each.
+_EXECUTION, _TERMINAL, _WAITING, _CHECK_FAILED, _COMPLETE, _AT_WORK = 1, 2, 4, 8, 16, 32
+_READY, _BLOCKED, _BENCH_WAITING, _OWN_WAITING, _DISPATCHABLE = 64, 128, 256, 512, 1024
+_BITS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _node_marks(state: WorkspaceState, n: Node) -> int:
+    """What node `n` adds to `count_nodes`'s tally, as bits (each as `count_nodes` tests
+    it: the same node in the same workspace gives the same answers)."""
+    if n.kind is not NodeKind.EXECUTION:
+        return 0
+    status = n.status
+    if status is NodeStatus.NEW:
+        main = n.assignee == MAIN
+        out = _EXECUTION
+        if not main and n.member is not None and dispatchable(state, n):
+            out |= _DISPATCHABLE
+        open_ = [d for d in map(state.peek, n.deps) if d is not None]
+        open_ = [d for d in open_ if d.status is not NodeStatus.DONE]
+        if not open_:
+            return out | _READY if main else out
+        if all(d.status is NodeStatus.FAILED or d.status is NodeStatus.CANCELLED for d in open_):
+            out |= _BLOCKED  # R5
+        return out
+    if status in TERMINAL:
+        return _EXECUTION | _TERMINAL
+    if status is NodeStatus.WAIT:
+        out = _EXECUTION | _WAITING
+        if n.type is NodeType.BENCH:
+            out |= _BENCH_WAITING
+        return out | _OWN_WAITING if own_wait(n) else out
+    if status is NodeStatus.CHECK_FAILED or status is NodeStatus.ADJUSTING:
+        return _EXECUTION | _CHECK_FAILED
+    if status is NodeStatus.COMPLETE:
+        return _EXECUTION | _COMPLETE
+    if status is NodeStatus.IN_PROGRESS and n.assignee == MAIN:
+        return _EXECUTION | _AT_WORK
+    return _EXECUTION
+
+
+class KeptTally:
+    """One task's tally (`count_nodes`) as last counted, to count the next workspace
+    from: the same tally, at a cost that follows what changed, not the tree's size (the
+    loop counts at every transition).
+
+    A workspace value loaded from the store is shared and never changed in place (a
+    write copies the nodes it changes), so a node that did not change is the very same
+    object: the next count finds the changed nodes by identity, position by position
+    (in C), while the ids are the same in the same order, and marks again (`_node_marks`)
+    only them and the nodes whose deps name them (their readiness); a changed list of
+    deps, or of ids, counts the whole again. The kept nodes are held, so no identity
+    is reused while they are compared."""
+
+    __slots__ = ("_benches", "_counts", "_dependents", "_keys", "_marks", "_tally", "_values")
+
+    def __init__(self) -> None:
+        self._keys: list[str] | None = None
+        self._values: list[Node] = []
+        self._marks: list[int] = []
+        self._counts: dict[int, int] = {}  # bit -> the nodes marked with it
+        self._dependents: dict[str, list[int]] = {}  # node -> where the nodes naming it are
+        self._benches: tuple[str, ...] = ()
+        self._tally = NodeTally()
+
+    def count(self, state: WorkspaceState) -> NodeTally:
+        nodes = state.view()
+        keys, values = list(nodes), list(nodes.values())
+        if keys != self._keys:
+            return self._build(state, keys, values)
+        before = self._values
+        changed = list(compress(range(len(values)), map(is_not, values, before)))
+        if not changed:
+            return self._tally
+        for i in changed:
+            if values[i].deps != before[i].deps:
+                return self._build(state, keys, values)
+        todo = set(changed)
+        for i in changed:
+            todo.update(self._dependents.get(keys[i], ()))
+        marks, counts = self._marks, self._counts
+        benches = False
+        for i in todo:
+            old, new = marks[i], _node_marks(state, values[i])
+            if old == new:
+                continue
+            marks[i] = new
+            for bit in _BITS:
+                if old & bit:
+                    counts[bit] -= 1
+                if new & bit:
+                    counts[bit] += 1
+            benches = benches or bool((old | new) & _BENCH_WAITING)
+        if benches:
+            self._benches = tuple(compress(keys, [m & _BENCH_WAITING for m in marks]))
+        self._values = values
+        self._tally = self._made()
+        return self._tally
+
+    def _build(self, state: WorkspaceState, keys: list[str], values: list[Node]) -> NodeTally:
+        marks = [_node_marks(state, n) for n in values]
+        dependents: dict[str, list[int]] = {}
+        for i, n in enumerate(values):
+            for d in n.deps:
+                dependents.setdefault(d, []).append(i)
+        self._keys, self._values, self._marks, self._dependents = keys, values, marks, dependents
+        self._counts = {bit: sum(1 for m in marks if m & bit) for bit in _BITS}
+        self._benches = tuple(compress(keys, [m & _BENCH_WAITING for m in marks]))
+        self._tally = self._made()
+        return self._tally
+
+    def _made(self) -> NodeTally:
+        c = self._counts
+        return NodeTally(
+            c[_EXECUTION],
+            c[_TERMINAL],
+            c[_WAITING],
+            c[_CHECK_FAILED] > 0,
+            c[_COMPLETE] > 0,
+            c[_AT_WORK] > 0,
+            c[_READY] > 0,
+            c[_BLOCKED] > 0,
+            self._benches,
+            c[_OWN_WAITING] > 0,
+            c[_DISPATCHABLE] > 0,
+        )
 
 
 @dataclass(frozen=True)

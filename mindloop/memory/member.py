@@ -74,8 +74,9 @@ def _fact_id(text: str) -> str:
 
 
 KEPT = 256  # members' memory files remembered (a fixed amount of memory)
-# What each file held when last read: (mtime_ns, size, inode) and its items.
-_read: dict[Path, tuple[tuple[int, int, int], tuple[MemoryItem, ...]]] = {}
+# What each file held when last read (by its path's text): (mtime_ns, size, inode) and its
+# items.
+_read: dict[str, tuple[tuple[int, int, int], tuple[MemoryItem, ...]]] = {}
 
 
 class MemberMemory:
@@ -83,6 +84,7 @@ class MemberMemory:
 
     def __init__(self, rtws: Path, member: str, *, min_confidence: float = 0.55) -> None:
         self.path = rtws / ".minds" / "team" / member / "memory.jsonl"
+        self._file = str(self.path)  # (what each step's look takes: no path object's work)
         self.min_confidence = min_confidence
         self._section: tuple[tuple[MemoryItem, ...], Section] | None = None
         self._missing = False  # the file was missing when last looked for
@@ -96,16 +98,17 @@ class MemberMemory:
     def _items(self) -> tuple[MemoryItem, ...]:
         """The items as last read (shared: not to change). A file found missing is
         looked for with `access` until it exists (no `stat` error at every step)."""
-        if self._missing and not os.access(self.path, os.F_OK):
+        file = self._file
+        if self._missing and not os.access(file, os.F_OK):
             return ()
         try:
-            st = os.stat(self.path)
+            st = os.stat(file)
         except FileNotFoundError:
             self._missing = True
             return ()
         self._missing = False
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        held = _read.get(self.path)
+        held = _read.get(file)
         if held is not None and held[0] == stamp:
             return held[1]
         try:
@@ -113,7 +116,7 @@ class MemberMemory:
         except FileNotFoundError:
             return ()
         items = tuple(self._parse(text))
-        _read[self.path] = (stamp, items)
+        _read[file] = (stamp, items)
         if len(_read) > KEPT:
             del _read[next(iter(_read))]
         return items

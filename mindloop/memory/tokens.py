@@ -82,11 +82,13 @@ class Calibration:
         self.alpha = alpha
         self.low = low
         self.high = high
-        self._ratios: dict[str, ModelRatio] = {}
+        # model -> (ratio, samples): a `ModelRatio` each, made when a snapshot asks (one
+        # generation's observation costs no model)
+        self._ratios: dict[str, tuple[float, int]] = {}
 
     def ratio(self, model: str) -> float:
         found = self._ratios.get(model)
-        return 1.0 if found is None else found.ratio
+        return 1.0 if found is None else found[0]
 
     def observe(self, model: str, estimated: int, reported: int | None) -> float:
         """Learn from one generation: `estimated` tokens (by the base counter) of a request
@@ -99,17 +101,19 @@ class Calibration:
         if found is None:
             ratio, samples = sample, 1
         else:
-            ratio = found.ratio + self.alpha * (sample - found.ratio)
-            samples = found.samples + 1
-        self._ratios[model] = ModelRatio(model=model, ratio=ratio, samples=samples)
+            ratio = found[0] + self.alpha * (sample - found[0])
+            samples = found[1] + 1
+        if not ratio > 0:  # (clamps at or under 0): refused as the model refuses it
+            ModelRatio(model=model, ratio=ratio, samples=samples)
+        self._ratios[model] = (ratio, samples)
         return ratio
 
     def snapshot(self) -> list[ModelRatio]:
-        return list(self._ratios.values())
+        return [ModelRatio(model=m, ratio=r, samples=n) for m, (r, n) in self._ratios.items()]
 
     def restore(self, ratios: Iterable[ModelRatio]) -> None:
         for r in ratios:
-            self._ratios[r.model] = r
+            self._ratios[r.model] = (r.ratio, r.samples)
 
 
 class CalibratedCounter:

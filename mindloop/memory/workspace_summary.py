@@ -140,6 +140,8 @@ def checked(prior: WorkspaceSummary | None, ref: str, commands: Sequence[str]) -
     commands it ran."""
     prior = prior or WorkspaceSummary()
     merged = _distinct([*prior.commands, *commands], COMMANDS_KEPT)
+    if prior.checked_ref == ref and merged == prior.commands:
+        return prior  # (frozen: the same value, no copy; a pass at the same ref is usual)
     return prior.model_copy(update={"checked_ref": ref, "commands": merged})
 
 

@@ -9,12 +9,16 @@ never skipped. A cursor is a small JSON value under `(scope, name)`; the loop ty
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
+from sqlalchemy.dialects import postgresql, sqlite
 
 from mindloop.store import schema as t
+from mindloop.store import tails
+from mindloop.store.memo import MISS
 from mindloop.store.records import MessageRecord
 from mindloop.store.statements import prebuilt
 from mindloop.store.store import Store
@@ -23,12 +27,21 @@ _c = t.cursors.c
 _GET = sa.select(t.cursors).where(
     _c.scope == sa.bindparam("scope"), _c.name == sa.bindparam("name")
 )
-_INSERT = sa.insert(t.cursors)
-_UPDATE = (
-    sa.update(t.cursors)
-    .where(_c.scope == sa.bindparam("_scope"), _c.name == sa.bindparam("_name"))
-    .values(value=sa.bindparam("_value"), updated_at=sa.bindparam("_now"))
-)
+
+
+def _upsert(insert: Callable[[sa.Table], Any]) -> sa.Executable:
+    """Create or move a cursor in one statement (SQLite and PostgreSQL spell it alike,
+    each through its own SQLAlchemy construct)."""
+    stmt = insert(t.cursors)
+    return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=[_c.scope, _c.name],
+        set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
+    )
+
+
+# by the store's dialect name
+_SET = {"sqlite": _upsert(sqlite.insert), "postgresql": _upsert(postgresql.insert)}
+
 _NAMED_LIKE = sa.select(t.cursors).where(
     _c.scope == sa.bindparam("scope"), _c.name.like(sa.bindparam("pattern"))
 )
@@ -67,14 +80,10 @@ class Cursors:
         return found[0] if found else None
 
     def set(self, scope: str, name: str, value: dict[str, Any]) -> CursorRecord:
-        """Create or move the cursor (one transaction: read under the write lock)."""
+        """Create or move the cursor (one statement)."""
         now = time.time()
-        with self.store.tx():
-            params = {"_scope": scope, "_name": name, "_value": value, "_now": now}
-            if self.store._write(_UPDATE, params) == 0:
-                self.store._write(
-                    _INSERT, {"scope": scope, "name": name, "value": value, "updated_at": now}
-                )
+        row = {"scope": scope, "name": name, "value": value, "updated_at": now}
+        self.store._write(_SET[self.store.dialect.name], row)
         return CursorRecord(scope=scope, name=name, value=value, updated_at=now)
 
     def with_prefix(self, scope: str, prefix: str) -> list[CursorRecord]:
@@ -93,7 +102,11 @@ def message_batch(
     store: Store, dialog_id: str, course: int, after_id: int, limit: int
 ) -> list[MessageRecord]:
     """At most `limit` messages of one course after `after_id`, oldest first: a cursor's
-    next batch, read without loading the rest of the dialog."""
+    next batch, read without loading the rest of the dialog (nor reading at all what the
+    course's kept tail holds, `tails.py`: a pass catching up with the newest messages)."""
+    tail = store.memo_get(tails.key(dialog_id, course))
+    if tail is not MISS and tail.covers(after_id):
+        return tail.after(after_id, limit)  # type: ignore[no-any-return]
     params = {"dialog_id": dialog_id, "course": course, "after_id": after_id, "limit": limit}
     return store._records(MessageRecord, _BATCH, params)
 

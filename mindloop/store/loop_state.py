@@ -20,6 +20,7 @@ each write joining the caller's transaction.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Mapping
 from enum import StrEnum
@@ -286,38 +287,35 @@ def all_states(store: Store) -> list[LoopState]:
     return [s for t in store.iter_tasks() if (s := _of(store, t)) is not None]
 
 
-def save(store: Store, state: LoopState) -> LoopState:
-    """Write `state` over the task it was read from (at `state.version`); the new state.
-    `StaleLoopState` when another writer moved the task first."""
+def save(store: Store, state: LoopState, **changes: Any) -> LoopState:
+    """Write `state`, with `changes` to its fields, over the task it was read from (at
+    `state.version`); the new state. `StaleLoopState` when another writer moved the task
+    first."""
+    now = time.time()
+    # what a read composes from the row as written — its version the next one (the write
+    # is guarded by this one), its time this write's — made before the write: one copy
+    # of the state (a row that reads otherwise is composed again by `get`)
+    written = state.model_copy(update={**changes, "version": state.version + 1, "updated_at": now})
     with store.tx():
         task = store.update_task(
             state.task_id,
             expected_version=state.version,
-            phase=state.phase,
-            status=state.status,
-            status_reason=state.status_reason or None,
-            plan_reentries=state.plan_reentries,
+            now=now,
+            phase=written.phase,
+            status=written.status,
+            status_reason=written.status_reason or None,
+            plan_reentries=written.plan_reentries,
             # what is None is left out (every field that may be None defaults to None):
             # a smaller document, and one whose text has no `null` to look into again
             # (`json_text.dumps`)
-            loop_state=state.model_dump(mode="json", exclude=_IN_COLUMNS, exclude_none=True),
+            loop_state=written.model_dump(mode="json", exclude=_IN_COLUMNS, exclude_none=True),
         )
         if task is None:
             raise StaleLoopState(
                 f"the loop state of {state.task_path} is no longer at version {state.version}"
             )
     discard(store, state.task_path)  # a staged state is written with this one
-    # `state` with the row's new fields: what a read would compose (validated already)
-    return _hold(
-        store,
-        state.model_copy(
-            update={
-                "version": task.version,
-                "updated_at": task.updated_at,
-                "status_reason": task.status_reason or "",
-            }
-        ),
-    )
+    return _hold(store, written)
 
 
 # Tasks whose phase ends `end_phase` stages instead of writing, per store: the loop that
@@ -364,7 +362,7 @@ def human_spoke(store: Store, root_id: str) -> None:
         state = by_root(store, root_id)
         if state is None or (state.drive_steps == 0 and state.drive_cost == 0.0):
             return
-        save(store, state.model_copy(update={"drive_steps": 0, "drive_cost": 0.0}))
+        save(store, state, drive_steps=0, drive_cost=0.0)
 
 
 prebuilt(globals())  # the SQLite dialect runs these on the DBAPI connection

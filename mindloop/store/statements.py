@@ -148,6 +148,15 @@ DELETE_TREE_ROWS = (
 
 SCHEMA_VERSION = sa.select(t.schema_version.c.version)
 DIALOG = sa.select(t.dialogs).where(_by(_d.id, "id"))
+# `Store.list_dialogs`, by which of (root, task) it names (a scheduler that follows one
+# tree lists it at every look for dialogs to drive).
+_LISTED = sa.select(t.dialogs).order_by(_d.created_at, _d.id)
+LIST_DIALOGS = {
+    (False, False): _LISTED,
+    (True, False): _LISTED.where(_by(_d.root_id, "root_id")),
+    (False, True): _LISTED.where(_by(_d.task_path, "task_path")),
+    (True, True): _LISTED.where(_by(_d.root_id, "root_id"), _by(_d.task_path, "task_path")),
+}
 HISTORY = sa.select(t.messages).where(_by(_m.dialog_id, "dialog_id")).order_by(_m.id)
 HISTORY_OF_COURSE = (
     sa.select(t.messages)
@@ -319,7 +328,10 @@ PREBUILT: set[int] = set()
 
 def prebuilt(namespace: dict[str, object]) -> None:
     """Register a module's constant statements (call at its end with `globals()`)."""
-    PREBUILT.update(id(v) for v in list(namespace.values()) if isinstance(v, sa.Executable))
+    for v in list(namespace.values()):
+        for stmt in v.values() if isinstance(v, dict) else (v,):
+            if isinstance(stmt, sa.Executable):
+                PREBUILT.add(id(stmt))
 
 
 prebuilt(globals())

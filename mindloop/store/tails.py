@@ -34,6 +34,8 @@ from mindloop.store.records import MessageRecord
 KEPT = 256
 
 _id = operator.itemgetter("id")
+# `MessageRecord.model_validate` without its Python frame
+_validate = MessageRecord.__pydantic_validator__.validate_python
 
 
 def key(dialog_id: str, course: int) -> tuple[str, str, str, int]:
@@ -56,12 +58,13 @@ class Tail:
     def covers(self, after_id: int) -> bool:
         return after_id >= self.since
 
-    def after(self, after_id: int) -> list[MessageRecord]:
-        """Records of the kept messages newer than `after_id` (`covers` it)."""
+    def after(self, after_id: int, limit: int | None = None) -> list[MessageRecord]:
+        """Records of the kept messages newer than `after_id` (`covers` it), the first
+        `limit` of them if given."""
         rows = self.rows
         start = bisect.bisect_right(rows, after_id, key=_id)  # kept in id order
-        validate = MessageRecord.model_validate
-        return [validate(row) for row in rows[start:]]
+        end = None if limit is None else start + limit
+        return [_validate(row) for row in rows[start:end]]
 
     def extend(self, appended: list[dict[str, Any]]) -> None:
         """Add the rows of messages just appended (ids above every kept one), which the

@@ -107,8 +107,8 @@ TOUCH_TASK = (
 # and how a kept record takes each value it is given (an enum field from its value).
 _AS_FIELD: dict[str, Any] = {
     "topic": str,
-    "phase": lambda v: None if v is None else LoopPhase(v),
-    "status": TaskStatus,
+    "phase": lambda v: v if v is None or type(v) is LoopPhase else LoopPhase(v),
+    "status": lambda v: v if type(v) is TaskStatus else TaskStatus(v),
     "status_reason": lambda v: v,
     "plan_reentries": int,
     "loop_state": lambda v: v,
@@ -199,15 +199,22 @@ class TaskRows:
         self._write(TOUCH_TASK, {"_id": task_id, "_now": time.time()})
 
     def update_task(
-        self, task_id: str, *, expected_version: int | None = None, **fields: Any
+        self,
+        task_id: str,
+        *,
+        expected_version: int | None = None,
+        now: float | None = None,
+        **fields: Any,
     ) -> TaskRecord | None:
         """Change a task's loop state (`UPDATABLE` fields), bump its version and
-        `updated_at`; with `expected_version`, only if the row is still at that version.
-        The new record, or None when another writer changed it first."""
-        unknown = set(fields) - UPDATABLE
-        if unknown:
+        `updated_at` (to `now`, the time by default); with `expected_version`, only if the
+        row is still at that version. The new record, or None when another writer changed
+        it first."""
+        if not UPDATABLE.issuperset(fields):
+            unknown = set(fields) - UPDATABLE
             raise ValueError(f"update_task: not updatable: {', '.join(sorted(unknown))}")
-        now = time.time()
+        if now is None:
+            now = time.time()
         params = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in fields.items()}
         params |= {"updated_at": now, "_id": task_id}
         with self.tx():

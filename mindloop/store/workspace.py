@@ -145,9 +145,9 @@ def stamp(store: Store, task_path: str) -> str | None:
     return value
 
 
-def _stamped(store: Store, task_path: str, stamp: str) -> None:
-    """The stamp this transaction just wrote (what `stamp` now reads; the write itself
-    dropped the value read before)."""
+def stamped(store: Store, task_path: str, stamp: str) -> None:
+    """The stamp this transaction just wrote, or will write before it reads or commits
+    (what `stamp` now reads; the write itself dropped the value read before)."""
     store.memo_put((_STAMP, task_path), stamp)
 
 
@@ -158,7 +158,7 @@ def restamp(store: Store, task_path: str, stamp: str) -> None:
     """Give the workspace a new stamp (every write of it does, in its transaction;
     `update_meta` does it too)."""
     store._write(RESTAMP, {"_task": task_path, "stamp": stamp})
-    _stamped(store, task_path, stamp)
+    stamped(store, task_path, stamp)
 
 
 def tasks(store: Store) -> list[str]:
@@ -196,7 +196,7 @@ def log_lines(store: Store, task_path: str, node_id: str | None = "") -> list[Lo
 
 def insert_meta(store: Store, row: dict[str, Any]) -> None:
     store._write(INSERT_META, row)
-    _stamped(store, row["task_path"], row["stamp"])
+    stamped(store, row["task_path"], row["stamp"])
 
 
 def update_meta(
@@ -218,7 +218,7 @@ def update_meta(
             "stamp": stamp,
         },
     )
-    _stamped(store, task_path, stamp)
+    stamped(store, task_path, stamp)
 
 
 def focus_meta(store: Store, task_path: str, *, focus: str, updated_at: float, stamp: str) -> None:
@@ -226,13 +226,13 @@ def focus_meta(store: Store, task_path: str, *, focus: str, updated_at: float, s
     store._write(
         FOCUS_META, {"_task": task_path, "focus": focus, "updated_at": updated_at, "stamp": stamp}
     )
-    _stamped(store, task_path, stamp)
+    stamped(store, task_path, stamp)
 
 
 def touch_meta(store: Store, task_path: str, *, updated_at: float, stamp: str) -> None:
     """`update_meta` of a write whose focus and docs found are as stored."""
     store._write(TOUCH_META, {"_task": task_path, "updated_at": updated_at, "stamp": stamp})
-    _stamped(store, task_path, stamp)
+    stamped(store, task_path, stamp)
 
 
 def insert_node(store: Store, row: dict[str, Any]) -> None:

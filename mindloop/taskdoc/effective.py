@@ -37,35 +37,49 @@ _Sig = tuple[int, int, int, int] | None
 
 @dataclass(frozen=True)
 class _Entry:
-    watch: tuple[str, ...]
-    sig: tuple[_Sig, ...]
+    """A rendering and what its check looks at: the watched paths that existed at the
+    rendering with their signatures, and those that did not. A path whose directory was
+    missing then is missing too and needs no look of its own (the `bearinmind/` files of
+    a package without one): its directory's look sees it appear."""
+
     text: str
-    # Each watched path's directory, as its index in `watch` (-1: not watched). A path
-    # whose directory is missing is missing too: it needs no `lstat` of its own (the
-    # `bearinmind/` files of a package without one).
-    parents: tuple[int, ...] = ()
+    present: tuple[tuple[str, tuple[int, int, int, int]], ...]
+    absent: tuple[str, ...]
+    stale: bool = False  # a path existed whose directory did not: a race, render again
+
+    @classmethod
+    def of(cls, watch: tuple[str, ...], sig: tuple[_Sig, ...], text: str) -> _Entry:
+        present: list[tuple[str, tuple[int, int, int, int]]] = []
+        absent: list[str] = []
+        stale = False
+        for path, parent, old in zip(watch, _parents(watch), sig, strict=True):
+            if parent >= 0 and sig[parent] is None:  # its directory was missing
+                stale = stale or old is not None
+            elif old is None:
+                absent.append(path)
+            else:
+                present.append((path, old))
+        return cls(text, tuple(present), tuple(absent), stale)
 
     def unchanged(self) -> bool:
-        """Whether every watched path still has its signature (stops at the first
-        that does not). A path missing at the rendering is looked for with `access`
-        (no `lstat` error raised and caught at every generation)."""
-        now: list[_Sig] = []
-        lstat, access = os.lstat, os.access
-        for path, parent, old in zip(self.watch, self.parents, self.sig, strict=True):
-            if parent < 0 or now[parent] is not None:  # `_sig`, inline: a request's path
-                if old is None:
-                    if access(path, os.F_OK, **_NOFOLLOW):
-                        return False  # it exists now
-                else:
-                    try:
-                        st = lstat(path)
-                    except OSError:
-                        return False
-                    if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) != old:
-                        return False
-            elif old is not None:  # its directory is gone
+        """Whether every path that existed still has its signature and every path that
+        did not still does not (stops at the first change). A missing path is looked for
+        with `access` (no `lstat` error raised and caught at every generation)."""
+        if self.stale:
+            return False
+        lstat = os.lstat
+        for path, old in self.present:
+            try:
+                st = lstat(path)
+            except OSError:
                 return False
-            now.append(old)
+            if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) != old:
+                return False
+        if self.absent:
+            access, ok = os.access, os.F_OK
+            for path in self.absent:
+                if access(path, ok, **_NOFOLLOW):
+                    return False  # it exists now
         return True
 
 
@@ -473,7 +487,7 @@ def render_cached(pkg: TaskPackage, variant: str, render: Callable[[], str]) -> 
     sig = tuple(_sig(p) for p in watch)
     text = render()
     with _lock:
-        _cache[key] = _Entry(watch, sig, text, _parents(watch))
+        _cache[key] = _Entry.of(watch, sig, text)
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)

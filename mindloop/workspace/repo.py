@@ -13,8 +13,11 @@ A cached value is shared: read it, never change it in place.
 `write` re-reads nothing: the session that produced the change ran on a state loaded in
 the same transaction (which holds the write lock), and every node update still carries
 the version it expects, so a write that raced anyway is refused (`WriteConflict`) and the
-transaction rolls back whole. After the commit the files the change touched are rewritten
-(`projector.stage`).
+transaction rolls back whole. The node rows and the meta row (with its stamp) are written
+once per transaction, just before it reads anything or commits (`_HeldBack`): a step's
+calls, the phase they end and the count of its steps move one node and restamp the
+workspace several times in one transaction. After the commit the files the change touched
+are rewritten (`projector.stage`).
 
 A tool's change is computed before its result's transaction (a check, then the same
 change committed with the result: `api.commit_checked`); a step's later calls are
@@ -216,8 +219,103 @@ def _node_row(node: Node) -> dict[str, Any]:
     }
 
 
+class _Meta:
+    """What a transaction's writes set of one workspace's meta row, merged: each field as
+    the last write that set it left it."""
+
+    __slots__ = ("focus", "focus_moved", "offered", "stamp", "updated_at")
+
+    def __init__(self, stamp: str, focus: str) -> None:
+        self.stamp = stamp
+        self.focus = focus  # as every write leaves it (what `update_meta` sets)
+        self.focus_moved = False
+        self.offered: list[DocRef] | None = None  # None: as stored
+        self.updated_at: float | None = None  # None: as stored (a restamp only)
+
+
+class _HeldBack:
+    """The node rows and meta rows a transaction's workspace writes changed, written once
+    each before it reads anything or commits (`Store.deferred`): a step's calls, the phase
+    it ends and the count of its steps move a node and restamp the workspace several
+    times in one transaction. The transaction holds the write lock from its start, so a
+    node row checked at the flush is what it was at the write (each node's first write
+    in the transaction carries the version it expects; a later write of the same node is
+    checked against the earlier one here, as the row would be)."""
+
+    __slots__ = ("metas", "nodes", "store")
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.nodes: dict[tuple[str, str], tuple[int, Node]] = {}  # (task, id) -> (expected, node)
+        self.metas: dict[str, _Meta] = {}
+
+    def node(self, task: str, nid: str, expected: int, node: Node) -> None:
+        key = (task, nid)
+        held = self.nodes.get(key)
+        if held is None:
+            self.nodes[key] = (expected, node)
+        elif held[1].version != expected:
+            raise WriteConflict(nid, expected)
+        else:
+            self.nodes[key] = (held[0], node)
+
+    def meta(
+        self,
+        task: str,
+        stamp: str,
+        *,
+        focus: str,
+        offered: list[DocRef] | None = None,
+        focus_moved: bool = False,
+        updated_at: float | None = None,
+    ) -> None:
+        m = self.metas.get(task)
+        if m is None:
+            m = self.metas[task] = _Meta(stamp, focus)
+        m.stamp, m.focus = stamp, focus
+        m.focus_moved = m.focus_moved or focus_moved
+        if offered is not None:
+            m.offered = offered
+        if updated_at is not None:
+            m.updated_at = updated_at
+        rows.stamped(self.store, task, stamp)  # what `rows.stamp` reads in the meantime
+
+    def __call__(self) -> None:
+        store = self.store
+        for (task, nid), (expected, node) in self.nodes.items():
+            if not rows.update_node(store, task, nid, expected, **_node_row(node)):
+                raise WriteConflict(nid, expected)
+        for task, m in self.metas.items():
+            if m.updated_at is None:
+                rows.restamp(store, task, m.stamp)
+            elif m.offered is not None:  # restamps it too
+                offered = [d.model_dump(mode="json") for d in m.offered]
+                rows.update_meta(
+                    store,
+                    task,
+                    focus=m.focus,
+                    offered=offered,
+                    updated_at=m.updated_at,
+                    stamp=m.stamp,
+                )
+            elif m.focus_moved:  # the focus alone
+                rows.focus_meta(store, task, focus=m.focus, updated_at=m.updated_at, stamp=m.stamp)
+            else:
+                rows.touch_meta(store, task, updated_at=m.updated_at, stamp=m.stamp)
+
+
+def _held_back(store: Store) -> _HeldBack:
+    return store.deferred("workspace-rows", lambda: _HeldBack(store))
+
+
 def write(store: Store, change: Change) -> None:
-    """Write what `change` did (inside the caller's transaction)."""
+    """Write what `change` did (in the caller's transaction; the node and meta rows once
+    per transaction, before it reads anything or commits: `_HeldBack`)."""
+    with store.tx():
+        _write(store, change)
+
+
+def _write(store: Store, change: Change) -> None:
     before, after = change.before, change.after
     task = after.task
     now = max([e.at for e in change.log], default=after.created_at)
@@ -268,6 +366,7 @@ def write(store: Store, change: Change) -> None:
     seq = len(before.nodes)
     changed = change.changed_nodes
     change.changed = changed  # what the files of the change show (`projector.stage`)
+    held_back: _HeldBack | None = None
     for nid in changed:
         node = after.nodes[nid]
         old = before.peek(nid)
@@ -276,8 +375,10 @@ def write(store: Store, change: Change) -> None:
                 store, {"task_path": task, "node_id": nid, "seq": seq, **_node_row(node)}
             )
             seq += 1
-        elif not rows.update_node(store, task, nid, old.version, **_node_row(node)):
-            raise WriteConflict(nid, old.version)
+        else:
+            if held_back is None:
+                held_back = _held_back(store)
+            held_back.node(task, nid, old.version, node)
     index_moved = after.index is not before.index and before.index != after.index
     if index_moved:
         rows.replace_docs(
@@ -310,23 +411,19 @@ def write(store: Store, change: Change) -> None:
     moved = before.focus != after.focus or offered_moved
     rules_moved = new_rules or (after.rules is not before.rules and before.rules != after.rules)
     meta = before.exists and (moved or bool(change.log))
-    if meta and offered_moved:  # restamps it too
-        rows.update_meta(
-            store,
+    if meta:
+        (held_back or _held_back(store)).meta(
             task,
+            stamp,
             focus=after.focus,
-            offered=[d.model_dump(mode="json") for d in after.offered],
+            offered=after.offered if offered_moved else None,
+            focus_moved=before.focus != after.focus,
             updated_at=now,
-            stamp=stamp,
         )
-    elif meta and moved:  # the focus alone
-        rows.focus_meta(store, task, focus=after.focus, updated_at=now, stamp=stamp)
-    elif meta:
-        rows.touch_meta(store, task, updated_at=now, stamp=stamp)
     wrote = not before.exists or changed or change.log or index_moved or rules_moved or moved
     if after.exists and wrote:
         if before.exists and not meta:
-            rows.restamp(store, task, stamp)
+            (held_back or _held_back(store)).meta(task, stamp, focus=after.focus)
         taken = after.nodes  # the value's own dict (a session's view is a new one)
         nodes = taken.view() if type(taken) is NodeMap else dict(taken)
         held = _held(store)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mindloop.loop.phases import PHASES, Hint, Phase
 from mindloop.loop.routing import (
     RULES,
+    KeptTally,
     RouteFacts,
     Target,
     blocked_by_failure,
@@ -237,3 +238,98 @@ def test_the_one_pass_tally_says_what_each_rule_asks_node_by_node(f: RouteFacts)
     # the facts count it once, and a tally handed in is the one the rules read
     assert f.tally() is f.tally()
     assert route(RouteFacts(**{**f.__dict__, "nodes": t})) == route(f)
+
+
+# ---------------------------------------------------------------------- a kept tally
+
+_ASSIGNEES = st.sampled_from([MAIN, MAIN, "MEMBER:qa", "dev"])
+# NEW and DONE most often: readiness (a NEW node whose deps are all DONE) then changes
+_STATUS = st.sampled_from([S.NEW, S.DONE]) | statuses
+
+
+def _node(data: st.DataObject, nid: str, ids: list[str]) -> Node:
+    status = data.draw(_STATUS)
+    return Node(
+        id=nid,
+        parent_id=ROOT_ID,
+        kind=data.draw(
+            st.sampled_from([NodeKind.EXECUTION, NodeKind.EXECUTION, NodeKind.PLANNING])
+        ),
+        type=data.draw(st.sampled_from([NodeType.TASK, NodeType.TASK, NodeType.BENCH])),
+        title=nid,
+        status=status,
+        deps=data.draw(st.lists(st.sampled_from([*ids, "zz"]), max_size=2)),
+        assignee=data.draw(_ASSIGNEES),
+    )
+
+
+def _next(data: st.DataObject, before: dict[str, Node]) -> dict[str, Node]:
+    """A new value as a write makes it: a new mapping, the changed nodes copies, the
+    others the very same objects (nodes added and removed too)."""
+    nodes = dict(before)
+    for _ in range(data.draw(st.integers(0, 4))):
+        ids = sorted(set(nodes) - {ROOT_ID})
+        what = data.draw(st.sampled_from(["status", "status", "assignee", "deps", "add", "drop"]))
+        if what == "add" or len(ids) < 2:
+            nid = f"n{len(nodes)}x{data.draw(st.integers(0, 9))}"
+            nodes[nid] = _node(data, nid, ids)
+            continue
+        nid = data.draw(st.sampled_from(ids))
+        n = nodes[nid]
+        if what == "status":
+            nodes[nid] = n.model_copy(update={"status": data.draw(_STATUS)})
+        elif what == "assignee":
+            nodes[nid] = n.model_copy(update={"assignee": data.draw(_ASSIGNEES)})
+        elif what == "deps":
+            deps = data.draw(st.lists(st.sampled_from([*ids, "zz"]), max_size=2))
+            nodes[nid] = n.model_copy(update={"deps": deps})
+        else:
+            del nodes[nid]
+    return nodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_tally_counted_from_the_last_one_is_the_tally_counted_from_scratch(
+    data: st.DataObject,
+) -> None:
+    """`KeptTally` counts each workspace value from the one before it (the changed nodes
+    found by identity, their dependents marked again): the same tally as `count_nodes`,
+    whatever changed — statuses, assignees, deps, nodes added or dropped."""
+    kept = KeptTally()
+    nodes: dict[str, Node] = {ROOT_ID: Node(id=ROOT_ID, kind=NodeKind.PLANNING, title="t")}
+    for _ in range(data.draw(st.integers(1, 8))):
+        nodes = _next(data, nodes)
+        state = WorkspaceState(task="tasks/t.tsk", nodes=nodes, exists=True)
+        assert kept.count(state) == count_nodes(state)
+
+
+def test_a_dependent_is_counted_again_when_only_its_dep_changed() -> None:
+    """The NEW node is the very same object: its readiness moved with its dep all the
+    same (ready once the dep is DONE, R5's blocked once it FAILED)."""
+    dep = _n("a", S.IN_PROGRESS)
+    node = _n("b", S.NEW, deps=["a"])
+    kept = KeptTally()
+    for status in (S.IN_PROGRESS, S.DONE, S.FAILED, S.IN_PROGRESS):
+        nodes = {"a": dep.model_copy(update={"status": status}), "b": node}
+        state = WorkspaceState(task="tasks/t.tsk", nodes=nodes, exists=True)
+        tally = kept.count(state)
+        assert tally == count_nodes(state)
+        assert tally.main_ready is (status is S.DONE)
+        assert tally.blocked is (status is S.FAILED)
+
+
+def test_a_node_that_names_a_new_dep_is_counted_again_when_that_dep_changes() -> None:
+    """Its deps changed, so the tally is counted whole again: the dep, changing next, is
+    known to have it as a dependent."""
+    a, b = _n("a", S.IN_PROGRESS), _n("b", S.NEW)
+    kept = KeptTally()
+    steps = [
+        {"a": a, "b": b},
+        {"a": a, "b": (b := b.model_copy(update={"deps": ["a"]}))},
+        {"a": a.model_copy(update={"status": S.DONE}), "b": b},
+    ]
+    for nodes in steps:
+        state = WorkspaceState(task="tasks/t.tsk", nodes=nodes, exists=True)
+        assert kept.count(state) == count_nodes(state)
+    assert kept.count(state).main_ready

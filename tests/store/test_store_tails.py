@@ -1,5 +1,5 @@
 """The messages a store keeps of a dialog's course (`store/tails.py`): `messages_after`
-answers from what this store read or appended since, and only while that provably is
+(and a cursor's `message_batch`) answers from what this store read or appended since, and only while that provably is
 what the database holds — checked against a second store reading the file, through any
 mix of appends, reads, other connections' writes and rolled-back transactions."""
 
@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindloop.store import DialogRecord, MessageRecord, Store, tails
+from mindloop.store.cursors import message_batch
 from tests.store.stores import open_store, statements_run
 
 pytestmark = pytest.mark.sqlite_only  # PostgreSQL keeps nothing past a transaction
@@ -114,6 +115,23 @@ def test_the_tail_keeps_the_newest_and_reads_older_ones_again(two: tuple[Store, 
     assert _shown(everything) == _shown(theirs.messages_after("d1", 1, 0))
 
 
+def test_a_batch_the_tail_holds_is_not_read(two: tuple[Store, Store]) -> None:
+    """A cursor's batch (`message_batch`) of messages the tail holds comes from it: the
+    first `limit` of them, as the database has them; another connection's append is
+    seen."""
+    ours, theirs = two
+    ours.messages_after("d1", 1, 0)
+    ours.append_messages([_msg("d1", str(i)) for i in range(5)])
+    first = ours.messages_after("d1", 1, 0)[0].id
+    assert _reads(ours, lambda: message_batch(ours, "d1", 1, first, 2)) == []
+    got = message_batch(ours, "d1", 1, first, 2)
+    assert [r.data["text"] for r in got] == ["1", "2"]
+    assert _shown(got) == _shown(message_batch(theirs, "d1", 1, first, 2))
+    theirs.append_message("d1", "user", {"text": "theirs"})
+    got = message_batch(ours, "d1", 1, first, 10)
+    assert [r.data["text"] for r in got] == ["1", "2", "3", "4", "theirs"]
+
+
 _OPS = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.sampled_from(DIALOGS), st.integers(1, 3), st.booleans()),
@@ -146,6 +164,9 @@ def test_reads_always_match_the_database(tmp_path_factory: pytest.TempPathFactor
             else:
                 assert _shown(ours.messages_after(dialog, course, k)) == _shown(
                     theirs.messages_after(dialog, course, k)
+                )
+                assert _shown(message_batch(ours, dialog, course, k, 3)) == _shown(
+                    message_batch(theirs, dialog, course, k, 3)
                 )
             n += k
         for dialog in DIALOGS:

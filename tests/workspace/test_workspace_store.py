@@ -19,7 +19,7 @@ from mindloop.workspace import repo
 from mindloop.workspace.commands import CriterionInput, Session
 from mindloop.workspace.errors import StaleVersion, WriteConflict
 from mindloop.workspace.models import Node, NodeStatus
-from tests.store.stores import KINDS, open_store
+from tests.store.stores import KINDS, open_store, statements_run
 from tests.workspace.ws_util import CHAT, TASK, apply, tree
 
 
@@ -55,16 +55,7 @@ def test_a_workspace_round_trips_through_the_store(store: Store) -> None:
 
 
 def test_versions_bump_on_change_and_a_stale_write_changes_nothing(store: Store) -> None:
-    _save(store, lambda s: s.init())
-    _save(
-        store,
-        lambda s: s.create_node(
-            parent_id="root",
-            kind="EXECUTION",
-            title="A",
-            requirement="r",  # type: ignore[arg-type]
-        ),
-    )
+    _one_node(store)
     assert repo.load(store, TASK).nodes["n1"].version == 1
     _save(store, lambda s: s.update(node_id="n1", notes="first", expected_version=1))
     n1 = repo.load(store, TASK).nodes["n1"]
@@ -166,3 +157,72 @@ def test_a_node_is_stored_without_its_fields_at_none_and_reads_back_the_same(
     )
     assert stored["n1"]["acceptance_criteria"][1]["verify"] == "pytest"
     assert repo.load(store, TASK, cached=False).nodes == repo.load(store, TASK).nodes
+
+
+def _transition(store: Store, to: NodeStatus, **kw: typing.Any) -> None:
+    s = Session(repo.load(store, TASK), CHAT, now=4.0)
+    s.transition(node_id="n1", to=to, **kw)
+    repo.write(store, s.finish())
+
+
+def _one_node(store: Store) -> None:
+    _save(store, lambda s: s.init())
+    _save(
+        store,
+        lambda s: s.create_node(
+            parent_id="root",
+            kind="EXECUTION",
+            title="A",
+            requirement="r",  # type: ignore[arg-type]
+        ),
+    )
+
+
+def test_a_transaction_writes_each_node_row_and_the_stamp_once(tmp_path: Path) -> None:
+    # a step's calls and the phase they end move a node several times in one transaction
+    store = Store(tmp_path / ".mindloop" / "state.sqlite")
+    try:
+        _one_node(store)
+
+        def step() -> None:
+            with store.tx():
+                _transition(store, NodeStatus.IN_PROGRESS, reason="go")
+                _save(store, lambda s: s.update(node_id="n1", notes="half way"))
+
+        seen = statements_run(store, step)
+        nodes = [s.rsplit("ws_nodes.node_id = ", 1)[1][:6] for s in seen if "UPDATE ws_nodes" in s]
+        assert sorted(nodes) == ["'n1' A", "'root'"]  # n1 twice, the root rolled up
+        assert len([s for s in seen if s.startswith("UPDATE ws_meta")]) == 1
+        n1 = repo.load(store, TASK, cached=False).nodes["n1"]
+        assert (n1.status, n1.notes, n1.version) == (NodeStatus.IN_PROGRESS, "half way", 3)
+        assert repo.load(store, TASK, cached=False).stamp == rows.stamp(store, TASK)
+    finally:
+        store.close()
+
+
+def test_reads_in_the_transaction_see_the_rows_held_back(store: Store) -> None:
+    _one_node(store)
+    with store.tx():
+        _transition(store, NodeStatus.IN_PROGRESS, reason="go")
+        stamp = rows.stamp(store, TASK)
+        fresh = repo.load(store, TASK, cached=False)  # a full read: the rows as written
+        assert fresh.nodes["n1"].status is NodeStatus.IN_PROGRESS and fresh.stamp == stamp
+        _save(store, lambda s: s.update(node_id="n1", notes="after the read"))
+    back = repo.load(store, TASK, cached=False)
+    assert back.nodes["n1"].notes == "after the read" and back.stamp == rows.stamp(store, TASK)
+    with pytest.raises(RuntimeError), store.tx():  # rolled back: nothing of it is written
+        _save(store, lambda s: s.update(node_id="n1", notes="rolled back"))
+        raise RuntimeError("the step failed")
+    assert repo.load(store, TASK, cached=False).nodes["n1"].notes == "after the read"
+
+
+def test_a_second_write_of_a_node_that_raced_the_first_is_refused_whole(store: Store) -> None:
+    _one_node(store)
+    stale = repo.load(store, TASK)
+    with pytest.raises(WriteConflict), store.tx():
+        _transition(store, NodeStatus.IN_PROGRESS, reason="go")
+        s = Session(stale, CHAT, now=3.0)  # computed before the first write
+        s.update(node_id="n1", notes="stale")
+        repo.write(store, s.finish())
+    n1 = repo.load(store, TASK, cached=False).nodes["n1"]
+    assert n1.status is NodeStatus.NEW and n1.version == 1
